@@ -1,0 +1,1 @@
+"""The Cockpit read API under /api/v1: one module per resource."""

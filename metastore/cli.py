@@ -1,0 +1,227 @@
+"""The `metastore` command line: dev, migrate, api, projector, replay."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from metastore.config import ConfigError, Settings, load_settings
+from metastore.logs import configure_logging
+
+log = logging.getLogger("metastore")
+
+
+class Exit(Exception):
+    """Stop the command with a one-line message and a non-zero status."""
+
+
+def _database_url(settings: Settings) -> str:
+    if not settings.database_url:
+        raise Exit("METASTORE_DATABASE_URL is not set (the PostgreSQL URL to use)")
+    return settings.database_url
+
+
+def cmd_migrate(settings: Settings, args: argparse.Namespace) -> None:
+    from metastore.migrations import apply_migrations
+
+    applied = apply_migrations(_database_url(settings))
+    log.info("schema is current", extra={"applied": len(applied)})
+    print(f"applied {len(applied)} migration(s); the schema is current")
+
+
+def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from metastore.app import create_app
+    from metastore.migrations import require_current_schema
+
+    url = _database_url(settings)
+    require_current_schema(url)
+    if not settings.auth_configured and not settings.auth_disabled:
+        raise Exit(
+            "no tokens configured (METASTORE_INGEST_TOKENS, METASTORE_READ_TOKENS, "
+            "METASTORE_EXPORT_TOKENS or their _FILE variants); set METASTORE_AUTH=disabled "
+            "to run without authentication"
+        )
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        proxy_headers=True,
+        timeout_keep_alive=15,
+        timeout_graceful_shutdown=10,
+    )
+
+
+def cmd_projector(settings: Settings, args: argparse.Namespace) -> None:
+    from metastore.migrations import require_current_schema
+
+    require_current_schema(_database_url(settings))
+    from projections.runner import run_projector
+
+    run_projector(settings)
+
+
+def cmd_replay(settings: Settings, args: argparse.Namespace) -> None:
+    from metastore.migrations import require_current_schema
+
+    require_current_schema(_database_url(settings))
+    from projections.replay import run_replay
+
+    run_replay(settings, projection=args.projection, progress=not args.no_progress)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_dev(settings: Settings, args: argparse.Namespace) -> None:
+    """PostgreSQL (embedded unless a URL is given), migrations, API and projector."""
+    from metastore.embedded_pg import EmbeddedPostgres
+    from metastore.migrations import apply_migrations
+
+    env = dict(os.environ)
+    env["METASTORE_HOST"] = args.host
+    env["METASTORE_PORT"] = str(args.port)
+    if not settings.auth_configured:
+        if not _is_loopback(args.host):
+            raise Exit(
+                f"no tokens configured and --host {args.host} is not loopback; configure "
+                "METASTORE_*_TOKENS or listen on 127.0.0.1"
+            )
+        env["METASTORE_AUTH"] = "disabled"
+        log.warning("no tokens configured: the API is open to anyone on this machine")
+    pg: EmbeddedPostgres | None = None
+    children: list[subprocess.Popen[bytes]] = []
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        url = settings.database_url
+        if not url:
+            pg = EmbeddedPostgres(Path(args.data_dir))
+            url = pg.start()
+            log.info("embedded PostgreSQL started", extra={"data_dir": str(pg.data_dir)})
+        env["METASTORE_DATABASE_URL"] = url
+        apply_migrations(url)
+        for command in ("api", "projector"):
+            children.append(
+                subprocess.Popen([sys.executable, "-m", "metastore", command], env=env)
+            )
+        log.info("metastore is running", extra={"url": f"http://{args.host}:{args.port}"})
+        while not stopping:
+            for child in children:
+                if child.poll() is not None:
+                    log.error("a child process exited", extra={"status": child.returncode})
+                    stopping = True
+            time.sleep(0.2)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+        for child in children:
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        if pg is not None:
+            pg.stop()
+            log.info("embedded PostgreSQL stopped")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="metastore",
+        description="The Stackable metadata store: OpenLineage in, lineage out. "
+        "Configuration comes from METASTORE_* environment variables (see README).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    dev = sub.add_parser(
+        "dev", help="run PostgreSQL (embedded unless METASTORE_DATABASE_URL is set), "
+        "migrations, the API and the projector in the foreground",
+        description="Everything a laptop needs. Ctrl-C stops it all, PostgreSQL included.",
+    )
+    dev.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
+    dev.add_argument("--port", type=int, default=8080, help="API port (default 8080)")
+    dev.add_argument(
+        "--data-dir", default=".metastore",
+        help="where the embedded PostgreSQL keeps its data (default .metastore)",
+    )
+    dev.set_defaults(func=cmd_dev)
+    sub.add_parser(
+        "migrate", help="apply the pending schema migrations (safe to run twice, or in parallel)",
+        description="Applies the yoyo migrations in sql/ to METASTORE_DATABASE_URL.",
+    ).set_defaults(func=cmd_migrate)
+    sub.add_parser(
+        "api", help="serve ingest, the read API and the export feed",
+        description="Serves /ingest, /api/v1 and /export on METASTORE_HOST:METASTORE_PORT.",
+    ).set_defaults(func=cmd_api)
+    sub.add_parser(
+        "projector", help="fold the event log into the read models (one active at a time)",
+        description="Folds the log into the read models; a second projector waits as standby. "
+        "Serves /healthz, /readyz and /metrics on METASTORE_PROJECTOR_PORT.",
+    ).set_defaults(func=cmd_projector)
+    replay = sub.add_parser(
+        "replay", help="rebuild the read models from the whole log, then switch over atomically",
+        description="Rebuilds every projection (or one) into fresh tables while the API keeps "
+        "serving the current ones, and swaps them in once caught up.",
+    )
+    replay.add_argument("--projection", metavar="NAME", help="rebuild only this projection")
+    replay.add_argument("--no-progress", action="store_true", help="no progress bar")
+    replay.set_defaults(func=cmd_replay)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"metastore: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
+    import psycopg
+
+    from metastore.embedded_pg import EmbeddedPostgresError
+    from metastore.migrations import SchemaBehind
+
+    try:
+        args.func(settings, args)
+    except (Exit, SchemaBehind, EmbeddedPostgresError) as exc:
+        print(f"metastore: {exc}", file=sys.stderr)
+        return 1
+    except psycopg.OperationalError as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"metastore: cannot reach the database: {first_line}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Configuration from `METASTORE_*` environment variables.
+
+Every setting is read once, at start, by `load_settings`. A wrong value raises
+`ConfigError` whose message names the variable; the CLI prints it on one line and exits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+SCOPES = ("ingest", "read", "export")
+
+
+class ConfigError(Exception):
+    """A configuration value is wrong; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None
+    host: str
+    port: int
+    projector_port: int
+    log_level: str
+    log_format: str
+    max_event_bytes: int
+    request_timeout: float
+    pool_size: int
+    auth_disabled: bool
+    tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def auth_configured(self) -> bool:
+        return any(self.tokens.get(scope) for scope in SCOPES)
+
+
+# One row per variable: (name, default, description). README's table is checked against
+# this list by a test, so the documentation cannot drift from the code.
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("METASTORE_DATABASE_URL", "", "libpq URL of the PostgreSQL database. `dev` starts an "
+     "embedded PostgreSQL when unset; `api`, `projector`, `migrate` and `replay` need it."),
+    ("METASTORE_HOST", "0.0.0.0", "Address the API listens on (`dev`: 127.0.0.1)."),
+    ("METASTORE_PORT", "8080", "Port of the API (ingest, read and export)."),
+    ("METASTORE_PROJECTOR_PORT", "9090", "Port of the projector's /healthz, /readyz, /metrics."),
+    ("METASTORE_LOG_LEVEL", "info", "One of debug, info, warning, error."),
+    ("METASTORE_LOG_FORMAT", "text", "`json` (one object a line) or `text`."),
+    ("METASTORE_MAX_EVENT_BYTES", "33554432", "Largest request body, before and after gzip."),
+    ("METASTORE_REQUEST_TIMEOUT", "30", "Seconds a client may take to send its request."),
+    ("METASTORE_POOL_SIZE", "8", "Database connections per API process."),
+    ("METASTORE_AUTH", "enabled", "`disabled` lets `api` run without tokens (explicit opt-out)."),
+    ("METASTORE_INGEST_TOKENS", "", "Comma-separated bearer tokens for POST /ingest/..."),
+    ("METASTORE_INGEST_TOKENS_FILE", "", "File with one ingest token a line."),
+    ("METASTORE_READ_TOKENS", "", "Comma-separated bearer tokens for /api/v1/..."),
+    ("METASTORE_READ_TOKENS_FILE", "", "File with one read token a line."),
+    ("METASTORE_EXPORT_TOKENS", "", "Comma-separated bearer tokens for /export/..."),
+    ("METASTORE_EXPORT_TOKENS_FILE", "", "File with one export token a line."),
+)
+_DEFAULTS = {name: default for name, default, _ in VARIABLES}
+
+
+def _get(env: Mapping[str, str], name: str) -> str:
+    return env.get(name, _DEFAULTS[name]).strip()
+
+
+def _parse(env: Mapping[str, str], name: str, parse: Callable[[str], T], expected: str) -> T:
+    raw = _get(env, name)
+    try:
+        return parse(raw)
+    except (ValueError, TypeError):
+        raise ConfigError(f"{name}={raw!r} is invalid: expected {expected}") from None
+
+
+def _port(raw: str) -> int:
+    value = int(raw)
+    if not 0 < value < 65536:
+        raise ValueError(raw)
+    return value
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError(raw)
+    return value
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0:
+        raise ValueError(raw)
+    return value
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw.lower() not in choices:
+            raise ValueError(raw)
+        return raw.lower()
+
+    return parse
+
+
+def _tokens(env: Mapping[str, str], scope: str) -> frozenset[str]:
+    name = f"METASTORE_{scope.upper()}_TOKENS"
+    tokens = {t.strip() for t in _get(env, name).split(",") if t.strip()}
+    path = _get(env, name + "_FILE")
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{name}_FILE={path!r} cannot be read: {exc.strerror}") from None
+        tokens.update(line.strip() for line in text.splitlines() if line.strip())
+    return frozenset(tokens)
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    auth = _parse(env, "METASTORE_AUTH", _choice(("enabled", "disabled")), "enabled or disabled")
+    return Settings(
+        database_url=_get(env, "METASTORE_DATABASE_URL") or None,
+        host=_get(env, "METASTORE_HOST") or "0.0.0.0",
+        port=_parse(env, "METASTORE_PORT", _port, "a port number 1-65535"),
+        projector_port=_parse(env, "METASTORE_PROJECTOR_PORT", _port, "a port number 1-65535"),
+        log_level=_parse(env, "METASTORE_LOG_LEVEL", _choice(LOG_LEVELS), "|".join(LOG_LEVELS)),
+        log_format=_parse(
+            env, "METASTORE_LOG_FORMAT", _choice(LOG_FORMATS), "|".join(LOG_FORMATS)
+        ),
+        max_event_bytes=_parse(
+            env, "METASTORE_MAX_EVENT_BYTES", _positive_int, "a positive number of bytes"
+        ),
+        request_timeout=_parse(
+            env, "METASTORE_REQUEST_TIMEOUT", _positive_float, "a positive number of seconds"
+        ),
+        pool_size=_parse(env, "METASTORE_POOL_SIZE", _positive_int, "a positive integer"),
+        auth_disabled=auth == "disabled",
+        tokens={scope: _tokens(env, scope) for scope in SCOPES},
+    )

@@ -1,0 +1,218 @@
+"""The event log: append events, read them back past a cursor.
+
+Order and the cursor. `seq` is handed out when a row is inserted, but transactions commit
+in any order, so a reader paging by `seq` can pass over a row whose transaction commits
+later with a smaller `seq`. Instead the log's order is `(tx, seq)`, where `tx` is the id of
+the writing transaction, and readers only read rows with `tx` below the oldest transaction
+still running (`pg_snapshot_xmin(pg_current_snapshot())`): every transaction below that
+horizon has finished, so no row can ever appear behind a cursor that has passed it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import psycopg
+from psycopg.rows import tuple_row
+
+NOTIFY_CHANNEL = "metastore_events"
+
+
+class LogRecord(msgspec.Struct, frozen=True):
+    """One event ready to append: the raw JSON and the envelope fields kept as columns."""
+
+    event_time: dt.datetime
+    kind: str  # "run" | "job" | "dataset"
+    event_type: str | None
+    run_id: uuid.UUID | None
+    job_namespace: str | None
+    job_name: str | None
+    producer: str
+    digest: bytes
+    event_json: bytes
+
+
+class Position(msgspec.Struct, frozen=True, order=True):
+    """A place in the log: everything at or before it has been read."""
+
+    tx: int = 0
+    seq: int = 0
+
+    def encode(self) -> str:
+        return base64.urlsafe_b64encode(f"{self.tx}.{self.seq}".encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, cursor: str) -> Position:
+        """Parses an opaque cursor; raises ValueError for anything we did not hand out."""
+        try:
+            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+            tx_text, seq_text = raw.split(".")
+            tx, seq = int(tx_text), int(seq_text)
+        except (ValueError, UnicodeDecodeError, binascii.Error):
+            raise ValueError("not a cursor handed out by this service") from None
+        if tx < 0 or seq < 0 or tx >= 2**64 or seq >= 2**63:
+            raise ValueError("not a cursor handed out by this service")
+        return cls(tx, seq)
+
+
+START = Position(0, 0)
+
+
+class StoredEvent(msgspec.Struct, frozen=True):
+    """An event read back from the log."""
+
+    position: Position
+    received_at: dt.datetime
+    event_time: dt.datetime
+    kind: str
+    event_type: str | None
+    run_id: uuid.UUID | None
+    job_namespace: str | None
+    job_name: str | None
+    event: Any  # the decoded JSON document, or raw JSON text when read with raw=True
+
+
+INSERT_DIGESTS = """
+INSERT INTO event_digests (digest)
+SELECT unnest(%(digests)s::bytea[])
+ON CONFLICT DO NOTHING
+RETURNING digest
+"""
+
+INSERT_EVENTS = """
+INSERT INTO event_log
+    (event_time, kind, event_type, run_id, job_namespace, job_name, producer, digest,
+     size_bytes, event)
+SELECT * FROM unnest(
+    %(event_time)s::timestamptz[], %(kind)s::text[], %(event_type)s::text[], %(run_id)s::uuid[],
+    %(job_namespace)s::text[], %(job_name)s::text[], %(producer)s::text[], %(digest)s::bytea[],
+    %(size_bytes)s::integer[], %(event)s::jsonb[])
+"""
+
+
+def append_events(conn: psycopg.Connection[Any], records: Sequence[LogRecord]) -> int:
+    """Appends the records not already in the log, in the caller's transaction.
+
+    Returns how many were new. Duplicates (same digest, in the log or earlier in
+    `records`) are skipped: an exact retry is stored once. A concurrent transaction
+    appending the same event makes this one wait for it, then skip it.
+    Sends the NOTIFY that wakes readers; PostgreSQL delivers it at commit.
+    """
+    unique: dict[bytes, LogRecord] = {}
+    for record in records:
+        unique.setdefault(record.digest, record)
+    if not unique:
+        return 0
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(INSERT_DIGESTS, {"digests": list(unique)})
+        new = [unique[row[0]] for row in cur.fetchall()]
+        if not new:
+            return 0
+        cur.execute(INSERT_EVENTS, _columns(new))
+        cur.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+    return len(new)
+
+
+def _columns(records: Sequence[LogRecord]) -> dict[str, list[Any]]:
+    return {
+        "event_time": [r.event_time for r in records],
+        "kind": [r.kind for r in records],
+        "event_type": [r.event_type for r in records],
+        "run_id": [r.run_id for r in records],
+        "job_namespace": [r.job_namespace for r in records],
+        "job_name": [r.job_name for r in records],
+        "producer": [r.producer for r in records],
+        "digest": [r.digest for r in records],
+        "size_bytes": [len(r.event_json) for r in records],
+        "event": [r.event_json.decode() for r in records],
+    }
+
+
+READ_AFTER = """
+SELECT tx::text::bigint, seq, received_at, event_time, kind, event_type, run_id,
+       job_namespace, job_name, {event}
+FROM event_log
+WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
+  AND tx < pg_snapshot_xmin(pg_current_snapshot())
+  {filters}
+ORDER BY tx, seq
+LIMIT %(limit)s
+"""
+
+
+class Filters(msgspec.Struct, frozen=True):
+    """Optional filters on the envelope columns (all must match)."""
+
+    namespace: str | None = None
+    job: str | None = None
+    run_id: uuid.UUID | None = None
+    since: dt.datetime | None = None
+
+
+def _filter_sql(filters: Filters | None) -> tuple[str, dict[str, Any]]:
+    if filters is None:
+        return "", {}
+    clauses, params = [], {}
+    if filters.namespace is not None:
+        clauses.append("AND job_namespace = %(f_namespace)s")
+        params["f_namespace"] = filters.namespace
+    if filters.job is not None:
+        clauses.append("AND job_name = %(f_job)s")
+        params["f_job"] = filters.job
+    if filters.run_id is not None:
+        clauses.append("AND run_id = %(f_run_id)s")
+        params["f_run_id"] = filters.run_id
+    if filters.since is not None:
+        clauses.append("AND event_time >= %(f_since)s")
+        params["f_since"] = filters.since
+    return "\n  ".join(clauses), params
+
+
+def read_events_after(
+    conn: psycopg.Connection[Any],
+    after: Position,
+    limit: int,
+    filters: Filters | None = None,
+    raw: bool = False,
+) -> list[StoredEvent]:
+    """Reads up to `limit` committed events past `after`, in log order.
+
+    With `raw=True` the event is the JSON text as PostgreSQL renders it (no decode/encode
+    round trip in Python, for the export feed); otherwise the decoded document.
+    """
+    where, params = _filter_sql(filters)
+    query = READ_AFTER.format(event="event::text" if raw else "event", filters=where)
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(query, {"tx": after.tx, "seq": after.seq, "limit": limit, **params})
+        rows = cur.fetchall()
+    return [
+        StoredEvent(Position(r[0], r[1]), r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+        for r in rows
+    ]
+
+
+WATERMARK = """
+SELECT coalesce(
+    (SELECT tx::text::bigint FROM event_log
+     WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+     ORDER BY tx DESC, seq DESC LIMIT 1), 0),
+    coalesce(
+    (SELECT seq FROM event_log
+     WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+     ORDER BY tx DESC, seq DESC LIMIT 1), 0)
+"""
+
+
+def watermark(conn: psycopg.Connection[Any]) -> Position:
+    """The position of the last event a reader can read now (START for an empty log)."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(WATERMARK)
+        row = cur.fetchone()
+    assert row is not None
+    return Position(row[0], row[1])

@@ -1,0 +1,1 @@
+"""The projector and its read models: one module per projection."""

@@ -1,0 +1,17 @@
+-- projection: column_lineage. From the `columnLineage` output-dataset facet:
+-- output field <- input field, with the transformation when present.
+CREATE TABLE column_lineage (
+    out_namespace   text        NOT NULL,
+    out_name        text        NOT NULL,
+    out_field       text        NOT NULL,
+    in_namespace    text        NOT NULL,
+    in_name         text        NOT NULL,
+    in_field        text        NOT NULL,
+    transformations jsonb       NOT NULL DEFAULT '[]',  -- [{type, subtype, description, masking}]
+    job_id          uuid,
+    run_id          uuid,                               -- the latest run that reported it
+    first_seen      timestamptz NOT NULL,
+    last_seen       timestamptz NOT NULL,
+    PRIMARY KEY (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
+);
+CREATE INDEX column_lineage_input ON column_lineage (in_namespace, in_name, in_field);

@@ -1,0 +1,44 @@
+-- projection: datasets. A dataset has its own stable id; names point at it.
+--
+-- (namespace, name) is a lookup key, never the identity: the name an event uses and each
+-- identifier of its `symlinks` facet are names of one dataset. Merging two datasets later
+-- (the Trino and the Spark name of one table) is `UPDATE dataset_names SET dataset_id`
+-- plus `merged_into` on the absorbed row; lineage and column-lineage tables are keyed by
+-- names, so they follow without a rewrite.
+CREATE TABLE datasets (
+    id              uuid        PRIMARY KEY,   -- uuid5 of the first name it was seen under
+    namespace       text        NOT NULL,      -- its display name: the first name seen
+    name            text        NOT NULL,
+    facets          jsonb       NOT NULL DEFAULT '{}',
+    facet_times     jsonb       NOT NULL DEFAULT '{}',
+    current_fields  jsonb,                     -- `schema` facet fields of the latest version
+    first_seen      timestamptz NOT NULL,
+    last_seen       timestamptz NOT NULL,
+    merged_into     uuid                       -- set when this id was absorbed by another
+);
+
+CREATE TABLE dataset_names (
+    namespace       text        NOT NULL,
+    name            text        NOT NULL,
+    dataset_id      uuid        NOT NULL,
+    kind            text        NOT NULL,      -- 'emitted' | 'symlink'
+    symlink_type    text,                      -- the symlinks facet's `type` (TABLE, ...)
+    first_seen      timestamptz NOT NULL,
+    PRIMARY KEY (namespace, name)
+);
+CREATE INDEX dataset_names_dataset ON dataset_names (dataset_id);
+CREATE INDEX dataset_names_name ON dataset_names (lower(name) text_pattern_ops);
+
+-- One row per distinct schema a dataset had, at the first eventTime it was seen with it
+-- (a schema that comes back after a change is a new row). Version numbers are the order
+-- by (event_time, seq), so a late-arriving old event only changes the past.
+CREATE TABLE dataset_versions (
+    dataset_id      uuid        NOT NULL,
+    event_time      timestamptz NOT NULL,
+    seq             bigint      NOT NULL,
+    fields_hash     bytea       NOT NULL,
+    fields          jsonb       NOT NULL,
+    run_id          uuid,                      -- the run whose event carried it
+    job_id          uuid,
+    PRIMARY KEY (dataset_id, event_time, seq)
+);

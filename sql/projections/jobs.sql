@@ -1,0 +1,20 @@
+-- projection: jobs. One row per (namespace, name); id = uuid5 of the name, so stable
+-- across replays.
+CREATE TABLE jobs (
+    id              uuid        PRIMARY KEY,
+    namespace       text        NOT NULL,
+    name            text        NOT NULL,
+    facets          jsonb       NOT NULL DEFAULT '{}',  -- merged the spec's way, latest by eventTime
+    facet_times     jsonb       NOT NULL DEFAULT '{}',  -- facet name -> [eventTime, seq] it came from
+    job_type        text,       -- jobType facet: jobType
+    processing_type text,       -- jobType facet: processingType (BATCH | STREAMING)
+    integration     text,       -- jobType facet: integration (SPARK, AIRFLOW, ...)
+    parent_job_id   uuid,       -- from the parent facet of its runs
+    first_seen      timestamptz NOT NULL,
+    last_seen       timestamptz NOT NULL,
+    latest_run_id   uuid,       -- the run with the latest start (or first event) time
+    latest_run_time timestamptz,
+    UNIQUE (namespace, name)
+);
+CREATE INDEX jobs_parent ON jobs (parent_job_id) WHERE parent_job_id IS NOT NULL;
+CREATE INDEX jobs_name_trgm ON jobs (lower(name) text_pattern_ops);

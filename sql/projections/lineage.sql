@@ -1,0 +1,39 @@
+-- projection: lineage. Edges between jobs and dataset names (resolved to dataset ids
+-- through readmodel.dataset_names at query time).
+--
+-- run_edges: what one run read and wrote (the per-run edges, with their times, which
+-- also answer "as of" queries). job_edges: the union over a job's runs and its static
+-- lineage (JobEvents), with first and last seen.
+CREATE TABLE run_edges (
+    run_id          uuid        NOT NULL,
+    job_id          uuid        NOT NULL,
+    direction       text        NOT NULL,  -- 'input' (dataset -> job) | 'output' (job -> dataset)
+    namespace       text        NOT NULL,
+    name            text        NOT NULL,
+    first_seen      timestamptz NOT NULL,
+    last_seen       timestamptz NOT NULL,
+    PRIMARY KEY (run_id, direction, namespace, name)
+);
+CREATE INDEX run_edges_dataset ON run_edges (namespace, name, direction);
+CREATE INDEX run_edges_job ON run_edges (job_id, direction);
+
+CREATE TABLE job_edges (
+    job_id          uuid        NOT NULL,
+    direction       text        NOT NULL,
+    namespace       text        NOT NULL,
+    name            text        NOT NULL,
+    source          text        NOT NULL,  -- 'run' | 'static' (JobEvent)
+    first_seen      timestamptz NOT NULL,
+    last_seen       timestamptz NOT NULL,
+    PRIMARY KEY (job_id, direction, namespace, name, source)
+);
+CREATE INDEX job_edges_dataset ON job_edges (namespace, name, direction);
+
+-- The start time of each run as lineage sees it (for "latest run at or before T").
+CREATE TABLE lineage_runs (
+    run_id          uuid        PRIMARY KEY,
+    job_id          uuid        NOT NULL,
+    started_at      timestamptz NOT NULL,  -- START eventTime, else its earliest eventTime
+    ended_at        timestamptz
+);
+CREATE INDEX lineage_runs_job ON lineage_runs (job_id, started_at DESC);

@@ -1,0 +1,122 @@
+"""Helpers for tests that run the real processes: `metastore api` / `projector` as children."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from metastore.embedded_pg import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFORMANCE = ROOT.parent / "shared" / "conformance"
+
+
+def conformance_files(folder: str) -> list[Path]:
+    """The event files of a conformance folder, in emission order."""
+    return sorted((CONFORMANCE / folder).glob("*.json"))
+
+
+def conformance_events(folder: str) -> list[dict[str, Any]]:
+    return [json.loads(p.read_bytes()) for p in conformance_files(folder)]
+
+
+def all_scenario_events() -> list[dict[str, Any]]:
+    events = []
+    for scenario in sorted(p.name for p in (CONFORMANCE / "scenarios").iterdir()):
+        events += conformance_events(f"scenarios/{scenario}")
+    return events
+
+
+class Process:
+    """A `metastore <command>` child process."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], base_url: str, log_path: Path) -> None:
+        self.popen = popen
+        self.base_url = base_url
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+        self.popen.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def start_process(
+    command: str,
+    database_url: str,
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+    port: int | None = None,
+    wait_path: str | None = "/healthz",
+    timeout: float = 30.0,
+) -> Process:
+    port = port or free_port()
+    full_env = {
+        **os.environ,
+        "METASTORE_DATABASE_URL": database_url,
+        "METASTORE_HOST": "127.0.0.1",
+        "METASTORE_PORT": str(port),
+        "METASTORE_PROJECTOR_PORT": str(port),
+        "METASTORE_AUTH": "disabled",
+        "METASTORE_LOG_LEVEL": "info",
+        **(env or {}),
+    }
+    log_path = log_dir / f"{command}-{port}.log"
+    with log_path.open("wb") as log_file:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "metastore", command],
+            env=full_env, stdout=log_file, stderr=subprocess.STDOUT,
+        )
+    process = Process(popen, f"http://127.0.0.1:{port}", log_path)
+    if wait_path is not None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if popen.poll() is not None:
+                raise RuntimeError(f"metastore {command} exited:\n{process.output()}")
+            try:
+                if httpx.get(process.base_url + wait_path, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                process.stop()
+                raise RuntimeError(f"metastore {command} did not start:\n{process.output()}")
+            time.sleep(0.05)
+    return process
+
+
+@contextmanager
+def running(
+    command: str, database_url: str, log_dir: Path, **kwargs: Any
+) -> Iterator[Process]:
+    process = start_process(command, database_url, log_dir, **kwargs)
+    try:
+        yield process
+    finally:
+        process.stop()
