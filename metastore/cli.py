@@ -43,15 +43,17 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
 
     from metastore.app import create_app
     from metastore.migrations import require_current_schema
+    from metastore.timeouts import header_timeout_protocol
 
     url = _database_url(settings)
-    require_current_schema(url)
+    # A configuration mistake is reported before the database is asked anything.
     if not settings.auth_configured and not settings.auth_disabled:
         raise Exit(
             "no tokens configured (METASTORE_INGEST_TOKENS, METASTORE_READ_TOKENS, "
             "METASTORE_EXPORT_TOKENS or their _FILE variants); set METASTORE_AUTH=disabled "
             "to run without authentication"
         )
+    require_current_schema(url)
     app = create_app(settings)
     uvicorn.run(
         app,
@@ -62,6 +64,8 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         proxy_headers=True,
         timeout_keep_alive=15,
         timeout_graceful_shutdown=10,
+        # uvicorn has no timeout for request headers: METASTORE_REQUEST_TIMEOUT bounds them too.
+        http=header_timeout_protocol(settings.request_timeout),
     )
 
 

@@ -8,7 +8,8 @@ import time
 
 import msgspec
 
-_RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# uvicorn adds `color_message` (the message with ANSI colours) to its records: not for logs.
+_RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):

@@ -59,3 +59,15 @@ MALFORMED_FACETS = Counter(
     "metastore_projector_malformed_facets_total",
     "Facets ignored because they were malformed.", ["facet"],
 )
+
+# Database (read at scrape time by metastore.metrics_endpoint)
+POOL_MAX = Gauge("metastore_db_pool_max_connections", "Largest size the pool may grow to.")
+LOG_BYTES = Gauge("metastore_log_bytes", "On-disk size of the event log partitions.")
+
+# Export feed
+EXPORT_EVENTS = Counter(
+    "metastore_export_events_total", "Events sent by the export feed, by format.", ["format"]
+)
+EXPORT_WAITING = Gauge(
+    "metastore_export_waiting_requests", "Export long-polls waiting for the next append."
+)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.resources
 import logging
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,8 @@ def sql_dir() -> Path:
     checkout = Path(__file__).resolve().parent.parent / "sql"
     if (checkout / "0001.event-log.sql").exists():
         return checkout
-    return Path(str(importlib.resources.files("metastore.sql")))
+    # In a wheel, sql/ is installed as metastore/sql (see pyproject's package-dir).
+    return Path(__file__).resolve().parent / "sql"
 
 
 def migration_ids() -> list[str]:

@@ -58,17 +58,32 @@ CREATE TRIGGER event_digests_no_truncate BEFORE TRUNCATE ON event_digests
 
 -- Creates the monthly partitions from this month to `months_ahead` months ahead (idempotent).
 -- Row triggers are inherited by new partitions; TRUNCATE triggers are not, so add them.
+-- A month whose rows already sit in the DEFAULT partition (maintenance lapsed) is skipped:
+-- creating it would fail, and the rows cannot move (the log is immutable); they stay valid.
+-- SECURITY DEFINER: the service's own role (INSERT and SELECT only, see below) calls this
+-- at start and daily, and creating a partition needs the owner's rights.
 CREATE FUNCTION event_log_ensure_partitions(months_ahead integer DEFAULT 3) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
     month_start date;
     part_name text;
     created integer := 0;
 BEGIN
+    IF months_ahead IS NULL OR months_ahead < 0 OR months_ahead > 120 THEN
+        RAISE EXCEPTION 'months_ahead must be between 0 and 120, not %', months_ahead;
+    END IF;
+    -- Two API processes starting together would race to create the same partition.
+    PERFORM pg_advisory_xact_lock(hashtext('event_log_ensure_partitions'));
     FOR i IN 0..months_ahead LOOP
         month_start := (date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => i))::date;
         part_name := format('event_log_%s', to_char(month_start, 'YYYY_MM'));
         IF to_regclass(part_name) IS NULL THEN
+            IF EXISTS (SELECT 1 FROM event_log_default
+                       WHERE received_at >= month_start::timestamp AT TIME ZONE 'UTC'
+                         AND received_at < (month_start + interval '1 month')::timestamp AT TIME ZONE 'UTC') THEN
+                RAISE WARNING 'event_log: % not created, the default partition holds its rows', part_name;
+                CONTINUE;
+            END IF;
             EXECUTE format(
                 'CREATE TABLE %I PARTITION OF event_log FOR VALUES FROM (%L) TO (%L)',
                 part_name,
@@ -83,6 +98,7 @@ BEGIN
     RETURN created;
 END;
 $$;
+REVOKE ALL ON FUNCTION event_log_ensure_partitions(integer) FROM PUBLIC;
 
 DO $$ BEGIN PERFORM event_log_ensure_partitions(3); END $$;
 
@@ -93,5 +109,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE format('REVOKE ALL ON event_log, event_digests FROM %I', role_name);
     EXECUTE format('GRANT SELECT, INSERT ON event_log, event_digests TO %I', role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION event_log_ensure_partitions(integer) TO %I',
+                   role_name);
 END;
 $$;

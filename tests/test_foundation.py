@@ -178,3 +178,19 @@ def test_dev_runs_everything_and_sigterm_leaves_nothing_running(tmp_path: Path) 
         if dev.poll() is None:
             dev.kill()
         subprocess.run(["rm", "-rf", str(data_dir)])
+
+
+def test_the_wheel_ships_the_migrations_and_projection_ddl(tmp_path: Path) -> None:
+    import zipfile
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
+         "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("metastore-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for mid in migration_ids():
+        assert f"metastore/sql/{mid}.sql" in names
+    for ddl in (ROOT / "sql" / "projections").glob("*.sql"):
+        assert f"metastore/sql/projections/{ddl.name}" in names

@@ -1,1 +1,21 @@
-"""The Cockpit read API under /api/v1: one module per resource."""
+"""The Cockpit read API under /api/v1: one module per resource.
+
+`routes` is mounted at /api/v1 by metastore.app; openapi.py renders the same operations.
+"""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from metastore.api import datasets, jobs, lineage, namespaces, openapi, runs, search, status
+
+routes: list[BaseRoute] = [
+    *namespaces.resource.routes,
+    *jobs.resource.routes,
+    *runs.resource.routes,
+    *datasets.resource.routes,
+    *lineage.resource.routes,
+    *search.resource.routes,
+    *status.resource.routes,
+    *openapi.routes,
+]

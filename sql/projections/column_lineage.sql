@@ -12,6 +12,7 @@ CREATE TABLE column_lineage (
     run_id          uuid,                               -- the latest run that reported it
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
+    last_seq        bigint      NOT NULL,   -- seq of the latest report (ties in last_seen)
     PRIMARY KEY (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
 );
 CREATE INDEX column_lineage_input ON column_lineage (in_namespace, in_name, in_field);

@@ -14,8 +14,13 @@ CREATE TABLE datasets (
     current_fields  jsonb,                     -- `schema` facet fields of the latest version
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
-    merged_into     uuid                       -- set when this id was absorbed by another
+    merged_into     uuid,                      -- set when this id was absorbed by another
+    -- log position (tx, seq) of the first event that named it: on a merge, the dataset
+    -- first seen in the log survives (so a replay picks the same id)
+    first_tx        bigint      NOT NULL,
+    first_seq       bigint      NOT NULL
 );
+CREATE INDEX datasets_merged_into ON datasets (merged_into) WHERE merged_into IS NOT NULL;
 
 CREATE TABLE dataset_names (
     namespace       text        NOT NULL,
@@ -29,16 +34,21 @@ CREATE TABLE dataset_names (
 CREATE INDEX dataset_names_dataset ON dataset_names (dataset_id);
 CREATE INDEX dataset_names_name ON dataset_names (lower(name) text_pattern_ops);
 
--- One row per distinct schema a dataset had, at the first eventTime it was seen with it
--- (a schema that comes back after a change is a new row). Version numbers are the order
--- by (event_time, seq), so a late-arriving old event only changes the past.
+-- One row per distinct schema (by hash of its fields) a dataset had, at the first
+-- (eventTime, seq) it was seen with it, and the last. Version numbers are the order by
+-- (event_time, seq); the current schema is the one last seen. Keeping first and last per
+-- distinct schema (not every change) makes the history independent of arrival order: a
+-- schema that comes back after a change keeps its first row and moves its last_seen.
 CREATE TABLE dataset_versions (
     dataset_id      uuid        NOT NULL,
     event_time      timestamptz NOT NULL,
     seq             bigint      NOT NULL,
     fields_hash     bytea       NOT NULL,
     fields          jsonb       NOT NULL,
-    run_id          uuid,                      -- the run whose event carried it
+    run_id          uuid,                      -- the run whose event carried it first
     job_id          uuid,
-    PRIMARY KEY (dataset_id, event_time, seq)
+    last_event_time timestamptz NOT NULL,
+    last_seq        bigint      NOT NULL,
+    PRIMARY KEY (dataset_id, fields_hash)
 );
+CREATE INDEX dataset_versions_order ON dataset_versions (dataset_id, event_time, seq);

@@ -14,6 +14,9 @@ CREATE TABLE jobs (
     last_seen       timestamptz NOT NULL,
     latest_run_id   uuid,       -- the run with the latest start (or first event) time
     latest_run_time timestamptz,
+    -- projector bookkeeping: the order keys ([eventTime µs, seq]) the values above came from
+    parent_order    jsonb,
+    latest_run_order jsonb,     -- [1 if START else 0, eventTime µs, seq]
     UNIQUE (namespace, name)
 );
 CREATE INDEX jobs_parent ON jobs (parent_job_id) WHERE parent_job_id IS NOT NULL;

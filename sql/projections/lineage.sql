@@ -34,6 +34,7 @@ CREATE TABLE lineage_runs (
     run_id          uuid        PRIMARY KEY,
     job_id          uuid        NOT NULL,
     started_at      timestamptz NOT NULL,  -- START eventTime, else its earliest eventTime
-    ended_at        timestamptz
+    ended_at        timestamptz,           -- its latest terminal eventTime
+    has_start       boolean     NOT NULL DEFAULT false  -- started_at came from a START
 );
 CREATE INDEX lineage_runs_job ON lineage_runs (job_id, started_at DESC);

@@ -19,7 +19,11 @@ CREATE TABLE runs (
     facet_times     jsonb       NOT NULL DEFAULT '{}',
     first_seen      timestamptz NOT NULL,  -- earliest eventTime of its events
     last_seen       timestamptz NOT NULL,
-    first_seq       bigint      NOT NULL   -- log seq of the first event folded (tie-breaks)
+    first_seq       bigint      NOT NULL,  -- log seq of the first event folded (tie-breaks)
+    -- projector bookkeeping: the state's rank (2 terminal, 1 START/RUNNING/OTHER, 0 no
+    -- eventType) and the seq of the event that set it
+    state_rank      smallint    NOT NULL,
+    state_seq       bigint      NOT NULL
 );
 CREATE INDEX runs_job ON runs (job_id, first_seen DESC, id);
 CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;

@@ -1,0 +1,1 @@
+"""`make bench`: the performance checks, each against a baseline measured in the same run."""

@@ -1,0 +1,192 @@
+"""Lineage depth 5 from 200 random nodes, end to end through `GET /api/v1/lineage`.
+
+The graph is the workload's (about 100,000 datasets and jobs, fan-in and fan-out), folded
+by the real projector. The baseline is a bare recursive CTE over a plain `edges(src, dst)`
+table holding the same graph, walked the same way (upstream and downstream, 5 hops, then
+the edges between the nodes reached), timed with psycopg on one connection, no HTTP.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import urllib.parse
+import uuid
+from typing import Any
+
+import msgspec
+import psycopg
+
+from bench import loadgen
+from bench.context import Context
+from bench.datagen import START_TIME, Generator, Graph
+from bench.harness import Service
+from bench.report import Row, below, now
+
+GROUP = "log"
+
+BARE_TABLE = """
+CREATE TABLE bench_edges (src bigint NOT NULL, dst bigint NOT NULL);
+"""
+BARE_INDEXES = """
+CREATE INDEX bench_edges_src ON bench_edges (src);
+CREATE INDEX bench_edges_dst ON bench_edges (dst);
+ANALYZE bench_edges;
+"""
+BARE_LINEAGE = """
+WITH RECURSIVE walk(dir, node, depth) AS (
+    SELECT d.dir, %(start)s::bigint, 0 FROM unnest(ARRAY['up', 'down']) AS d(dir)
+  UNION
+    SELECT w.dir, CASE w.dir WHEN 'up' THEN e.src ELSE e.dst END, w.depth + 1
+    FROM walk w
+    JOIN bench_edges e ON (w.dir = 'up' AND e.dst = w.node) OR (w.dir = 'down' AND e.src = w.node)
+    WHERE w.depth < %(depth)s
+),
+reached AS (SELECT node, min(depth) AS depth FROM walk GROUP BY node)
+SELECT 'node', node, depth FROM reached
+UNION ALL
+SELECT 'edge', e.src, e.dst FROM bench_edges e
+JOIN reached a ON a.node = e.src JOIN reached b ON b.node = e.dst
+"""
+NAMES = """
+SELECT 'dataset', namespace, name, dataset_id FROM readmodel.dataset_names
+UNION ALL
+SELECT 'job', namespace, name, id FROM readmodel.jobs
+"""
+
+
+class Graphish(msgspec.Struct):
+    nodes: list[Any]
+    edges: list[Any]
+    truncated: bool = False
+
+
+def rows(ctx: Context) -> list[Row]:
+    cmd = ctx.command(GROUP)
+    d = ctx.sizes.lineage_depth
+    bare = "bare recursive CTE"
+    return [
+        Row(f"lineage depth {d} p50, ms", "ms", baseline_label=bare, command=cmd),
+        Row(
+            f"lineage depth {d} p95, ms",
+            "ms",
+            baseline_label=bare,
+            target="< 10",
+            check=below(10),
+            command=cmd,
+        ),
+        Row(
+            f"as-of lineage depth {d} p95, ms",
+            "ms",
+            baseline_label=bare + " (p95)",
+            target="< 25",
+            check=below(25),
+            command=cmd,
+        ),
+    ]
+
+
+def _keys(url: str, graph: Graph) -> list[str]:
+    """The API key (`dataset:<id>` / `job:<id>`) of every graph node, by node number."""
+    with psycopg.connect(url) as conn:
+        ids = {(kind, ns, name): id_ for kind, ns, name, id_ in conn.execute(NAMES)}
+    keys = []
+    for ds in graph.datasets:
+        keys.append(f"dataset:{ids.get(('dataset', ds.namespace, ds.name), uuid.UUID(int=0))}")
+    for task in graph.tasks:
+        keys.append(f"job:{ids.get(('job', task.namespace, task.name), uuid.UUID(int=0))}")
+    return keys
+
+
+def _as_of_supported(api: Service) -> bool:
+    """Whether the API documents `as_of` on /lineage (unknown query parameters are ignored,
+    so a 200 alone would not say the time-travel feature is there)."""
+    answer = loadgen.get_many(api.base_url, ["/api/v1/openapi.json"])
+    if answer.statuses != [200]:
+        return False
+    doc = msgspec.json.decode(answer.bodies[0])
+    op = doc.get("paths", {}).get("/api/v1/lineage", {}).get("get", {})
+    return any(p.get("name") == "as_of" for p in op.get("parameters", []))
+
+
+def measure(
+    ctx: Context, out: list[Row], url: str, graph: Graph, gen: Generator, api: Service
+) -> None:
+    p50, p95, as_of = out
+    s = ctx.sizes
+    depth = s.lineage_depth
+    # Start nodes: any dataset some job touches, any job with lineage (node numbers as in
+    # Graph.edges: datasets first, then task jobs).
+    linked = sorted({node for edge in graph.edges() for node in edge})
+    starts = random.Random(ctx.seed + 5).sample(linked, min(len(linked), s.lineage_queries))
+    keys = _keys(url, graph)
+    unknown = sum(1 for n in starts if keys[n].endswith(str(uuid.UUID(int=0))))
+
+    # The baseline: the same graph as plain bigint edges.
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS bench_edges")
+        conn.execute(BARE_TABLE)
+        with conn.cursor() as cur, cur.copy("COPY bench_edges (src, dst) FROM STDIN") as copy:
+            for edge in graph.edges():
+                copy.write_row(edge)
+        conn.execute(BARE_INDEXES)
+        bare_ms, bare_nodes = [], []
+        for warm in (True, False):
+            for start in starts[:10] if warm else starts:
+                t0 = time.perf_counter()
+                found = conn.execute(
+                    BARE_LINEAGE, {"start": start, "depth": depth}, prepare=True
+                ).fetchall()
+                if not warm:
+                    bare_ms.append((time.perf_counter() - t0) * 1000)
+                    bare_nodes.append(sum(1 for r in found if r[0] == "node"))
+
+    paths = [f"/api/v1/lineage?node={keys[n]}&depth={depth}&direction=both" for n in starts]
+    loadgen.get_many(api.base_url, paths[:10])  # warm-up
+    answers = loadgen.get_many(api.base_url, paths)
+    api_ms = answers.latencies_ms
+    graphs = [
+        msgspec.json.decode(b, type=Graphish)
+        for st, b in zip(answers.statuses, answers.bodies, strict=True)
+        if st == 200
+    ]
+    bad = sum(1 for st in answers.statuses if st != 200)
+    p50.value, p50.baseline = loadgen.percentile(api_ms, 50), loadgen.percentile(bare_ms, 50)
+    p95.value, p95.baseline = loadgen.percentile(api_ms, 95), loadgen.percentile(bare_ms, 95)
+    mean_nodes = sum(len(g.nodes) for g in graphs) / max(1, len(graphs))
+    mean_edges = sum(len(g.edges) for g in graphs) / max(1, len(graphs))
+    p95.note = "the same run as the p50 row."
+    p50.note = (
+        f"{len(paths)} start nodes drawn at random (seed) from {len(graph.datasets):,} "
+        f"datasets and {len(graph.tasks):,} jobs with lineage ({graph.n_jobs:,} jobs in all), "
+        f"`GET /api/v1/lineage?node=...&depth={depth}&direction=both`, one keep-alive "
+        f"connection, one request at a time after 10 warm-up requests; {bad} answers not "
+        f"200; on average {mean_nodes:,.0f} nodes and {mean_edges:,.0f} edges per answer "
+        f"({sum(g.truncated for g in graphs)} truncated), the bare CTE "
+        f"{sum(bare_nodes) / max(1, len(bare_nodes)):,.0f} nodes"
+        + (f"; {unknown} start nodes not found in the read models" if unknown else "")
+        + "."
+    )
+    as_of.baseline = p95.baseline
+    if not _as_of_supported(api):
+        as_of.note = (
+            "n/a: `GET /api/v1/lineage` does not document an `as_of` parameter yet "
+            "(the time-travel feature has not landed)."
+        )
+    else:
+        middle = START_TIME + (gen.clock - START_TIME) / 2
+        stamp = urllib.parse.quote(middle.isoformat())
+        as_paths = [p + f"&as_of={stamp}" for p in paths]
+        as_answers = loadgen.get_many(api.base_url, as_paths)
+        as_ms = as_answers.latencies_ms
+        rejected = sum(1 for st in as_answers.statuses if 400 <= st < 500)
+        if rejected:
+            as_of.note = f"n/a: the endpoint rejected as_of ({rejected} of {len(as_paths)} 4xx)."
+        else:
+            as_of.value = loadgen.percentile(as_ms, 95)
+            as_of.note = (
+                f"the same {len(as_paths)} queries with `as_of={middle.isoformat()}` "
+                "(the middle of the log's event times)."
+            )
+    for r in out:
+        r.measured_at = now()

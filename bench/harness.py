@@ -1,0 +1,311 @@
+"""What every benchmark stands on: a throwaway PostgreSQL, the real processes, bulk loads.
+
+Each benchmark starts its own PostgreSQL (fsync on: the ingest figures are about durable
+commits) in a temporary folder, with the migrations and the read-model tables, and runs
+the real `metastore api` / `metastore projector` as child processes, as a deployment does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from metastore.embedded_pg import EmbeddedPostgres, free_port
+from metastore.eventlog import LogRecord
+from metastore.migrations import apply_migrations
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK_DIR = Path(os.environ.get("METASTORE_BENCH_DIR", "/var/tmp"))
+
+
+def have_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class Missing(Exception):
+    """A piece the figure needs has not landed (or refuses); the row says n/a and why."""
+
+
+def prepare_database(url: str) -> None:
+    """Migrations, then the read-model tables (when the projector has landed)."""
+    apply_migrations(url)
+    if have_module("projections.schema"):
+        from projections.schema import create_readmodel_tables
+
+        with psycopg.connect(url) as conn:
+            create_readmodel_tables(conn)
+
+
+class Cluster:
+    """A throwaway PostgreSQL server; `database()` makes a fresh, prepared database."""
+
+    def __init__(self, label: str) -> None:
+        WORK_DIR.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix=f"metastore-bench-{label}-", dir=WORK_DIR))
+        self.pg = EmbeddedPostgres(self.dir)  # not fast_unsafe: real durability
+        self.url = self.pg.start()
+        self._count = 0
+
+    def database(self) -> str:
+        """A new database on this server with the schema; the first one is `metastore`."""
+        self._count += 1
+        if self._count == 1:
+            url = self.url
+        else:
+            name = f"bench_{self._count}"
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                conn.execute(f"CREATE DATABASE {name}")
+            url = self.url.rsplit("/", 1)[0] + "/" + name
+        prepare_database(url)
+        return url
+
+    def destroy(self) -> None:
+        self.pg.destroy()
+
+
+@contextlib.contextmanager
+def cluster(label: str) -> Iterator[Cluster]:
+    c = Cluster(label)
+    try:
+        yield c
+    finally:
+        c.destroy()
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a live process, in KiB, from /proc/<pid>/status."""
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (from /proc/<pid>/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+@dataclass
+class Service:
+    """A child process serving HTTP on `port` (the api, the projector or the bare app)."""
+
+    popen: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def memory_kib(self) -> dict[str, int]:
+        return memory_kib(self.pid)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def service_env(
+    database_url: str, port: int, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    return {
+        **os.environ,
+        "METASTORE_DATABASE_URL": database_url,
+        "METASTORE_HOST": "127.0.0.1",
+        "METASTORE_PORT": str(port),
+        "METASTORE_PROJECTOR_PORT": str(port),
+        "METASTORE_AUTH": "disabled",
+        "METASTORE_LOG_LEVEL": "warning",
+        "PYTHONPATH": str(ROOT),
+        **(extra or {}),
+    }
+
+
+def start_service(
+    argv: list[str], env: Mapping[str, str], port: int, log_dir: Path, timeout: float = 60.0
+) -> Service:
+    log_path = log_dir / f"{Path(argv[-1]).name}-{port}.log"
+    with log_path.open("wb") as log_file:
+        popen = subprocess.Popen(
+            [sys.executable, *argv],
+            env=dict(env),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    service = Service(popen, port, log_path)
+    deadline = time.monotonic() + timeout
+    while True:
+        if popen.poll() is not None:
+            raise Missing(f"`{' '.join(argv)}` exited: {service.output()[-600:]}")
+        try:
+            if httpx.get(service.base_url + "/healthz", timeout=2).status_code == 200:
+                return service
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            service.stop()
+            raise Missing(f"`{' '.join(argv)}` did not answer /healthz: {service.output()}")
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def metastore(
+    command: str, database_url: str, log_dir: Path, extra: Mapping[str, str] | None = None
+) -> Iterator[Service]:
+    """`python -m metastore api|projector` against the database, until the block ends."""
+    port = free_port()
+    service = start_service(
+        ["-m", "metastore", command], service_env(database_url, port, extra), port, log_dir
+    )
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@contextlib.contextmanager
+def bare_app(log_dir: Path) -> Iterator[Service]:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_PORT": str(port)}
+    service = start_service(["-m", "bench.bare_app"], env, port, log_dir)
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+COPY_DIGESTS = "COPY event_digests (digest) FROM STDIN"
+COPY_EVENTS = """
+COPY event_log (event_time, kind, event_type, run_id, job_namespace, job_name, producer,
+                digest, size_bytes, event) FROM STDIN
+"""
+
+
+@dataclass
+class Loaded:
+    events: int
+    seconds: float
+    json_bytes: int
+
+
+def copy_records(database_url: str, records: Iterable[LogRecord], chunk: int = 50_000) -> Loaded:
+    """Bulk-loads the records with COPY (event_digests and event_log), one transaction a chunk.
+
+    The raw-COPY baseline of batch ingest, and how the big fixture log is loaded.
+    """
+    events = json_bytes = 0
+    started = time.perf_counter()
+    with psycopg.connect(database_url) as conn:
+        batch: list[LogRecord] = []
+        for record in records:
+            batch.append(record)
+            if len(batch) >= chunk:
+                json_bytes += _copy_chunk(conn, batch)
+                events += len(batch)
+                batch = []
+        if batch:
+            json_bytes += _copy_chunk(conn, batch)
+            events += len(batch)
+    return Loaded(events, time.perf_counter() - started, json_bytes)
+
+
+def _copy_chunk(conn: psycopg.Connection[Any], records: list[LogRecord]) -> int:
+    size = 0
+    with conn.transaction(), conn.cursor() as cur:
+        with cur.copy(COPY_DIGESTS) as copy:
+            for r in records:
+                copy.write_row((r.digest,))
+        with cur.copy(COPY_EVENTS) as copy:
+            for r in records:
+                size += len(r.event_json)
+                copy.write_row(
+                    (
+                        r.event_time,
+                        r.kind,
+                        r.event_type,
+                        r.run_id,
+                        r.job_namespace,
+                        r.job_name,
+                        r.producer,
+                        r.digest,
+                        len(r.event_json),
+                        r.event_json.decode(),
+                    )
+                )
+    return size
+
+
+def run_child(
+    argv: list[str], env: Mapping[str, str], log_path: Path, sample: float = 0.25
+) -> tuple[float, int, list[tuple[float, int]]]:
+    """Runs a Python child to the end: (seconds, peak RSS KiB from wait4, RSS samples).
+
+    The samples are (seconds since start, VmHWM KiB so far), to tell whether memory grows
+    while the child works through the log.
+    """
+    started = time.perf_counter()
+    with log_path.open("wb") as log_file:
+        popen = subprocess.Popen(
+            [sys.executable, *argv],
+            env=dict(env),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    samples: list[tuple[float, int]] = []
+    while True:
+        pid, status, usage = os.wait4(popen.pid, os.WNOHANG)
+        if pid:
+            break
+        hwm = memory_kib(popen.pid).get("VmHWM")
+        if hwm:
+            samples.append((time.perf_counter() - started, hwm))
+        time.sleep(sample)
+    popen.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - started
+    if popen.returncode != 0:
+        tail = log_path.read_text(errors="replace")[-1500:]
+        raise Missing(f"`{' '.join(argv)}` failed ({popen.returncode}): {tail}")
+    return seconds, int(usage.ru_maxrss), samples
+
+
+def python_env(database_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    return service_env(database_url, free_port(), extra)

@@ -1,0 +1,144 @@
+"""`make bench`: runs every performance check and writes docs/BENCHMARKS.md.
+
+    python -m bench.run            # the full run (about half an hour on 2 cores)
+    python -m bench.run --quick    # tiny sizes, seconds (the smoke test)
+    python -m bench.run --only ingest,batch,lag,log
+
+Every figure gets a row even when it cannot be measured (a piece not landed, a process
+that failed): the value is n/a and the notes say why, so the table always has them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import fig_batch, fig_ingest, fig_lag, fig_log, loadgen
+from bench.context import Context
+from bench.harness import ROOT, Missing
+from bench.report import Report, Row, load_average, machine, now, render
+from bench.sizes import FULL, QUICK, SEED
+from metastore.embedded_pg import EmbeddedPostgresError, find_bindir
+
+GROUPS = ("ingest", "batch", "lag", "log")
+
+
+def _postgres_version() -> str:
+    try:
+        done = subprocess.run(
+            [str(find_bindir() / "postgres"), "--version"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except (OSError, EmbeddedPostgresError):
+        return ""
+    return "PostgreSQL " + done.stdout.split()[-1] if done.stdout.strip() else ""
+
+
+def _run_group(ctx: Context, rows: list[Row], measure: Callable[[list[Row]], None]) -> None:
+    try:
+        measure(rows)
+    except Exception as exc:  # the report says what failed, the run goes on
+        if not isinstance(exc, Missing):
+            traceback.print_exc()
+        reason = f"n/a: {type(exc).__name__}: {str(exc).strip()[:300]}"
+        ctx.say(f"failed: {reason}")
+        for row in rows:
+            if row.value is None and not row.note.startswith("n/a"):
+                row.note = reason
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (seconds)")
+    parser.add_argument(
+        "--only",
+        default=",".join(GROUPS),
+        help=f"comma-separated groups to run ({', '.join(GROUPS)})",
+    )
+    parser.add_argument(
+        "--out",
+        default=str(ROOT / "docs" / "BENCHMARKS.md"),
+        help="where to write the markdown (default docs/BENCHMARKS.md)",
+    )
+    parser.add_argument("--seed", type=int, default=SEED)
+    args = parser.parse_args(argv)
+    only = [g.strip() for g in args.only.split(",") if g.strip()]
+    unknown = set(only) - set(GROUPS)
+    if unknown:
+        parser.error(f"unknown groups: {', '.join(sorted(unknown))}")
+
+    sizes = QUICK if args.quick else FULL
+    log_dir = Path(tempfile.mkdtemp(prefix="metastore-bench-logs-"))
+    ctx = Context(sizes=sizes, log_dir=log_dir, seed=args.seed, quick=args.quick)
+    command = "python -m bench.run " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    report = Report(
+        mode=sizes.name,
+        command=command.strip(),
+        machine=machine(),
+        started=now(),
+        load_before=load_average(),
+    )
+    report.machine.postgres = _postgres_version()
+    ctx.say(f"{sizes.name} run, logs in {log_dir}, load {report.load_before}")
+
+    groups: dict[str, tuple[list[Row], Callable[[list[Row]], None]]] = {
+        "ingest": (fig_ingest.rows(ctx), lambda rows: fig_ingest.measure(ctx, rows)),
+        "batch": (fig_batch.rows(ctx), lambda rows: fig_batch.measure(ctx, rows)),
+        "lag": (fig_lag.rows(ctx), lambda rows: fig_lag.measure(ctx, rows)),
+        "log": (fig_log.rows(ctx), lambda rows: fig_log.measure(ctx, rows, report.notes)),
+    }
+    for name in GROUPS:
+        rows, measure = groups[name]
+        report.rows += rows
+        if name not in only:
+            for row in rows:
+                row.note = row.note or f"n/a: not run (--only {args.only})"
+            continue
+        _run_group(ctx, rows, measure)
+        report.load_samples.append(f"{load_average()} (after {name})")
+
+    tool = "wrk (one thread)" if loadgen.have_wrk() else "the asyncio load generator"
+    report.notes.append(
+        f"Load generators: single-event ingest uses {tool}; batches, the fixed-rate lag run "
+        "and the read queries use bench/loadgen.py (raw HTTP/1.1 over asyncio streams on "
+        "uvloop). The client runs on the same 2 cores as the server and PostgreSQL, so it "
+        "is kept cheap and its CPU is reported beside each ingest figure; the baselines run "
+        "under the same client."
+    )
+    report.notes.append(
+        "Every benchmark group starts its own throwaway PostgreSQL (fsync on, "
+        "shared_buffers 256MB, the settings of metastore.embedded_pg) and the real "
+        "`python -m metastore api` / `projector` / `replay` processes."
+    )
+    report.finished = now()
+    report.load_after = load_average()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(report), encoding="utf-8")
+    ctx.say(f"wrote {out}")
+    if all(
+        row.value is not None or row.note.startswith("n/a: not run")
+        for row in report.rows
+        if not row.figure.startswith("as-of")
+    ):
+        shutil.rmtree(log_dir, ignore_errors=True)
+    else:
+        ctx.say(f"some figures are n/a; the processes' logs are kept in {log_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

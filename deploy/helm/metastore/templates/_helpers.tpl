@@ -1,0 +1,207 @@
+{{/* vim: set filetype=mustache: */}}
+
+{{/* Chart name, overridable. */}}
+{{- define "metastore.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Fully qualified app name; truncated so that "-projector-metrics" etc. still fit in 63 characters. */}}
+{{- define "metastore.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Chart label value. */}}
+{{- define "metastore.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels. Call with (dict "ctx" $ "component" "api"). */}}
+{{- define "metastore.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "metastore.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end -}}
+
+{{/* Common labels. Call with (dict "ctx" $ "component" "api"); component may be empty. */}}
+{{- define "metastore.labels" -}}
+{{ include "metastore.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Values.image.tag | default .ctx.Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: metastore
+helm.sh/chart: {{ include "metastore.chart" .ctx }}
+stackable.tech/vendor: Stackable
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Image reference: repository:tag or repository@digest. */}}
+{{- define "metastore.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "metastore.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "metastore.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Names of the Secrets. */}}
+{{- define "metastore.dbSecretName" -}}
+{{- if .Values.database.existingSecret -}}
+{{- .Values.database.existingSecret -}}
+{{- else -}}
+{{- printf "%s-database" (include "metastore.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "metastore.dbSecretKey" -}}
+{{- if .Values.database.existingSecret -}}
+{{- .Values.database.existingSecretPasswordKey -}}
+{{- else -}}
+password
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the pods get a PGPASSWORD at all. */}}
+{{- define "metastore.hasDbPassword" -}}
+{{- if or .Values.database.existingSecret .Values.database.password -}}true{{- end -}}
+{{- end -}}
+
+{{- define "metastore.tokensSecretName" -}}
+{{- if .Values.auth.existingSecret -}}
+{{- .Values.auth.existingSecret -}}
+{{- else -}}
+{{- printf "%s-tokens" (include "metastore.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* libpq connection URL without the password. */}}
+{{- define "metastore.databaseUrl" -}}
+{{- $db := .Values.database -}}
+{{- $params := list (printf "sslmode=%s" $db.sslmode) -}}
+{{- if $db.caSecret.name -}}
+{{- $params = append $params "sslrootcert=/etc/metastore/db-ca/ca.crt" -}}
+{{- end -}}
+{{- range $k, $v := $db.extraParams -}}
+{{- $params = append $params (printf "%s=%s" $k (toString $v | urlquery)) -}}
+{{- end -}}
+{{- printf "postgresql://%s@%s:%d/%s?%s" ($db.user | urlquery) $db.host (int $db.port) ($db.name | urlquery) (join "&" $params) -}}
+{{- end -}}
+
+{{/* Pod security context shared by all pods. */}}
+{{- define "metastore.podSecurityContext" -}}
+runAsNonRoot: true
+{{- with .Values.securityContext.runAsUser }}
+runAsUser: {{ . }}
+{{- end }}
+{{- with .Values.securityContext.runAsGroup }}
+runAsGroup: {{ . }}
+{{- end }}
+{{- with .Values.securityContext.fsGroup }}
+fsGroup: {{ . }}
+{{- end }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Container security context shared by all containers. */}}
+{{- define "metastore.containerSecurityContext" -}}
+runAsNonRoot: true
+{{- with .Values.securityContext.runAsUser }}
+runAsUser: {{ . }}
+{{- end }}
+{{- with .Values.securityContext.runAsGroup }}
+runAsGroup: {{ . }}
+{{- end }}
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+privileged: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/*
+Environment shared by every container: database connection and logging.
+Call with (dict "ctx" $) or (dict "ctx" $ "dbSecretName" "<name>") to read the password from another Secret.
+*/}}
+{{- define "metastore.commonEnv" -}}
+{{- $ctx := .ctx -}}
+- name: METASTORE_DATABASE_URL
+  value: {{ include "metastore.databaseUrl" $ctx | quote }}
+{{- if include "metastore.hasDbPassword" $ctx }}
+- name: PGPASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .dbSecretName | default (include "metastore.dbSecretName" $ctx) }}
+      key: {{ include "metastore.dbSecretKey" $ctx }}
+{{- end }}
+- name: METASTORE_LOG_LEVEL
+  value: {{ $ctx.Values.config.logLevel | quote }}
+- name: METASTORE_LOG_FORMAT
+  value: {{ $ctx.Values.config.logFormat | quote }}
+- name: PYTHONUNBUFFERED
+  value: "1"
+{{- end -}}
+
+{{/* Extra environment, last so that it can override the chart's variables. Call with (dict "ctx" $ "extra" <list>). */}}
+{{- define "metastore.extraEnv" -}}
+{{- $all := concat (.ctx.Values.config.extraEnv | default list) (.extra | default list) -}}
+{{- if $all -}}
+{{- toYaml $all -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Volumes shared by every pod: a writable /tmp and the optional database CA. */}}
+{{- define "metastore.commonVolumes" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 256Mi
+{{- if .Values.database.caSecret.name }}
+- name: db-ca
+  secret:
+    secretName: {{ .Values.database.caSecret.name }}
+    defaultMode: 0444
+    items:
+      - key: {{ .Values.database.caSecret.key }}
+        path: ca.crt
+{{- end }}
+{{- end -}}
+
+{{- define "metastore.commonVolumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if .Values.database.caSecret.name }}
+- name: db-ca
+  mountPath: /etc/metastore/db-ca
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* Probe timings; call with a probe values dict. */}}
+{{- define "metastore.probeTimings" -}}
+initialDelaySeconds: {{ .initialDelaySeconds }}
+periodSeconds: {{ .periodSeconds }}
+timeoutSeconds: {{ .timeoutSeconds }}
+failureThreshold: {{ .failureThreshold }}
+{{- end -}}

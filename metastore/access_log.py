@@ -1,0 +1,75 @@
+"""Every HTTP request as one log line (method, path, status, duration) and a latency sample.
+
+The outermost middleware, so answers of the other middlewares (401/403) and errors are
+logged and timed too. The query string is not logged: it is the client's business, and
+paths are enough to tell what was asked. The duration runs until the application returns,
+which for a stream is its last byte.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from metastore.auth import SCOPE_PREFIXES
+from metastore.metrics import REQUEST_DURATION
+
+log = logging.getLogger("metastore.access")
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def route_label(scope: Scope, root_path: str) -> str:
+    """The matched route's template (`/api/v1/jobs/{id}`), so label values stay few."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if isinstance(path, str):
+        mounted = scope.get("root_path", "")[len(root_path) :]
+        return mounted + path
+    for prefix, _ in SCOPE_PREFIXES:  # refused before routing, or no such route
+        if scope["path"] == prefix or scope["path"].startswith(prefix + "/"):
+            return prefix + "/*"
+    return "unmatched"
+
+
+class AccessLog:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        root_path = scope.get("root_path", "")
+        status = 500  # what the client gets when the application fails before answering
+        started = time.perf_counter()
+
+        async def send_and_note_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note_status)
+        finally:
+            duration = time.perf_counter() - started
+            method = scope["method"]
+            REQUEST_DURATION.labels(
+                method if method in _METHODS else "other",
+                route_label(scope, root_path),
+                str(status),
+            ).observe(duration)
+            client = scope.get("client")
+            log.info(
+                "request",
+                extra={
+                    "method": method,
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round(duration * 1000, 2),
+                    "client": client[0] if client else None,
+                },
+            )

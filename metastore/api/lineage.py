@@ -1,0 +1,293 @@
+"""GET /lineage (the job/dataset graph around a node) and /datasets/{id}/column-lineage.
+
+Both walk the graph in PostgreSQL in one statement: a breadth-first recursive CTE over
+the edges of readmodel.job_edges (or column_lineage), resolving edge names to dataset
+ids through readmodel.dataset_names. The walk is capped (`ROW_CAP` rows of the walk,
+`max_nodes` nodes), so a dense graph answers `truncated` instead of growing without bound.
+The queries are named constants so a time-travel variant (`as_of`, over run_edges and
+lineage_runs) can sit beside them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+from starlette.requests import Request
+from starlette.responses import Response
+
+from metastore.api import models
+from metastore.api.db import connection, not_found, rows
+from metastore.api.operation import Operation, Resource
+from metastore.api.responses import json_response
+from metastore.problems import InvalidParam, ProblemError
+
+DEFAULT_DEPTH = 3
+MAX_DEPTH = 20
+NODE_LIMIT = 1000
+ROW_CAP_PER_NODE = 20  # walk rows (a node once per depth and direction) per node kept
+
+# Rows: ('node', type, id, depth, namespace, name, NULL, reached, walked) for each node
+# kept, then ('edge', direction, job_id, 0, NULL, NULL, dataset_id, 0, 0) for each edge
+# between two kept nodes.
+LINEAGE = """
+WITH RECURSIVE walk(dir, kind, id, depth) AS (
+    SELECT d.dir, %(kind)s::text, %(id)s::uuid, 0
+    FROM unnest(%(dirs)s::text[]) AS d(dir)
+  UNION
+    SELECT w.dir, step.kind, step.id, w.depth + 1
+    FROM walk w
+    CROSS JOIN LATERAL (
+        -- from a dataset: the jobs that read it (downstream) or write it (upstream)
+        SELECT 'job'::text, e.job_id
+        FROM readmodel.dataset_names n
+        JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+        WHERE w.kind = 'dataset' AND n.dataset_id = w.id
+          AND e.direction = CASE w.dir WHEN 'down' THEN 'input' ELSE 'output' END
+      UNION ALL
+        -- from a job: the datasets it writes (downstream) or reads (upstream)
+        SELECT 'dataset'::text, n.dataset_id
+        FROM readmodel.job_edges e
+        JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+        WHERE w.kind = 'job' AND e.job_id = w.id
+          AND e.direction = CASE w.dir WHEN 'down' THEN 'output' ELSE 'input' END
+    ) AS step(kind, id)
+    WHERE w.depth < %(depth)s
+),
+walked AS (SELECT kind, id, depth FROM walk LIMIT %(row_cap)s),
+reached AS (SELECT kind, id, min(depth) AS depth FROM walked GROUP BY kind, id),
+kept AS (SELECT kind, id, depth FROM reached ORDER BY depth, kind, id LIMIT %(max_nodes)s)
+SELECT 'node', k.kind, k.id, k.depth, coalesce(j.namespace, d.namespace),
+       coalesce(j.name, d.name), NULL::uuid,
+       (SELECT count(*) FROM reached), (SELECT count(*) FROM walked)
+FROM kept k
+LEFT JOIN readmodel.jobs j ON k.kind = 'job' AND j.id = k.id
+LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
+UNION ALL
+SELECT DISTINCT 'edge', e.direction, e.job_id, 0, NULL, NULL, n.dataset_id, 0::bigint, 0::bigint
+FROM kept kj
+JOIN readmodel.job_edges e ON e.job_id = kj.id
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+JOIN kept kd ON kd.kind = 'dataset' AND kd.id = n.dataset_id
+WHERE kj.kind = 'job'
+"""
+
+# Field-level: upstream follows `out <- in` from the dataset's fields back to their
+# sources; downstream the other way. Rows: one per edge with its least depth.
+COLUMN_LINEAGE = """
+WITH RECURSIVE walk(out_namespace, out_name, out_field, in_namespace, in_name, in_field,
+                    dir, depth) AS (
+    SELECT c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
+           d.dir, 1
+    FROM unnest(%(dirs)s::text[]) AS d(dir)
+    JOIN readmodel.dataset_names n ON n.dataset_id = %(id)s
+    JOIN readmodel.column_lineage c
+      ON (d.dir = 'up' AND c.out_namespace = n.namespace AND c.out_name = n.name)
+      OR (d.dir = 'down' AND c.in_namespace = n.namespace AND c.in_name = n.name)
+  UNION
+    SELECT c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
+           w.dir, w.depth + 1
+    FROM walk w
+    -- the dataset at the far end of the edge, under any of its names
+    JOIN readmodel.dataset_names here
+      ON here.namespace = CASE w.dir WHEN 'up' THEN w.in_namespace ELSE w.out_namespace END
+     AND here.name = CASE w.dir WHEN 'up' THEN w.in_name ELSE w.out_name END
+    JOIN readmodel.dataset_names alias ON alias.dataset_id = here.dataset_id
+    CROSS JOIN LATERAL (
+        SELECT * FROM readmodel.column_lineage c
+        WHERE w.dir = 'up' AND c.out_namespace = alias.namespace
+          AND c.out_name = alias.name AND c.out_field = w.in_field
+      UNION ALL
+        SELECT * FROM readmodel.column_lineage c
+        WHERE w.dir = 'down' AND c.in_namespace = alias.namespace
+          AND c.in_name = alias.name AND c.in_field = w.out_field
+    ) c
+    WHERE w.depth < %(depth)s
+),
+walked AS (SELECT * FROM walk LIMIT %(row_cap)s),
+edges AS (
+    SELECT out_namespace, out_name, out_field, in_namespace, in_name, in_field,
+           min(depth) AS depth
+    FROM walked GROUP BY 1, 2, 3, 4, 5, 6
+    ORDER BY depth, 1, 2, 3, 4, 5, 6
+    LIMIT %(max_edges)s
+)
+SELECT e.in_namespace, e.in_name, e.in_field, src.dataset_id,
+       e.out_namespace, e.out_name, e.out_field, dst.dataset_id,
+       c.transformations::text, c.job_id, e.depth,
+       (SELECT count(*) FROM walked)
+FROM edges e
+JOIN readmodel.column_lineage c USING (out_namespace, out_name, out_field,
+                                       in_namespace, in_name, in_field)
+LEFT JOIN readmodel.dataset_names src
+  ON src.namespace = e.in_namespace AND src.name = e.in_name
+LEFT JOIN readmodel.dataset_names dst
+  ON dst.namespace = e.out_namespace AND dst.name = e.out_name
+ORDER BY e.depth, e.out_namespace, e.out_name, e.out_field, e.in_namespace, e.in_name,
+         e.in_field
+"""
+DATASET_REF = """
+SELECT d.id, d.namespace, d.name FROM readmodel.datasets d
+WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
+"""
+
+Direction = Annotated[
+    Literal["upstream", "downstream", "both"],
+    Meta(description="Follow the data flow backwards, forwards, or both ways."),
+]
+Depth = Annotated[int, Meta(ge=0, le=MAX_DEPTH, description="Hops from the start node.")]
+_DIRS = {"upstream": ["up"], "downstream": ["down"], "both": ["up", "down"]}
+
+
+class LineageQuery(msgspec.Struct, frozen=True):
+    node: Annotated[
+        str,
+        Meta(
+            pattern="^(dataset|job):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+            "[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+            description="The start node: `dataset:<id>` or `job:<id>`.",
+        ),
+    ]
+    direction: Direction = "both"
+    depth: Depth = DEFAULT_DEPTH
+    max_nodes: Annotated[
+        int, Meta(ge=1, le=NODE_LIMIT, description="Node limit; past it `truncated` is set.")
+    ] = NODE_LIMIT
+
+
+class ColumnLineageQuery(msgspec.Struct, frozen=True):
+    direction: Direction = "upstream"
+    depth: Annotated[int, Meta(ge=1, le=MAX_DEPTH, description="Hops of field edges.")] = (
+        DEFAULT_DEPTH
+    )
+
+
+class DatasetPath(msgspec.Struct, frozen=True):
+    dataset_id: uuid.UUID
+
+
+LINEAGE_OP = Operation(
+    "GET",
+    "/lineage",
+    "getLineage",
+    "The lineage graph around a job or dataset",
+    models.LineageGraph,
+    tag="lineage",
+    query=LineageQuery,
+    not_found=True,
+    description="Jobs and datasets within `depth` hops of `node`, following the data flow "
+    "upstream, downstream or both, with the edges between them (dataset -> job: the job "
+    "reads it; job -> dataset: the job writes it). Node keys are `dataset:<id>` and "
+    "`job:<id>`. Past `max_nodes` nodes (default and most 1,000) the nearest are kept and "
+    "`truncated` is true.",
+)
+COLUMN_OP = Operation(
+    "GET",
+    "/datasets/{dataset_id}/column-lineage",
+    "getColumnLineage",
+    "The field-level lineage of a dataset",
+    models.ColumnLineage,
+    tag="lineage",
+    path_params=DatasetPath,
+    query=ColumnLineageQuery,
+    not_found=True,
+    description="Field edges from the `columnLineage` facet: upstream, the fields this "
+    "dataset's fields derive from (and theirs, up to `depth`); downstream, the fields "
+    "derived from its fields.",
+)
+resource = Resource()
+
+_EDGE_LIMIT = 5000
+
+
+def _key(kind: str, id_: uuid.UUID) -> str:
+    return f"{kind}:{id_}"
+
+
+@resource.add(LINEAGE_OP)
+async def get_lineage(request: Request) -> Response:
+    query: LineageQuery = LINEAGE_OP.parse_query(request)
+    kind, _, id_text = query.node.partition(":")
+    try:
+        start = uuid.UUID(id_text)
+    except ValueError:
+        reason = "not `dataset:<uuid>` or `job:<uuid>`"
+        raise ProblemError(
+            400,
+            f"query parameter `node` is invalid: {reason}",
+            invalid_params=[InvalidParam(name="node", reason=reason)],
+        ) from None
+    args = {
+        "kind": kind,
+        "id": start,
+        "dirs": _DIRS[query.direction],
+        "depth": query.depth,
+        "max_nodes": query.max_nodes,
+        "row_cap": query.max_nodes * ROW_CAP_PER_NODE,
+    }
+    async with connection(request) as conn:
+        found = await rows(conn, LINEAGE, args)
+    nodes, edges = [], []
+    reached = walked = 0
+    for r in found:
+        if r[0] == "node":
+            if r[4] is None:  # a node id no read model knows (only the start can be one)
+                raise not_found(kind, start)
+            nodes.append(
+                models.LineageNode(
+                    key=_key(r[1], r[2]), type=r[1], id=r[2], namespace=r[4], name=r[5], depth=r[3]
+                )
+            )
+            reached, walked = r[7], r[8]
+        elif r[1] == "input":
+            edges.append(models.LineageEdge(from_=_key("dataset", r[6]), to=_key("job", r[2])))
+        else:
+            edges.append(models.LineageEdge(from_=_key("job", r[2]), to=_key("dataset", r[6])))
+    if not nodes:
+        raise not_found(kind, start)
+    edges.sort(key=lambda e: (e.from_, e.to))
+    truncated = reached > len(nodes) or walked >= query.max_nodes * ROW_CAP_PER_NODE
+    return json_response(
+        request, models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
+    )
+
+
+@resource.add(COLUMN_OP)
+async def get_column_lineage(request: Request) -> Response:
+    path: DatasetPath = COLUMN_OP.parse_path(request)
+    query: ColumnLineageQuery = COLUMN_OP.parse_query(request)
+    args: dict[str, Any] = {
+        "id": path.dataset_id,
+        "dirs": _DIRS[query.direction],
+        "depth": query.depth,
+        "max_edges": _EDGE_LIMIT,
+        "row_cap": _EDGE_LIMIT * ROW_CAP_PER_NODE,
+    }
+    async with connection(request) as conn:
+        dataset = await rows(conn, DATASET_REF, args)
+        if not dataset:
+            raise not_found("dataset", path.dataset_id)
+        args["id"] = dataset[0][0]
+        found = await rows(conn, COLUMN_LINEAGE, args)
+    edges = [
+        models.ColumnEdge(
+            from_=models.ColumnRef(dataset_id=r[3], namespace=r[0], name=r[1], field=r[2]),
+            to=models.ColumnRef(dataset_id=r[7], namespace=r[4], name=r[5], field=r[6]),
+            transformations=msgspec.Raw(r[8]),
+            job_id=r[9],
+            depth=r[10],
+        )
+        for r in found
+    ]
+    walked = found[0][11] if found else 0
+    d = dataset[0]
+    return json_response(
+        request,
+        models.ColumnLineage(
+            dataset=models.DatasetRef(id=d[0], namespace=d[1], name=d[2]),
+            edges=edges,
+            truncated=len(edges) >= _EDGE_LIMIT or walked >= args["row_cap"],
+        ),
+    )

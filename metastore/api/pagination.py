@@ -1,0 +1,69 @@
+"""Keyset pagination: the cursor is the sort key of the last item, base64url-encoded.
+
+Pages are read `WHERE key > last ORDER BY key LIMIT n+1`, never with OFFSET, so items
+written meanwhile neither shift a page nor repeat one. The cursor names the list it
+belongs to, so a cursor of one list is refused by another (400, not a wrong page).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+
+from metastore.problems import InvalidParam, ProblemError
+
+T = TypeVar("T")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def encode_cursor(kind: str, key: Sequence[Any]) -> str:
+    raw = msgspec.json.encode([kind, *(_plain(v) for v in key)])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, kind: str, types: Sequence[type]) -> tuple[Any, ...]:
+    """The key a cursor of list `kind` carries, converted to `types`; 400 otherwise."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        parts = msgspec.json.decode(raw)
+        if not isinstance(parts, list) or len(parts) != len(types) + 1 or parts[0] != kind:
+            raise ValueError("wrong shape")
+        key: tuple[Any, ...] = tuple(
+            msgspec.convert(p, t) for p, t in zip(parts[1:], types, strict=True)
+        )
+    except (ValueError, binascii.Error, msgspec.MsgspecError, TypeError):
+        reason = "not a cursor handed out by this list"
+        raise ProblemError(
+            400,
+            f"query parameter `cursor` is invalid: {reason}",
+            invalid_params=[InvalidParam(name="cursor", reason=reason)],
+        ) from None
+    for value in key:
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise ProblemError(400, "query parameter `cursor` is invalid: out of range")
+        if isinstance(value, str) and "\x00" in value:
+            raise ProblemError(400, "query parameter `cursor` is invalid: NUL character")
+    return key
+
+
+def page(
+    rows: list[T], limit: int, kind: str, key: Callable[[T], Sequence[Any]]
+) -> tuple[list[T], str | None]:
+    """Splits the `limit + 1` rows a query read into the page and the next cursor."""
+    if len(rows) <= limit:
+        return rows, None
+    rows = rows[:limit]
+    return rows, encode_cursor(kind, key(rows[-1]))

@@ -1,0 +1,48 @@
+"""Query and path parameter types shared by the operations (their limits are documented)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+from msgspec import Meta
+
+Limit = Annotated[int, Meta(ge=1, le=500, description="Items per page (at most 500).")]
+DEFAULT_LIMIT = 50
+# Opaque: only the `next_cursor` values a list hands out are valid (others answer 400).
+CURSOR_PATTERN = "^[A-Za-z0-9_-]+$"
+Cursor = (
+    Annotated[
+        str,
+        Meta(
+            pattern=CURSOR_PATTERN,
+            max_length=4000,
+            description="The `next_cursor` of the previous page (opaque).",
+        ),
+    ]
+    | None
+)
+# PostgreSQL text cannot hold NUL, so no name can contain one.
+NO_NUL = "^[^\x00]*$"
+Substring = (
+    Annotated[
+        str,
+        Meta(pattern=NO_NUL, max_length=200, description="Case-insensitive substring of the name."),
+    ]
+    | None
+)
+NamespaceName = (
+    Annotated[str, Meta(pattern=NO_NUL, max_length=2000, description="Exact namespace.")] | None
+)
+ExactName = (
+    Annotated[
+        str,
+        Meta(
+            pattern=NO_NUL,
+            max_length=2000,
+            description="Exact name (with `namespace`: the lookup of one name).",
+        ),
+    ]
+    | None
+)
+Timestamp = Annotated[dt.datetime, Meta(tz=True)]

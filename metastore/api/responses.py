@@ -1,0 +1,40 @@
+"""JSON answers with an ETag, honouring If-None-Match (304 without a body)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+_encoder = msgspec.json.Encoder()
+
+
+def etag_of(body: bytes) -> str:
+    """A strong validator: the hash of the exact body bytes."""
+    return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+
+
+def _matches(if_none_match: str, etag: str) -> bool:
+    """RFC 9110 weak comparison against a list of entity tags or `*`."""
+    if if_none_match.strip() == "*":
+        return True
+    bare = etag.removeprefix("W/")
+    for candidate in if_none_match.split(","):
+        if candidate.strip().removeprefix("W/") == bare:
+            return True
+    return False
+
+
+def json_response(
+    request: Request, value: Any, *, media_type: str = "application/json"
+) -> Response:
+    body = value if isinstance(value, bytes) else _encoder.encode(value)
+    etag = etag_of(body)
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if_none_match = request.headers.get("if-none-match")
+    if if_none_match is not None and _matches(if_none_match, etag):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type=media_type, headers=headers)

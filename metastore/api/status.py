@@ -1,0 +1,93 @@
+"""GET /status: how big the log is, where it ends, and how far each projection lags."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from metastore.api import models
+from metastore.api.db import connection, row, rows
+from metastore.api.operation import Operation, Resource
+from metastore.api.responses import json_response
+from metastore.eventlog import WATERMARK, Position
+
+EXACT_COUNT_BELOW = 50_000
+
+# The planner's row estimate over the partitions (cheap at any size), and their size.
+LOG_ESTIMATE = """
+SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint,
+       coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'event_log'::regclass
+"""
+LOG_COUNT = "SELECT count(*) FROM event_log"
+LAST_RECEIVED = """
+SELECT received_at FROM event_log
+WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY tx DESC, seq DESC LIMIT 1
+"""
+
+# Lag counts the readable events past each projection's cursor; lag_seconds is the age
+# of the oldest of them (0 when it has folded everything readable).
+PROJECTIONS = """
+SELECT p.name, p.version, p.cursor_tx::text::bigint, p.cursor_seq, p.events_folded,
+       p.updated_at,
+       (SELECT count(*) FROM event_log e
+        WHERE (e.tx, e.seq) > (p.cursor_tx, p.cursor_seq)
+          AND e.tx < pg_snapshot_xmin(pg_current_snapshot())),
+       coalesce(extract(epoch FROM now() - (
+           SELECT e.received_at FROM event_log e
+           WHERE (e.tx, e.seq) > (p.cursor_tx, p.cursor_seq)
+             AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+           ORDER BY e.tx, e.seq LIMIT 1)), 0)::float8,
+       (SELECT count(*) FROM dead_letters d WHERE d.projection = p.name)
+FROM projection_state p
+ORDER BY p.name
+"""
+
+STATUS_OP = Operation(
+    "GET",
+    "/status",
+    "getStatus",
+    "How fresh the answers are",
+    models.Status,
+    tag="status",
+    description="The log's size and last readable position, and for each projection its "
+    "position, how many events and seconds it lags behind the log, and its dead letters.",
+)
+resource = Resource()
+
+
+@resource.add(STATUS_OP)
+async def get_status(request: Request) -> Response:
+    async with connection(request) as conn:
+        estimate, size_bytes = await row(conn, LOG_ESTIMATE)
+        if estimate < EXACT_COUNT_BELOW:
+            (estimate,) = await row(conn, LOG_COUNT)
+        tx, seq = await row(conn, WATERMARK)
+        last = await row(conn, LAST_RECEIVED)
+        projections = await rows(conn, PROJECTIONS)
+    return json_response(
+        request,
+        models.Status(
+            log=models.LogStatus(
+                events=estimate,
+                size_bytes=size_bytes,
+                position=Position(tx, seq).encode(),
+                last_received_at=last[0] if last else None,
+            ),
+            projections=[
+                models.ProjectionStatus(
+                    name=p[0],
+                    version=p[1],
+                    position=Position(p[2], p[3]).encode(),
+                    events_folded=p[4],
+                    updated_at=p[5],
+                    lag_events=p[6],
+                    lag_seconds=p[7],
+                    dead_letters=p[8],
+                )
+                for p in projections
+            ],
+        ),
+    )

@@ -1,0 +1,107 @@
+"""Bearer tokens, one scope per API, checked before routing.
+
+`/ingest/...` needs an `ingest` token, `/api/v1/...` (its OpenAPI document included) a
+`read` token, `/export/...` an `export` token. `/healthz`, `/readyz`, `/metrics` and every
+other path are open (an unknown path answers 404 whoever asks; it serves nothing).
+No or an unknown token: 401 with `WWW-Authenticate: Bearer`; a token of another scope: 403.
+
+The presented token is compared with every configured token of every scope, with no early
+exit, after hashing both sides to the same length, so the time taken says nothing about
+how close a guess was. Tokens appear in no log line and no answer.
+
+When tokens are configured they are enforced, whatever METASTORE_AUTH says; without
+tokens, METASTORE_AUTH=disabled opens everything, otherwise every scoped path is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from metastore.config import SCOPES, Settings
+from metastore.problems import problem_response
+
+# (path prefix, scope); a prefix matches itself and anything below it.
+SCOPE_PREFIXES = (("/ingest", "ingest"), ("/api/v1", "read"), ("/export", "export"))
+_APIS = {"ingest": "ingest API", "read": "read API", "export": "export feed"}
+
+
+def required_scope(path: str) -> str | None:
+    for prefix, scope in SCOPE_PREFIXES:
+        if path == prefix or path.startswith(prefix + "/"):
+            return scope
+    return None
+
+
+def _digest(token: bytes) -> bytes:
+    return hashlib.sha256(token).digest()
+
+
+def _bearer_token(scope: Scope) -> bytes | None:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, token = value.partition(b" ")
+            token = token.strip()
+            if scheme.lower() == b"bearer" and token:
+                return token
+            return None
+    return None
+
+
+class BearerAuth:
+    """ASGI middleware: answers 401/403 itself, passes allowed requests on unchanged."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.enforced = settings.auth_configured or not settings.auth_disabled
+        self._tokens = [
+            (_digest(token.encode()), scope)
+            for scope in SCOPES
+            for token in sorted(settings.tokens.get(scope, ()))
+        ]
+
+    def scopes_of(self, token: bytes) -> set[str]:
+        presented = _digest(token)
+        granted = set()
+        for digest, scope in self._tokens:  # all of them, every time
+            if hmac.compare_digest(presented, digest):
+                granted.add(scope)
+        return granted
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        needed = required_scope(scope["path"]) if scope["type"] == "http" else None
+        if needed is None or not self.enforced:
+            await self.app(scope, receive, send)
+            return
+        api = _APIS[needed]
+        token = _bearer_token(scope)
+        if token is None:
+            response = problem_response(
+                401,
+                f"the {api} needs a bearer token of scope {needed!r} "
+                "(Authorization: Bearer <token>)",
+                headers={"WWW-Authenticate": 'Bearer realm="metastore"'},
+            )
+        else:
+            granted = self.scopes_of(token)
+            if needed in granted:
+                await self.app(scope, receive, send)
+                return
+            if not granted:
+                response = problem_response(
+                    401,
+                    "the bearer token is not valid",
+                    headers={"WWW-Authenticate": 'Bearer realm="metastore", error="invalid_token"'},
+                )
+            else:
+                response = problem_response(
+                    403,
+                    f"the bearer token is not valid for the {api}; it needs scope {needed!r}",
+                    headers={
+                        "WWW-Authenticate": 'Bearer realm="metastore", '
+                        f'error="insufficient_scope", scope="{needed}"'
+                    },
+                )
+        await response(scope, receive, send)

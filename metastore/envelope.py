@@ -1,0 +1,237 @@
+"""The OpenLineage envelope: what ingest checks of an event before it goes into the log.
+
+Only the envelope is checked, per the 2-0-2 core schema (`OpenLineage.json`): the kind
+follows from the shape (`run` and `job`: RunEvent; `job` alone: JobEvent; `dataset`:
+DatasetEvent), `eventTime` is a date-time (without a timezone read as UTC, as real
+producers send it), `run.runId` a UUID, `producer` and `schemaURL` strings, job and
+dataset names non-empty. Facets are not looked at: the event is stored exactly as sent.
+
+The structs below are for checking only; the log keeps the original JSON text, so fields
+we do not know survive. The digest (sha256 of the canonical JSON: sorted keys, numbers
+normalized) makes a retry that differs only in key order or whitespace the same event.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import hashlib
+import re
+import uuid
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from metastore.eventlog import LogRecord
+
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+EventType = Literal["START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"]
+
+
+class JobRef(msgspec.Struct):
+    namespace: NonEmpty
+    name: NonEmpty
+
+
+class RunRef(msgspec.Struct):
+    runId: uuid.UUID
+
+
+class DatasetRef(msgspec.Struct):
+    namespace: NonEmpty
+    name: NonEmpty
+
+
+class _Base(msgspec.Struct):
+    eventTime: dt.datetime
+    producer: str
+    schemaURL: str
+
+
+class RunEvent(_Base):
+    run: RunRef
+    job: JobRef
+    eventType: EventType | None = None
+    inputs: list[DatasetRef] = []
+    outputs: list[DatasetRef] = []
+
+
+class JobEvent(_Base):
+    # The spec's JobEvent has no eventType; a JobEvent carrying one is still valid.
+    job: JobRef
+    inputs: list[DatasetRef] = []
+    outputs: list[DatasetRef] = []
+
+
+class DatasetEvent(_Base):
+    dataset: DatasetRef
+
+
+class EnvelopeError(Exception):
+    """The request body or one event is not acceptable: a 4xx naming the field."""
+
+    def __init__(self, status: int, detail: str, pointer: str | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.pointer = pointer
+
+
+# Floats are decoded as Decimal so the digest sees the number as sent (a float would round
+# 0.1000000000000000055 and make two different events one); normalized so 1.50 == 1.5.
+_decoder = msgspec.json.Decoder(float_hook=lambda text: decimal.Decimal(text).normalize())
+_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+_canonical = msgspec.json.Encoder(decimal_format="number", order="sorted")
+
+# A batch of a million tiny elements fits the byte limit, but checking and answering it
+# would hold the event loop for seconds and make a 100 MB answer: refused as too large.
+MAX_BATCH_EVENTS = 10_000
+
+_PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_PATH_PART = re.compile(r"\.(\w+)|\[(\d+)\]|\[\.\.\.\]")
+_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
+
+
+def parse_event(body: bytes) -> LogRecord:
+    """Checks one event (the JSON text of a request body) and makes its log record."""
+    if not body.strip():
+        raise EnvelopeError(400, "the request body is empty; expected a JSON object")
+    return _record(body, _decode(body))
+
+
+def parse_batch(body: bytes) -> list[LogRecord | EnvelopeError]:
+    """Checks a batch (a JSON array of events); one result per element, in order.
+
+    An element that is not acceptable is an EnvelopeError whose pointer is relative to
+    the element; the caller reports it by index and stores the others.
+    """
+    if not body.strip():
+        raise EnvelopeError(400, "the request body is empty; expected a JSON array of events")
+    document = _decode(body)  # the whole body must be JSON before we look at elements
+    if not isinstance(document, list):
+        raise EnvelopeError(422, "a batch is a JSON array of events", pointer="")
+    if len(document) > MAX_BATCH_EVENTS:
+        raise EnvelopeError(
+            413, f"a batch holds at most {MAX_BATCH_EVENTS} events, this one {len(document)}"
+        )
+    # Raw slices keep each element's original text, so it is stored as sent.
+    raws = _raw_list_decoder.decode(body)
+    results: list[LogRecord | EnvelopeError] = []
+    for raw, element in zip(raws, document, strict=True):
+        try:
+            results.append(_record(bytes(raw), element))
+        except EnvelopeError as exc:
+            results.append(exc)
+    return results
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return _decoder.decode(body)
+    except RecursionError:
+        raise EnvelopeError(400, "the JSON is nested too deeply") from None
+    except msgspec.DecodeError as exc:
+        raise EnvelopeError(400, f"the request body is not valid JSON: {exc}") from None
+    except msgspec.ValidationError as exc:  # e.g. a number beyond what a Decimal holds
+        raise EnvelopeError(400, f"the request body is not usable JSON: {exc}") from None
+
+
+def _record(text: bytes, document: Any) -> LogRecord:
+    if not isinstance(document, dict):
+        raise EnvelopeError(
+            422, f"an event is a JSON object, not {_json_type(document)}", pointer=""
+        )
+    if "run" in document and "job" in document:
+        run = _convert(document, RunEvent)
+        kind, event_type, run_id, job = "run", run.eventType, run.run.runId, run.job
+        event_time = run.eventTime
+    elif "job" in document:
+        job_event = _convert(document, JobEvent)
+        kind, event_type, run_id, job = "job", None, None, job_event.job
+        event_time = job_event.eventTime
+    elif "dataset" in document:
+        dataset_event = _convert(document, DatasetEvent)
+        kind, event_type, run_id, job = "dataset", None, None, None
+        event_time = dataset_event.eventTime
+    elif "run" in document:
+        raise EnvelopeError(422, "a run event needs a `job`", pointer="/job")
+    else:
+        raise EnvelopeError(
+            422,
+            "not an OpenLineage event: expected `run` and `job` (RunEvent), `job` "
+            "(JobEvent) or `dataset` (DatasetEvent)",
+            pointer="/job",
+        )
+    # Inside valid JSON, U+0000 can only be written as the escape; look closer only then.
+    null_at = _find_nul(document, "") if b"\\u0000" in text else None
+    if null_at is not None:
+        # PostgreSQL's jsonb cannot hold U+0000; refusing beats storing something else.
+        raise EnvelopeError(422, "strings cannot contain U+0000 (\\u0000)", pointer=null_at)
+    if event_time.tzinfo is None:
+        event_time = event_time.replace(tzinfo=dt.UTC)
+    digest = hashlib.sha256(_canonical.encode(document)).digest()
+    return LogRecord(
+        event_time=event_time,
+        kind=kind,
+        event_type=event_type,
+        run_id=run_id,
+        job_namespace=job.namespace if job else None,
+        job_name=job.name if job else None,
+        producer=document["producer"],
+        digest=digest,
+        event_json=text,
+    )
+
+
+def _convert(document: dict[str, Any], shape: type[msgspec.Struct]) -> Any:
+    try:
+        return msgspec.convert(document, shape)
+    except msgspec.ValidationError as exc:
+        detail, pointer = _explain(str(exc))
+        raise EnvelopeError(422, detail, pointer=pointer) from None
+
+
+def _explain(message: str) -> tuple[str, str]:
+    """msgspec's "Invalid UUID - at `$.run.runId`" as a detail and a JSON pointer."""
+    match = _PATH.search(message)
+    path = match.group("path") if match else ""
+    detail = message[: match.start()] if match else message
+    parts = [m.group(1) or m.group(2) or "" for m in _PATH_PART.finditer(path)]
+    missing = _MISSING.match(detail)
+    if missing:
+        parts.append(missing.group("field"))
+        detail = f"`{missing.group('field')}` is required"
+    pointer = "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
+    return detail, pointer
+
+
+def _find_nul(value: Any, pointer: str) -> str | None:
+    """The JSON pointer of the first string (or key) containing U+0000, if any."""
+    if isinstance(value, str):
+        return pointer if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            child = pointer + "/" + key.replace("~", "~0").replace("/", "~1")
+            if "\x00" in key:
+                return child
+            found = _find_nul(item, child)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _find_nul(item, f"{pointer}/{index}")
+            if found is not None:
+                return found
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    return "a number"

@@ -1,0 +1,343 @@
+"""The export feed: `GET /export/openlineage/events`, the stored events in log order.
+
+A pull feed, resumable by an opaque cursor (a `metastore.eventlog.Position`): the cursor is
+the consumer's whole state. Every answer first fixes a bound — the log's watermark, or where
+`limit` events end — and reads only up to it, so the cursor it hands out is exact even while
+appends commit out of order (see metastore/eventlog.py).
+
+- JSON (default): `{"events": [...], "next_cursor": "..."}`, `limit` ≤ 1,000. `next_cursor` is
+  never null: the last event's position when the page is full, else the bound (with filters,
+  a tailer moves past events that do not match instead of scanning them again).
+- `Accept: application/x-ndjson`: one stored event a line, read page by page (constant
+  memory), up to the watermark at the start of the request or `limit` events. The lines are
+  the events alone, so the resume cursor is the `X-Next-Cursor` header, known before the
+  first line because the bound is. A stream cut off midway is retried from the same cursor.
+- `wait=N` (≤ 60 s): when nothing is past the cursor, wait for the next append (one LISTEN
+  connection per process wakes every waiting request) and answer as soon as it is readable.
+
+Events go out as PostgreSQL renders the stored `jsonb` (same document; keys and whitespace
+normalised), without a decode/encode round trip in Python. `namespace` and `job` match the
+job of run and job events; dataset events have no job, so those filters leave them out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import msgspec
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from metastore.eventlog import (
+    NOTIFY_CHANNEL,
+    START,
+    Filters,
+    Position,
+    StoredEvent,
+    nth_position_after_async,
+    read_events_after_async,
+    watermark_async,
+)
+from metastore.metrics import EXPORT_EVENTS, EXPORT_WAITING
+from metastore.problems import ProblemError
+
+log = logging.getLogger("metastore.export")
+
+NDJSON = "application/x-ndjson"
+DEFAULT_LIMIT = 100
+MAX_JSON_LIMIT = 1000
+MAX_NDJSON_LIMIT = 1_000_000_000  # a stream is paged; the cap only keeps OFFSET in range
+MAX_WAIT_S = 60.0
+# Events per database read while streaming NDJSON: bounds the memory of one stream.
+STREAM_PAGE = 500
+# While the LISTEN connection is down, waiting requests look at the log this often.
+POLL_WITHOUT_LISTENER_S = 1.0
+# After a NOTIFY the new row can still be hidden behind an older running transaction (the
+# read horizon); look again after these growing pauses until it shows.
+RECHECK_FIRST_S = 0.005
+RECHECK_MAX_S = 0.2
+PARAMETERS = ("cursor", "namespace", "job", "run_id", "since", "limit", "wait")
+
+
+class LogNotifier:
+    """One LISTEN connection per process, waking every waiting long-poll when the log grows."""
+
+    def __init__(self, database_url: str) -> None:
+        self._url = database_url
+        self._appended = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._first_attempt = asyncio.Event()
+        self.listening = False
+
+    def signal(self) -> asyncio.Event:
+        """The event set by the next append. Take it before reading, so none is missed."""
+        return self._appended
+
+    def _wake(self) -> None:
+        self._appended.set()
+        self._appended = asyncio.Event()
+
+    async def start(self, timeout: float = 2.0) -> None:
+        """Starts listening; waits (briefly) for the first attempt, so the first long-poll
+        after start is woken by NOTIFY rather than by polling."""
+        self._task = asyncio.create_task(self._listen(), name="metastore-log-notifier")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._first_attempt.wait(), timeout)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._wake()
+
+    async def _listen(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._url, autocommit=True, connect_timeout=5
+                ) as conn:
+                    await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self.listening = True
+                    self._first_attempt.set()
+                    self._wake()  # appends may have happened while we were not listening
+                    backoff = 0.5
+                    while True:
+                        async for _ in conn.notifies(timeout=30):
+                            self._wake()
+                        await conn.execute("SELECT 1")  # a dead server shows up here
+            except (psycopg.Error, OSError) as exc:
+                log.warning(
+                    "log notifications unavailable; long-polls fall back to polling",
+                    extra={"error": type(exc).__name__},
+                )
+            finally:
+                self.listening = False
+                self._first_attempt.set()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 10.0)
+
+
+class FeedRequest(msgspec.Struct, frozen=True):
+    cursor: Position
+    filters: Filters
+    limit: int | None
+    wait: float
+    ndjson: bool
+
+
+def _bad(name: str, reason: str) -> ProblemError:
+    return ProblemError(400, f"query parameter {name!r}: {reason}", pointer=name)
+
+
+def _parse_since(raw: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(raw)
+    except ValueError:
+        raise _bad("since", "expected an ISO 8601 date-time, e.g. 2024-05-01T00:00:00Z") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _parse_int(name: str, raw: str, low: int, high: int) -> int:
+    if not (raw.isascii() and raw.isdigit()):  # int() would also take "1_000" and " 7"
+        raise _bad(name, "expected an integer")
+    value = int(raw)
+    if not low <= value <= high:
+        raise _bad(name, f"must be between {low} and {high}")
+    return value
+
+
+def _parse_wait(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _bad("wait", "expected a number of seconds") from None
+    if not 0 <= value <= MAX_WAIT_S:  # also rejects nan
+        raise _bad("wait", f"must be between 0 and {MAX_WAIT_S:g} seconds")
+    return value
+
+
+def wants_ndjson(accept: str) -> bool:
+    """NDJSON when the client asks for it by name (a browser's `*/*` gets JSON)."""
+    for item in accept.split(","):
+        media, *params = item.split(";")
+        if media.strip().lower() != NDJSON:
+            continue
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    return float(value) > 0
+                except ValueError:
+                    return False
+        return True
+    return False
+
+
+def parse_feed_request(request: Request) -> FeedRequest:
+    query = request.query_params
+    for name in query:
+        if name not in PARAMETERS:
+            raise _bad(name, f"unknown; the parameters are {', '.join(PARAMETERS)}")
+        if len(query.getlist(name)) > 1:
+            raise _bad(name, "given more than once")
+    cursor = START
+    if query.get("cursor"):
+        try:
+            cursor = Position.decode(query["cursor"])
+        except ValueError:
+            raise _bad("cursor", "not a cursor handed out by this feed") from None
+    run_id = None
+    if "run_id" in query:
+        try:
+            run_id = uuid.UUID(query["run_id"])
+        except ValueError:
+            raise _bad("run_id", "expected a UUID") from None
+    ndjson = wants_ndjson(request.headers.get("accept", ""))
+    limit = None
+    if "limit" in query:
+        limit = _parse_int(
+            "limit", query["limit"], 1, MAX_NDJSON_LIMIT if ndjson else MAX_JSON_LIMIT
+        )
+    return FeedRequest(
+        cursor=cursor,
+        filters=Filters(
+            namespace=query.get("namespace") or None,
+            job=query.get("job") or None,
+            run_id=run_id,
+            since=_parse_since(query["since"]) if "since" in query else None,
+        ),
+        limit=limit,
+        wait=_parse_wait(query["wait"]) if "wait" in query else 0.0,
+        ndjson=ndjson,
+    )
+
+
+async def read_page(
+    pool: AsyncConnectionPool[Any], cursor: Position, limit: int, filters: Filters
+) -> tuple[list[StoredEvent], Position]:
+    """Up to `limit` events past `cursor`, and the cursor to continue from."""
+    async with pool.connection() as conn:
+        bound = await watermark_async(conn)
+        if bound <= cursor:
+            return [], cursor
+        events = await read_events_after_async(conn, cursor, limit, filters, raw=True, until=bound)
+    # A short page read everything up to the bound: continue from there.
+    return events, events[-1].position if len(events) == limit else bound
+
+
+async def wait_for_page(
+    pool: AsyncConnectionPool[Any],
+    notifier: LogNotifier,
+    cursor: Position,
+    limit: int,
+    filters: Filters,
+    wait: float,
+) -> tuple[list[StoredEvent], Position]:
+    """`read_page`, waiting up to `wait` seconds for an append when there is nothing yet."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    recheck: float | None = None
+    EXPORT_WAITING.inc()
+    try:
+        while True:
+            appended = notifier.signal()
+            events, next_cursor = await read_page(pool, cursor, limit, filters)
+            remaining = deadline - loop.time()
+            if events or remaining <= 0:
+                return events, next_cursor
+            if next_cursor > cursor:  # the appends we were woken for are readable now
+                recheck = None
+            cursor = next_cursor
+            timeout = remaining
+            if not notifier.listening:
+                timeout = min(timeout, POLL_WITHOUT_LISTENER_S)
+            if recheck is not None:
+                timeout = min(timeout, recheck)
+            try:
+                await asyncio.wait_for(appended.wait(), timeout)
+                recheck = RECHECK_FIRST_S
+            except TimeoutError:
+                if recheck is not None:
+                    recheck = min(recheck * 2, RECHECK_MAX_S)
+    finally:
+        EXPORT_WAITING.dec()
+
+
+def _json_body(events: Sequence[StoredEvent], next_cursor: Position) -> bytes:
+    texts = [e.event.encode() for e in events]
+    return b'{"events":[%b],"next_cursor":"%b"}' % (
+        b",".join(texts),
+        next_cursor.encode().encode(),
+    )
+
+
+async def _stream_bound(
+    pool: AsyncConnectionPool[Any], cursor: Position, limit: int | None, filters: Filters
+) -> Position:
+    async with pool.connection() as conn:
+        if limit is not None:
+            nth = await nth_position_after_async(conn, cursor, limit, filters)
+            if nth is not None:
+                return nth
+        return max(await watermark_async(conn), cursor)
+
+
+async def _stream_lines(
+    pool: AsyncConnectionPool[Any], cursor: Position, bound: Position, filters: Filters
+) -> AsyncIterator[bytes]:
+    while cursor < bound:
+        async with pool.connection() as conn:
+            page = await read_events_after_async(
+                conn, cursor, STREAM_PAGE, filters, raw=True, until=bound
+            )
+        if not page:
+            return
+        yield b"\n".join(e.event.encode() for e in page) + b"\n"
+        EXPORT_EVENTS.labels("ndjson").inc(len(page))
+        if len(page) < STREAM_PAGE:
+            return
+        cursor = page[-1].position
+
+
+async def openlineage_events(request: Request) -> Response:
+    feed = parse_feed_request(request)
+    pool: AsyncConnectionPool[Any] = request.app.state.pool
+    notifier: LogNotifier = request.app.state.log_notifier
+    cursor = feed.cursor
+    headers = {"Cache-Control": "no-store"}
+    if feed.ndjson:
+        if feed.wait > 0:
+            found, next_cursor = await wait_for_page(
+                pool, notifier, cursor, 1, feed.filters, feed.wait
+            )
+            if not found:  # nothing that matches up to there
+                cursor = next_cursor
+        bound = await _stream_bound(pool, cursor, feed.limit, feed.filters)
+        headers["X-Next-Cursor"] = bound.encode()
+        return StreamingResponse(
+            _stream_lines(pool, cursor, bound, feed.filters), media_type=NDJSON, headers=headers
+        )
+    limit = feed.limit or DEFAULT_LIMIT
+    if feed.wait > 0:
+        events, next_cursor = await wait_for_page(
+            pool, notifier, cursor, limit, feed.filters, feed.wait
+        )
+    else:
+        events, next_cursor = await read_page(pool, cursor, limit, feed.filters)
+    EXPORT_EVENTS.labels("json").inc(len(events))
+    headers["X-Next-Cursor"] = next_cursor.encode()
+    return Response(_json_body(events, next_cursor), media_type="application/json", headers=headers)
+
+
+routes = [Route("/export/openlineage/events", openlineage_events, methods=["GET"])]

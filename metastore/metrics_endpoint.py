@@ -1,0 +1,68 @@
+"""`GET /metrics` in the Prometheus text format; the gauges of the pool and the log are read
+at scrape time, so they are as fresh as the scrape.
+
+`metrics_response()` serves the projector's port as well: one registry per process.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from psycopg_pool import AsyncConnectionPool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from metastore.db import DATABASE_UNAVAILABLE
+from metastore.metrics import LOG_BYTES, LOG_EVENTS, POOL_IN_USE, POOL_MAX, POOL_SIZE, POOL_WAITING
+
+log = logging.getLogger("metastore.metrics")
+
+# A scrape must not queue behind a busy pool for long: the gauges keep their last value.
+SCRAPE_POOL_TIMEOUT_S = 1.0
+
+# The highest seq is the number of events appended (seq gaps come only from rolled-back
+# appends); both figures come from indexes and the catalog, never from a scan.
+LOG_SIZE = """
+SELECT (SELECT seq FROM event_log ORDER BY seq DESC LIMIT 1),
+       (SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits
+        WHERE inhparent = 'event_log'::regclass)
+"""
+
+
+def metrics_response() -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def observe_pool(pool: AsyncConnectionPool[Any]) -> None:
+    stats = pool.get_stats()
+    size = stats.get("pool_size", 0)
+    POOL_SIZE.set(size)
+    POOL_IN_USE.set(size - stats.get("pool_available", 0))
+    POOL_WAITING.set(stats.get("requests_waiting", 0))
+    POOL_MAX.set(pool.max_size)
+
+
+async def observe_log(pool: AsyncConnectionPool[Any]) -> None:
+    try:
+        async with pool.connection(timeout=SCRAPE_POOL_TIMEOUT_S) as conn:
+            cur = await conn.execute(LOG_SIZE)
+            row = await cur.fetchone()
+    except DATABASE_UNAVAILABLE as exc:
+        log.warning("log size not measured", extra={"error": type(exc).__name__})
+        return
+    assert row is not None
+    LOG_EVENTS.set(row[0] or 0)
+    LOG_BYTES.set(row[1] or 0)
+
+
+async def metrics(request: Request) -> Response:
+    pool: AsyncConnectionPool[Any] = request.app.state.pool
+    await observe_log(pool)
+    observe_pool(pool)  # after the log query, which itself used a connection
+    return metrics_response()
+
+
+routes = [Route("/metrics", metrics, methods=["GET"])]

@@ -1,0 +1,125 @@
+"""Projection `column_lineage`: output field <- input field, from the `columnLineage` facet.
+
+Each (output field, input field) pair is one row with its first and last eventTime; the
+transformations, run and job are those of the latest report (by eventTime, then seq).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import psycopg
+
+from projections.common import (
+    FoldEvent,
+    as_dict,
+    as_list,
+    facet,
+    json_text,
+    malformed,
+    text,
+)
+
+NAME = "column_lineage"
+VERSION = 1
+TABLES = ("column_lineage",)
+
+UPSERT = """
+INSERT INTO column_lineage AS t (out_namespace, out_name, out_field, in_namespace, in_name,
+    in_field, transformations, job_id, run_id, first_seen, last_seen, last_seq)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+    %b::jsonb[], %s::uuid[], %s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::bigint[])
+ON CONFLICT (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
+DO UPDATE SET
+    first_seen = least(t.first_seen, excluded.first_seen),
+    last_seen = greatest(t.last_seen, excluded.last_seen),
+    last_seq = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
+        THEN excluded.last_seq ELSE t.last_seq END,
+    transformations = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
+        THEN excluded.transformations ELSE t.transformations END,
+    job_id = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
+        THEN excluded.job_id ELSE t.job_id END,
+    run_id = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
+        THEN excluded.run_id ELSE t.run_id END
+"""
+
+Key = tuple[str, str, str, str, str, str]
+
+
+def column_edges(facet: dict[str, Any]) -> list[tuple[str, str, str, str, list[Any]]]:
+    """(out_field, in_namespace, in_name, in_field, transformations) of a columnLineage facet."""
+    fields = as_dict(facet.get("fields"))
+    if fields is None:
+        malformed("columnLineage")
+        return []
+    edges = []
+    for out_field, spec in fields.items():
+        spec = as_dict(spec)
+        if spec is None:
+            malformed("columnLineage")
+            continue
+        # Facet 1-0-x describes the transformation per output field; 1-1-0 per input field.
+        legacy = []
+        if text(spec.get("transformationType")) or text(spec.get("transformationDescription")):
+            legacy = [
+                {
+                    "type": spec.get("transformationType"),
+                    "description": spec.get("transformationDescription"),
+                }
+            ]
+        for source in as_list(spec.get("inputFields")):
+            source = as_dict(source)
+            namespace, name, field = (
+                (text(source.get("namespace")), text(source.get("name")), text(source.get("field")))
+                if source
+                else (None, None, None)
+            )
+            if namespace is None or name is None or field is None:
+                malformed("columnLineage")
+                continue
+            assert source is not None
+            transformations = [
+                t for t in as_list(source.get("transformations")) if isinstance(t, dict)
+            ] or legacy
+            edges.append((out_field, namespace, name, field, transformations))
+    return edges
+
+
+def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+    # key -> [transformations, job, run, first_seen, last_seen, last_seq]
+    rows: dict[Key, list[Any]] = {}
+    for event in events:
+        jid = event.job_id
+        for ref in event.refs:
+            if ref.role == "input":
+                continue
+            lineage = facet(ref.facets, "columnLineage")
+            if lineage is None or lineage.get("_deleted") is True:
+                continue
+            when = event.event_time
+            for out_field, in_ns, in_name, in_field, transformations in column_edges(lineage):
+                key = (ref.namespace, ref.name, out_field, in_ns, in_name, in_field)
+                add(rows, key, [transformations, jid, event.run_id, when, when, event.seq])
+    if not rows:
+        return
+    keys = list(rows)
+    cur.execute(
+        UPSERT,
+        (
+            *[[k[i] for k in keys] for i in range(6)],
+            [json_text(rows[k][0]) for k in keys],
+            *[[rows[k][i] for k in keys] for i in range(1, 6)],
+        ),
+    )
+
+
+def add(rows: dict[Key, list[Any]], key: Key, new: list[Any]) -> None:
+    row = rows.get(key)
+    if row is None:
+        rows[key] = new
+        return
+    first: dt.datetime = min(row[3], new[3])
+    if (new[4], new[5]) > (row[4], row[5]):
+        row[:] = new
+    row[3] = first

@@ -1,0 +1,262 @@
+"""Folding one batch of the log into the projections, in the caller's transaction.
+
+A batch is read past the lowest cursor of the projections being folded, each projection
+folds the events past its own cursor, and the cursors move in the same transaction: a
+crash anywhere rolls back both, so a restart re-reads exactly the unfolded events.
+A projection whose fold raises is re-folded event by event (SAVEPOINTs) to find the
+events that fail; each goes to `dead_letters` and the rest are folded.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import ModuleType
+from typing import Any
+
+import msgspec
+import psycopg
+from psycopg import sql
+from psycopg.rows import tuple_row
+
+from metastore.eventlog import Position, read_events_after
+from metastore.metrics import DEAD_LETTERS, FOLDED_EVENTS
+from projections.common import FoldEvent, fold_event
+
+log = logging.getLogger("metastore.projector")
+
+BATCH_SIZE = 2000
+
+LOAD_STATE = """
+SELECT name, version, cursor_tx::text::bigint, cursor_seq FROM projection_state
+WHERE name = ANY(%s) FOR UPDATE
+"""
+SAVE_STATE = """
+UPDATE projection_state
+SET cursor_tx = %(tx)s::text::xid8, cursor_seq = %(seq)s,
+    events_folded = events_folded + %(n)s,
+    last_event_received_at = coalesce(%(received)s, last_event_received_at), updated_at = now()
+WHERE name = %(name)s
+"""
+INSERT_DEAD_LETTER = """
+INSERT INTO dead_letters (projection, seq, tx, error) VALUES (%s, %s, %s::text::xid8, %s)
+"""
+
+
+class DeadLetter(msgspec.Struct, frozen=True):
+    projection: str
+    seq: int
+    tx: int
+    error: str
+
+
+DeadLetterSink = Callable[[psycopg.Cursor[Any], DeadLetter], None]
+
+
+def store_dead_letter(cur: psycopg.Cursor[Any], letter: DeadLetter) -> None:
+    cur.execute(INSERT_DEAD_LETTER, (letter.projection, letter.seq, letter.tx, letter.error))
+
+
+def read_batch(conn: psycopg.Connection[Any], after: Position, limit: int) -> list[FoldEvent]:
+    events = []
+    for stored in read_events_after(conn, after, limit, raw=True):
+        events.append(
+            fold_event(
+                stored.position,
+                stored.received_at,
+                stored.event_time,
+                stored.kind,
+                stored.event_type,
+                stored.run_id,
+                stored.job_namespace,
+                stored.job_name,
+                stored.event,
+            )
+        )
+    return events
+
+
+def tune_session(conn: psycopg.Connection[Any]) -> None:
+    """Session settings for a folding connection (it must be idle).
+
+    synchronous_commit off: a batch lost to a server crash is lost with its cursor move, so
+    the projector folds it again; the read models are derived, nothing else depends on the
+    flush. lz4 compresses the large facet documents several times faster than pglz (when
+    the server has it).
+    """
+    conn.execute("SET synchronous_commit = off")
+    try:
+        conn.execute("SET default_toast_compression = 'lz4'")
+    except psycopg.Error:
+        conn.rollback()
+    conn.commit()
+
+
+def set_search_path(conn: psycopg.Connection[Any], schema: str) -> None:
+    conn.execute(sql.SQL("SET LOCAL search_path TO {}, public").format(sql.Identifier(schema)))
+
+
+def load_cursors(
+    conn: psycopg.Connection[Any], projections: Sequence[ModuleType]
+) -> dict[str, Position]:
+    """The cursors of the projections whose stored tables are of this code's version.
+
+    (Tables of another version are rebuilt, never folded into by code that does not know
+    their layout.) Locks their state rows until the transaction ends.
+    """
+    versions = {p.NAME: p.VERSION for p in projections}
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(LOAD_STATE, (list(versions),))
+        return {
+            row[0]: Position(row[2], row[3]) for row in cur.fetchall() if versions[row[0]] == row[1]
+        }
+
+
+class Prefetcher:
+    """Reads the next batch on its own connection and thread while the current one folds.
+
+    The log below the horizon never changes, so a batch read past a position by another
+    connection is exactly the batch the fold would read itself. Holds at most one batch.
+    """
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
+        self.conn: psycopg.Connection[Any] | None = None
+        self.pending: tuple[Position, int, Future[list[FoldEvent]]] | None = None
+
+    def _read(self, after: Position, limit: int) -> list[FoldEvent]:
+        if self.conn is None or self.conn.closed:
+            self.conn = psycopg.connect(self.database_url, autocommit=True, connect_timeout=10)
+        return read_batch(self.conn, after, limit)
+
+    def request(self, after: Position, limit: int) -> None:
+        self.discard()
+        self.pending = (after, limit, self.executor.submit(self._read, after, limit))
+
+    def take(self, after: Position, limit: int) -> list[FoldEvent] | None:
+        """The prefetched batch past `after`, or None when there is none for that position."""
+        pending, self.pending = self.pending, None
+        if pending is None or pending[:2] != (after, limit):
+            if pending is not None:
+                pending[2].cancel()
+            return None
+        try:
+            return pending[2].result()
+        except psycopg.Error:
+            return None  # read it again on the folding connection, which reports the error
+
+    def discard(self) -> None:
+        if self.pending is not None:
+            self.pending[2].cancel()
+            self.pending = None
+
+    def close(self) -> None:
+        self.discard()
+        self.executor.shutdown(wait=True)
+        if self.conn is not None:
+            self.conn.close()
+
+    def __enter__(self) -> Prefetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class BatchResult(msgspec.Struct):
+    read: int = 0
+    folded: dict[str, int] = {}
+    received_at: dt.datetime | None = None
+
+
+def fold_batch(
+    conn: psycopg.Connection[Any],
+    projections: Sequence[ModuleType],
+    cursors: dict[str, Position],
+    limit: int = BATCH_SIZE,
+    dead_letter: DeadLetterSink = store_dead_letter,
+    prefetcher: Prefetcher | None = None,
+) -> BatchResult:
+    """Reads and folds one batch past `cursors` (moved in place), in the open transaction.
+
+    The caller has set the search path (live or build schema), saves the cursors and
+    commits. With a `prefetcher`, the next batch is read while this one folds.
+    """
+    start = min(cursors[p.NAME] for p in projections)
+    events = prefetcher.take(start, limit) if prefetcher else None
+    if events is None:
+        events = read_batch(conn, start, limit)
+    result = BatchResult(read=len(events), folded={})
+    if not events:
+        return result
+    last = events[-1].position
+    if prefetcher is not None and len(events) == limit:
+        prefetcher.request(last, limit)
+    result.received_at = events[-1].received_at
+    with conn.cursor(row_factory=tuple_row) as cur:
+        for projection in projections:
+            cursor = cursors[projection.NAME]
+            mine = events if cursor == start else [e for e in events if e.position > cursor]
+            if mine:
+                fold_isolated(cur, projection, mine, dead_letter)
+                FOLDED_EVENTS.labels(projection=projection.NAME).inc(len(mine))
+            result.folded[projection.NAME] = len(mine)
+            cursors[projection.NAME] = max(last, cursor)
+    return result
+
+
+def fold_isolated(
+    cur: psycopg.Cursor[Any],
+    projection: ModuleType,
+    events: list[FoldEvent],
+    dead_letter: DeadLetterSink,
+) -> None:
+    """Folds `events`; when that raises, folds them one by one and dead-letters the failures."""
+    conn = cur.connection
+    try:
+        with conn.transaction():
+            projection.fold(cur, events)
+        return
+    except Exception:
+        if conn.broken or conn.closed:
+            raise  # the database is gone: nothing to isolate
+        log.warning(
+            "batch fold failed; isolating the failing events",
+            extra={"projection": projection.NAME},
+            exc_info=True,
+        )
+    for event in events:
+        try:
+            with conn.transaction():
+                projection.fold(cur, [event])
+        except Exception as exc:
+            if conn.broken or conn.closed:
+                raise
+            error = f"{type(exc).__name__}: {exc}"[:2000]
+            log.error(
+                "event fold failed; dead-lettered",
+                extra={"projection": projection.NAME, "seq": event.seq, "error": error},
+            )
+            DEAD_LETTERS.labels(projection=projection.NAME).inc()
+            dead_letter(cur, DeadLetter(projection.NAME, event.seq, event.position.tx, error))
+
+
+def save_cursors(
+    conn: psycopg.Connection[Any], cursors: dict[str, Position], result: BatchResult
+) -> None:
+    with conn.cursor() as cur:
+        for name, count in result.folded.items():
+            position = cursors[name]
+            cur.execute(
+                SAVE_STATE,
+                {
+                    "tx": position.tx,
+                    "seq": position.seq,
+                    "n": count,
+                    "received": result.received_at,
+                    "name": name,
+                },
+            )

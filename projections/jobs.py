@@ -1,0 +1,155 @@
+"""Projection `jobs`: one row per (namespace, name), with facets merged the spec's way."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from projections.common import (
+    FACETS_DECODER,
+    FoldEvent,
+    facet,
+    job_id,
+    json_text,
+    merge_facets,
+    parent_ref,
+    text,
+)
+
+NAME = "jobs"
+VERSION = 1
+TABLES = ("jobs",)
+
+COLUMNS = (
+    "id",
+    "namespace",
+    "name",
+    "facets",
+    "facet_times",
+    "job_type",
+    "processing_type",
+    "integration",
+    "parent_job_id",
+    "parent_order",
+    "first_seen",
+    "last_seen",
+    "latest_run_id",
+    "latest_run_time",
+    "latest_run_order",
+)
+TYPES = (
+    "uuid",
+    "text",
+    "text",
+    "jsonb",
+    "jsonb",
+    "text",
+    "text",
+    "text",
+    "uuid",
+    "jsonb",
+    "timestamptz",
+    "timestamptz",
+    "uuid",
+    "timestamptz",
+    "jsonb",
+)
+JSON_COLUMNS = frozenset({"facets", "facet_times", "parent_order", "latest_run_order"})
+
+# facets as text: decoded to name -> raw JSON, never to Python objects (see common.Facets)
+SELECT_JOBS = (
+    f"SELECT {', '.join('facets::text AS facets' if c == 'facets' else c for c in COLUMNS)} "
+    "FROM jobs WHERE id = ANY(%s)"
+)
+UPSERT = f"""
+INSERT INTO jobs ({", ".join(COLUMNS)})
+SELECT * FROM unnest({", ".join(f"%b::{t}[]" for t in TYPES)})
+ON CONFLICT (id) DO UPDATE SET
+{", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])}
+"""
+
+
+def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+    ids = {e.job_id for e in events if e.job_id is not None}
+    if not ids:
+        return
+    with cur.connection.cursor(row_factory=dict_row) as dcur:
+        dcur.execute(SELECT_JOBS, (list(ids),))
+        rows: dict[uuid.UUID, dict[str, Any]] = {r["id"]: r for r in dcur.fetchall()}
+    for loaded in rows.values():
+        loaded["facets"] = FACETS_DECODER.decode(loaded["facets"])
+    changed: set[uuid.UUID] = set()
+    for event in events:
+        jid = event.job_id
+        if jid is None:
+            continue
+        row = rows.get(jid)
+        if row is None:
+            row = rows[jid] = new_job(jid, event)
+        fold_job_event(row, event)
+        changed.add(jid)
+    write(cur, [rows[j] for j in changed])
+
+
+def new_job(jid: uuid.UUID, event: FoldEvent) -> dict[str, Any]:
+    return {
+        "id": jid,
+        "namespace": event.job_namespace,
+        "name": event.job_name,
+        "facets": {},
+        "facet_times": {},
+        "job_type": None,
+        "processing_type": None,
+        "integration": None,
+        "parent_job_id": None,
+        "parent_order": None,
+        "first_seen": event.event_time,
+        "last_seen": event.event_time,
+        "latest_run_id": None,
+        "latest_run_time": None,
+        "latest_run_order": None,
+    }
+
+
+def fold_job_event(row: dict[str, Any], event: FoldEvent) -> None:
+    order = event.order
+    row["first_seen"] = min(row["first_seen"], event.event_time)
+    row["last_seen"] = max(row["last_seen"], event.event_time)
+    if merge_facets(row["facets"], row["facet_times"], event.job_facets, order):
+        job_type = facet(row["facets"], "jobType") or {}
+        row["job_type"] = text(job_type.get("jobType"))
+        row["processing_type"] = text(job_type.get("processingType"))
+        row["integration"] = text(job_type.get("integration"))
+    if event.kind != "run" or event.run_id is None:
+        return
+    parent = parent_ref(event.run_facets)
+    if (
+        parent
+        and parent.job_namespace
+        and parent.job_name
+        and (row["parent_order"] is None or order > row["parent_order"])
+    ):
+        row["parent_job_id"] = job_id(parent.job_namespace, parent.job_name)
+        row["parent_order"] = order
+    # The latest run: the latest START by eventTime; runs never seen starting count by
+    # any of their events, below every START (a max over a set: arrival order is moot).
+    run_order = [1 if event.event_type == "START" else 0, *order]
+    if row["latest_run_order"] is None or run_order > row["latest_run_order"]:
+        row["latest_run_id"] = event.run_id
+        row["latest_run_time"] = event.event_time
+        row["latest_run_order"] = run_order
+
+
+def write(cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    columns = [
+        [json_text(r[c]) if r[c] is not None else None for r in rows]
+        if c in JSON_COLUMNS
+        else [r[c] for r in rows]
+        for c in COLUMNS
+    ]
+    cur.execute(UPSERT, columns)

@@ -1,0 +1,130 @@
+"""Projection `lineage`: job <-> dataset edges, per run and per job, with first/last seen.
+
+Run events give run edges (and the job edges behind them, source 'run'); JobEvents give
+static lineage (job edges with source 'static'). Everything here is a min/max over the
+events, so the tables are upserts that never need to read first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import psycopg
+
+from projections.common import TERMINAL_STATES, FoldEvent
+
+NAME = "lineage"
+VERSION = 1
+TABLES = ("run_edges", "job_edges", "lineage_runs")
+
+UPSERT_RUN_EDGES = """
+INSERT INTO run_edges AS t (run_id, job_id, direction, namespace, name, first_seen, last_seen)
+SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::text[], %s::text[],
+                     %s::timestamptz[], %s::timestamptz[])
+ON CONFLICT (run_id, direction, namespace, name) DO UPDATE SET
+    first_seen = least(t.first_seen, excluded.first_seen),
+    last_seen = greatest(t.last_seen, excluded.last_seen)
+"""
+UPSERT_JOB_EDGES = """
+INSERT INTO job_edges AS t (job_id, direction, namespace, name, source, first_seen, last_seen)
+SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[],
+                     %s::timestamptz[], %s::timestamptz[])
+ON CONFLICT (job_id, direction, namespace, name, source) DO UPDATE SET
+    first_seen = least(t.first_seen, excluded.first_seen),
+    last_seen = greatest(t.last_seen, excluded.last_seen)
+"""
+# started_at: the earliest START, else the earliest event of the run.
+UPSERT_LINEAGE_RUNS = """
+INSERT INTO lineage_runs AS t (run_id, job_id, started_at, ended_at, has_start)
+SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::timestamptz[], %s::timestamptz[],
+                     %s::boolean[])
+ON CONFLICT (run_id) DO UPDATE SET
+    started_at = CASE
+        WHEN t.has_start = excluded.has_start THEN least(t.started_at, excluded.started_at)
+        WHEN excluded.has_start THEN excluded.started_at
+        ELSE t.started_at END,
+    has_start = t.has_start OR excluded.has_start,
+    ended_at = greatest(t.ended_at, excluded.ended_at)
+"""
+
+DIRECTIONS = {"input": "input", "output": "output"}
+
+
+def _span(spans: dict[Any, list[dt.datetime]], key: Any, when: dt.datetime) -> None:
+    span = spans.get(key)
+    if span is None:
+        spans[key] = [when, when]
+    else:
+        span[0], span[1] = min(span[0], when), max(span[1], when)
+
+
+def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+    run_edges: dict[tuple[uuid.UUID, uuid.UUID, str, str, str], list[dt.datetime]] = {}
+    job_edges: dict[tuple[uuid.UUID, str, str, str, str], list[dt.datetime]] = {}
+    # run -> [job, started_at, ended_at, has_start]
+    runs: dict[uuid.UUID, list[Any]] = {}
+    for event in events:
+        jid = event.job_id
+        if event.kind == "dataset" or jid is None:
+            continue
+        when = event.event_time
+        is_run = event.kind == "run" and event.run_id is not None
+        source = "run" if is_run else "static"
+        for ref in event.refs:
+            direction = DIRECTIONS[ref.role]
+            _span(job_edges, (jid, direction, ref.namespace, ref.name, source), when)
+            if is_run:
+                assert event.run_id is not None
+                _span(run_edges, (event.run_id, jid, direction, ref.namespace, ref.name), when)
+        if is_run:
+            assert event.run_id is not None
+            fold_lineage_run(runs, event.run_id, jid, event)
+    if run_edges:
+        keys = list(run_edges)
+        cur.execute(
+            UPSERT_RUN_EDGES,
+            (
+                *[[k[i] for k in keys] for i in range(5)],
+                [run_edges[k][0] for k in keys],
+                [run_edges[k][1] for k in keys],
+            ),
+        )
+    if job_edges:
+        keys2 = list(job_edges)
+        cur.execute(
+            UPSERT_JOB_EDGES,
+            (
+                *[[k[i] for k in keys2] for i in range(5)],
+                [job_edges[k][0] for k in keys2],
+                [job_edges[k][1] for k in keys2],
+            ),
+        )
+    if runs:
+        ids = list(runs)
+        cur.execute(
+            UPSERT_LINEAGE_RUNS,
+            (
+                ids,
+                *[[runs[r][i] for r in ids] for i in range(4)],
+            ),
+        )
+
+
+def fold_lineage_run(
+    runs: dict[uuid.UUID, list[Any]], run_id: uuid.UUID, jid: uuid.UUID, event: FoldEvent
+) -> None:
+    when = event.event_time
+    is_start = event.event_type == "START"
+    ended = when if event.event_type in TERMINAL_STATES else None
+    row = runs.get(run_id)
+    if row is None:
+        runs[run_id] = [jid, when, ended, is_start]
+        return
+    if row[3] == is_start:
+        row[1] = min(row[1], when)
+    elif is_start:
+        row[1], row[3] = when, True
+    if ended is not None:
+        row[2] = ended if row[2] is None else max(row[2], ended)

@@ -1,0 +1,277 @@
+"""`metastore replay`: rebuild projections from the whole log, then swap them in at once.
+
+The rebuild folds the log into the same DDL in a scratch schema (`readmodel_build`),
+batch by batch, each committed, while the API keeps reading `readmodel` and the projector
+keeps folding into it. Once the build has caught up, one transaction takes the fold lock
+(so the projector stands still), folds the last events, moves the old tables out and the
+new ones in (ALTER TABLE ... SET SCHEMA), and sets each projection's version and cursor.
+Readers see the old tables or the new ones, never a half-built one. The same log folded
+in the same order gives the same ids, so ids handed out stay valid.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, TextIO
+
+import psycopg
+from psycopg import errors, sql
+
+from metastore.config import Settings
+from metastore.eventlog import START, Position
+from projections.fold import (
+    BATCH_SIZE,
+    BatchResult,
+    DeadLetter,
+    Prefetcher,
+    fold_batch,
+    set_search_path,
+    store_dead_letter,
+    tune_session,
+)
+from projections.schema import (
+    BY_NAME,
+    FOLD_LOCK,
+    LIVE_SCHEMA,
+    PROJECTIONS,
+    REPLAY_LOCK,
+    create_readmodel_tables,
+    create_tables,
+    outdated_projections,
+)
+
+log = logging.getLogger("metastore.replay")
+
+BUILD_SCHEMA = "readmodel_build"
+OLD_SCHEMA = "readmodel_old"
+SWAP_ATTEMPTS = 5
+
+COUNT_EVENTS = "SELECT count(*) FROM event_log WHERE tx < pg_snapshot_xmin(pg_current_snapshot())"
+SWAPPED_STATE = """
+UPDATE projection_state
+SET version = %(version)s, cursor_tx = %(tx)s::text::xid8, cursor_seq = %(seq)s,
+    events_folded = %(n)s, last_event_received_at = %(received)s, updated_at = now()
+WHERE name = %(name)s
+"""
+DELETE_DEAD_LETTERS = "DELETE FROM dead_letters WHERE projection = ANY(%s)"
+
+
+class Progress:
+    """A progress bar on a terminal; a log line every few seconds otherwise."""
+
+    def __init__(self, total: int, show: bool, stream: TextIO = sys.stderr) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self.started = self.last_line = time.monotonic()
+        self.stream = stream
+        self.bar = show and stream.isatty()
+        self.show = show
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        now = time.monotonic()
+        rate = self.done / max(now - self.started, 1e-6)
+        if self.bar:
+            width = 30
+            filled = min(width, int(width * self.done / self.total))
+            left = max(self.total - self.done, 0) / rate if rate else 0
+            self.stream.write(
+                f"\rreplay [{'#' * filled}{'.' * (width - filled)}] "
+                f"{self.done:,}/{self.total:,} events {rate:,.0f}/s ETA {left:,.0f}s "
+            )
+            self.stream.flush()
+        elif now - self.last_line >= 5:
+            self.last_line = now
+            log.info(
+                "replay progress",
+                extra={"events": self.done, "of": self.total, "events_per_s": round(rate)},
+            )
+
+    def finish(self) -> None:
+        if self.bar:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def rebuild(
+    database_url: str, names: Sequence[str], progress: bool = False, limit: int = BATCH_SIZE
+) -> int:
+    """Rebuilds the named projections from the whole log and swaps them in; returns events.
+
+    One rebuild at a time (REPLAY_LOCK, waited for). Safe while the API serves and the
+    projector folds.
+    """
+    projections = [BY_NAME[n] for n in names]
+    with psycopg.connect(database_url) as conn:
+        tune_session(conn)
+        conn.execute("SELECT pg_advisory_lock(%s)", (REPLAY_LOCK,))
+        conn.commit()
+        try:
+            with Prefetcher(database_url) as prefetcher:
+                return _rebuild(conn, projections, progress, limit, prefetcher)
+        finally:
+            conn.rollback()
+            conn.execute("SELECT pg_advisory_unlock(%s)", (REPLAY_LOCK,))
+            conn.commit()
+
+
+def _rebuild(
+    conn: psycopg.Connection[Any],
+    projections: list[ModuleType],
+    show: bool,
+    limit: int,
+    prefetcher: Prefetcher,
+) -> int:
+    started = time.monotonic()
+    names = [p.NAME for p in projections]
+    log.info("rebuilding projections", extra={"projections": ",".join(names)})
+    with conn.transaction():
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(BUILD_SCHEMA))
+        )
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(BUILD_SCHEMA)))
+        for projection in projections:
+            create_tables(conn, projection, BUILD_SCHEMA)
+        row = conn.execute(COUNT_EVENTS).fetchone()
+    progress = Progress(row[0] if row else 0, show)
+    cursors: dict[str, Position] = dict.fromkeys(names, START)
+    folded: dict[str, int] = dict.fromkeys(names, 0)
+    letters: list[DeadLetter] = []
+    received: list[Any] = [None]
+
+    def collect(cur: psycopg.Cursor[Any], letter: DeadLetter) -> None:
+        letters.append(letter)
+
+    def one_batch() -> BatchResult:
+        set_search_path(conn, BUILD_SCHEMA)
+        result = fold_batch(
+            conn, projections, cursors, limit, dead_letter=collect, prefetcher=prefetcher
+        )
+        for name, count in result.folded.items():
+            folded[name] += count
+        if result.received_at is not None:
+            received[0] = result.received_at
+        progress.advance(result.read)
+        return result
+
+    while True:
+        with conn.transaction():
+            result = one_batch()
+        if result.read < limit:
+            break
+    for attempt in range(1, SWAP_ATTEMPTS + 1):
+        saved = (dict(cursors), dict(folded), list(letters), received[0])
+        try:
+            with conn.transaction():
+                conn.execute("SET LOCAL lock_timeout = '20s'")
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
+                while one_batch().read >= limit:
+                    pass
+                swap(conn, projections, cursors, folded, letters, received[0])
+            break
+        except (errors.LockNotAvailable, errors.DeadlockDetected):
+            if attempt == SWAP_ATTEMPTS:
+                raise
+            log.warning("swap waited too long for readers; retrying", extra={"attempt": attempt})
+            cursors.update(saved[0])
+            folded.update(saved[1])
+            letters[:] = saved[2]
+            received[0] = saved[3]
+    progress.finish()
+    total = max(folded.values(), default=0)
+    log.info(
+        "rebuild complete",
+        extra={
+            "projections": ",".join(names),
+            "events": total,
+            "seconds": round(time.monotonic() - started, 1),
+            "dead_letters": len(letters),
+        },
+    )
+    return total
+
+
+def swap(
+    conn: psycopg.Connection[Any],
+    projections: list[ModuleType],
+    cursors: dict[str, Position],
+    folded: dict[str, int],
+    letters: list[DeadLetter],
+    received: Any,
+) -> None:
+    """Moves the built tables into `readmodel` and records where they stand (in the open tx)."""
+    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(OLD_SCHEMA)))
+    for projection in projections:
+        for table in projection.TABLES:
+            live = sql.Identifier(LIVE_SCHEMA, table)
+            conn.execute(
+                sql.SQL("ALTER TABLE IF EXISTS {} SET SCHEMA {}").format(
+                    live, sql.Identifier(OLD_SCHEMA)
+                )
+            )
+            conn.execute(
+                sql.SQL("ALTER TABLE {} SET SCHEMA {}").format(
+                    sql.Identifier(BUILD_SCHEMA, table), sql.Identifier(LIVE_SCHEMA)
+                )
+            )
+        conn.execute(
+            "INSERT INTO projection_state (name, version) VALUES (%s, %s) "
+            "ON CONFLICT (name) DO NOTHING",
+            (projection.NAME, projection.VERSION),
+        )
+        position = cursors[projection.NAME]
+        conn.execute(
+            SWAPPED_STATE,
+            {
+                "version": projection.VERSION,
+                "tx": position.tx,
+                "seq": position.seq,
+                "n": folded[projection.NAME],
+                "received": received,
+                "name": projection.NAME,
+            },
+        )
+    conn.execute(DELETE_DEAD_LETTERS, ([p.NAME for p in projections],))
+    with conn.cursor() as cur:
+        for letter in letters:
+            store_dead_letter(cur, letter)
+    for schema in (OLD_SCHEMA, BUILD_SCHEMA):
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def rebuild_outdated(database_url: str, progress: bool = False) -> list[str]:
+    """Rebuilds the projections whose stored version differs from the code's; returns them."""
+    with psycopg.connect(database_url) as conn:
+        create_readmodel_tables(conn)
+        outdated = outdated_projections(conn)
+    if outdated:
+        log.info(
+            "projections of another version found; rebuilding",
+            extra={"projections": ",".join(outdated)},
+        )
+        rebuild(database_url, outdated, progress)
+    return outdated
+
+
+def run_replay(settings: Settings, projection: str | None = None, progress: bool = True) -> None:
+    """The `metastore replay` command."""
+    from metastore.cli import Exit
+
+    assert settings.database_url is not None
+    if projection is not None and projection not in BY_NAME:
+        raise Exit(
+            f"unknown projection {projection!r}; one of: {', '.join(p.NAME for p in PROJECTIONS)}"
+        )
+    names = [projection] if projection else [p.NAME for p in PROJECTIONS]
+    with psycopg.connect(settings.database_url) as conn:
+        create_readmodel_tables(conn)
+    started = time.monotonic()
+    events = rebuild(settings.database_url, names, progress)
+    print(
+        f"replayed {events:,} events into {', '.join(names)} "
+        f"in {time.monotonic() - started:,.1f}s; switched over"
+    )

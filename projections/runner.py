@@ -1,0 +1,267 @@
+"""`metastore projector`: the single active folder of the log into the read models.
+
+One process at a time is active: it holds a session advisory lock (LEADER_LOCK) for its
+whole life; a second projector waits for that lock and takes over when the first one's
+connection goes away. Every folding transaction also takes FOLD_LOCK, which `metastore
+replay` takes to swap rebuilt tables in while nothing moves.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType, ModuleType
+from typing import Any
+
+import psycopg
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from metastore.config import Settings
+from metastore.eventlog import NOTIFY_CHANNEL
+from metastore.metrics import (
+    FOLD_BATCH_SECONDS,
+    PROJECTION_LAG_EVENTS,
+    PROJECTION_LAG_SECONDS,
+    PROJECTION_POSITION,
+)
+from metastore.migrations import missing_migrations
+from projections.fold import (
+    BATCH_SIZE,
+    Prefetcher,
+    fold_batch,
+    load_cursors,
+    save_cursors,
+    set_search_path,
+    tune_session,
+)
+from projections.replay import rebuild_outdated
+from projections.schema import FOLD_LOCK, LEADER_LOCK, LIVE_SCHEMA, PROJECTIONS
+
+log = logging.getLogger("metastore.projector")
+
+
+def fold_live_batch(
+    conn: psycopg.Connection[Any],
+    projections: Sequence[ModuleType] = PROJECTIONS,
+    limit: int = BATCH_SIZE,
+    prefetcher: Prefetcher | None = None,
+) -> int:
+    """Folds one batch into the live tables and moves the cursors, in one transaction.
+
+    Returns how many events were read (fewer than `limit` means caught up).
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
+        set_search_path(conn, LIVE_SCHEMA)
+        cursors = load_cursors(conn, projections)
+        projections = [p for p in projections if p.NAME in cursors]
+        if not projections:
+            return 0
+        result = fold_batch(conn, projections, cursors, limit, prefetcher=prefetcher)
+        save_cursors(conn, cursors, result)
+    return result.read
+
+
+def catch_up(conn_or_url: psycopg.Connection[Any] | str, limit: int = BATCH_SIZE) -> int:
+    """Folds everything committed to the log so far into the live tables; returns the count.
+
+    For tests, benchmarks and tools: what the projector process does, once, synchronously.
+    """
+    if isinstance(conn_or_url, str):
+        with psycopg.connect(conn_or_url) as conn, Prefetcher(conn_or_url) as prefetcher:
+            tune_session(conn)
+            return _catch_up(conn, limit, prefetcher)
+    return _catch_up(conn_or_url, limit, None)
+
+
+def _catch_up(conn: psycopg.Connection[Any], limit: int, prefetcher: Prefetcher | None) -> int:
+    total = 0
+    while True:
+        read = fold_live_batch(conn, PROJECTIONS, limit, prefetcher)
+        total += read
+        if read < limit:
+            return total
+
+
+# How long the projector sleeps without a NOTIFY before it looks at the log anyway (a lost
+# notification, or events held back behind a long transaction, only delay by this much).
+POLL_INTERVAL_S = 1.0
+# How often a standby tries to take the leader lock.
+STANDBY_RETRY_S = 1.0
+LAG_EVERY_S = 2.0
+
+# Counted up to 100,000 (a cheap index range scan); beyond that the gauge says 100000.
+LAG = """
+SELECT count(*), min(received_at) FROM (
+    SELECT received_at FROM event_log
+    WHERE (tx, seq) > (%s::text::xid8, %s) AND tx < pg_snapshot_xmin(pg_current_snapshot())
+    LIMIT 100000) AS unfolded
+"""
+STATE_POSITIONS = "SELECT name, cursor_tx::text::bigint, cursor_seq FROM projection_state"
+
+
+class ProjectorStatus:
+    """What /readyz and the logs say about the running projector (shared with the server)."""
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.role = "starting"  # starting | standby | rebuilding | active | unavailable
+
+
+def run_projector(settings: Settings) -> None:
+    """`metastore projector`: blocks until SIGTERM/SIGINT; serves /healthz /readyz /metrics."""
+    assert settings.database_url is not None
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("stopping", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    status = ProjectorStatus(settings.database_url)
+    server = start_health_server(settings.host, settings.projector_port, status)
+    log.info("projector listening", extra={"port": settings.projector_port})
+    backoff = 0.5
+    try:
+        while not stop.is_set():
+            try:
+                lead(settings.database_url, status, stop)
+                backoff = 0.5
+            except psycopg.OperationalError as exc:
+                status.role = "unavailable"
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                log.warning(
+                    "database unavailable; retrying", extra={"error": first, "retry_in_s": backoff}
+                )
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+    finally:
+        server.shutdown()
+        server.server_close()
+        log.info("projector stopped")
+
+
+def lead(database_url: str, status: ProjectorStatus, stop: threading.Event) -> None:
+    """Waits to become the active projector, then folds until `stop` (or the DB goes away)."""
+    with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as leader:
+        while not stop.is_set():
+            row = leader.execute("SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK,)).fetchone()
+            if row and row[0]:
+                break
+            if status.role != "standby":
+                log.info("another projector is active; standing by")
+            status.role = "standby"
+            stop.wait(STANDBY_RETRY_S)
+        if stop.is_set():
+            return
+        log.info("this projector is now active")
+        leader.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        status.role = "rebuilding"
+        rebuild_outdated(database_url, progress=False)
+        status.role = "active"
+        with (
+            psycopg.connect(database_url, connect_timeout=10) as conn,
+            Prefetcher(database_url) as prefetcher,
+        ):
+            tune_session(conn)
+            fold_until_stopped(conn, leader, stop, prefetcher)
+
+
+def fold_until_stopped(
+    conn: psycopg.Connection[Any],
+    leader: psycopg.Connection[Any],
+    stop: threading.Event,
+    prefetcher: Prefetcher,
+) -> None:
+    last_lag = 0.0
+    while not stop.is_set():
+        started = time.monotonic()
+        read = fold_live_batch(conn, prefetcher=prefetcher)
+        if read:
+            FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
+        if time.monotonic() - last_lag > LAG_EVERY_S:
+            update_lag_metrics(conn)
+            last_lag = time.monotonic()
+        if read >= BATCH_SIZE:
+            continue
+        # Caught up: sleep until a NOTIFY (or the poll interval), then drain the others.
+        for _ in leader.notifies(timeout=POLL_INTERVAL_S, stop_after=1):
+            pass
+        for _ in leader.notifies(timeout=0.005):
+            pass
+
+
+def update_lag_metrics(conn: psycopg.Connection[Any]) -> None:
+    """Position and lag gauges per projection (one lag query per distinct cursor)."""
+    with conn.transaction():
+        rows = conn.execute(STATE_POSITIONS).fetchall()
+        lags: dict[tuple[int, int], tuple[int, Any]] = {}
+        for name, tx, seq in rows:
+            PROJECTION_POSITION.labels(projection=name).set(seq)
+            if (tx, seq) not in lags:
+                lag = conn.execute(LAG, (tx, seq)).fetchone()
+                lags[(tx, seq)] = lag if lag else (0, None)
+            count, oldest = lags[(tx, seq)]
+            PROJECTION_LAG_EVENTS.labels(projection=name).set(count)
+            age = (dt.datetime.now(dt.UTC) - oldest).total_seconds() if oldest else 0.0
+            PROJECTION_LAG_SECONDS.labels(projection=name).set(max(age, 0.0))
+
+
+def start_health_server(host: str, port: int, status: ProjectorStatus) -> ThreadingHTTPServer:
+    """/healthz (alive), /readyz (database reachable, schema current), /metrics."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/healthz":
+                self.reply(200, {"status": "ok", "role": status.role})
+            elif path == "/readyz":
+                code, body = readiness(status)
+                self.reply(code, body)
+            elif path == "/metrics":
+                payload = generate_latest()
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            else:
+                self.reply(404, {"status": "not found"})
+
+        def reply(self, code: int, body: dict[str, Any]) -> None:
+            payload = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # probes every few seconds are not news
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    return server
+
+
+def readiness(status: ProjectorStatus) -> tuple[int, dict[str, Any]]:
+    try:
+        with psycopg.connect(status.database_url, connect_timeout=3, autocommit=True) as conn:
+            missing = missing_migrations(conn)
+    except psycopg.Error:
+        return 503, {"status": "unavailable", "reason": "database unreachable"}
+    if missing:
+        return 503, {
+            "status": "unavailable",
+            "reason": "schema behind; run `metastore migrate`",
+            "missing_migrations": missing,
+        }
+    return 200, {"status": "ok", "role": status.role}

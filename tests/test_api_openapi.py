@@ -1,0 +1,90 @@
+"""The OpenAPI document: generated from the operation table and the response structs,
+checked in as metastore/openapi.json, served at /api/v1/openapi.json, all the same."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import jsonschema
+from starlette.routing import Route
+
+from metastore import api
+from metastore.api.openapi import CHECKED_IN, build_document, render
+from tests.support import running
+
+
+def test_checked_in_document_is_the_generated_one() -> None:
+    assert CHECKED_IN.read_bytes() == render(build_document()), "run `make openapi`"
+
+
+def test_served_document_is_the_checked_in_one(database_url: str, tmp_path: Path) -> None:
+    with running("api", database_url, tmp_path) as process:
+        response = httpx.get(process.base_url + "/api/v1/openapi.json")
+        assert response.status_code == 200
+        assert response.content == CHECKED_IN.read_bytes()
+        cached = httpx.get(
+            process.base_url + "/api/v1/openapi.json",
+            headers={"If-None-Match": response.headers["etag"]},
+        )
+        assert cached.status_code == 304
+
+
+def test_every_read_route_is_documented_and_nothing_else() -> None:
+    document = build_document()
+    routed = set()
+    for route in api.routes:
+        assert isinstance(route, Route)
+        for method in route.methods or ():
+            if method != "HEAD":
+                routed.add((method.lower(), "/api/v1" + route.path))
+    documented = {
+        (method, path)
+        for path, ops in document["paths"].items()
+        for method in ops
+        if path.startswith("/api/v1/")
+    }
+    assert routed == documented
+    for path in (
+        "/ingest/openlineage",
+        "/ingest/openlineage/batch",
+        "/export/openlineage/events",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ):
+        assert path in document["paths"]
+
+
+def test_info_says_experimental_and_scopes_are_per_path_group() -> None:
+    document = build_document()
+    assert document["openapi"] == "3.1.0"
+    info = document["info"]
+    assert info["title"] == "Stackable metastore API"
+    assert info["x-experimental"] is True and "experimental" in info["version"]
+    assert "Experimental" in info["description"]
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    scopes = {"/api/v1/": ["read"], "/ingest/": ["ingest"], "/export/": ["export"]}
+    for path, ops in document["paths"].items():
+        for op in ops.values():
+            expected = next((s for p, s in scopes.items() if path.startswith(p)), None)
+            assert op["security"] == ([{"bearer": expected}] if expected else []), path
+
+
+def test_every_schema_is_valid_json_schema_and_errors_are_problem_json() -> None:
+    document = build_document()
+    for schema in document["components"]["schemas"].values():
+        jsonschema.Draft202012Validator.check_schema(schema)
+    for path, ops in document["paths"].items():
+        if not path.startswith("/api/v1/"):
+            continue
+        for op in ops.values():
+            for status, answer in op["responses"].items():
+                if status.startswith(("4", "5")):
+                    assert list(answer["content"]) == ["application/problem+json"]
+            for parameter in op.get("parameters", []):
+                jsonschema.Draft202012Validator.check_schema(parameter["schema"])
+                assert parameter["in"] in ("path", "query", "header")
+    # Stable bytes: sorted keys, so a regenerated file diffs only where something changed.
+    assert json.loads(render(document)) == document

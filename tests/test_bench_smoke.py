@@ -1,0 +1,72 @@
+"""`make bench` cannot rot: the harness runs end to end in its tiny mode and writes a table.
+
+The values are not checked (speed targets live in the benchmark, not in tests): only that
+every figure of issue 8 has its row, with a number measured against a number.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.report import parse_table
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The figures of the issue, one row each (a figure with several numbers has several rows).
+FIGURES = {
+    # figure: has a same-run baseline
+    "single-event ingest, events/s": True,
+    "single-event ingest p50, ms": True,
+    "single-event ingest p99, ms": True,
+    "API RSS under load, MiB": False,
+    "batch ingest, events/s": True,
+    "projection lag p99, s": False,
+    "projector fold rate, events/s": False,
+    "storage, bytes/event": True,
+    "lineage depth 5 p50, ms": True,
+    "lineage depth 5 p95, ms": True,
+    "as-of lineage depth 5 p95, ms": True,
+    "list jobs p95, ms": False,
+    "list runs p95, ms": False,
+    "list datasets p95, ms": False,
+    "lookup by exact name p95, ms": False,
+    "replay, events/s": True,
+    "replay peak RSS, MiB": True,
+}
+# The issue allows this row to be n/a while the endpoint rejects `as_of`.
+MAY_BE_NA = {"as-of lineage depth 5 p95, ms"}
+NUMBER = re.compile(r"^-?[\d,]+(\.\d+)?$")
+
+
+def test_quick_bench_writes_every_figure_with_numbers(tmp_path: Path) -> None:
+    out = tmp_path / "BENCHMARKS.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    markdown = out.read_text()
+    table = parse_table(markdown)
+
+    assert set(table) == set(FIGURES), f"rows differ: {sorted(set(table) ^ set(FIGURES))}"
+    for figure, has_baseline in FIGURES.items():
+        row = table[figure]
+        if figure in MAY_BE_NA and row["value"] == "n/a":
+            assert f"**{figure}**: n/a:" in markdown, "an n/a row must say why"
+            continue
+        assert NUMBER.match(row["value"]), f"{figure}: value {row['value']!r}"
+        if has_baseline:
+            baseline = row["baseline"].split(" (", 1)[0]
+            assert NUMBER.match(baseline), f"{figure}: baseline {row['baseline']!r}"
+            assert NUMBER.match(row["ratio"]), f"{figure}: ratio {row['ratio']!r}"
+        assert row["meets target"] in ("yes", "no", "-"), f"{figure}: {row['meets target']}"
+        assert row["machine"] and row["date"] and row["command"].startswith("`python -m bench")
+    assert "- machine: " in markdown and "load average" in markdown
+    assert "- mode: **quick**" in markdown

@@ -1,0 +1,122 @@
+"""Configuration mistakes: each names its variable, and a command stops with one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metastore.config import VARIABLES, ConfigError, load_settings
+
+# A wrong value for every variable that has a format (the others are free text).
+BAD_VALUES = [
+    ("METASTORE_PORT", "eighty"),
+    ("METASTORE_PORT", "0"),
+    ("METASTORE_PROJECTOR_PORT", "65536"),
+    ("METASTORE_LOG_LEVEL", "verbose"),
+    ("METASTORE_LOG_FORMAT", "yaml"),
+    ("METASTORE_MAX_EVENT_BYTES", "0"),
+    ("METASTORE_MAX_EVENT_BYTES", "32MB"),
+    ("METASTORE_REQUEST_TIMEOUT", "-5"),
+    ("METASTORE_REQUEST_TIMEOUT", "nan"),
+    ("METASTORE_POOL_SIZE", "0"),
+    ("METASTORE_POOL_SIZE", "many"),
+    ("METASTORE_AUTH", "off"),
+    ("METASTORE_INGEST_TOKENS_FILE", "/nonexistent/ingest-tokens"),
+    ("METASTORE_READ_TOKENS_FILE", "/nonexistent/read-tokens"),
+    ("METASTORE_EXPORT_TOKENS_FILE", "/nonexistent/export-tokens"),
+]
+
+
+def metastore(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "metastore", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean, **env},
+    )
+
+
+def test_every_variable_with_a_format_is_checked() -> None:
+    checked = {name for name, _ in BAD_VALUES}
+    free_text = {"METASTORE_DATABASE_URL", "METASTORE_HOST"} | {
+        f"METASTORE_{scope}_TOKENS" for scope in ("INGEST", "READ", "EXPORT")
+    }
+    assert checked | free_text == {name for name, _, _ in VARIABLES}
+
+
+@pytest.mark.parametrize(("name", "value"), BAD_VALUES)
+def test_a_wrong_value_is_an_error_naming_the_variable_and_the_value(name: str, value: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_settings({name: value})
+    message = str(error.value)
+    assert message.startswith(name) and value in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("METASTORE_REQUEST_TIMEOUT", "0"),
+        ("METASTORE_POOL_SIZE", "-1"),
+        ("METASTORE_READ_TOKENS_FILE", "/nonexistent/read-tokens"),
+    ],
+)
+@pytest.mark.parametrize("command", ["api", "projector", "migrate"])
+def test_a_command_stops_with_one_line_naming_the_variable(
+    command: str, name: str, value: str
+) -> None:
+    result = metastore(
+        command,
+        env={
+            name: value,
+            "METASTORE_DATABASE_URL": "postgresql://127.0.0.1:1/x",
+            "METASTORE_INGEST_TOKENS": "s3cret-ingest-token",
+        },
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and name in lines[0], result.stderr
+    assert "s3cret-ingest-token" not in result.stderr
+
+
+def test_token_values_never_appear_in_a_config_error(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("file-token-value\n")
+    tokens.chmod(0)
+    env = {
+        "METASTORE_EXPORT_TOKENS": "env-token-value",
+        "METASTORE_EXPORT_TOKENS_FILE": str(tokens),
+    }
+    if os.geteuid() == 0:  # root reads any file: make the path unreadable another way
+        env["METASTORE_EXPORT_TOKENS_FILE"] = str(tmp_path)
+    with pytest.raises(ConfigError) as error:
+        load_settings(env)
+    assert "METASTORE_EXPORT_TOKENS_FILE" in str(error.value)
+    assert "token-value" not in str(error.value)
+
+
+def test_api_refuses_to_start_without_tokens_unless_auth_is_disabled_explicitly() -> None:
+    result = metastore("api", env={"METASTORE_DATABASE_URL": "postgresql://127.0.0.1:1/x"})
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "METASTORE_AUTH=disabled" in lines[0], result.stderr
+    # with the opt-out the token check passes and the next problem is the database
+    opted_out = metastore(
+        "api",
+        env={"METASTORE_DATABASE_URL": "postgresql://127.0.0.1:1/x", "METASTORE_AUTH": "disabled"},
+    )
+    assert opted_out.returncode == 1 and "cannot reach the database" in opted_out.stderr
+
+
+def test_dev_refuses_to_run_open_on_a_non_loopback_address() -> None:
+    result = metastore("dev", "--host", "0.0.0.0", env={})
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not loopback" in lines[0], result.stderr

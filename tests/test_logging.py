@@ -1,0 +1,63 @@
+"""Logs of a real `metastore api`: JSON lines or readable text, a line for every request."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import httpx
+
+from tests.support import start_process
+from tests.test_export import FEED
+
+REQUESTS = [
+    ("GET", "/healthz", 200),
+    ("GET", FEED, 200),
+    ("GET", FEED + "?limit=0", 400),
+    ("GET", "/no/such/page", 404),
+    ("POST", "/ingest/openlineage", 401),
+]
+
+
+def _make_requests(base_url: str) -> None:
+    for method, path, status in REQUESTS:
+        headers = {"Authorization": "Bearer export-token"} if path.startswith("/export") else {}
+        assert httpx.request(method, base_url + path, headers=headers).status_code == status
+
+
+def test_json_logs_are_one_object_a_line_with_every_request(
+    database_url: str, tmp_path: Path
+) -> None:
+    env = {"METASTORE_LOG_FORMAT": "json", "METASTORE_EXPORT_TOKENS": "export-token"}
+    api = start_process("api", database_url, tmp_path, env=env)
+    try:
+        _make_requests(api.base_url)
+    finally:
+        api.stop()
+    lines = [json.loads(line) for line in api.output().splitlines() if line.strip()]
+    assert all({"time", "level", "logger", "message"} <= set(doc) for doc in lines)
+    requests = [doc for doc in lines if doc["logger"] == "metastore.access"]
+    seen = {(doc["method"], doc["path"], doc["status"]) for doc in requests}
+    for method, path, status in REQUESTS:
+        assert (method, path.split("?")[0], status) in seen
+    assert all(isinstance(doc["duration_ms"], float | int) for doc in requests)
+    assert all(doc["duration_ms"] >= 0 for doc in requests)
+    assert not any("limit=0" in json.dumps(doc) for doc in requests)  # no query strings
+
+
+def test_text_logs_are_readable_lines_with_every_request(database_url: str, tmp_path: Path) -> None:
+    env = {"METASTORE_LOG_FORMAT": "text", "METASTORE_EXPORT_TOKENS": "export-token"}
+    api = start_process("api", database_url, tmp_path, env=env)
+    try:
+        _make_requests(api.base_url)
+    finally:
+        api.stop()
+    output = api.output()
+    assert not output.lstrip().startswith("{")
+    for method, path, status in REQUESTS:
+        pattern = (
+            rf"INFO +metastore\.access request method={method} path={re.escape(path.split('?')[0])}"
+            rf" status={status} duration_ms=\d+(\.\d+)?"
+        )
+        assert re.search(pattern, output), (pattern, output)
