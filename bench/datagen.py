@@ -544,4 +544,3 @@ def spark_event_template() -> tuple[bytes, bytes]:
 
 def body_with_id(head: bytes, tail: bytes, n: int) -> bytes:
     return head + f"{n:012x}".encode() + tail
-

@@ -62,8 +62,13 @@ def measure(ctx: Context, out: list[Row], url: str, fold_rate: float | None) -> 
         f"`metastore replay --no-progress` (a child process, the whole command "
         f"including the swap) replayed {replayed:,} events in {seconds:.1f} s."
     )
+    marks = []
+    for share in (0.25, 0.5, 0.75):
+        upto = [hwm for t, hwm in samples if t <= seconds * share]
+        marks.append(f"{max(upto) / 1024:.0f}" if upto else "?")
     rss.note = (
         "ru_maxrss of the replay process (wait4), against its VmHWM sampled every "
-        "0.25 s up to a quarter of the run's time."
+        "0.25 s up to a quarter of the run's time (VmHWM at 25/50/75 % of the run: "
+        f"{' / '.join(marks)} MiB)."
     )
     ctx.say(f"replay: {rate.value:,.0f}/s, peak {rss.value:.0f} MiB")

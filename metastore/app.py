@@ -60,9 +60,9 @@ def create_app(settings: Settings) -> Starlette:
             await pool.close()
 
     routes: list[BaseRoute] = [
-        *health.routes, *ingest.routes, *export.routes, *metrics_endpoint.routes,
-        Mount("/api/v1", routes=api.routes),
+        *health.routes, *ingest.routes, *export.routes, *metrics_endpoint.routes
     ]
+    routes.append(Mount("/api/v1", routes=api.routes))
     app = Starlette(
         routes=routes,
         lifespan=lifespan,

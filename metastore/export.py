@@ -157,6 +157,12 @@ def _parse_int(name: str, raw: str, low: int, high: int) -> int:
     return value
 
 
+def _parse_name(name: str, raw: str | None) -> str | None:
+    if raw and "\x00" in raw:  # PostgreSQL text cannot hold U+0000: no name has it
+        raise _bad(name, "cannot contain U+0000")
+    return raw or None
+
+
 def _parse_wait(raw: str) -> float:
     try:
         value = float(raw)
@@ -212,8 +218,8 @@ def parse_feed_request(request: Request) -> FeedRequest:
     return FeedRequest(
         cursor=cursor,
         filters=Filters(
-            namespace=query.get("namespace") or None,
-            job=query.get("job") or None,
+            namespace=_parse_name("namespace", query.get("namespace")),
+            job=_parse_name("job", query.get("job")),
             run_id=run_id,
             since=_parse_since(query["since"]) if "since" in query else None,
         ),

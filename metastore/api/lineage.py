@@ -1,9 +1,11 @@
 """GET /lineage (the job/dataset graph around a node) and /datasets/{id}/column-lineage.
 
-Both walk the graph in PostgreSQL in one statement: a breadth-first recursive CTE over
-the edges of readmodel.job_edges (or column_lineage), resolving edge names to dataset
-ids through readmodel.dataset_names. The walk is capped (`ROW_CAP` rows of the walk,
-`max_nodes` nodes), so a dense graph answers `truncated` instead of growing without bound.
+Both walk the graph in PostgreSQL: a breadth-first recursive CTE over the edges of
+readmodel.job_edges (or column_lineage), resolving edge names to dataset ids through
+readmodel.dataset_names. /lineage walks level by level with the set of nodes seen (each
+node expanded once), stops past `max_nodes`, then reads the edges between the nodes it
+kept (two statements, one connection). Both are capped, so a dense graph answers
+`truncated` instead of growing without bound.
 The queries are named constants so a time-travel variant (`as_of`, over run_edges and
 lineage_runs) can sit beside them.
 """
@@ -27,51 +29,104 @@ from metastore.problems import InvalidParam, ProblemError
 DEFAULT_DEPTH = 3
 MAX_DEPTH = 20
 NODE_LIMIT = 1000
-ROW_CAP_PER_NODE = 20  # walk rows (a node once per depth and direction) per node kept
+# Column lineage walks edges per path (column graphs are small); its walk is capped at
+# this many rows per edge kept, so a dense one answers `truncated` instead of running on.
+ROW_CAP_PER_NODE = 20
 
-# Rows: ('node', type, id, depth, namespace, name, NULL, reached, walked) for each node
-# kept, then ('edge', direction, job_id, 0, NULL, NULL, dataset_id, 0, 0) for each edge
-# between two kept nodes.
+# Breadth-first, one row per level: the frontier of each walk (downstream, upstream) and
+# the nodes each has seen, so a node is expanded once per walk however many paths reach
+# it (a recursive CTE over single nodes repeats a node once per path length, which
+# explodes on dense or cyclic graphs). The walk stops past `max_nodes` nodes.
+# Rows: (type, id, depth, namespace, name, reached, cut) for each node kept, nearest first.
 LINEAGE = """
-WITH RECURSIVE walk(dir, kind, id, depth) AS (
-    SELECT d.dir, %(kind)s::text, %(id)s::uuid, 0
-    FROM unnest(%(dirs)s::text[]) AS d(dir)
-  UNION
-    SELECT w.dir, step.kind, step.id, w.depth + 1
-    FROM walk w
-    CROSS JOIN LATERAL (
-        -- from a dataset: the jobs that read it (downstream) or write it (upstream)
-        SELECT 'job'::text, e.job_id
-        FROM readmodel.dataset_names n
-        JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-        WHERE w.kind = 'dataset' AND n.dataset_id = w.id
-          AND e.direction = CASE w.dir WHEN 'down' THEN 'input' ELSE 'output' END
-      UNION ALL
-        -- from a job: the datasets it writes (downstream) or reads (upstream)
-        SELECT 'dataset'::text, n.dataset_id
-        FROM readmodel.job_edges e
-        JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-        WHERE w.kind = 'job' AND e.job_id = w.id
-          AND e.direction = CASE w.dir WHEN 'down' THEN 'output' ELSE 'input' END
-    ) AS step(kind, id)
-    WHERE w.depth < %(depth)s
+WITH RECURSIVE start AS (
+    -- (a dataset id absorbed by a merge starts at the dataset it was merged into)
+    SELECT %(kind)s::text AS kind, coalesce(
+        (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s AND %(kind)s = 'dataset'),
+        %(id)s::uuid) AS id
 ),
-walked AS (SELECT kind, id, depth FROM walk LIMIT %(row_cap)s),
-reached AS (SELECT kind, id, min(depth) AS depth FROM walked GROUP BY kind, id),
-kept AS (SELECT kind, id, depth FROM reached ORDER BY depth, kind, id LIMIT %(max_nodes)s)
-SELECT 'node', k.kind, k.id, k.depth, coalesce(j.namespace, d.namespace),
-       coalesce(j.name, d.name), NULL::uuid,
-       (SELECT count(*) FROM reached), (SELECT count(*) FROM walked)
+bfs(depth, down_ds, down_jobs, up_ds, up_jobs, seen_down_ds, seen_down_jobs, seen_up_ds,
+    seen_up_jobs) AS (
+    SELECT 0, f.down_ds, f.down_jobs, f.up_ds, f.up_jobs,
+           f.down_ds, f.down_jobs, f.up_ds, f.up_jobs
+    FROM start s CROSS JOIN LATERAL (SELECT
+        CASE WHEN s.kind = 'dataset' AND %(down)s THEN ARRAY[s.id] ELSE '{}'::uuid[] END,
+        CASE WHEN s.kind = 'job' AND %(down)s THEN ARRAY[s.id] ELSE '{}'::uuid[] END,
+        CASE WHEN s.kind = 'dataset' AND %(up)s THEN ARRAY[s.id] ELSE '{}'::uuid[] END,
+        CASE WHEN s.kind = 'job' AND %(up)s THEN ARRAY[s.id] ELSE '{}'::uuid[] END
+    ) AS f(down_ds, down_jobs, up_ds, up_jobs)
+  UNION ALL
+    SELECT w.depth + 1, n.down_ds, n.down_jobs, n.up_ds, n.up_jobs,
+           w.seen_down_ds || n.down_ds, w.seen_down_jobs || n.down_jobs,
+           w.seen_up_ds || n.up_ds, w.seen_up_jobs || n.up_jobs
+    FROM bfs w
+    CROSS JOIN LATERAL (SELECT
+        -- downstream: the datasets the frontier's jobs write
+        ARRAY(SELECT dn.dataset_id
+                  FROM readmodel.job_edges e
+                  JOIN readmodel.dataset_names dn
+                    ON dn.namespace = e.namespace AND dn.name = e.name
+                  WHERE e.job_id = ANY(w.down_jobs) AND e.direction = 'output'
+                  EXCEPT SELECT unnest(w.seen_down_ds)),
+        -- downstream: the jobs that read the frontier's datasets
+        ARRAY(SELECT e.job_id
+                  FROM readmodel.dataset_names dn
+                  JOIN readmodel.job_edges e
+                    ON e.namespace = dn.namespace AND e.name = dn.name
+                  WHERE dn.dataset_id = ANY(w.down_ds) AND e.direction = 'input'
+                  EXCEPT SELECT unnest(w.seen_down_jobs)),
+        -- upstream: the datasets the frontier's jobs read
+        ARRAY(SELECT dn.dataset_id
+                  FROM readmodel.job_edges e
+                  JOIN readmodel.dataset_names dn
+                    ON dn.namespace = e.namespace AND dn.name = e.name
+                  WHERE e.job_id = ANY(w.up_jobs) AND e.direction = 'input'
+                  EXCEPT SELECT unnest(w.seen_up_ds)),
+        -- upstream: the jobs that write the frontier's datasets
+        ARRAY(SELECT e.job_id
+                  FROM readmodel.dataset_names dn
+                  JOIN readmodel.job_edges e
+                    ON e.namespace = dn.namespace AND e.name = dn.name
+                  WHERE dn.dataset_id = ANY(w.up_ds) AND e.direction = 'output'
+                  EXCEPT SELECT unnest(w.seen_up_jobs))
+        OFFSET 0  -- computed once per level (each column is used twice above)
+    ) AS n(down_ds, down_jobs, up_ds, up_jobs)
+    WHERE w.depth < %(depth)s
+      AND cardinality(w.down_ds) + cardinality(w.down_jobs) + cardinality(w.up_ds)
+          + cardinality(w.up_jobs) > 0
+      AND cardinality(w.seen_down_ds) + cardinality(w.seen_down_jobs)
+          + cardinality(w.seen_up_ds) + cardinality(w.seen_up_jobs) <= %(max_nodes)s
+),
+reached AS (
+    SELECT kind, id, min(depth) AS depth FROM (
+        SELECT 'dataset' AS kind, unnest(down_ds || up_ds) AS id, depth FROM bfs
+        UNION ALL
+        SELECT 'job', unnest(down_jobs || up_jobs), depth FROM bfs
+    ) r GROUP BY kind, id
+),
+kept AS (SELECT kind, id, depth FROM reached ORDER BY depth, kind, id LIMIT %(max_nodes)s),
+-- the walk stopped at the node limit with nodes still to expand, short of `depth`
+cut AS (
+    SELECT depth < %(depth)s AND cardinality(down_ds) + cardinality(down_jobs)
+           + cardinality(up_ds) + cardinality(up_jobs) > 0 AS cut
+    FROM bfs ORDER BY depth DESC LIMIT 1
+)
+SELECT k.kind, k.id, k.depth, coalesce(j.namespace, d.namespace), coalesce(j.name, d.name),
+       (SELECT count(*) FROM reached), (SELECT cut FROM cut)
 FROM kept k
 LEFT JOIN readmodel.jobs j ON k.kind = 'job' AND j.id = k.id
 LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
-UNION ALL
-SELECT DISTINCT 'edge', e.direction, e.job_id, 0, NULL, NULL, n.dataset_id, 0::bigint, 0::bigint
-FROM kept kj
-JOIN readmodel.job_edges e ON e.job_id = kj.id
+ORDER BY k.depth, k.kind, k.id
+"""
+
+# The edges between the kept nodes, as a second statement: bound as arrays (constants to
+# the planner, hashed and counted right), where a join against the CTE above would be
+# planned with a guessed row count as a nested loop over every pair.
+LINEAGE_EDGES = """
+SELECT DISTINCT e.direction, e.job_id, n.dataset_id
+FROM readmodel.job_edges e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-JOIN kept kd ON kd.kind = 'dataset' AND kd.id = n.dataset_id
-WHERE kj.kind = 'job'
+WHERE e.job_id = ANY(%(jobs)s::uuid[]) AND n.dataset_id = ANY(%(datasets)s::uuid[])
 """
 
 # Field-level: upstream follows `out <- in` from the dataset's fields back to their
@@ -220,35 +275,37 @@ async def get_lineage(request: Request) -> Response:
             invalid_params=[InvalidParam(name="node", reason=reason)],
         ) from None
     args = {
+        "down": query.direction != "upstream",
+        "up": query.direction != "downstream",
         "kind": kind,
         "id": start,
-        "dirs": _DIRS[query.direction],
         "depth": query.depth,
         "max_nodes": query.max_nodes,
-        "row_cap": query.max_nodes * ROW_CAP_PER_NODE,
     }
     async with connection(request) as conn:
         found = await rows(conn, LINEAGE, args)
-    nodes, edges = [], []
-    reached = walked = 0
-    for r in found:
-        if r[0] == "node":
-            if r[4] is None:  # a node id no read model knows (only the start can be one)
-                raise not_found(kind, start)
-            nodes.append(
-                models.LineageNode(
-                    key=_key(r[1], r[2]), type=r[1], id=r[2], namespace=r[4], name=r[5], depth=r[3]
-                )
-            )
-            reached, walked = r[7], r[8]
-        elif r[1] == "input":
-            edges.append(models.LineageEdge(from_=_key("dataset", r[6]), to=_key("job", r[2])))
-        else:
-            edges.append(models.LineageEdge(from_=_key("job", r[2]), to=_key("dataset", r[6])))
-    if not nodes:
-        raise not_found(kind, start)
-    edges.sort(key=lambda e: (e.from_, e.to))
-    truncated = reached > len(nodes) or walked >= query.max_nodes * ROW_CAP_PER_NODE
+        if not found or found[0][3] is None:  # the start node: no read model knows it
+            raise not_found(kind, start)
+        jobs = [r[1] for r in found if r[0] == "job"]
+        datasets = [r[1] for r in found if r[0] == "dataset"]
+        links = await rows(conn, LINEAGE_EDGES, {"jobs": jobs, "datasets": datasets})
+    nodes = [
+        models.LineageNode(
+            key=_key(r[0], r[1]), type=r[0], id=r[1], namespace=r[3], name=r[4], depth=r[2]
+        )
+        for r in found
+    ]
+    edges = sorted(
+        (
+            models.LineageEdge(from_=_key("dataset", ds), to=_key("job", job))
+            if direction == "input"
+            else models.LineageEdge(from_=_key("job", job), to=_key("dataset", ds))
+            for direction, job, ds in links
+        ),
+        key=lambda e: (e.from_, e.to),
+    )
+    reached, cut = found[0][5], found[0][6]
+    truncated = reached > len(nodes) or bool(cut)
     return json_response(
         request, models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
     )

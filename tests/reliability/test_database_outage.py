@@ -99,7 +99,10 @@ def ol_emitter(base_url: str, seen: Observed) -> None:
         endpoint="ingest/openlineage",
         timeout=CLIENT_TIMEOUT_S,
         retry={
-            "total": 12, "connect": 12, "read": 12, "status": 12,
+            "total": 12,
+            "connect": 12,
+            "read": 12,
+            "status": 12,
             "backoff_factor": 0.5,
             "status_forcelist": [500, 502, 503, 504],
             "allowed_methods": ["POST"],
@@ -133,12 +136,15 @@ def test_an_outage_is_answered_503_and_nothing_is_lost(
     api = start_process("api", url, tmp_path)
     seen = Observed()
     threads = [
-        *(threading.Thread(target=http_emitter, args=(api.base_url, seen))
-          for _ in range(HTTP_CLIENTS)),
-        *(threading.Thread(target=ol_emitter, args=(api.base_url, seen))
-          for _ in range(OL_CLIENTS)),
-        *(threading.Thread(target=reader, args=(api.base_url, path, seen))
-          for path in READ_PATHS),
+        *(
+            threading.Thread(target=http_emitter, args=(api.base_url, seen))
+            for _ in range(HTTP_CLIENTS)
+        ),
+        *(
+            threading.Thread(target=ol_emitter, args=(api.base_url, seen))
+            for _ in range(OL_CLIENTS)
+        ),
+        *(threading.Thread(target=reader, args=(api.base_url, path, seen)) for path in READ_PATHS),
     ]
     try:
         for thread in threads:

@@ -13,13 +13,12 @@ import os
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
 import pytest
 
-from metastore.eventlog import START, Position, append_events, read_events_after
+from metastore.eventlog import START, append_events, read_events_after
 from projections.runner import catch_up
 from projections.schema import PROJECTIONS
 from tests.logdata import log_record
@@ -118,7 +117,8 @@ def test_appends_committed_out_of_order_are_all_read_folded_and_exported_once(
             conn.close()
 
     with psycopg.connect(database_url) as conn:
-        state = dict(conn.execute("SELECT name, events_folded FROM projection_state").fetchall())
+        rows = conn.execute("SELECT name, events_folded FROM projection_state").fetchall()
+        state: dict[str, int] = dict(rows)
         row = conn.execute("SELECT count(*) FROM readmodel.runs").fetchone()
     print(
         f"\nout-of-order commits (seed {seed}): {ROUNDS} rounds, {out_of_order} committed out "

@@ -60,7 +60,10 @@ def replay(database_url: str, log_dir: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "metastore", "replay", "--no-progress"],
         env={"METASTORE_DATABASE_URL": database_url, "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=300, cwd=log_dir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=log_dir,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
