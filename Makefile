@@ -24,8 +24,8 @@ test: $(STAMP)
 
 ## lint: ruff and mypy
 lint: $(STAMP)
-	$(VENV)/bin/ruff check metastore projections tests
-	$(VENV)/bin/ruff format --check metastore projections tests
+	$(VENV)/bin/ruff check metastore projections bench tests
+	$(VENV)/bin/ruff format --check metastore projections bench tests
 	$(VENV)/bin/mypy
 
 clean:

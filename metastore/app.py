@@ -60,7 +60,10 @@ def create_app(settings: Settings) -> Starlette:
             await pool.close()
 
     routes: list[BaseRoute] = [
-        *health.routes, *ingest.routes, *export.routes, *metrics_endpoint.routes
+        *health.routes,
+        *ingest.routes,
+        *export.routes,
+        *metrics_endpoint.routes,
     ]
     routes.append(Mount("/api/v1", routes=api.routes))
     app = Starlette(

@@ -131,9 +131,7 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> None:
         env["METASTORE_DATABASE_URL"] = url
         apply_migrations(url)
         for command in ("api", "projector"):
-            children.append(
-                subprocess.Popen([sys.executable, "-m", "metastore", command], env=env)
-            )
+            children.append(subprocess.Popen([sys.executable, "-m", "metastore", command], env=env))
         log.info("metastore is running", extra={"url": f"http://{args.host}:{args.port}"})
         while not stopping:
             for child in children:
@@ -165,32 +163,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     dev = sub.add_parser(
-        "dev", help="run PostgreSQL (embedded unless METASTORE_DATABASE_URL is set), "
+        "dev",
+        help="run PostgreSQL (embedded unless METASTORE_DATABASE_URL is set), "
         "migrations, the API and the projector in the foreground",
         description="Everything a laptop needs. Ctrl-C stops it all, PostgreSQL included.",
     )
     dev.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
     dev.add_argument("--port", type=int, default=8080, help="API port (default 8080)")
     dev.add_argument(
-        "--data-dir", default=".metastore",
+        "--data-dir",
+        default=".metastore",
         help="where the embedded PostgreSQL keeps its data (default .metastore)",
     )
     dev.set_defaults(func=cmd_dev)
     sub.add_parser(
-        "migrate", help="apply the pending schema migrations (safe to run twice, or in parallel)",
+        "migrate",
+        help="apply the pending schema migrations (safe to run twice, or in parallel)",
         description="Applies the yoyo migrations in sql/ to METASTORE_DATABASE_URL.",
     ).set_defaults(func=cmd_migrate)
     sub.add_parser(
-        "api", help="serve ingest, the read API and the export feed",
+        "api",
+        help="serve ingest, the read API and the export feed",
         description="Serves /ingest, /api/v1 and /export on METASTORE_HOST:METASTORE_PORT.",
     ).set_defaults(func=cmd_api)
     sub.add_parser(
-        "projector", help="fold the event log into the read models (one active at a time)",
+        "projector",
+        help="fold the event log into the read models (one active at a time)",
         description="Folds the log into the read models; a second projector waits as standby. "
         "Serves /healthz, /readyz and /metrics on METASTORE_PROJECTOR_PORT.",
     ).set_defaults(func=cmd_projector)
     replay = sub.add_parser(
-        "replay", help="rebuild the read models from the whole log, then switch over atomically",
+        "replay",
+        help="rebuild the read models from the whole log, then switch over atomically",
         description="Rebuilds every projection (or one) into fresh tables while the API keeps "
         "serving the current ones, and swaps them in once caught up.",
     )

@@ -45,8 +45,12 @@ class Settings:
 # One row per variable: (name, default, description). README's table is checked against
 # this list by a test, so the documentation cannot drift from the code.
 VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("METASTORE_DATABASE_URL", "", "libpq URL of the PostgreSQL database. `dev` starts an "
-     "embedded PostgreSQL when unset; `api`, `projector`, `migrate` and `replay` need it."),
+    (
+        "METASTORE_DATABASE_URL",
+        "",
+        "libpq URL of the PostgreSQL database. `dev` starts an "
+        "embedded PostgreSQL when unset; `api`, `projector`, `migrate` and `replay` need it.",
+    ),
     ("METASTORE_HOST", "0.0.0.0", "Address the API listens on (`dev`: 127.0.0.1)."),
     ("METASTORE_PORT", "8080", "Port of the API (ingest, read and export)."),
     ("METASTORE_PROJECTOR_PORT", "9090", "Port of the projector's /healthz, /readyz, /metrics."),
@@ -130,9 +134,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         port=_parse(env, "METASTORE_PORT", _port, "a port number 1-65535"),
         projector_port=_parse(env, "METASTORE_PROJECTOR_PORT", _port, "a port number 1-65535"),
         log_level=_parse(env, "METASTORE_LOG_LEVEL", _choice(LOG_LEVELS), "|".join(LOG_LEVELS)),
-        log_format=_parse(
-            env, "METASTORE_LOG_FORMAT", _choice(LOG_FORMATS), "|".join(LOG_FORMATS)
-        ),
+        log_format=_parse(env, "METASTORE_LOG_FORMAT", _choice(LOG_FORMATS), "|".join(LOG_FORMATS)),
         max_event_bytes=_parse(
             env, "METASTORE_MAX_EVENT_BYTES", _positive_int, "a positive number of bytes"
         ),

@@ -38,8 +38,9 @@ def find_bindir() -> Path:
         return Path(on_path).resolve().parent
     candidates = sorted(
         glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit()
-        else 0,
+        key=lambda p: (
+            int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0
+        ),
         reverse=True,
     )
     if not candidates:
@@ -99,9 +100,14 @@ class EmbeddedPostgres:
             kwargs = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C.UTF-8"
-        return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        return subprocess.run(  # type: ignore[call-overload]
             [str(self.bindir / args[0]), *args[1:]],
-            check=check, capture_output=True, text=True, env=env, cwd="/", **kwargs,
+            check=check,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd="/",
+            **kwargs,
         )
 
     def _prepare_dirs(self) -> None:
@@ -126,8 +132,17 @@ class EmbeddedPostgres:
         self._prepare_dirs()
         if not (self.pgdata / "PG_VERSION").exists():
             result = self._run(
-                "initdb", "-D", str(self.pgdata), "-U", DB_USER, "-A", "trust",
-                "-E", "UTF8", "--locale=C", check=False,
+                "initdb",
+                "-D",
+                str(self.pgdata),
+                "-U",
+                DB_USER,
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                check=False,
             )
             if result.returncode != 0:
                 raise EmbeddedPostgresError(f"initdb failed: {result.stderr.strip()}")
@@ -136,8 +151,7 @@ class EmbeddedPostgres:
         if result.returncode != 0:
             tail = self.logfile.read_text(errors="replace")[-2000:] if self.logfile.exists() else ""
             raise EmbeddedPostgresError(
-                f"PostgreSQL did not start: {result.stdout.strip()} {result.stderr.strip()}\n"
-                f"{tail}"
+                f"PostgreSQL did not start: {result.stdout.strip()} {result.stderr.strip()}\n{tail}"
             )
         self._create_database()
         return self.url
@@ -183,8 +197,18 @@ class EmbeddedPostgres:
         if self.fast_unsafe:
             options += ["-c fsync=off", "-c full_page_writes=off"]
         return self._run(
-            "pg_ctl", "start", "-w", "-t", str(int(timeout)), "-D", str(self.pgdata),
-            "-l", str(self.logfile), "-o", " ".join(options), check=False,
+            "pg_ctl",
+            "start",
+            "-w",
+            "-t",
+            str(int(timeout)),
+            "-D",
+            str(self.pgdata),
+            "-l",
+            str(self.logfile),
+            "-o",
+            " ".join(options),
+            check=False,
         )
 
     def destroy(self) -> None:

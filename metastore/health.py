@@ -29,8 +29,11 @@ async def readyz(request: Request) -> Response:
         return JSONResponse({"status": "unavailable", "reason": "database unreachable"}, 503)
     if missing:
         return JSONResponse(
-            {"status": "unavailable", "reason": "schema behind; run `metastore migrate`",
-             "missing_migrations": missing},
+            {
+                "status": "unavailable",
+                "reason": "schema behind; run `metastore migrate`",
+                "missing_migrations": missing,
+            },
             503,
         )
     return JSONResponse({"status": "ok"})

@@ -6,25 +6,30 @@ from prometheus_client import Counter, Gauge, Histogram
 
 # Ingest
 INGEST_REQUESTS = Counter(
-    "metastore_ingest_requests_total", "Ingest requests by endpoint and outcome.",
+    "metastore_ingest_requests_total",
+    "Ingest requests by endpoint and outcome.",
     ["endpoint", "outcome"],
 )
 INGEST_EVENTS = Counter(
     "metastore_ingest_events_total",
-    "Events received by outcome (stored, duplicate, invalid, failed).", ["outcome"],
+    "Events received by outcome (stored, duplicate, invalid, failed).",
+    ["outcome"],
 )
 INGEST_PAYLOAD_BYTES = Histogram(
-    "metastore_ingest_payload_bytes", "Size of ingest request bodies after decompression.",
+    "metastore_ingest_payload_bytes",
+    "Size of ingest request bodies after decompression.",
     buckets=(512, 2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432),
 )
 GROUP_COMMIT_EVENTS = Histogram(
-    "metastore_group_commit_events", "Events per group-commit transaction.",
+    "metastore_group_commit_events",
+    "Events per group-commit transaction.",
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096),
 )
 
 # HTTP
 REQUEST_DURATION = Histogram(
-    "metastore_http_request_duration_seconds", "HTTP request latency by route and status.",
+    "metastore_http_request_duration_seconds",
+    "HTTP request latency by route and status.",
     ["method", "route", "status"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
@@ -44,20 +49,23 @@ PROJECTION_LAG_EVENTS = Gauge(
 )
 PROJECTION_LAG_SECONDS = Gauge(
     "metastore_projection_lag_seconds",
-    "Age of the oldest committed event not yet folded (0 when caught up).", ["projection"],
+    "Age of the oldest committed event not yet folded (0 when caught up).",
+    ["projection"],
 )
 FOLDED_EVENTS = Counter(
     "metastore_projector_folded_events_total", "Events folded, by projection.", ["projection"]
 )
 FOLD_BATCH_SECONDS = Histogram(
-    "metastore_projector_batch_duration_seconds", "Time to fold one batch and move the cursor.",
+    "metastore_projector_batch_duration_seconds",
+    "Time to fold one batch and move the cursor.",
 )
 DEAD_LETTERS = Counter(
     "metastore_projector_dead_letters_total", "Events whose fold failed.", ["projection"]
 )
 MALFORMED_FACETS = Counter(
     "metastore_projector_malformed_facets_total",
-    "Facets ignored because they were malformed.", ["facet"],
+    "Facets ignored because they were malformed.",
+    ["facet"],
 )
 
 # Database (read at scrape time by metastore.metrics_endpoint)

@@ -37,7 +37,7 @@ def _yoyo_url(database_url: str) -> str:
     # yoyo picks its driver from the scheme; we use psycopg 3 everywhere.
     for prefix in ("postgresql://", "postgres://"):
         if database_url.startswith(prefix):
-            return "postgresql+psycopg://" + database_url[len(prefix):]
+            return "postgresql+psycopg://" + database_url[len(prefix) :]
     return database_url
 
 

@@ -84,13 +84,19 @@ def problem_response(
         invalid_params=invalid_params,
     )
     return Response(
-        msgspec.json.encode(body), status_code=status, media_type=PROBLEM_JSON,
+        msgspec.json.encode(body),
+        status_code=status,
+        media_type=PROBLEM_JSON,
         headers=dict(headers or {}),
     )
 
 
 def from_error(exc: ProblemError, instance: str | None = None) -> Response:
     return problem_response(
-        exc.status, exc.detail, pointer=exc.pointer, invalid_params=exc.invalid_params,
-        instance=instance, headers=exc.headers,
+        exc.status,
+        exc.detail,
+        pointer=exc.pointer,
+        invalid_params=exc.invalid_params,
+        instance=instance,
+        headers=exc.headers,
     )

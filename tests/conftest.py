@@ -44,8 +44,12 @@ class Server:
 
     def janitor(self, dbname: str, **kwargs: Any) -> DatabaseJanitor:
         return DatabaseJanitor(
-            user=self.user, host=self.host, port=self.port, password=self.password,
-            dbname=dbname, **kwargs,
+            user=self.user,
+            host=self.host,
+            port=self.port,
+            password=self.password,
+            dbname=dbname,
+            **kwargs,
         )
 
 

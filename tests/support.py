@@ -91,7 +91,9 @@ def start_process(
     with log_path.open("wb") as log_file:
         popen = subprocess.Popen(
             [sys.executable, "-m", "metastore", command],
-            env=full_env, stdout=log_file, stderr=subprocess.STDOUT,
+            env=full_env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
         )
     process = Process(popen, f"http://127.0.0.1:{port}", log_path)
     if wait_path is not None:
@@ -112,9 +114,7 @@ def start_process(
 
 
 @contextmanager
-def running(
-    command: str, database_url: str, log_dir: Path, **kwargs: Any
-) -> Iterator[Process]:
+def running(command: str, database_url: str, log_dir: Path, **kwargs: Any) -> Iterator[Process]:
     process = start_process(command, database_url, log_dir, **kwargs)
     try:
         yield process

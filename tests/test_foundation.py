@@ -27,7 +27,10 @@ SUBCOMMANDS = ("dev", "migrate", "api", "projector", "replay")
 def metastore(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Any:
     return subprocess.run(
         [sys.executable, "-m", "metastore", *args],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -132,7 +135,10 @@ def test_api_and_projector_refuse_a_schema_that_is_behind(
 def test_api_without_database_url_says_so() -> None:
     env = {k: v for k, v in os.environ.items() if k != "METASTORE_DATABASE_URL"}
     result = subprocess.run(
-        [sys.executable, "-m", "metastore", "api"], capture_output=True, text=True, env=env,
+        [sys.executable, "-m", "metastore", "api"],
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=30,
     )
     assert result.returncode != 0
@@ -151,9 +157,19 @@ def test_dev_runs_everything_and_sigterm_leaves_nothing_running(tmp_path: Path) 
     env["METASTORE_PROJECTOR_PORT"] = str(free_port())
     log = (tmp_path / "dev.log").open("wb")
     dev = subprocess.Popen(
-        [sys.executable, "-m", "metastore", "dev", "--port", str(port), "--data-dir",
-         str(data_dir)],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "metastore",
+            "dev",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 90
@@ -184,9 +200,9 @@ def test_the_wheel_ships_the_migrations_and_projection_ddl(tmp_path: Path) -> No
     import zipfile
 
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-         "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True,
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
     )
     (wheel,) = tmp_path.glob("metastore-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
