@@ -6,8 +6,6 @@ The events go into the log the way ingest puts them there, the real projector fo
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,8 +17,6 @@ from projections.runner import catch_up
 from tests.logdata import append
 from tests.support import all_scenario_events, running
 
-_counter = itertools.count()
-
 
 @contextmanager
 def scenario_api(
@@ -31,15 +27,9 @@ def scenario_api(
     env: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, str]]:
     """Yields (base_url, database_url) of an API over the folded scenario events."""
-    name = f"api_{os.getpid()}_{next(_counter)}"
-    janitor = pg_server.janitor(name, template_dbname=template_db)
-    janitor.init()
-    try:
-        url = pg_server.url(name)
+    with pg_server.database("api", template_db) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             append(conn, all_scenario_events() if events is None else events)
         catch_up(url)
         with running("api", url, log_dir, env=env) as api:
             yield api.base_url, url
-    finally:
-        janitor.drop()

@@ -11,6 +11,7 @@ import itertools
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -51,6 +52,18 @@ class Server:
             dbname=dbname,
             **kwargs,
         )
+
+    @contextmanager
+    def database(self, prefix: str, template: str | None = None) -> Iterator[str]:
+        """A new database (a copy of `template`, else empty), dropped on leaving; its URL."""
+        janitor = self.janitor(
+            f"{prefix}_{os.getpid()}_{next(_db_counter)}", template_dbname=template
+        )
+        janitor.init()
+        try:
+            yield self.url(janitor.dbname)
+        finally:
+            janitor.drop()
 
 
 @pytest.fixture(scope="session")
@@ -96,13 +109,8 @@ _db_counter = itertools.count()
 @pytest.fixture
 def database_url(pg_server: Server, template_db: str) -> Iterator[str]:
     """A fresh, migrated database for this test alone."""
-    name = f"t_{os.getpid()}_{next(_db_counter)}"
-    janitor = pg_server.janitor(name, template_dbname=template_db)
-    janitor.init()
-    try:
-        yield pg_server.url(name)
-    finally:
-        janitor.drop()
+    with pg_server.database("t", template_db) as url:
+        yield url
 
 
 @pytest.fixture
@@ -114,10 +122,5 @@ def conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
 @pytest.fixture
 def empty_database_url(pg_server: Server) -> Iterator[str]:
     """A fresh database with no schema at all (for migration tests)."""
-    name = f"e_{os.getpid()}_{next(_db_counter)}"
-    janitor = pg_server.janitor(name)
-    janitor.init()
-    try:
-        yield pg_server.url(name)
-    finally:
-        janitor.drop()
+    with pg_server.database("e") as url:
+        yield url

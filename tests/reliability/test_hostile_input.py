@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -47,17 +46,11 @@ MAX_BYTES = 32 * 1024 * 1024  # the default METASTORE_MAX_EVENT_BYTES
 @pytest.fixture(scope="module")
 def hostile_db(pg_server: Server, template_db: str) -> Iterator[str]:
     """A database holding the folded conformance scenarios (so reads have rows to find)."""
-    name = f"hostile_{os.getpid()}"
-    janitor = pg_server.janitor(name, template_dbname=template_db)
-    janitor.init()
-    try:
-        url = pg_server.url(name)
+    with pg_server.database("hostile", template_db) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             append(conn, all_scenario_events())
         catch_up(url)
         yield url
-    finally:
-        janitor.drop()
 
 
 @pytest.fixture(scope="module")
