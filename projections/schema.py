@@ -15,11 +15,19 @@ import psycopg
 from psycopg import sql
 
 from metastore.migrations import sql_dir
-from projections import column_lineage, datasets, jobs, lineage, namespaces, runs
+from projections import column_lineage, datasets, history, jobs, lineage, namespaces, runs
 
 LIVE_SCHEMA = "readmodel"
 # Every projection, in the order a batch is folded into them.
-PROJECTIONS: tuple[ModuleType, ...] = (namespaces, jobs, runs, datasets, lineage, column_lineage)
+PROJECTIONS: tuple[ModuleType, ...] = (
+    namespaces,
+    jobs,
+    runs,
+    datasets,
+    lineage,
+    column_lineage,
+    history,
+)
 BY_NAME = {p.NAME: p for p in PROJECTIONS}
 
 REGISTER = """

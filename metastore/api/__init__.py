@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from metastore.api import datasets, jobs, lineage, namespaces, openapi, runs, search, status
+from metastore.api import (
+    datasets,
+    jobs,
+    lineage,
+    namespaces,
+    openapi,
+    run_lineage,
+    runs,
+    search,
+    status,
+)
 
 routes: list[BaseRoute] = [
     *namespaces.resource.routes,
@@ -15,6 +25,7 @@ routes: list[BaseRoute] = [
     *runs.resource.routes,
     *datasets.resource.routes,
     *lineage.resource.routes,
+    *run_lineage.resource.routes,
     *search.resource.routes,
     *status.resource.routes,
     *openapi.routes,

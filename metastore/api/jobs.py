@@ -9,12 +9,12 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import models, params
+from metastore.api import asof, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import decode_cursor, page
 from metastore.api.responses import json_response
-from metastore.api.sqlparts import edge_datasets, like_substring
+from metastore.api.sqlparts import edge_datasets, job_datasets_at, like_substring
 
 LIST_JOBS = """
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
@@ -49,6 +49,41 @@ LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE j.id = %(id)s
 """
 
+# As of T: the latest run started by then, in the state its events up to T gave it (read
+# from the log: a terminal event wins, as in the runs projection), and the datasets of
+# that run (and static lineage declared by then). Names, facets, parent and children are
+# today's: they say what the job is, not what it did.
+GET_JOB_AS_OF = f"""
+SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
+       j.facets::text, j.first_seen,
+       coalesce((SELECT max(l.event_time) FROM event_log l
+                 WHERE l.job_namespace = j.namespace AND l.job_name = j.name
+                   AND l.event_time <= %(as_of)s), j.first_seen),
+       p.id, p.namespace, p.name,
+       r.id, coalesce(s.event_type, 'RUNNING'), coalesce(s.event_time, lr.started_at),
+       CASE WHEN r.started_at <= %(as_of)s THEN r.started_at END,
+       CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END,
+       coalesce((
+           SELECT json_agg(json_build_object('id', c.id, 'namespace', c.namespace,
+                                             'name', c.name) ORDER BY c.namespace, c.name)
+           FROM readmodel.jobs c WHERE c.parent_job_id = j.id
+       ), '[]')::text,
+       {job_datasets_at("j.id", "input")},
+       {job_datasets_at("j.id", "output")}
+FROM readmodel.jobs j
+LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
+LEFT JOIN readmodel.lineage_runs lr ON lr.run_id = {asof.latest_run("j.id")}
+LEFT JOIN readmodel.runs r ON r.id = lr.run_id
+LEFT JOIN LATERAL (
+    SELECT l.event_type, l.event_time FROM event_log l
+    WHERE l.run_id = r.id AND l.event_time <= %(as_of)s
+      AND l.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')
+    ORDER BY l.event_type IN ('COMPLETE', 'FAIL', 'ABORT') DESC, l.event_time DESC, l.seq DESC
+    LIMIT 1
+) s ON true
+WHERE j.id = %(id)s
+"""
+
 
 class ListQuery(msgspec.Struct, frozen=True):
     namespace: params.NamespaceName = None
@@ -60,6 +95,10 @@ class ListQuery(msgspec.Struct, frozen=True):
 
 class JobPath(msgspec.Struct, frozen=True):
     job_id: uuid.UUID
+
+
+class JobQuery(msgspec.Struct, frozen=True):
+    as_of: asof.AsOf = None
 
 
 LIST = Operation(
@@ -80,9 +119,14 @@ GET = Operation(
     models.Job,
     tag="jobs",
     path_params=JobPath,
+    query=JobQuery,
     not_found=True,
     description="Names, facets, job type, parent and child jobs, latest run, and the "
-    "datasets it reads and writes (over all its runs and its static lineage).",
+    "datasets it reads and writes (over all its runs and its static lineage). With "
+    "`as_of`: its latest run started at or before then, in the state it had then, and the "
+    "datasets that run read and wrote (plus static lineage declared by then); `last_seen` "
+    "as of then; names, facets, parent and children as they are now. A job first seen "
+    "after `as_of` answers 404.",
 )
 resource = Resource()
 
@@ -145,10 +189,13 @@ _datasets = msgspec.json.Decoder(list[models.DatasetRef])
 @resource.add(GET)
 async def get_job(request: Request) -> Response:
     path: JobPath = GET.parse_path(request)
+    query: JobQuery = GET.parse_query(request)
+    args = {"id": path.job_id, "as_of": query.as_of}
     async with connection(request) as conn:
-        r = await row(conn, GET_JOB, {"id": path.job_id})
+        r = await row(conn, GET_JOB if query.as_of is None else GET_JOB_AS_OF, args)
     if r is None:
         raise not_found("job", path.job_id)
+    asof.check_seen("job", path.job_id, r[7], query.as_of)
     return json_response(
         request,
         models.Job(

@@ -20,7 +20,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import models
+from metastore.api import asof, models
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -38,7 +38,7 @@ ROW_CAP_PER_NODE = 20
 # it (a recursive CTE over single nodes repeats a node once per path length, which
 # explodes on dense or cyclic graphs). The walk stops past `max_nodes` nodes.
 # Rows: (type, id, depth, namespace, name, reached, cut) for each node kept, nearest first.
-LINEAGE = """
+LINEAGE_WALK = """
 WITH RECURSIVE start AS (
     -- (a dataset id absorbed by a merge starts at the dataset it was merged into)
     SELECT %(kind)s::text AS kind, coalesce(
@@ -50,10 +50,10 @@ bfs(depth, down_ds, down_jobs, up_ds, up_jobs, seen_down_ds, seen_down_jobs, see
     SELECT 0, f.down_ds, f.down_jobs, f.up_ds, f.up_jobs,
            f.down_ds, f.down_jobs, f.up_ds, f.up_jobs
     FROM start s CROSS JOIN LATERAL (SELECT
-        CASE WHEN s.kind = 'dataset' AND %(down)s THEN ARRAY[s.id] ELSE '{}'::uuid[] END,
-        CASE WHEN s.kind = 'job' AND %(down)s THEN ARRAY[s.id] ELSE '{}'::uuid[] END,
-        CASE WHEN s.kind = 'dataset' AND %(up)s THEN ARRAY[s.id] ELSE '{}'::uuid[] END,
-        CASE WHEN s.kind = 'job' AND %(up)s THEN ARRAY[s.id] ELSE '{}'::uuid[] END
+        CASE WHEN s.kind = 'dataset' AND %(down)s THEN ARRAY[s.id] ELSE ARRAY[]::uuid[] END,
+        CASE WHEN s.kind = 'job' AND %(down)s THEN ARRAY[s.id] ELSE ARRAY[]::uuid[] END,
+        CASE WHEN s.kind = 'dataset' AND %(up)s THEN ARRAY[s.id] ELSE ARRAY[]::uuid[] END,
+        CASE WHEN s.kind = 'job' AND %(up)s THEN ARRAY[s.id] ELSE ARRAY[]::uuid[] END
     ) AS f(down_ds, down_jobs, up_ds, up_jobs)
   UNION ALL
     SELECT w.depth + 1, n.down_ds, n.down_jobs, n.up_ds, n.up_jobs,
@@ -62,33 +62,17 @@ bfs(depth, down_ds, down_jobs, up_ds, up_jobs, seen_down_ds, seen_down_jobs, see
     FROM bfs w
     CROSS JOIN LATERAL (SELECT
         -- downstream: the datasets the frontier's jobs write
-        ARRAY(SELECT dn.dataset_id
-                  FROM readmodel.job_edges e
-                  JOIN readmodel.dataset_names dn
-                    ON dn.namespace = e.namespace AND dn.name = e.name
-                  WHERE e.job_id = ANY(w.down_jobs) AND e.direction = 'output'
-                  EXCEPT SELECT unnest(w.seen_down_ds)),
+        ARRAY({down_datasets}
+              EXCEPT SELECT unnest(w.seen_down_ds)),
         -- downstream: the jobs that read the frontier's datasets
-        ARRAY(SELECT e.job_id
-                  FROM readmodel.dataset_names dn
-                  JOIN readmodel.job_edges e
-                    ON e.namespace = dn.namespace AND e.name = dn.name
-                  WHERE dn.dataset_id = ANY(w.down_ds) AND e.direction = 'input'
-                  EXCEPT SELECT unnest(w.seen_down_jobs)),
+        ARRAY({down_jobs}
+              EXCEPT SELECT unnest(w.seen_down_jobs)),
         -- upstream: the datasets the frontier's jobs read
-        ARRAY(SELECT dn.dataset_id
-                  FROM readmodel.job_edges e
-                  JOIN readmodel.dataset_names dn
-                    ON dn.namespace = e.namespace AND dn.name = e.name
-                  WHERE e.job_id = ANY(w.up_jobs) AND e.direction = 'input'
-                  EXCEPT SELECT unnest(w.seen_up_ds)),
+        ARRAY({up_datasets}
+              EXCEPT SELECT unnest(w.seen_up_ds)),
         -- upstream: the jobs that write the frontier's datasets
-        ARRAY(SELECT e.job_id
-                  FROM readmodel.dataset_names dn
-                  JOIN readmodel.job_edges e
-                    ON e.namespace = dn.namespace AND e.name = dn.name
-                  WHERE dn.dataset_id = ANY(w.up_ds) AND e.direction = 'output'
-                  EXCEPT SELECT unnest(w.seen_up_jobs))
+        ARRAY({up_jobs}
+              EXCEPT SELECT unnest(w.seen_up_jobs))
         OFFSET 0  -- computed once per level (each column is used twice above)
     ) AS n(down_ds, down_jobs, up_ds, up_jobs)
     WHERE w.depth < %(depth)s
@@ -112,12 +96,50 @@ cut AS (
     FROM bfs ORDER BY depth DESC LIMIT 1
 )
 SELECT k.kind, k.id, k.depth, coalesce(j.namespace, d.namespace), coalesce(j.name, d.name),
-       (SELECT count(*) FROM reached), (SELECT cut FROM cut)
+       (SELECT count(*) FROM reached), (SELECT cut FROM cut), coalesce(j.first_seen, d.first_seen)
 FROM kept k
 LEFT JOIN readmodel.jobs j ON k.kind = 'job' AND j.id = k.id
 LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
 ORDER BY k.depth, k.kind, k.id
 """
+
+
+def _job_datasets(jobs: str, direction: str, as_of: bool) -> str:
+    """The datasets the jobs in array `jobs` read or wrote (now, or at `%(as_of)s`)."""
+    if as_of:
+        return f"""SELECT dn.dataset_id
+              FROM unnest({jobs}) AS j(id)
+              CROSS JOIN LATERAL {asof.job_edges_at("j.id", direction)} e
+              JOIN readmodel.dataset_names dn
+                ON dn.namespace = e.namespace AND dn.name = e.name"""
+    return f"""SELECT dn.dataset_id
+              FROM readmodel.job_edges e
+              JOIN readmodel.dataset_names dn
+                ON dn.namespace = e.namespace AND dn.name = e.name
+              WHERE e.job_id = ANY({jobs}) AND e.direction = '{direction}'"""
+
+
+def _dataset_jobs(datasets: str, direction: str, as_of: bool) -> str:
+    """The jobs that read or wrote the datasets in array `datasets` (now, or at as_of)."""
+    held = f"\n                AND {asof.edge_held()}" if as_of else ""
+    return f"""SELECT e.job_id
+              FROM readmodel.dataset_names dn
+              JOIN readmodel.job_edges e
+                ON e.namespace = dn.namespace AND e.name = dn.name
+              WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'{held}"""
+
+
+def _walk(as_of: bool) -> str:
+    return LINEAGE_WALK.format(
+        down_datasets=_job_datasets("w.down_jobs", "output", as_of),
+        down_jobs=_dataset_jobs("w.down_ds", "input", as_of),
+        up_datasets=_job_datasets("w.up_jobs", "input", as_of),
+        up_jobs=_dataset_jobs("w.up_ds", "output", as_of),
+    )
+
+
+LINEAGE = _walk(as_of=False)
+LINEAGE_AS_OF = _walk(as_of=True)
 
 # The edges between the kept nodes, as a second statement: bound as arrays (constants to
 # the planner, hashed and counted right), where a join against the CTE above would be
@@ -128,17 +150,28 @@ FROM readmodel.job_edges e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 WHERE e.job_id = ANY(%(jobs)s::uuid[]) AND n.dataset_id = ANY(%(datasets)s::uuid[])
 """
+LINEAGE_EDGES_AS_OF = f"""
+SELECT DISTINCT e.direction, j.id, n.dataset_id
+FROM unnest(%(jobs)s::uuid[]) AS j(id)
+CROSS JOIN LATERAL (
+    SELECT 'input' AS direction, i.* FROM {asof.job_edges_at("j.id", "input")} i
+  UNION ALL
+    SELECT 'output', o.* FROM {asof.job_edges_at("j.id", "output")} o
+) e
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+WHERE n.dataset_id = ANY(%(datasets)s::uuid[])
+"""
 
 # Field-level: upstream follows `out <- in` from the dataset's fields back to their
 # sources; downstream the other way. Rows: one per edge with its least depth.
-COLUMN_LINEAGE = """
+COLUMN_LINEAGE_WALK = """
 WITH RECURSIVE walk(out_namespace, out_name, out_field, in_namespace, in_name, in_field,
                     dir, depth) AS (
     SELECT c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
            d.dir, 1
     FROM unnest(%(dirs)s::text[]) AS d(dir)
     JOIN readmodel.dataset_names n ON n.dataset_id = %(id)s
-    JOIN readmodel.column_lineage c
+    JOIN {edges} c
       ON (d.dir = 'up' AND c.out_namespace = n.namespace AND c.out_name = n.name)
       OR (d.dir = 'down' AND c.in_namespace = n.namespace AND c.in_name = n.name)
   UNION
@@ -151,11 +184,11 @@ WITH RECURSIVE walk(out_namespace, out_name, out_field, in_namespace, in_name, i
      AND here.name = CASE w.dir WHEN 'up' THEN w.in_name ELSE w.out_name END
     JOIN readmodel.dataset_names alias ON alias.dataset_id = here.dataset_id
     CROSS JOIN LATERAL (
-        SELECT * FROM readmodel.column_lineage c
+        SELECT * FROM {edges} c
         WHERE w.dir = 'up' AND c.out_namespace = alias.namespace
           AND c.out_name = alias.name AND c.out_field = w.in_field
       UNION ALL
-        SELECT * FROM readmodel.column_lineage c
+        SELECT * FROM {edges} c
         WHERE w.dir = 'down' AND c.in_namespace = alias.namespace
           AND c.in_name = alias.name AND c.in_field = w.out_field
     ) c
@@ -174,7 +207,7 @@ SELECT e.in_namespace, e.in_name, e.in_field, src.dataset_id,
        c.transformations::text, c.job_id, e.depth,
        (SELECT count(*) FROM walked)
 FROM edges e
-JOIN readmodel.column_lineage c USING (out_namespace, out_name, out_field,
+JOIN {edges} c USING (out_namespace, out_name, out_field,
                                        in_namespace, in_name, in_field)
 LEFT JOIN readmodel.dataset_names src
   ON src.namespace = e.in_namespace AND src.name = e.in_name
@@ -183,8 +216,21 @@ LEFT JOIN readmodel.dataset_names dst
 ORDER BY e.depth, e.out_namespace, e.out_name, e.out_field, e.in_namespace, e.in_name,
          e.in_field
 """
+# Field edges at `%(as_of)s`: those of each job's latest run started by then (and static
+# ones declared by then), one row per field pair (the latest report), as column_lineage.
+COLUMN_EDGES_AS_OF = f"""(
+    SELECT DISTINCT ON (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
+           out_namespace, out_name, out_field, in_namespace, in_name, in_field,
+           transformations, job_id, run_id, first_seen, last_seen, last_seq
+    FROM readmodel.run_column_edges e
+    WHERE CASE WHEN e.run_id = '{asof.STATIC_RUN}' THEN e.first_seen <= %(as_of)s
+               ELSE e.run_id = {asof.latest_run("e.job_id")} END
+    ORDER BY out_namespace, out_name, out_field, in_namespace, in_name, in_field,
+             last_seen DESC, last_seq DESC)"""
+COLUMN_LINEAGE = COLUMN_LINEAGE_WALK.format(edges="readmodel.column_lineage")
+COLUMN_LINEAGE_AS_OF = COLUMN_LINEAGE_WALK.format(edges=COLUMN_EDGES_AS_OF)
 DATASET_REF = """
-SELECT d.id, d.namespace, d.name FROM readmodel.datasets d
+SELECT d.id, d.namespace, d.name, d.first_seen FROM readmodel.datasets d
 WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
 
@@ -210,6 +256,7 @@ class LineageQuery(msgspec.Struct, frozen=True):
     max_nodes: Annotated[
         int, Meta(ge=1, le=NODE_LIMIT, description="Node limit; past it `truncated` is set.")
     ] = NODE_LIMIT
+    as_of: asof.AsOf = None
 
 
 class ColumnLineageQuery(msgspec.Struct, frozen=True):
@@ -217,6 +264,7 @@ class ColumnLineageQuery(msgspec.Struct, frozen=True):
     depth: Annotated[int, Meta(ge=1, le=MAX_DEPTH, description="Hops of field edges.")] = (
         DEFAULT_DEPTH
     )
+    as_of: asof.AsOf = None
 
 
 class DatasetPath(msgspec.Struct, frozen=True):
@@ -236,7 +284,9 @@ LINEAGE_OP = Operation(
     "upstream, downstream or both, with the edges between them (dataset -> job: the job "
     "reads it; job -> dataset: the job writes it). Node keys are `dataset:<id>` and "
     "`job:<id>`. Past `max_nodes` nodes (default and most 1,000) the nearest are kept and "
-    "`truncated` is true.",
+    "`truncated` is true. With `as_of`, the graph as it was then: each job's edges are "
+    "those of its latest run started at or before `as_of` (and its static lineage "
+    "declared by then); a node first seen after `as_of` answers 404.",
 )
 COLUMN_OP = Operation(
     "GET",
@@ -250,7 +300,8 @@ COLUMN_OP = Operation(
     not_found=True,
     description="Field edges from the `columnLineage` facet: upstream, the fields this "
     "dataset's fields derive from (and theirs, up to `depth`); downstream, the fields "
-    "derived from its fields.",
+    "derived from its fields. With `as_of`, the field edges each job's latest run started "
+    "at or before `as_of` reported.",
 )
 resource = Resource()
 
@@ -281,14 +332,21 @@ async def get_lineage(request: Request) -> Response:
         "id": start,
         "depth": query.depth,
         "max_nodes": query.max_nodes,
+        "as_of": query.as_of,
     }
+    timeless = query.as_of is None
     async with connection(request) as conn:
-        found = await rows(conn, LINEAGE, args)
+        found = await rows(conn, LINEAGE if timeless else LINEAGE_AS_OF, args)
         if not found or found[0][3] is None:  # the start node: no read model knows it
             raise not_found(kind, start)
+        asof.check_seen(kind, start, found[0][7], query.as_of)
         jobs = [r[1] for r in found if r[0] == "job"]
         datasets = [r[1] for r in found if r[0] == "dataset"]
-        links = await rows(conn, LINEAGE_EDGES, {"jobs": jobs, "datasets": datasets})
+        links = await rows(
+            conn,
+            LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
+            {"jobs": jobs, "datasets": datasets, "as_of": query.as_of},
+        )
     nodes = [
         models.LineageNode(
             key=_key(r[0], r[1]), type=r[0], id=r[1], namespace=r[3], name=r[4], depth=r[2]
@@ -321,13 +379,17 @@ async def get_column_lineage(request: Request) -> Response:
         "depth": query.depth,
         "max_edges": _EDGE_LIMIT,
         "row_cap": _EDGE_LIMIT * ROW_CAP_PER_NODE,
+        "as_of": query.as_of,
     }
     async with connection(request) as conn:
         dataset = await rows(conn, DATASET_REF, args)
         if not dataset:
             raise not_found("dataset", path.dataset_id)
+        asof.check_seen("dataset", path.dataset_id, dataset[0][3], query.as_of)
         args["id"] = dataset[0][0]
-        found = await rows(conn, COLUMN_LINEAGE, args)
+        found = await rows(
+            conn, COLUMN_LINEAGE if query.as_of is None else COLUMN_LINEAGE_AS_OF, args
+        )
     edges = [
         models.ColumnEdge(
             from_=models.ColumnRef(dataset_id=r[3], namespace=r[0], name=r[1], field=r[2]),

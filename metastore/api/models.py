@@ -218,6 +218,32 @@ class DatasetVersionPage(Struct):
     next_cursor: Cursor
 
 
+class RunOfDataset(Struct):
+    """A run that read (`role` input) or wrote (output) a dataset, and the schema it met."""
+
+    run_id: uuid.UUID
+    job: JobRef
+    role: Literal["input", "output"]
+    state: RunState
+    started_at: Annotated[
+        dt.datetime, Meta(description="Its START eventTime, else its earliest eventTime.")
+    ]
+    ended_at: dt.datetime | None
+    schema_version: Annotated[
+        int | None,
+        Meta(
+            description="The version (as in /versions) of the schema: the one the run's "
+            "events carried for the dataset; for a reader that carried none, the latest "
+            "at its start; null when unknown."
+        ),
+    ]
+
+
+class RunOfDatasetPage(Struct):
+    items: list[RunOfDataset]
+    next_cursor: Cursor
+
+
 # --- lineage --------------------------------------------------------------------------
 
 
@@ -251,6 +277,31 @@ class LineageGraph(Struct):
     edges: list[LineageEdge]
     truncated: Annotated[
         bool, Meta(description="True when the node limit cut the graph short of `depth`.")
+    ]
+
+
+class RunNode(Struct):
+    run_id: uuid.UUID
+    job: JobRef
+    state: RunState
+    started_at: dt.datetime
+    ended_at: dt.datetime | None
+    depth: Annotated[int, Meta(ge=0, description="Hops from the start run.")]
+
+
+class RunLink(Struct):
+    """Run `from` wrote `dataset`, and run `to` read that write (the last before it started)."""
+
+    from_: uuid.UUID = msgspec.field(name="from")
+    to: uuid.UUID
+    dataset: DatasetRef
+
+
+class RunLineage(Struct):
+    nodes: list[RunNode]
+    edges: list[RunLink]
+    truncated: Annotated[
+        bool, Meta(description="True when the node limit cut the walk short of `depth`.")
     ]
 
 

@@ -23,7 +23,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore import export
-from metastore.api import datasets, jobs, lineage, models, namespaces, runs, search, status
+from metastore.api import (
+    datasets,
+    jobs,
+    lineage,
+    models,
+    namespaces,
+    run_lineage,
+    runs,
+    search,
+    status,
+)
 from metastore.api.operation import NoParams, Operation
 from metastore.api.responses import json_response
 from metastore.ingest import BatchResult
@@ -33,7 +43,7 @@ PREFIX = "/api/v1"
 CHECKED_IN = Path(__file__).resolve().parent.parent / "openapi.json"
 REF = "#/components/schemas/{name}"
 
-API_RESOURCES = (namespaces, jobs, runs, datasets, lineage, search, status)
+API_RESOURCES = (namespaces, jobs, runs, datasets, lineage, run_lineage, search, status)
 
 DESCRIPTION = """\
 The metastore of the Stackable Data Platform: OpenLineage events in (`/ingest`), the
@@ -48,6 +58,15 @@ keyset pagination (`limit`, default 50, at most 500; pass `next_cursor` back as 
 opaque `cursor`; it is null on the last page), stable under concurrent ingest. Every
 answer carries an `ETag` and honours `If-None-Match` (304). Unknown ids answer 404,
 bad parameters 400, both as RFC 9457 `application/problem+json`.
+
+Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` and
+`/datasets/{dataset_id}/column-lineage` take `as_of` (RFC 3339, for example
+`?as_of=2026-11-24T09:00:00Z`) and answer as things were at that moment, by eventTime:
+each job's inputs and outputs are those of its latest run started at or before it (and
+its static lineage declared by then), a dataset's schema its latest version by then. A
+late event about the past changes only the answers about the past.
+`/datasets/{dataset_id}/runs` and `/lineage/runs` answer which run wrote what another
+read.
 
 Authentication: a bearer token of the scope the path belongs to: `ingest` for
 `/ingest/...`, `read` for `/api/v1/...`, `export` for `/export/...` (the scope is
@@ -247,6 +266,8 @@ def _parameters(struct: type[msgspec.Struct], where: str) -> list[dict[str, Any]
         parameter: dict[str, Any] = {"name": name, "in": where}
         if "description" in schema:
             parameter["description"] = schema.pop("description")
+        if "examples" in schema:  # the parameter's own `example` is what viewers show
+            parameter["example"] = schema["examples"][0]
         parameter["required"] = where == "path" or name in required
         parameter["schema"] = schema
         parameters.append(parameter)

@@ -72,6 +72,8 @@ def _datetime_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
     names = set()
     for f in info.fields:
         options = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
+        # (a type annotated with a description or examples comes wrapped in Metadata)
+        options = tuple(t.type if isinstance(t, msgspec.inspect.Metadata) else t for t in options)
         if any(isinstance(t, msgspec.inspect.DateTimeType) for t in options):
             names.add(f.encode_name)
     return frozenset(names)

@@ -1,0 +1,101 @@
+"""Time travel: the `as_of` parameter and the SQL that answers "as it was at that moment".
+
+The moment is an eventTime (when things happened, not when we heard of them), so a late
+event about the past changes the past and nothing after it. At a moment T:
+- a job's inputs and outputs are those of its latest run that started at or before T
+  (readmodel.lineage_runs by started_at, then run_edges of that run), plus its static
+  lineage (JobEvents) first seen at or before T;
+- a dataset's schema is the latest `schema` observation at or before T
+  (readmodel.schema_observations), with its fields from dataset_versions;
+- a job's field-level lineage is that of the same run (readmodel.run_column_edges).
+Every fragment binds `%(as_of)s`; the ones that take a job are formatted with the SQL
+expression of its id.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Annotated
+
+from msgspec import Meta
+
+from metastore.problems import ProblemError
+
+EXAMPLE = "2026-11-24T09:00:00Z"
+# The run id of static (JobEvent) field edges in run_column_edges (projections/history.py).
+STATIC_RUN = "00000000-0000-0000-0000-000000000000"
+AsOf = (
+    Annotated[
+        dt.datetime,
+        Meta(
+            tz=True,
+            description="Answer as of this moment (RFC 3339, by eventTime): each job's "
+            "inputs and outputs those of its latest run started at or before it, schemas "
+            "their latest version then. Absent: now.",
+            examples=[EXAMPLE],
+        ),
+    ]
+    | None
+)
+
+# The run of job `{job}` that counts at T: its latest run started at or before T.
+LATEST_RUN = """(
+    SELECT lr.run_id FROM readmodel.lineage_runs lr
+    WHERE lr.job_id = {job} AND lr.started_at <= %(as_of)s
+    ORDER BY lr.started_at DESC, lr.run_id DESC LIMIT 1)"""
+
+# The dataset names job `{job}` read ('input') or wrote ('output') at T: rows (namespace, name).
+JOB_EDGES_AT = """(
+    SELECT re.namespace, re.name FROM readmodel.run_edges re
+    WHERE re.run_id = {latest} AND re.direction = '{direction}'
+  UNION
+    SELECT s.namespace, s.name FROM readmodel.job_edges s
+    WHERE s.job_id = {job} AND s.direction = '{direction}' AND s.source = 'static'
+      AND s.first_seen <= %(as_of)s)"""
+
+# Whether the job_edges row `e` held at T (a superset over all time, checked edge by edge:
+# the job's run at T has it, or it is static lineage declared by then).
+EDGE_HELD = """CASE WHEN e.source = 'static' THEN e.first_seen <= %(as_of)s
+    ELSE EXISTS (SELECT 1 FROM readmodel.run_edges re
+                 WHERE re.run_id = {latest} AND re.direction = e.direction
+                   AND re.namespace = e.namespace AND re.name = e.name) END"""
+
+# The fields_hash of the latest schema observation at or before `{moment}` (T unless
+# given) of any of dataset `{dataset}`'s names, or NULL.
+SCHEMA_AT = """(
+    SELECT o.fields_hash FROM readmodel.dataset_names n
+    CROSS JOIN LATERAL (
+        SELECT o.fields_hash, o.event_time, o.seq FROM readmodel.schema_observations o
+        WHERE o.namespace = n.namespace AND o.name = n.name AND o.event_time <= {moment}
+        ORDER BY o.event_time DESC, o.seq DESC LIMIT 1) o
+    WHERE n.dataset_id = {dataset}
+    ORDER BY o.event_time DESC, o.seq DESC LIMIT 1)"""
+
+
+def latest_run(job: str) -> str:
+    return LATEST_RUN.format(job=job)
+
+
+def job_edges_at(job: str, direction: str) -> str:
+    return JOB_EDGES_AT.format(job=job, latest=latest_run(job), direction=direction)
+
+
+def edge_held(job: str = "e.job_id") -> str:
+    return EDGE_HELD.format(latest=latest_run(job))
+
+
+def schema_at(dataset: str, moment: str = "%(as_of)s") -> str:
+    return SCHEMA_AT.format(dataset=dataset, moment=moment)
+
+
+def check_seen(
+    kind: str, id_: uuid.UUID, first_seen: dt.datetime, as_of: dt.datetime | None
+) -> None:
+    """404 for a job or dataset asked about as of a moment before its first event."""
+    if as_of is not None and first_seen > as_of:
+        raise ProblemError(
+            404,
+            f"{kind} {id_} did not exist as of {as_of.isoformat()}: its first event is "
+            f"from {first_seen.isoformat()}",
+        )

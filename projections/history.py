@@ -1,0 +1,114 @@
+"""Projection `history`: what questions "as of" a moment need beyond the current state.
+
+`schema_observations`: each event that carried a dataset's `schema` facet, with the hash
+of its fields (the fields themselves are in dataset_versions), so the schema at any moment
+is the latest observation at or before it. `run_column_edges`: the column lineage each run
+reported (the nil run id for a JobEvent's static lineage), so a job's field edges at any
+moment are those of its latest run then. Both are sets of facts about single events, so
+folding them is order-independent: inserts and min/max upserts, never a read.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+
+from projections.column_lineage import column_edges
+from projections.common import FoldEvent, facet, fields_hash, json_text
+
+NAME = "history"
+VERSION = 1
+TABLES = ("schema_observations", "run_column_edges")
+STATIC_RUN = uuid.UUID(int=0)  # the run id of a JobEvent's column lineage
+
+INSERT_OBSERVATIONS = """
+INSERT INTO schema_observations (namespace, name, seq, role, event_time, fields_hash, run_id)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::timestamptz[],
+                     %s::bytea[], %s::uuid[])
+ON CONFLICT DO NOTHING
+"""
+UPSERT_RUN_COLUMN_EDGES = """
+INSERT INTO run_column_edges AS t (run_id, job_id, out_namespace, out_name, out_field,
+    in_namespace, in_name, in_field, transformations, first_seen, last_seen, last_seq)
+SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[],
+    %s::text[], %s::text[], %b::jsonb[], %s::timestamptz[], %s::timestamptz[], %s::bigint[])
+ON CONFLICT (run_id, job_id, out_namespace, out_name, out_field, in_namespace, in_name,
+             in_field)
+DO UPDATE SET
+    first_seen = least(t.first_seen, excluded.first_seen),
+    last_seen = greatest(t.last_seen, excluded.last_seen),
+    last_seq = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
+        THEN excluded.last_seq ELSE t.last_seq END,
+    transformations = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
+        THEN excluded.transformations ELSE t.transformations END
+"""
+
+EdgeKey = tuple[Any, ...]  # (run, job, out ns, out name, out field, in ns, in name, in field)
+
+
+def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+    observations: dict[tuple[str, str, int, str], list[Any]] = {}
+    edges: dict[EdgeKey, list[Any]] = {}
+    for event in events:
+        for ref in event.refs:
+            fields = schema_fields(ref.facets)
+            if fields is not None:
+                key = (ref.namespace, ref.name, event.seq, ref.role)
+                observations[key] = [event.event_time, fields_hash(fields), event.run_id]
+            if ref.role != "output" or event.job_id is None:
+                continue
+            lineage = facet(ref.facets, "columnLineage")
+            if lineage is None or lineage.get("_deleted") is True:
+                continue
+            run = event.run_id if event.kind == "run" and event.run_id else STATIC_RUN
+            when = event.event_time
+            for out_field, in_ns, in_name, in_field, transformations in column_edges(lineage):
+                edge = (
+                    run,
+                    event.job_id,
+                    ref.namespace,
+                    ref.name,
+                    out_field,
+                    in_ns,
+                    in_name,
+                    in_field,
+                )
+                seen = edges.get(edge)
+                if seen is None:
+                    edges[edge] = [transformations, when, when, event.seq]
+                    continue
+                seen[1] = min(seen[1], when)
+                if (when, event.seq) > (seen[2], seen[3]):
+                    seen[0], seen[2], seen[3] = transformations, when, event.seq
+    if observations:
+        keys = list(observations)
+        cur.execute(
+            INSERT_OBSERVATIONS,
+            (
+                *[[k[i] for k in keys] for i in range(4)],
+                *[[observations[k][i] for k in keys] for i in range(3)],
+            ),
+        )
+    if edges:
+        ekeys = list(edges)
+        cur.execute(
+            UPSERT_RUN_COLUMN_EDGES,
+            (
+                *[[k[i] for k in ekeys] for i in range(8)],
+                [json_text(edges[k][0]) for k in ekeys],
+                *[[edges[k][i] for k in ekeys] for i in range(1, 4)],
+            ),
+        )
+
+
+def schema_fields(facets: Any) -> list[Any] | None:
+    """The `fields` of a `schema` facet, or None (absent, deleted, or malformed: counted)."""
+    schema = facet(facets, "schema")
+    if schema is None or schema.get("_deleted") is True:
+        return None
+    fields = schema.get("fields")
+    if not isinstance(fields, list):
+        return None  # counted once, by the datasets projection
+    return fields

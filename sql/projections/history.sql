@@ -1,0 +1,42 @@
+-- projection: history. What "as of" and run-level questions need beyond the current
+-- state: each schema a dataset name was seen with, per event, and the column lineage each
+-- run (or JobEvent) reported. Keyed by names, like the lineage tables, so a later merge of
+-- two datasets (re-pointing dataset_names) carries their history along.
+
+-- One row per event and dataset name whose `schema` facet had fields: the fields live once
+-- in dataset_versions (by dataset and hash); here is when each event saw which of them.
+CREATE TABLE schema_observations (
+    namespace   text        NOT NULL,
+    name        text        NOT NULL,
+    seq         bigint      NOT NULL,  -- the event's log seq
+    role        text        NOT NULL,  -- 'input' | 'output' | 'dataset' (a DatasetEvent)
+    event_time  timestamptz NOT NULL,
+    fields_hash bytea       NOT NULL,
+    run_id      uuid,
+    PRIMARY KEY (namespace, name, seq, role)
+);
+-- "the latest schema at or before T": one index probe per name
+CREATE INDEX schema_observations_time ON schema_observations (namespace, name, event_time DESC, seq DESC);
+CREATE INDEX schema_observations_run ON schema_observations (run_id) WHERE run_id IS NOT NULL;
+
+-- The column lineage of each run; run_id is the nil uuid for a JobEvent's (static
+-- lineage, which counts from its first eventTime). column_lineage holds the union of all
+-- reports with the latest one's details; this keeps which run reported what.
+CREATE TABLE run_column_edges (
+    run_id          uuid        NOT NULL,
+    job_id          uuid        NOT NULL,
+    out_namespace   text        NOT NULL,
+    out_name        text        NOT NULL,
+    out_field       text        NOT NULL,
+    in_namespace    text        NOT NULL,
+    in_name         text        NOT NULL,
+    in_field        text        NOT NULL,
+    transformations jsonb       NOT NULL DEFAULT '[]',  -- of the latest report
+    first_seen      timestamptz NOT NULL,
+    last_seen       timestamptz NOT NULL,
+    last_seq        bigint      NOT NULL,
+    PRIMARY KEY (run_id, job_id, out_namespace, out_name, out_field, in_namespace, in_name,
+                 in_field)
+);
+CREATE INDEX run_column_edges_out ON run_column_edges (out_namespace, out_name, out_field);
+CREATE INDEX run_column_edges_in ON run_column_edges (in_namespace, in_name, in_field);
