@@ -67,8 +67,8 @@ def measure(ctx: Context, out: list[Row], url: str, fold_rate: float | None) -> 
         upto = [hwm for t, hwm in samples if t <= seconds * share]
         marks.append(f"{max(upto) / 1024:.0f}" if upto else "?")
     rss.note = (
-        "ru_maxrss of the replay process (wait4), against its VmHWM sampled every "
-        "0.25 s up to a quarter of the run's time (VmHWM at 25/50/75 % of the run: "
+        "VmHWM of the replay process sampled every 0.1 s to its end, against the same "
+        "up to a quarter of the run's time (VmHWM at 25/50/75 % of the run: "
         f"{' / '.join(marks)} MiB)."
     )
     ctx.say(f"replay: {rate.value:,.0f}/s, peak {rss.value:.0f} MiB")

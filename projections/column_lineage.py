@@ -18,6 +18,8 @@ from projections.common import (
     facet,
     json_text,
     malformed,
+    row_param,
+    rows_select,
     text,
 )
 
@@ -25,11 +27,11 @@ NAME = "column_lineage"
 VERSION = 1
 TABLES = ("column_lineage",)
 
-UPSERT = """
+TYPES = ("text",) * 6 + ("jsonb", "uuid", "uuid", "timestamptz", "timestamptz", "bigint")
+UPSERT = f"""
 INSERT INTO column_lineage AS t (out_namespace, out_name, out_field, in_namespace, in_name,
     in_field, transformations, job_id, run_id, first_seen, last_seen, last_seq)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-    %b::jsonb[], %s::uuid[], %s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::bigint[])
+{rows_select(TYPES)}
 ON CONFLICT (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
 DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
@@ -106,10 +108,13 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     keys = list(rows)
     cur.execute(
         UPSERT,
-        (
-            *[[k[i] for k in keys] for i in range(6)],
-            [json_text(rows[k][0]) for k in keys],
-            *[[rows[k][i] for k in keys] for i in range(1, 6)],
+        row_param(
+            TYPES,
+            [
+                *[[k[i] for k in keys] for i in range(6)],
+                [json_text(rows[k][0]) for k in keys],
+                *[[rows[k][i] for k in keys] for i in range(1, 6)],
+            ],
         ),
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -188,6 +189,41 @@ def parent_ref(run_facets: Facets | None) -> ParentRef | None:
 
 def json_text(value: Any) -> str:
     return msgspec.json.encode(value).decode()
+
+
+# --- writing rows -----------------------------------------------------------------------
+# Each fold writes its rows with one INSERT ... SELECT per table. The rows go as one jsonb
+# parameter (a JSON array of row arrays, encoded by msgspec in C) rather than one array
+# parameter per column: psycopg dumps array parameters element by element in Python, which
+# was the fold's hottest spot (40 % of its time). jsonb is parsed once by the server, then
+# each column is a cast of one element.
+
+
+def rows_select(types: Sequence[str]) -> str:
+    """`SELECT (r->>0)::type0, ... FROM jsonb_array_elements(%s::jsonb) r`, for `row_param`."""
+    columns = [
+        f"nullif(r->{i}, 'null')" if t == "jsonb" else f"(r->>{i})::{t}"
+        for i, t in enumerate(types)
+    ]
+    return f"SELECT {', '.join(columns)} FROM jsonb_array_elements(%s::jsonb) AS r"
+
+
+def row_param(types: Sequence[str], columns: Sequence[Sequence[Any]]) -> tuple[str]:
+    """The parameter of `rows_select(types)` for rows given column by column.
+
+    jsonb columns hold JSON text (or None), embedded as is; bytea goes as `\\x` hex.
+    """
+    converted: list[Sequence[Any]] = []
+    for kind, column in zip(types, columns, strict=True):
+        if kind == "jsonb":
+            column = [None if v is None else msgspec.Raw(v) for v in column]
+        elif kind == "bytea":
+            column = [None if v is None else "\\x" + v.hex() for v in column]
+        converted.append(column)
+    return (_rows_encoder.encode(list(zip(*converted, strict=True))).decode(),)
+
+
+_rows_encoder = msgspec.json.Encoder()
 
 
 def fields_hash(fields: Any) -> bytes:

@@ -27,6 +27,8 @@ from projections.common import (
     json_text,
     malformed,
     merge_facets,
+    row_param,
+    rows_select,
 )
 
 NAME = "datasets"
@@ -104,7 +106,7 @@ def _upsert(table: str, columns: tuple[str, ...], types: tuple[str, ...], key: s
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key.split(", "))
     return (
         f"INSERT INTO {table} ({', '.join(columns)}) "
-        f"SELECT * FROM unnest({', '.join(f'%b::{t}[]' for t in types)}) "
+        f"{rows_select(types)} "
         f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
     )
 
@@ -112,8 +114,7 @@ def _upsert(table: str, columns: tuple[str, ...], types: tuple[str, ...], key: s
 UPSERT_DATASETS = _upsert("datasets", DATASET_COLUMNS, DATASET_TYPES, "id")
 UPSERT_NAMES = _upsert("dataset_names", NAME_COLUMNS, NAME_TYPES, "namespace, name")
 INSERT_VERSIONS = (
-    f"INSERT INTO dataset_versions ({', '.join(VERSION_COLUMNS)}) "
-    f"SELECT * FROM unnest({', '.join(f'%b::{t}[]' for t in VERSION_TYPES)})"
+    f"INSERT INTO dataset_versions ({', '.join(VERSION_COLUMNS)}) {rows_select(VERSION_TYPES)}"
 )
 DELETE_VERSIONS = "DELETE FROM dataset_versions WHERE dataset_id = ANY(%s)"
 # Names (and earlier absorbed datasets) not in this batch follow a merged dataset.
@@ -314,7 +315,9 @@ class Fold:
             cur.execute(REPOINT_MERGED, (losers, survivors))
         if self.changed_names:
             rows = [self.names[k] for k in sorted(self.changed_names)]
-            cur.execute(UPSERT_NAMES, [[r[c] for r in rows] for c in NAME_COLUMNS])
+            cur.execute(
+                UPSERT_NAMES, row_param(NAME_TYPES, [[r[c] for r in rows] for c in NAME_COLUMNS])
+            )
         for did in self.changed_versions:
             dataset = self.datasets[did]
             versions = self.versions.get(did)
@@ -331,17 +334,22 @@ class Fold:
                 else [r[c] for r in rows]
                 for c in DATASET_COLUMNS
             ]
-            cur.execute(UPSERT_DATASETS, columns)
+            cur.execute(UPSERT_DATASETS, row_param(DATASET_TYPES, columns))
         if self.changed_versions:
             cur.execute(DELETE_VERSIONS, (list(self.changed_versions),))
             rows = [v for did in self.changed_versions for v in self.versions.get(did, {}).values()]
             if rows:
                 cur.execute(
                     INSERT_VERSIONS,
-                    [
-                        [json_text(r[c]) for r in rows] if c == "fields" else [r[c] for r in rows]
-                        for c in VERSION_COLUMNS
-                    ],
+                    row_param(
+                        VERSION_TYPES,
+                        [
+                            [json_text(r[c]) for r in rows]
+                            if c == "fields"
+                            else [r[c] for r in rows]
+                            for c in VERSION_COLUMNS
+                        ],
+                    ),
                 )
 
 

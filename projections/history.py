@@ -16,24 +16,24 @@ from typing import Any
 import psycopg
 
 from projections.column_lineage import column_edges
-from projections.common import FoldEvent, facet, fields_hash, json_text
+from projections.common import FoldEvent, facet, fields_hash, json_text, row_param, rows_select
 
 NAME = "history"
 VERSION = 1
 TABLES = ("schema_observations", "run_column_edges")
 STATIC_RUN = uuid.UUID(int=0)  # the run id of a JobEvent's column lineage
 
-INSERT_OBSERVATIONS = """
+OBSERVATION_TYPES = ("text", "text", "bigint", "text", "timestamptz", "bytea", "uuid")
+INSERT_OBSERVATIONS = f"""
 INSERT INTO schema_observations (namespace, name, seq, role, event_time, fields_hash, run_id)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::timestamptz[],
-                     %s::bytea[], %s::uuid[])
+{rows_select(OBSERVATION_TYPES)}
 ON CONFLICT DO NOTHING
 """
-UPSERT_RUN_COLUMN_EDGES = """
+EDGE_TYPES = ("uuid", "uuid") + ("text",) * 6 + ("jsonb", "timestamptz", "timestamptz", "bigint")
+UPSERT_RUN_COLUMN_EDGES = f"""
 INSERT INTO run_column_edges AS t (run_id, job_id, out_namespace, out_name, out_field,
     in_namespace, in_name, in_field, transformations, first_seen, last_seen, last_seq)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[],
-    %s::text[], %s::text[], %b::jsonb[], %s::timestamptz[], %s::timestamptz[], %s::bigint[])
+{rows_select(EDGE_TYPES)}
 ON CONFLICT (run_id, job_id, out_namespace, out_name, out_field, in_namespace, in_name,
              in_field)
 DO UPDATE SET
@@ -86,19 +86,25 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         keys = list(observations)
         cur.execute(
             INSERT_OBSERVATIONS,
-            (
-                *[[k[i] for k in keys] for i in range(4)],
-                *[[observations[k][i] for k in keys] for i in range(3)],
+            row_param(
+                OBSERVATION_TYPES,
+                [
+                    *[[k[i] for k in keys] for i in range(4)],
+                    *[[observations[k][i] for k in keys] for i in range(3)],
+                ],
             ),
         )
     if edges:
         ekeys = list(edges)
         cur.execute(
             UPSERT_RUN_COLUMN_EDGES,
-            (
-                *[[k[i] for k in ekeys] for i in range(8)],
-                [json_text(edges[k][0]) for k in ekeys],
-                *[[edges[k][i] for k in ekeys] for i in range(1, 4)],
+            row_param(
+                EDGE_TYPES,
+                [
+                    *[[k[i] for k in ekeys] for i in range(8)],
+                    [json_text(edges[k][0]) for k in ekeys],
+                    *[[edges[k][i] for k in ekeys] for i in range(1, 4)],
+                ],
             ),
         )
 

@@ -16,6 +16,8 @@ from projections.common import (
     json_text,
     merge_facets,
     parent_ref,
+    row_param,
+    rows_select,
     text,
 )
 
@@ -66,7 +68,7 @@ SELECT_JOBS = (
 )
 UPSERT = f"""
 INSERT INTO jobs ({", ".join(COLUMNS)})
-SELECT * FROM unnest({", ".join(f"%b::{t}[]" for t in TYPES)})
+{rows_select(TYPES)}
 ON CONFLICT (id) DO UPDATE SET
 {", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])}
 """
@@ -152,4 +154,4 @@ def write(cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
         else [r[c] for r in rows]
         for c in COLUMNS
     ]
-    cur.execute(UPSERT, columns)
+    cur.execute(UPSERT, row_param(TYPES, columns))

@@ -13,33 +13,33 @@ from typing import Any
 
 import psycopg
 
-from projections.common import TERMINAL_STATES, FoldEvent
+from projections.common import TERMINAL_STATES, FoldEvent, row_param, rows_select
 
 NAME = "lineage"
 VERSION = 1
 TABLES = ("run_edges", "job_edges", "lineage_runs")
 
-UPSERT_RUN_EDGES = """
+RUN_EDGE_TYPES = ("uuid", "uuid", "text", "text", "text", "timestamptz", "timestamptz")
+UPSERT_RUN_EDGES = f"""
 INSERT INTO run_edges AS t (run_id, job_id, direction, namespace, name, first_seen, last_seen)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::text[], %s::text[],
-                     %s::timestamptz[], %s::timestamptz[])
+{rows_select(RUN_EDGE_TYPES)}
 ON CONFLICT (run_id, direction, namespace, name) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen)
 """
-UPSERT_JOB_EDGES = """
+JOB_EDGE_TYPES = ("uuid", "text", "text", "text", "text", "timestamptz", "timestamptz")
+UPSERT_JOB_EDGES = f"""
 INSERT INTO job_edges AS t (job_id, direction, namespace, name, source, first_seen, last_seen)
-SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[],
-                     %s::timestamptz[], %s::timestamptz[])
+{rows_select(JOB_EDGE_TYPES)}
 ON CONFLICT (job_id, direction, namespace, name, source) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen)
 """
 # started_at: the earliest START, else the earliest event of the run.
-UPSERT_LINEAGE_RUNS = """
+LINEAGE_RUN_TYPES = ("uuid", "uuid", "timestamptz", "timestamptz", "boolean")
+UPSERT_LINEAGE_RUNS = f"""
 INSERT INTO lineage_runs AS t (run_id, job_id, started_at, ended_at, has_start)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::timestamptz[], %s::timestamptz[],
-                     %s::boolean[])
+{rows_select(LINEAGE_RUN_TYPES)}
 ON CONFLICT (run_id) DO UPDATE SET
     started_at = CASE
         WHEN t.has_start = excluded.has_start THEN least(t.started_at, excluded.started_at)
@@ -85,30 +85,33 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         keys = list(run_edges)
         cur.execute(
             UPSERT_RUN_EDGES,
-            (
-                *[[k[i] for k in keys] for i in range(5)],
-                [run_edges[k][0] for k in keys],
-                [run_edges[k][1] for k in keys],
+            row_param(
+                RUN_EDGE_TYPES,
+                [
+                    *[[k[i] for k in keys] for i in range(5)],
+                    [run_edges[k][0] for k in keys],
+                    [run_edges[k][1] for k in keys],
+                ],
             ),
         )
     if job_edges:
         keys2 = list(job_edges)
         cur.execute(
             UPSERT_JOB_EDGES,
-            (
-                *[[k[i] for k in keys2] for i in range(5)],
-                [job_edges[k][0] for k in keys2],
-                [job_edges[k][1] for k in keys2],
+            row_param(
+                JOB_EDGE_TYPES,
+                [
+                    *[[k[i] for k in keys2] for i in range(5)],
+                    [job_edges[k][0] for k in keys2],
+                    [job_edges[k][1] for k in keys2],
+                ],
             ),
         )
     if runs:
         ids = list(runs)
         cur.execute(
             UPSERT_LINEAGE_RUNS,
-            (
-                ids,
-                *[[runs[r][i] for r in ids] for i in range(4)],
-            ),
+            row_param(LINEAGE_RUN_TYPES, [ids, *[[runs[r][i] for r in ids] for i in range(4)]]),
         )
 
 

@@ -7,16 +7,16 @@ from typing import Any
 
 import psycopg
 
-from projections.common import FoldEvent
+from projections.common import FoldEvent, row_param, rows_select
 
 NAME = "namespaces"
 VERSION = 1
 TABLES = ("namespaces",)
 
-UPSERT = """
+TYPES = ("text", "boolean", "boolean", "timestamptz", "timestamptz")
+UPSERT = f"""
 INSERT INTO namespaces AS t (name, has_jobs, has_datasets, first_seen, last_seen)
-SELECT * FROM unnest(%s::text[], %s::boolean[], %s::boolean[], %s::timestamptz[],
-                     %s::timestamptz[])
+{rows_select(TYPES)}
 ON CONFLICT (name) DO UPDATE SET
     has_jobs = t.has_jobs OR excluded.has_jobs,
     has_datasets = t.has_datasets OR excluded.has_datasets,
@@ -50,11 +50,14 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     names = sorted(seen)
     cur.execute(
         UPSERT,
-        (
-            names,
-            [seen[n][0] for n in names],
-            [seen[n][1] for n in names],
-            [seen[n][2] for n in names],
-            [seen[n][3] for n in names],
+        row_param(
+            TYPES,
+            [
+                names,
+                [seen[n][0] for n in names],
+                [seen[n][1] for n in names],
+                [seen[n][2] for n in names],
+                [seen[n][3] for n in names],
+            ],
         ),
     )

@@ -23,6 +23,8 @@ from projections.common import (
     merge_facets,
     parent_ref,
     parse_time,
+    row_param,
+    rows_select,
     text,
 )
 
@@ -88,7 +90,7 @@ SELECT_RUNS = (
 SELECT_ROOTS = "SELECT id, root_run_id FROM runs WHERE id = ANY(%s)"
 UPSERT = f"""
 INSERT INTO runs ({", ".join(COLUMNS)})
-SELECT * FROM unnest({", ".join(f"%b::{t}[]" for t in TYPES)})
+{rows_select(TYPES)}
 ON CONFLICT (id) DO UPDATE SET
 {", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])}
 """
@@ -242,4 +244,4 @@ def write(cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
         [json_text(r[c]) for r in rows] if c in JSON_COLUMNS else [r[c] for r in rows]
         for c in COLUMNS
     ]
-    cur.execute(UPSERT, columns)
+    cur.execute(UPSERT, row_param(TYPES, columns))

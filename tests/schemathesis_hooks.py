@@ -27,6 +27,7 @@ CURSORS = {
     "/api/v1/runs/{run_id}/events": encode_cursor("run_events", [0, 0]),
     "/api/v1/datasets": encode_cursor("datasets", ["file", "/tmp"]),
     "/api/v1/datasets/{dataset_id}/versions": encode_cursor("versions", [_TIME, 1]),
+    "/api/v1/datasets/{dataset_id}/runs": encode_cursor("dataset-runs", [_TIME, _ID, "output"]),
     "/api/v1/search": encode_cursor("search", [1, "orders", "job", _ID]),
 }
 
