@@ -11,17 +11,7 @@ from typing import Any
 
 import psycopg
 
-from projections.common import (
-    FoldEvent,
-    as_dict,
-    as_list,
-    facet,
-    json_text,
-    malformed,
-    row_param,
-    rows_select,
-    text,
-)
+from projections.common import FoldEvent, row_param, rows_select
 
 NAME = "column_lineage"
 VERSION = 1
@@ -49,58 +39,14 @@ DO UPDATE SET
 Key = tuple[str, str, str, str, str, str]
 
 
-def column_edges(facet: dict[str, Any]) -> list[tuple[str, str, str, str, list[Any]]]:
-    """(out_field, in_namespace, in_name, in_field, transformations) of a columnLineage facet."""
-    fields = as_dict(facet.get("fields"))
-    if fields is None:
-        malformed("columnLineage")
-        return []
-    edges = []
-    for out_field, spec in fields.items():
-        spec = as_dict(spec)
-        if spec is None:
-            malformed("columnLineage")
-            continue
-        # Facet 1-0-x describes the transformation per output field; 1-1-0 per input field.
-        legacy = []
-        if text(spec.get("transformationType")) or text(spec.get("transformationDescription")):
-            legacy = [
-                {
-                    "type": spec.get("transformationType"),
-                    "description": spec.get("transformationDescription"),
-                }
-            ]
-        for source in as_list(spec.get("inputFields")):
-            source = as_dict(source)
-            namespace, name, field = (
-                (text(source.get("namespace")), text(source.get("name")), text(source.get("field")))
-                if source
-                else (None, None, None)
-            )
-            if namespace is None or name is None or field is None:
-                malformed("columnLineage")
-                continue
-            assert source is not None
-            transformations = [
-                t for t in as_list(source.get("transformations")) if isinstance(t, dict)
-            ] or legacy
-            edges.append((out_field, namespace, name, field, transformations))
-    return edges
-
-
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     # key -> [transformations, job, run, first_seen, last_seen, last_seq]
     rows: dict[Key, list[Any]] = {}
     for event in events:
         jid = event.job_id
-        for ref in event.refs:
-            if ref.role == "input":
-                continue
-            lineage = facet(ref.facets, "columnLineage")
-            if lineage is None or lineage.get("_deleted") is True:
-                continue
-            when = event.event_time
-            for out_field, in_ns, in_name, in_field, transformations in column_edges(lineage):
+        when = event.event_time
+        for ref in event.refs:  # column_edges: of outputs and DatasetEvents only
+            for out_field, in_ns, in_name, in_field, transformations in ref.column_edges:
                 key = (ref.namespace, ref.name, out_field, in_ns, in_name, in_field)
                 add(rows, key, [transformations, jid, event.run_id, when, when, event.seq])
     if not rows:
@@ -112,7 +58,7 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             TYPES,
             [
                 *[[k[i] for k in keys] for i in range(6)],
-                [json_text(rows[k][0]) for k in keys],
+                [rows[k][0] for k in keys],  # JSON text already
                 *[[rows[k][i] for k in keys] for i in range(1, 6)],
             ],
         ),

@@ -32,7 +32,12 @@ Facets = dict[str, msgspec.Raw]
 
 
 class FoldEvent(msgspec.Struct, frozen=True):
-    """An event as the folds see it: its log position, envelope columns and facets."""
+    """An event as the folds see it: its log position, envelope columns and facets.
+
+    Made by `projections.decode.fold_event`, which also works out once what several
+    folds read (the order key, the parent facet, per dataset the schema and column
+    lineage), on the prefetcher's thread while the folding thread waits on the server.
+    """
 
     position: Position
     received_at: dt.datetime
@@ -46,15 +51,14 @@ class FoldEvent(msgspec.Struct, frozen=True):
     job_facets: Facets | None = None
     job_id: uuid.UUID | None = None  # of (job_namespace, job_name)
     refs: list[DatasetRef] = []  # the datasets it names
+    # The key every latest-wins rule compares: [eventTime µs, seq] (JSON-storable). Shared
+    # by the rows it is stored in: never mutated.
+    order: list[int] = []
+    parent: ParentRef | None = None  # the `parent` run facet of a run event
 
     @property
     def seq(self) -> int:
         return self.position.seq
-
-    @property
-    def order(self) -> list[int]:
-        """The key every latest-wins rule compares: [eventTime µs, seq] (JSON-storable)."""
-        return [micros(self.event_time), self.position.seq]
 
 
 def micros(when: dt.datetime) -> int:
@@ -69,8 +73,28 @@ def dataset_id(namespace: str, name: str) -> uuid.UUID:
     return uuid.uuid5(DATASET_ID_NAMESPACE, f"{namespace}\x00{name}")
 
 
+# The facet label of the malformed-facets counter: the facets the folds read by name, and
+# the sections that hold facets. Any other name comes from the events themselves, so it is
+# counted as "other": a label per name would let the log grow the projector's memory (and
+# /metrics) without bound, one series per made-up facet name.
+MALFORMED_LABELS = frozenset(
+    {
+        "parent",
+        "nominalTime",
+        "errorMessage",
+        "jobType",
+        "schema",
+        "symlinks",
+        "columnLineage",
+        "run.facets",
+        "job.facets",
+        "dataset.facets",
+    }
+)
+
+
 def malformed(facet: str) -> None:
-    MALFORMED_FACETS.labels(facet=facet).inc()
+    MALFORMED_FACETS.labels(facet=facet if facet in MALFORMED_LABELS else "other").inc()
 
 
 def as_dict(value: Any, facet: str | None = None) -> dict[str, Any] | None:
@@ -113,18 +137,25 @@ def _is_deletion(raw: msgspec.Raw) -> bool:
     return isinstance(value, dict) and value.get("_deleted") is True
 
 
+# What `merge_facets` changed (bits): the order times only, or the facets themselves. A
+# producer re-sends the same facets with every event; only a change of content needs the
+# (large) facets document rewritten.
+TIMES_CHANGED = 1
+FACETS_CHANGED = 2
+
+
 def merge_facets(
     facets: Facets, times: dict[str, Any], incoming: Facets | None, order: list[int]
-) -> bool:
+) -> int:
     """Merges facets the spec's way, latest by `order` wins per facet name.
 
     A facet replaces the facet of the same name; `{"_deleted": true}` removes it. The
     deletion is kept in `times`, so an older facet arriving later does not bring it back.
-    Returns whether anything changed.
+    Returns what changed: 0, or TIMES_CHANGED with FACETS_CHANGED when the content did.
     """
     if not incoming:
-        return False
-    changed = False
+        return 0
+    changed = 0
     for name, value in incoming.items():
         previous = times.get(name)
         if previous is not None and previous >= order:
@@ -134,11 +165,13 @@ def merge_facets(
             malformed(name)
             continue
         if _is_deletion(value):
-            facets.pop(name, None)
-        else:
+            if facets.pop(name, None) is not None:
+                changed |= FACETS_CHANGED
+        elif facets.get(name) != value:
             facets[name] = value
+            changed |= FACETS_CHANGED
         times[name] = order
-        changed = True
+        changed |= TIMES_CHANGED
     return changed
 
 
@@ -230,6 +263,10 @@ def fields_hash(fields: Any) -> bytes:
     return hashlib.sha256(msgspec.json.encode(fields, order="sorted")).digest()
 
 
+# (out_field, in_namespace, in_name, in_field, transformations as JSON text)
+ColumnEdge = tuple[str, str, str, str, str]
+
+
 class DatasetRef(msgspec.Struct, frozen=True):
     """A dataset an event names: where (input, output, the dataset of a DatasetEvent)."""
 
@@ -238,144 +275,13 @@ class DatasetRef(msgspec.Struct, frozen=True):
     name: str
     facets: Facets | None
     symlinks: list[tuple[str, str, str | None]] = []  # its other names, from `symlinks`
+    # The `schema` facet's fields as JSON text (a batch of decoded field lists held twice
+    # the batch's memory) and their hash (None: no schema, deleted or malformed).
+    schema_fields: str | None = None
+    schema_hash: bytes | None = None
+    # The `columnLineage` facet's edges, of an output (or a DatasetEvent's dataset).
+    column_edges: list[ColumnEdge] = []
 
 
-class _Dataset(msgspec.Struct):
-    namespace: Any = None
-    name: Any = None
-    facets: Facets | None = None
-
-
-class _Section(msgspec.Struct):
-    facets: Facets | None = None
-
-
-class _Event(msgspec.Struct):
-    """The parts of an event the folds use (everything else is skipped, not decoded)."""
-
-    run: _Section | None = None
-    job: _Section | None = None
-    inputs: list[_Dataset] | None = None
-    outputs: list[_Dataset] | None = None
-    dataset: _Dataset | None = None
-
-
-_event_decoder = msgspec.json.Decoder(_Event)
+# Stored facets (`facets::text` of a read-model row) back to name -> raw JSON.
 FACETS_DECODER = msgspec.json.Decoder(Facets)
-
-
-def decode_event(event_json: str | bytes) -> _Event:
-    """Decodes the parts the folds use; a part of the wrong shape is dropped (counted)."""
-    try:
-        return _event_decoder.decode(event_json)
-    except msgspec.ValidationError:
-        pass
-    try:
-        doc = msgspec.json.decode(event_json)
-    except msgspec.DecodeError:
-        return _Event()
-    return _lenient_event(doc if isinstance(doc, dict) else {})
-
-
-def _lenient_facets(value: Any, where: str) -> Facets | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        malformed(where)
-        return None
-    return {k: msgspec.Raw(msgspec.json.encode(v)) for k, v in value.items()}
-
-
-def _lenient_dataset(value: Any) -> _Dataset | None:
-    if not isinstance(value, dict):
-        return None
-    return _Dataset(
-        value.get("namespace"),
-        value.get("name"),
-        _lenient_facets(value.get("facets"), "dataset.facets"),
-    )
-
-
-def _lenient_event(doc: dict[str, Any]) -> _Event:
-    def section(key: str) -> _Section | None:
-        part = doc.get(key)
-        if not isinstance(part, dict):
-            return None
-        return _Section(_lenient_facets(part.get("facets"), f"{key}.facets"))
-
-    def datasets(key: str) -> list[_Dataset]:
-        return [d for d in map(_lenient_dataset, as_list(doc.get(key))) if d is not None]
-
-    return _Event(
-        section("run"),
-        section("job"),
-        datasets("inputs"),
-        datasets("outputs"),
-        _lenient_dataset(doc.get("dataset")),
-    )
-
-
-def fold_event(
-    position: Position,
-    received_at: dt.datetime,
-    event_time: dt.datetime,
-    kind: str,
-    event_type: str | None,
-    run_id: uuid.UUID | None,
-    job_namespace: str | None,
-    job_name: str | None,
-    event_json: str | bytes,
-) -> FoldEvent:
-    """A FoldEvent with what every projection needs worked out once."""
-    doc = decode_event(event_json)
-    return FoldEvent(
-        position,
-        received_at,
-        event_time,
-        kind,
-        event_type,
-        run_id,
-        job_namespace,
-        job_name,
-        doc.run.facets if doc.run else None,
-        doc.job.facets if doc.job else None,
-        job_id(job_namespace, job_name) if job_namespace and job_name else None,
-        dataset_refs(kind, doc),
-    )
-
-
-def dataset_refs(kind: str, doc: _Event) -> list[DatasetRef]:
-    refs: list[DatasetRef] = []
-    if kind == "dataset":
-        if doc.dataset is not None:
-            _add_ref(refs, "dataset", doc.dataset)
-        return refs
-    for role, datasets in (("input", doc.inputs), ("output", doc.outputs)):
-        for ds in datasets or ():
-            _add_ref(refs, role, ds)
-    return refs
-
-
-def _add_ref(refs: list[DatasetRef], role: str, ds: _Dataset) -> None:
-    namespace, name = text(ds.namespace), text(ds.name)
-    if namespace is None or name is None:
-        return
-    refs.append(DatasetRef(role, namespace, name, ds.facets, symlink_names(ds.facets)))
-
-
-def symlink_names(facets: Facets | None) -> list[tuple[str, str, str | None]]:
-    """(namespace, name, type) of each identifier of a `symlinks` dataset facet."""
-    symlinks = facet(facets, "symlinks")
-    if symlinks is None:
-        return []
-    names = []
-    for ident in as_list(symlinks.get("identifiers")):
-        if not isinstance(ident, dict):
-            malformed("symlinks")
-            continue
-        namespace, name = text(ident.get("namespace")), text(ident.get("name"))
-        if namespace is None or name is None:
-            malformed("symlinks")
-            continue
-        names.append((namespace, name, text(ident.get("type"))))
-    return names

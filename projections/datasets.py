@@ -18,14 +18,12 @@ import psycopg
 from psycopg.rows import dict_row
 
 from projections.common import (
+    FACETS_CHANGED,
     FACETS_DECODER,
     DatasetRef,
     FoldEvent,
     dataset_id,
-    facet,
-    fields_hash,
     json_text,
-    malformed,
     merge_facets,
     row_param,
     rows_select,
@@ -91,19 +89,47 @@ SELECT {", ".join("n." + c for c in NAME_COLUMNS)}
 FROM dataset_names n JOIN unnest(%s::text[], %s::text[]) AS k(namespace, name)
   ON n.namespace = k.namespace AND n.name = k.name
 """
-# facets as text: decoded to name -> raw JSON, never to Python objects (see common.Facets)
-SELECT_DATASETS = (
-    "SELECT "
-    f"{', '.join('facets::text AS facets' if c == 'facets' else c for c in DATASET_COLUMNS)} "
-    "FROM datasets WHERE id = ANY(%s)"
-)
-SELECT_VERSIONS = (
-    f"SELECT {', '.join(VERSION_COLUMNS)} FROM dataset_versions WHERE dataset_id = ANY(%s)"
+# JSON as text: facets are decoded to name -> raw JSON, never to Python objects (see
+# common.Facets); schema fields are only ever compared by hash and written back.
+TEXT_COLUMNS = frozenset({"facets", "current_fields", "fields"})
+
+
+def _select_list(columns: tuple[str, ...]) -> str:
+    return ", ".join(f"{c}::text AS {c}" if c in TEXT_COLUMNS else c for c in columns)
+
+
+SELECT_DATASETS = f"SELECT {_select_list(DATASET_COLUMNS)} FROM datasets WHERE id = ANY(%s)"
+# The versions a batch can change: those with a hash its schemas have, and each dataset's
+# current one (last seen), which current_fields is chosen against. Not every version: a
+# dataset whose schema keeps changing has one per schema it ever had, and loading (and
+# rewriting) them all made each batch that touches it cost more as the log grew.
+SELECT_VERSIONS = f"""
+SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions
+JOIN unnest(%(pair_ids)s::uuid[], %(pair_hashes)s::bytea[]) AS k(id, hash)
+  ON dataset_id = k.id AND fields_hash = k.hash
+UNION ALL
+SELECT c.* FROM unnest(%(ids)s::uuid[]) AS d(id) CROSS JOIN LATERAL (
+    SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions WHERE dataset_id = d.id
+    ORDER BY last_event_time DESC, last_seq DESC LIMIT 1) AS c
+"""
+# Every version of datasets about to merge (their schemas all move to the survivor).
+SELECT_ALL_VERSIONS = (
+    f"SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions WHERE dataset_id = ANY(%s)"
 )
 
 
-def _upsert(table: str, columns: tuple[str, ...], types: tuple[str, ...], key: str) -> str:
-    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key.split(", "))
+def _upsert(
+    table: str, columns: tuple[str, ...], types: tuple[str, ...], key: str, keep: str = ""
+) -> str:
+    """INSERT ... ON CONFLICT (key) DO UPDATE; UNCHANGED for jsonb column `keep` keeps it."""
+    updates = ", ".join(
+        f"{c} = CASE WHEN jsonb_typeof(excluded.{c}) = 'object' THEN excluded.{c} "
+        f"ELSE {table}.{c} END"
+        if c == keep
+        else f"{c} = excluded.{c}"
+        for c in columns
+        if c not in key.split(", ")
+    )
     return (
         f"INSERT INTO {table} ({', '.join(columns)}) "
         f"{rows_select(types)} "
@@ -111,11 +137,16 @@ def _upsert(table: str, columns: tuple[str, ...], types: tuple[str, ...], key: s
     )
 
 
-UPSERT_DATASETS = _upsert("datasets", DATASET_COLUMNS, DATASET_TYPES, "id")
+# facets: UNCHANGED when they are (the stored document, often kilobytes, is not rewritten).
+# Not NULL: NOT NULL is checked on the row proposed for insertion, before ON CONFLICT;
+# facets are always a JSON object, so a number cannot be mistaken for them.
+UNCHANGED = "0"
+UPSERT_DATASETS = _upsert("datasets", DATASET_COLUMNS, DATASET_TYPES, "id", keep="facets")
 UPSERT_NAMES = _upsert("dataset_names", NAME_COLUMNS, NAME_TYPES, "namespace, name")
-INSERT_VERSIONS = (
-    f"INSERT INTO dataset_versions ({', '.join(VERSION_COLUMNS)}) {rows_select(VERSION_TYPES)}"
+UPSERT_VERSIONS = _upsert(
+    "dataset_versions", VERSION_COLUMNS, VERSION_TYPES, "dataset_id, fields_hash"
 )
+# The versions of datasets merged into another (which has them now).
 DELETE_VERSIONS = "DELETE FROM dataset_versions WHERE dataset_id = ANY(%s)"
 # Names (and earlier absorbed datasets) not in this batch follow a merged dataset.
 REPOINT_NAMES = """
@@ -133,7 +164,9 @@ NameKey = tuple[str, str]
 class Fold:
     """The rows one batch touches, loaded once, changed in memory, written back once."""
 
-    def __init__(self, cur: psycopg.Cursor[Any], keys: set[NameKey]) -> None:
+    def __init__(
+        self, cur: psycopg.Cursor[Any], keys: set[NameKey], schemas: set[tuple[NameKey, bytes]]
+    ) -> None:
         self.cur = cur
         with cur.connection.cursor(row_factory=dict_row) as dcur:
             dcur.execute(SELECT_NAMES, ([k[0] for k in keys], [k[1] for k in keys]))
@@ -143,18 +176,45 @@ class Fold:
             ids = list({r["dataset_id"] for r in self.names.values()})
             dcur.execute(SELECT_DATASETS, (ids,))
             self.datasets: dict[uuid.UUID, dict[str, Any]] = {
-                r["id"]: {**r, "facets": FACETS_DECODER.decode(r["facets"])}
+                r["id"]: {**r, "facets": FACETS_DECODER.decode(r["facets"]), "new_facets": False}
                 for r in dcur.fetchall()
             }
-            dcur.execute(SELECT_VERSIONS, (ids,))
             self.versions: dict[uuid.UUID, dict[bytes, dict[str, Any]]] = {}
-            for v in dcur.fetchall():
-                v["fields_hash"] = bytes(v["fields_hash"])
-                self.versions.setdefault(v["dataset_id"], {})[v["fields_hash"]] = v
+            if ids:
+                # A ref's dataset is one its names point to now (several: a merge, which
+                # loads them all), so these pairs are every version the batch can update.
+                pairs = list(
+                    {(self.names[k]["dataset_id"], h) for k, h in schemas if k in self.names}
+                )
+                params = {
+                    "ids": ids,
+                    "pair_ids": [p[0] for p in pairs],
+                    "pair_hashes": [p[1] for p in pairs],
+                }
+                dcur.execute(SELECT_VERSIONS, params)
+                self._add_versions(dcur.fetchall())
+        self.all_versions: set[uuid.UUID] = set()  # datasets with every version loaded
         self.changed_names: set[NameKey] = set()
         self.changed_datasets: set[uuid.UUID] = set()
-        self.changed_versions: set[uuid.UUID] = set()
+        self.changed_versions: set[uuid.UUID] = set()  # datasets whose versions changed
+        self.changed_version_keys: set[tuple[uuid.UUID, bytes]] = set()
+        self.emptied: set[uuid.UUID] = set()  # merged away: their stored versions go
         self.merged: dict[uuid.UUID, uuid.UUID] = {}  # loser -> survivor
+
+    def _add_versions(self, rows: list[dict[str, Any]]) -> None:
+        """Adds stored versions not loaded yet (one loaded may have changed in memory)."""
+        for v in rows:
+            v["fields_hash"] = bytes(v["fields_hash"])
+            self.versions.setdefault(v["dataset_id"], {}).setdefault(v["fields_hash"], v)
+
+    def load_all_versions(self, ids: list[uuid.UUID]) -> None:
+        missing = [i for i in ids if i not in self.all_versions]
+        if not missing:
+            return
+        with self.cur.connection.cursor(row_factory=dict_row) as dcur:
+            dcur.execute(SELECT_ALL_VERSIONS, (missing,))
+            self._add_versions(dcur.fetchall())
+        self.all_versions.update(missing)
 
     def fold_ref(self, event: FoldEvent, ref: DatasetRef) -> None:
         when = event.event_time
@@ -173,6 +233,7 @@ class Fold:
                 "name": ref.name,
                 "facets": {},
                 "facet_times": {},
+                "new_facets": True,  # not a column: whether `facets` is to be written
                 "current_fields": None,
                 "first_seen": when,
                 "last_seen": when,
@@ -180,6 +241,8 @@ class Fold:
                 "first_tx": event.position.tx,
                 "first_seq": event.seq,
             }
+        elif len(ids) == 1:
+            did = ids[0]
         else:
             did = min(
                 ids, key=lambda i: (self.datasets[i]["first_tx"], self.datasets[i]["first_seq"])
@@ -192,7 +255,10 @@ class Fold:
         dataset = self.datasets[did]
         dataset["first_seen"] = min(dataset["first_seen"], when)
         dataset["last_seen"] = max(dataset["last_seen"], when)
-        merge_facets(dataset["facets"], dataset["facet_times"], ref.facets, event.order)
+        if merge_facets(dataset["facets"], dataset["facet_times"], ref.facets, event.order) & (
+            FACETS_CHANGED
+        ):
+            dataset["new_facets"] = True
         self.changed_datasets.add(did)
         self.observe_schema(did, event, ref)
 
@@ -217,24 +283,24 @@ class Fold:
             }
             self.changed_names.add((ns, n))
             return
-        before = dict(row)
-        row["dataset_id"] = did
-        if kind == "emitted":
-            row["kind"] = "emitted"
-        row["symlink_type"] = row["symlink_type"] or symlink_type
-        row["first_seen"] = min(row["first_seen"], when)
-        if row != before:
+        symlink = row["symlink_type"] or symlink_type
+        if (
+            row["dataset_id"] != did
+            or (kind == "emitted" and row["kind"] != "emitted")
+            or symlink != row["symlink_type"]
+            or when < row["first_seen"]
+        ):
+            row["dataset_id"] = did
+            if kind == "emitted":
+                row["kind"] = "emitted"
+            row["symlink_type"] = symlink
+            row["first_seen"] = min(row["first_seen"], when)
             self.changed_names.add((ns, n))
 
     def observe_schema(self, did: uuid.UUID, event: FoldEvent, ref: DatasetRef) -> None:
-        schema = facet(ref.facets, "schema")
-        if schema is None or schema.get("_deleted") is True:
+        fields, key = ref.schema_fields, ref.schema_hash
+        if fields is None or key is None:
             return
-        fields = schema.get("fields")
-        if not isinstance(fields, list):
-            malformed("schema")
-            return
-        key = fields_hash(fields)
         versions = self.versions.setdefault(did, {})
         when, seq = event.event_time, event.seq
         produced_by = ref.role == "output" and event.kind == "run"
@@ -259,6 +325,7 @@ class Fold:
             if (when, seq) > (version["last_event_time"], version["last_seq"]):
                 version.update(last_event_time=when, last_seq=seq)
         self.changed_versions.add(did)
+        self.changed_version_keys.add((did, key))
 
     def merge(self, loser: uuid.UUID, survivor: uuid.UUID) -> None:
         gone, kept = self.datasets[loser], self.datasets[survivor]
@@ -270,14 +337,18 @@ class Fold:
                     kept["facets"][name] = gone["facets"][name]
                 else:
                     kept["facets"].pop(name, None)
+                kept["new_facets"] = True
         kept["first_seen"] = min(kept["first_seen"], gone["first_seen"])
         kept["last_seen"] = max(kept["last_seen"], gone["last_seen"])
         gone["merged_into"] = survivor
         gone["current_fields"] = None  # its schemas are the survivor's now
+        self.load_all_versions([loser, survivor])
         gone_versions = self.versions.pop(loser, {})
         kept_versions = self.versions.setdefault(survivor, {})
+        self.emptied.add(loser)
         for key, version in gone_versions.items():
             version["dataset_id"] = survivor
+            self.changed_version_keys.add((survivor, key))
             mine = kept_versions.get(key)
             if mine is None:
                 kept_versions[key] = version
@@ -329,26 +400,29 @@ class Fold:
         if self.changed_datasets:
             rows = [self.datasets[d] for d in self.changed_datasets]
             columns = [
-                [None if r[c] is None else json_text(r[c]) for r in rows]
-                if c in ("facets", "facet_times", "current_fields")
-                else [r[c] for r in rows]
+                [json_text(r[c]) if r["new_facets"] else UNCHANGED for r in rows]
+                if c == "facets"
+                else [json_text(r[c]) for r in rows]
+                if c == "facet_times"
+                else [r[c] for r in rows]  # current_fields: JSON text already (or None)
                 for c in DATASET_COLUMNS
             ]
             cur.execute(UPSERT_DATASETS, row_param(DATASET_TYPES, columns))
-        if self.changed_versions:
-            cur.execute(DELETE_VERSIONS, (list(self.changed_versions),))
-            rows = [v for did in self.changed_versions for v in self.versions.get(did, {}).values()]
+        if self.emptied:
+            cur.execute(DELETE_VERSIONS, (list(self.emptied),))
+        if self.changed_version_keys:
+            # (a version moved on by a later merge in this batch is under its survivor now)
+            rows = [
+                self.versions[did][key]
+                for did, key in self.changed_version_keys
+                if did in self.versions and key in self.versions[did]
+            ]
             if rows:
                 cur.execute(
-                    INSERT_VERSIONS,
+                    UPSERT_VERSIONS,
                     row_param(
                         VERSION_TYPES,
-                        [
-                            [json_text(r[c]) for r in rows]
-                            if c == "fields"
-                            else [r[c] for r in rows]
-                            for c in VERSION_COLUMNS
-                        ],
+                        [[r[c] for r in rows] for c in VERSION_COLUMNS],  # fields: JSON text
                     ),
                 )
 
@@ -358,10 +432,13 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     if not refs:
         return
     keys: set[NameKey] = set()
+    schemas: set[tuple[NameKey, bytes]] = set()  # (name, schema hash) of each ref's names
     for _, ref in refs:
-        keys.add((ref.namespace, ref.name))
-        keys.update((ns, n) for ns, n, _ in ref.symlinks)
-    state = Fold(cur, keys)
+        names = [(ref.namespace, ref.name), *((ns, n) for ns, n, _ in ref.symlinks)]
+        keys.update(names)
+        if ref.schema_hash is not None:
+            schemas.update((k, ref.schema_hash) for k in names)
+    state = Fold(cur, keys, schemas)
     for event, ref in refs:
         state.fold_ref(event, ref)
     state.write()

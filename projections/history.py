@@ -15,8 +15,7 @@ from typing import Any
 
 import psycopg
 
-from projections.column_lineage import column_edges
-from projections.common import FoldEvent, facet, fields_hash, json_text, row_param, rows_select
+from projections.common import FoldEvent, row_param, rows_select
 
 NAME = "history"
 VERSION = 1
@@ -53,18 +52,14 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     edges: dict[EdgeKey, list[Any]] = {}
     for event in events:
         for ref in event.refs:
-            fields = schema_fields(ref.facets)
-            if fields is not None:
+            if ref.schema_hash is not None:
                 key = (ref.namespace, ref.name, event.seq, ref.role)
-                observations[key] = [event.event_time, fields_hash(fields), event.run_id]
-            if ref.role != "output" or event.job_id is None:
-                continue
-            lineage = facet(ref.facets, "columnLineage")
-            if lineage is None or lineage.get("_deleted") is True:
+                observations[key] = [event.event_time, ref.schema_hash, event.run_id]
+            if ref.role != "output" or event.job_id is None or not ref.column_edges:
                 continue
             run = event.run_id if event.kind == "run" and event.run_id else STATIC_RUN
             when = event.event_time
-            for out_field, in_ns, in_name, in_field, transformations in column_edges(lineage):
+            for out_field, in_ns, in_name, in_field, transformations in ref.column_edges:
                 edge = (
                     run,
                     event.job_id,
@@ -102,19 +97,8 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
                 EDGE_TYPES,
                 [
                     *[[k[i] for k in ekeys] for i in range(8)],
-                    [json_text(edges[k][0]) for k in ekeys],
+                    [edges[k][0] for k in ekeys],  # JSON text already
                     *[[edges[k][i] for k in ekeys] for i in range(1, 4)],
                 ],
             ),
         )
-
-
-def schema_fields(facets: Any) -> list[Any] | None:
-    """The `fields` of a `schema` facet, or None (absent, deleted, or malformed: counted)."""
-    schema = facet(facets, "schema")
-    if schema is None or schema.get("_deleted") is True:
-        return None
-    fields = schema.get("fields")
-    if not isinstance(fields, list):
-        return None  # counted once, by the datasets projection
-    return fields

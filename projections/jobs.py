@@ -9,13 +9,13 @@ import psycopg
 from psycopg.rows import dict_row
 
 from projections.common import (
+    FACETS_CHANGED,
     FACETS_DECODER,
     FoldEvent,
     facet,
     job_id,
     json_text,
     merge_facets,
-    parent_ref,
     row_param,
     rows_select,
     text,
@@ -120,14 +120,14 @@ def fold_job_event(row: dict[str, Any], event: FoldEvent) -> None:
     order = event.order
     row["first_seen"] = min(row["first_seen"], event.event_time)
     row["last_seen"] = max(row["last_seen"], event.event_time)
-    if merge_facets(row["facets"], row["facet_times"], event.job_facets, order):
+    if merge_facets(row["facets"], row["facet_times"], event.job_facets, order) & FACETS_CHANGED:
         job_type = facet(row["facets"], "jobType") or {}
         row["job_type"] = text(job_type.get("jobType"))
         row["processing_type"] = text(job_type.get("processingType"))
         row["integration"] = text(job_type.get("integration"))
     if event.kind != "run" or event.run_id is None:
         return
-    parent = parent_ref(event.run_facets)
+    parent = event.parent
     if (
         parent
         and parent.job_namespace

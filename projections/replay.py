@@ -30,7 +30,6 @@ from projections.fold import (
     Prefetcher,
     fold_batch,
     set_search_path,
-    store_dead_letter,
     tune_session,
 )
 from projections.schema import (
@@ -58,6 +57,28 @@ SET version = %(version)s, cursor_tx = %(tx)s::text::xid8, cursor_seq = %(seq)s,
 WHERE name = %(name)s
 """
 DELETE_DEAD_LETTERS = "DELETE FROM dead_letters WHERE projection = ANY(%s)"
+# The dead letters of a rebuild wait in the build schema, not in memory (a log of many
+# poison events would otherwise grow the replay with the log), and go to `dead_letters`
+# at the swap. They are written in the batch's transaction, so a batch or swap rolled back
+# takes its letters with it.
+BUILD_DEAD_LETTERS = "replay_dead_letters"
+CREATE_BUILD_DEAD_LETTERS = """
+CREATE TABLE {} (
+    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    projection  text        NOT NULL,
+    seq         bigint      NOT NULL,
+    tx          xid8        NOT NULL,
+    error       text        NOT NULL,
+    failed_at   timestamptz NOT NULL DEFAULT now()
+)
+"""
+INSERT_BUILD_DEAD_LETTER = """
+INSERT INTO {} (projection, seq, tx, error) VALUES (%s, %s, %s::text::xid8, %s)
+"""
+MOVE_DEAD_LETTERS = """
+INSERT INTO public.dead_letters (projection, seq, tx, error, failed_at)
+SELECT projection, seq, tx, error, failed_at FROM {} ORDER BY id
+"""
 
 
 class Progress:
@@ -136,15 +157,18 @@ def _rebuild(
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(BUILD_SCHEMA)))
         for projection in projections:
             create_tables(conn, projection, BUILD_SCHEMA)
+        conn.execute(_in_build(CREATE_BUILD_DEAD_LETTERS))
         row = conn.execute(COUNT_EVENTS).fetchone()
     progress = Progress(row[0] if row else 0, show)
     cursors: dict[str, Position] = dict.fromkeys(names, START)
     folded: dict[str, int] = dict.fromkeys(names, 0)
-    letters: list[DeadLetter] = []
+    letters = [0]  # how many went to the build schema's table
     received: list[Any] = [None]
+    insert_letter = _in_build(INSERT_BUILD_DEAD_LETTER)
 
     def collect(cur: psycopg.Cursor[Any], letter: DeadLetter) -> None:
-        letters.append(letter)
+        cur.execute(insert_letter, (letter.projection, letter.seq, letter.tx, letter.error))
+        letters[0] += 1
 
     def one_batch() -> BatchResult:
         set_search_path(conn, BUILD_SCHEMA)
@@ -164,14 +188,14 @@ def _rebuild(
         if result.read < limit:
             break
     for attempt in range(1, SWAP_ATTEMPTS + 1):
-        saved = (dict(cursors), dict(folded), list(letters), received[0])
+        saved = (dict(cursors), dict(folded), letters[0], received[0])
         try:
             with conn.transaction():
                 conn.execute("SET LOCAL lock_timeout = '20s'")
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
                 while one_batch().read >= limit:
                     pass
-                swap(conn, projections, cursors, folded, letters, received[0])
+                swap(conn, projections, cursors, folded, received[0])
             break
         except (errors.LockNotAvailable, errors.DeadlockDetected):
             if attempt == SWAP_ATTEMPTS:
@@ -179,7 +203,7 @@ def _rebuild(
             log.warning("swap waited too long for readers; retrying", extra={"attempt": attempt})
             cursors.update(saved[0])
             folded.update(saved[1])
-            letters[:] = saved[2]
+            letters[0] = saved[2]
             received[0] = saved[3]
     progress.finish()
     total = max(folded.values(), default=0)
@@ -189,7 +213,7 @@ def _rebuild(
             "projections": ",".join(names),
             "events": total,
             "seconds": round(time.monotonic() - started, 1),
-            "dead_letters": len(letters),
+            "dead_letters": letters[0],
         },
     )
     return total
@@ -200,7 +224,6 @@ def swap(
     projections: list[ModuleType],
     cursors: dict[str, Position],
     folded: dict[str, int],
-    letters: list[DeadLetter],
     received: Any,
 ) -> None:
     """Moves the built tables into `readmodel` and records where they stand (in the open tx)."""
@@ -236,11 +259,14 @@ def swap(
             },
         )
     conn.execute(DELETE_DEAD_LETTERS, ([p.NAME for p in projections],))
-    with conn.cursor() as cur:
-        for letter in letters:
-            store_dead_letter(cur, letter)
+    conn.execute(_in_build(MOVE_DEAD_LETTERS))
     for schema in (OLD_SCHEMA, BUILD_SCHEMA):
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def _in_build(query: str) -> sql.Composed:
+    """`query` with its table `{}` the build schema's dead-letter table."""
+    return sql.SQL(query).format(sql.Identifier(BUILD_SCHEMA, BUILD_DEAD_LETTERS))
 
 
 def rebuild_outdated(database_url: str, progress: bool = False) -> list[str]:

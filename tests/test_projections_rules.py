@@ -213,6 +213,47 @@ def test_a_symlink_joining_two_datasets_merges_them_into_the_first_seen(conn: Co
     assert dump_readmodel(conn) == before
 
 
+def test_schema_versions_are_the_same_folded_one_by_one_or_in_one_batch(conn: Conn) -> None:
+    # A batch loads only the versions it can change (its schemas' hashes, and the current
+    # one), every version only for a merge: event by event, the old schema comes back after
+    # another, and a merge moves versions the merging batch never named.
+    a, b = ("s3", "warehouse/v"), ("hive", "db.v")
+
+    def output(where: tuple[str, str], *fields: str, links: tuple[str, str] | None = None):
+        ref = symlinked(*where, *([links] if links else []))
+        return {**ref, "facets": {**ref["facets"], **schema(*fields)}}
+
+    events = [
+        run_event("COMPLETE", 1, new_id(), "v1", outputs=[output(a, "x")]),
+        run_event("COMPLETE", 2, new_id(), "v1", outputs=[output(a, "x", "y")]),
+        run_event("COMPLETE", 3, new_id(), "v1", outputs=[output(a, "x")]),
+        run_event("COMPLETE", 4, new_id(), "v2", outputs=[output(b, "z")]),
+        run_event("COMPLETE", 5, new_id(), "v2", outputs=[output(b, "x", "y")]),
+        run_event("COMPLETE", 6, new_id(), "v3", outputs=[output(b, "z", links=a)]),
+        run_event("COMPLETE", 7, new_id(), "v1", outputs=[output(a, "w")]),
+    ]
+    append(conn, events)
+    assert catch_up(conn, limit=1) == len(events)
+    one_by_one = dump_readmodel(conn)
+    versions = conn.execute(
+        "SELECT fields, event_time, last_event_time FROM readmodel.dataset_versions "
+        "WHERE dataset_id = %s ORDER BY event_time, seq",
+        (dataset_id(*a),),
+    ).fetchall()
+    minutes = [([f["name"] for f in v[0]], v[1].minute, v[2].minute) for v in versions]
+    assert minutes == [(["x"], 1, 3), (["x", "y"], 2, 5), (["z"], 4, 6), (["w"], 7, 7)]
+    assert conn.execute(
+        "SELECT count(*) FROM readmodel.dataset_versions WHERE dataset_id = %s",
+        (dataset_id(*b),),
+    ).fetchone() == (0,)
+    current = conn.execute(
+        "SELECT current_fields FROM readmodel.datasets WHERE id = %s", (dataset_id(*a),)
+    ).fetchone()
+    assert current is not None and [f["name"] for f in current[0]] == ["w"]
+    rebuild(conn.info.dsn, [p.NAME for p in PROJECTIONS])  # the whole log in one batch
+    assert dump_readmodel(conn) == one_by_one
+
+
 def test_a_poison_event_is_dead_lettered_and_the_rest_folded(conn: Conn) -> None:
     # A dataset name too long for a btree index cannot be stored: the fold of that event
     # fails, in the projections that index dataset names only.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import string
 import subprocess
 import sys
 from typing import Any
@@ -86,3 +88,33 @@ def test_tables_of_an_older_version_are_rebuilt(conn: Conn, database_url: str) -
     after = dump_readmodel(conn)
     assert len(after["jobs"]) == len(before["jobs"])
     assert rebuild_outdated(database_url) == []
+
+
+def test_replay_keeps_the_dead_letters_once(conn: Conn, database_url: str) -> None:
+    # A dataset name too long for a btree index: its event fails in the projections that
+    # index dataset names. The rebuild finds the same failures and replaces the letters.
+    def event(minute: int, run_id: str, dataset: str) -> dict[str, Any]:
+        return {
+            "eventTime": f"2026-01-01T10:{minute:02d}:00Z",
+            "eventType": "START",
+            "producer": "https://example.com/tests",
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            "run": {"runId": run_id, "facets": {}},
+            "job": {"namespace": "replay", "name": "job", "facets": {}},
+            "inputs": [{"namespace": "ns", "name": dataset}],
+            "outputs": [],
+        }
+
+    good, bad = "01890000-0000-7000-8000-000000000001", "01890000-0000-7000-8000-000000000002"
+    huge = "".join(random.Random(7).choices(string.ascii_letters, k=12000))  # incompressible
+    append(conn, [event(1, good, "ok"), event(2, bad, huge), event(3, good, "ok")])
+    catch_up(conn)
+    letters = "SELECT projection, seq, error FROM dead_letters ORDER BY projection, seq"
+    before = conn.execute(letters).fetchall()
+    assert before and all("index row" in error for _, _, error in before)
+    result = replay_command(database_url)
+    assert result.returncode == 0, result.stderr
+    assert conn.execute(letters).fetchall() == before
+    assert conn.execute(
+        "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'readmodel_%'"
+    ).fetchone() == (0,)

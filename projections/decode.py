@@ -1,0 +1,256 @@
+"""An event from the log, decoded once for every fold: a FoldEvent.
+
+Besides the envelope and the facets (kept undecoded, see common.Facets), it works out
+once what more than one fold reads: the order key, the `parent` run facet, and per
+dataset its other names (`symlinks`), its schema (`schema`: datasets and history) and
+its field edges (`columnLineage`: column_lineage and history). `fold.read_batch` runs
+this on the prefetcher's thread, which mostly runs while the folding thread waits for
+the server, so it costs the fold little.
+
+A malformed facet is counted here, once per event read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import msgspec
+
+from metastore.eventlog import Position
+from projections.common import (
+    ColumnEdge,
+    DatasetRef,
+    Facets,
+    FoldEvent,
+    as_dict,
+    as_list,
+    facet,
+    fields_hash,
+    job_id,
+    json_text,
+    malformed,
+    micros,
+    parent_ref,
+    text,
+)
+
+
+class _Dataset(msgspec.Struct):
+    namespace: Any = None
+    name: Any = None
+    facets: Facets | None = None
+
+
+class _Section(msgspec.Struct):
+    facets: Facets | None = None
+
+
+class _Event(msgspec.Struct):
+    """The parts of an event the folds use (everything else is skipped, not decoded)."""
+
+    run: _Section | None = None
+    job: _Section | None = None
+    inputs: list[_Dataset] | None = None
+    outputs: list[_Dataset] | None = None
+    dataset: _Dataset | None = None
+
+
+_event_decoder = msgspec.json.Decoder(_Event)
+
+
+def decode_event(event_json: str | bytes) -> _Event:
+    """Decodes the parts the folds use; a part of the wrong shape is dropped (counted)."""
+    try:
+        return _event_decoder.decode(event_json)
+    except msgspec.ValidationError:
+        pass
+    try:
+        doc = msgspec.json.decode(event_json)
+    except msgspec.DecodeError:
+        return _Event()
+    return _lenient_event(doc if isinstance(doc, dict) else {})
+
+
+def _lenient_facets(value: Any, where: str) -> Facets | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        malformed(where)
+        return None
+    return {k: msgspec.Raw(msgspec.json.encode(v)) for k, v in value.items()}
+
+
+def _lenient_dataset(value: Any) -> _Dataset | None:
+    if not isinstance(value, dict):
+        return None
+    return _Dataset(
+        value.get("namespace"),
+        value.get("name"),
+        _lenient_facets(value.get("facets"), "dataset.facets"),
+    )
+
+
+def _lenient_event(doc: dict[str, Any]) -> _Event:
+    def section(key: str) -> _Section | None:
+        part = doc.get(key)
+        if not isinstance(part, dict):
+            return None
+        return _Section(_lenient_facets(part.get("facets"), f"{key}.facets"))
+
+    def datasets(key: str) -> list[_Dataset]:
+        return [d for d in map(_lenient_dataset, as_list(doc.get(key))) if d is not None]
+
+    return _Event(
+        section("run"),
+        section("job"),
+        datasets("inputs"),
+        datasets("outputs"),
+        _lenient_dataset(doc.get("dataset")),
+    )
+
+
+def fold_event(
+    position: Position,
+    received_at: dt.datetime,
+    event_time: dt.datetime,
+    kind: str,
+    event_type: str | None,
+    run_id: uuid.UUID | None,
+    job_namespace: str | None,
+    job_name: str | None,
+    event_json: str | bytes,
+) -> FoldEvent:
+    """A FoldEvent with what every projection needs worked out once."""
+    doc = decode_event(event_json)
+    run_facets = doc.run.facets if doc.run else None
+    return FoldEvent(
+        position,
+        received_at,
+        event_time,
+        kind,
+        event_type,
+        run_id,
+        job_namespace,
+        job_name,
+        run_facets,
+        doc.job.facets if doc.job else None,
+        job_id(job_namespace, job_name) if job_namespace and job_name else None,
+        dataset_refs(kind, doc),
+        [micros(event_time), position.seq],
+        parent_ref(run_facets) if kind == "run" and run_id is not None else None,
+    )
+
+
+def dataset_refs(kind: str, doc: _Event) -> list[DatasetRef]:
+    refs: list[DatasetRef] = []
+    if kind == "dataset":
+        if doc.dataset is not None:
+            _add_ref(refs, "dataset", doc.dataset)
+        return refs
+    for role, datasets in (("input", doc.inputs), ("output", doc.outputs)):
+        for ds in datasets or ():
+            _add_ref(refs, role, ds)
+    return refs
+
+
+def _add_ref(refs: list[DatasetRef], role: str, ds: _Dataset) -> None:
+    namespace, name = text(ds.namespace), text(ds.name)
+    if namespace is None or name is None:
+        return
+    facets = ds.facets
+    fields = schema_fields(facets) if facets else None
+    refs.append(
+        DatasetRef(
+            role,
+            namespace,
+            name,
+            facets,
+            symlink_names(facets),
+            None if fields is None else json_text(fields),
+            None if fields is None else fields_hash(fields),
+            # An input's column lineage describes another dataset's fields: not folded.
+            lineage_edges(facets) if facets and role != "input" else [],
+        )
+    )
+
+
+def symlink_names(facets: Facets | None) -> list[tuple[str, str, str | None]]:
+    """(namespace, name, type) of each identifier of a `symlinks` dataset facet."""
+    symlinks = facet(facets, "symlinks")
+    if symlinks is None:
+        return []
+    names = []
+    for ident in as_list(symlinks.get("identifiers")):
+        if not isinstance(ident, dict):
+            malformed("symlinks")
+            continue
+        namespace, name = text(ident.get("namespace")), text(ident.get("name"))
+        if namespace is None or name is None:
+            malformed("symlinks")
+            continue
+        names.append((namespace, name, text(ident.get("type"))))
+    return names
+
+
+def schema_fields(facets: Facets | None) -> list[Any] | None:
+    """The `fields` of a `schema` facet, or None (absent, deleted, or malformed: counted)."""
+    schema = facet(facets, "schema")
+    if schema is None or schema.get("_deleted") is True:
+        return None
+    fields = schema.get("fields")
+    if not isinstance(fields, list):
+        malformed("schema")
+        return None
+    return fields
+
+
+def lineage_edges(facets: Facets | None) -> list[ColumnEdge]:
+    """The edges of a `columnLineage` facet ([] when absent or deleted)."""
+    lineage = facet(facets, "columnLineage")
+    if lineage is None or lineage.get("_deleted") is True:
+        return []
+    return column_edges(lineage)
+
+
+def column_edges(lineage: dict[str, Any]) -> list[ColumnEdge]:
+    """(out_field, in_namespace, in_name, in_field, transformations) of a columnLineage facet.
+
+    The transformations as JSON text, encoded once for the tables that store them.
+    """
+    fields = as_dict(lineage.get("fields"))
+    if fields is None:
+        malformed("columnLineage")
+        return []
+    edges = []
+    for out_field, spec in fields.items():
+        spec = as_dict(spec)
+        if spec is None:
+            malformed("columnLineage")
+            continue
+        # Facet 1-0-x describes the transformation per output field; 1-1-0 per input field.
+        legacy = []
+        if text(spec.get("transformationType")) or text(spec.get("transformationDescription")):
+            legacy = [
+                {
+                    "type": spec.get("transformationType"),
+                    "description": spec.get("transformationDescription"),
+                }
+            ]
+        for source in as_list(spec.get("inputFields")):
+            source = as_dict(source)
+            namespace, name, field = (
+                (text(source.get("namespace")), text(source.get("name")), text(source.get("field")))
+                if source
+                else (None, None, None)
+            )
+            if namespace is None or name is None or field is None:
+                malformed("columnLineage")
+                continue
+            assert source is not None
+            transformations = [
+                t for t in as_list(source.get("transformations")) if isinstance(t, dict)
+            ] or legacy
+            edges.append((out_field, namespace, name, field, json_text(transformations)))
+    return edges
