@@ -62,16 +62,10 @@ DELETE_DEAD_LETTERS = "DELETE FROM dead_letters WHERE projection = ANY(%s)"
 # at the swap. They are written in the batch's transaction, so a batch or swap rolled back
 # takes its letters with it.
 BUILD_DEAD_LETTERS = "replay_dead_letters"
-CREATE_BUILD_DEAD_LETTERS = """
-CREATE TABLE {} (
-    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    projection  text        NOT NULL,
-    seq         bigint      NOT NULL,
-    tx          xid8        NOT NULL,
-    error       text        NOT NULL,
-    failed_at   timestamptz NOT NULL DEFAULT now()
+# The layout of `dead_letters` (sql/0002.projection-state.sql), with its own identity.
+CREATE_BUILD_DEAD_LETTERS = (
+    "CREATE TABLE {} (LIKE public.dead_letters INCLUDING DEFAULTS INCLUDING IDENTITY)"
 )
-"""
 INSERT_BUILD_DEAD_LETTER = """
 INSERT INTO {} (projection, seq, tx, error) VALUES (%s, %s, %s::text::xid8, %s)
 """
