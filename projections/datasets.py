@@ -427,18 +427,28 @@ class Fold:
                 )
 
 
-def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
-    refs = [(event, ref) for event in events for ref in event.refs]
-    if not refs:
-        return
+def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Fold | None:
+    """The stored names, datasets and versions the batch touches (see fold.fold_pipelined)."""
     keys: set[NameKey] = set()
     schemas: set[tuple[NameKey, bytes]] = set()  # (name, schema hash) of each ref's names
-    for _, ref in refs:
-        names = [(ref.namespace, ref.name), *((ns, n) for ns, n, _ in ref.symlinks)]
-        keys.update(names)
-        if ref.schema_hash is not None:
-            schemas.update((k, ref.schema_hash) for k in names)
-    state = Fold(cur, keys, schemas)
-    for event, ref in refs:
-        state.fold_ref(event, ref)
+    for event in events:
+        for ref in event.refs:
+            names = [(ref.namespace, ref.name), *((ns, n) for ns, n, _ in ref.symlinks)]
+            keys.update(names)
+            if ref.schema_hash is not None:
+                schemas.update((k, ref.schema_hash) for k in names)
+    return Fold(cur, keys, schemas) if keys else None
+
+
+def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], state: Fold | None) -> None:
+    """Folds the batch's dataset references into the loaded state and writes it back."""
+    if state is None:
+        return
+    for event in events:
+        for ref in event.refs:
+            state.fold_ref(event, ref)
     state.write()
+
+
+def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+    apply(cur, events, load(cur, events))

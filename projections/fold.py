@@ -240,7 +240,11 @@ def fold_pipelined(
     """Folds every projection's events in one pipeline; False (and nothing done) on an error.
 
     Waiting for each statement left the server idle while Python folded, and Python idle
-    while the server wrote: in a pipeline the writes run while the next projection folds.
+    while the server wrote. In a pipeline the writes queue up and run while Python folds
+    the next projection, as long as nothing waits for a result behind them: so the
+    projections that read their stored rows first (those with `load`, then `apply`) all
+    read before anything is written, and the write-only ones queue their writes first,
+    for the server to work through while Python merges the loaded rows.
     An error only shows at the end (the pipeline's sync), too late to tell which
     projection it came from, so the whole batch is undone (a savepoint) and the caller
     folds it again projection by projection (`fold_isolated`).
@@ -248,8 +252,13 @@ def fold_pipelined(
     conn = cur.connection
     try:
         with conn.transaction(), conn.pipeline():
+            loaded = {p.NAME: p.load(cur, events) for p, events in work if hasattr(p, "load")}
             for projection, events in work:
-                projection.fold(cur, events)
+                if projection.NAME not in loaded:
+                    projection.fold(cur, events)
+            for projection, events in work:
+                if projection.NAME in loaded:
+                    projection.apply(cur, events, loaded[projection.NAME])
         return True
     except Exception:
         if conn.broken or conn.closed:

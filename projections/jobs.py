@@ -74,15 +74,24 @@ ON CONFLICT (id) DO UPDATE SET
 """
 
 
-def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+Loaded = dict[uuid.UUID, dict[str, Any]]
+
+
+def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Loaded:
+    """The stored rows of the jobs the batch names (see fold.fold_pipelined)."""
     ids = {e.job_id for e in events if e.job_id is not None}
     if not ids:
-        return
+        return {}
     with cur.connection.cursor(row_factory=dict_row) as dcur:
         dcur.execute(SELECT_JOBS, (list(ids),))
-        rows: dict[uuid.UUID, dict[str, Any]] = {r["id"]: r for r in dcur.fetchall()}
+        rows: Loaded = {r["id"]: r for r in dcur.fetchall()}
     for loaded in rows.values():
         loaded["facets"] = FACETS_DECODER.decode(loaded["facets"])
+    return rows
+
+
+def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> None:
+    """Folds the batch into the loaded rows and writes the changed ones back."""
     changed: set[uuid.UUID] = set()
     for event in events:
         jid = event.job_id
@@ -94,6 +103,10 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         fold_job_event(row, event)
         changed.add(jid)
     write(cur, [rows[j] for j in changed])
+
+
+def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+    apply(cur, events, load(cur, events))
 
 
 def new_job(jid: uuid.UUID, event: FoldEvent) -> dict[str, Any]:

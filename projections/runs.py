@@ -109,15 +109,24 @@ def state_rank(event_type: str | None) -> int:
     return 0 if event_type is None else 1
 
 
-def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+Loaded = dict[uuid.UUID, dict[str, Any]]
+
+
+def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Loaded:
+    """The stored rows of the runs the batch names (see fold.fold_pipelined)."""
     run_ids = {e.run_id for e in events if e.kind == "run" and e.run_id is not None}
     if not run_ids:
-        return
+        return {}
     with cur.connection.cursor(row_factory=dict_row) as dcur:
         dcur.execute(SELECT_RUNS, (list(run_ids),))
-        rows: dict[uuid.UUID, dict[str, Any]] = {r["id"]: r for r in dcur.fetchall()}
+        rows: Loaded = {r["id"]: r for r in dcur.fetchall()}
     for loaded in rows.values():
         loaded["facets"] = FACETS_DECODER.decode(loaded["facets"])
+    return rows
+
+
+def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> None:
+    """Folds the batch into the loaded rows, moves roots, writes the rows back."""
     old_roots = {rid: r["root_run_id"] for rid, r in rows.items()}
     for event in events:
         if event.kind != "run" or event.run_id is None:
@@ -126,6 +135,8 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         if row is None:
             row = rows[event.run_id] = new_run(event)
         fold_run_event(row, event)
+    if not rows:
+        return
     explicit_roots = {rid: derive_from_facets(row) for rid, row in rows.items()}
     resolve_roots(cur, rows, explicit_roots)
     moved = [
@@ -136,6 +147,10 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     if moved:
         cur.execute(MOVE_ROOTS, ([m[0] for m in moved], [m[1] for m in moved]))
     write(cur, list(rows.values()))
+
+
+def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+    apply(cur, events, load(cur, events))
 
 
 def new_run(event: FoldEvent) -> dict[str, Any]:
