@@ -1,6 +1,6 @@
 """`make bench`: runs every performance check and writes docs/BENCHMARKS.md.
 
-    python -m bench.run            # the full run (about half an hour on 2 cores)
+    python -m bench.run            # the full run (17-22 minutes on 2 cores)
     python -m bench.run --quick    # tiny sizes, seconds (the smoke test)
     python -m bench.run --only ingest,batch,lag,log
 
