@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metastore import api, export, health, ingest, metrics_endpoint
 from metastore.access_log import AccessLog
 from metastore.auth import BearerAuth
 from metastore.config import Settings
-from metastore.db import DATABASE_UNAVAILABLE, RETRY_AFTER_S, create_pool
-from metastore.group_commit import GroupCommitter
+from metastore.db import DATABASE_UNAVAILABLE, create_pool, database_unavailable
+from metastore.group_commit import WORKERS, GroupCommitter
 from metastore.problems import ProblemError, from_error, problem_response
-
-log = logging.getLogger("metastore.api")
 
 
 async def _problem(request: Request, exc: Exception) -> Response:
@@ -35,21 +32,39 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _database_unavailable(request: Request, exc: Exception) -> Response:
-    log.warning("database unavailable", extra={"error": type(exc).__name__})
-    return problem_response(
-        503, "the database is unavailable; retry later", headers={"Retry-After": RETRY_AFTER_S}
-    )
+    return database_unavailable(exc)
 
 
-def create_app(settings: Settings) -> Starlette:
+class IngestFirst:
+    """Sends requests for the ingest paths to the ingest app, all others to `app`."""
+
+    def __init__(self, ingest_app: ASGIApp, app: ASGIApp) -> None:
+        self.ingest_app = ingest_app
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in ingest.PATHS:
+            await self.ingest_app(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def create_app(settings: Settings) -> ASGIApp:
     pool = create_pool(settings)
-    committer = GroupCommitter(pool)
+    # The committer's own connections, in autocommit: each group is one statement, so one
+    # round trip commits it (metastore/eventlog.py), and readers never wait behind ingest
+    # for a connection. One per worker, and one for keeping the partitions.
+    ingest_pool = create_pool(
+        settings, min_size=WORKERS, max_size=WORKERS + 1, autocommit=True, name="metastore-ingest"
+    )
+    committer = GroupCommitter(ingest_pool)
     assert settings.database_url is not None
     notifier = export.LogNotifier(settings.database_url)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await pool.open(wait=False)
+        await ingest_pool.open(wait=False)
         await committer.start()
         await notifier.start()
         try:
@@ -57,11 +72,11 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             await notifier.stop()
             await committer.stop()
+            await ingest_pool.close()
             await pool.close()
 
     routes: list[BaseRoute] = [
         *health.routes,
-        *ingest.routes,
         *export.routes,
         *metrics_endpoint.routes,
     ]
@@ -69,8 +84,6 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        # The access log is outermost, so it sees the 401/403 of the auth middleware.
-        middleware=[Middleware(AccessLog), Middleware(BearerAuth, settings=settings)],
         exception_handlers={
             ProblemError: _problem,
             HTTPException: _http_error,
@@ -81,4 +94,8 @@ def create_app(settings: Settings) -> Starlette:
     app.state.pool = pool
     app.state.group_committer = committer
     app.state.log_notifier = notifier
-    return app
+    # The access log is outermost, so it sees the 401/403 of the auth middleware; ingest,
+    # the hot path, is answered before Starlette's router (metastore/ingest.py says why).
+    return AccessLog(
+        BearerAuth(IngestFirst(ingest.IngestApp(committer, settings), app), settings=settings)
+    )

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from starlette.responses import Response
 
 from metastore.config import Settings
+from metastore.problems import problem_response
+
+log = logging.getLogger("metastore.api")
 
 # How long a request waits for a connection before it is answered 503 (clients retry).
 POOL_TIMEOUT_S = 5.0
@@ -16,16 +21,31 @@ RETRY_AFTER_S = "5"
 DATABASE_UNAVAILABLE = (psycopg.OperationalError, PoolTimeout)
 
 
-def create_pool(settings: Settings, *, min_size: int = 1) -> AsyncConnectionPool[Any]:
+def create_pool(
+    settings: Settings,
+    *,
+    min_size: int = 1,
+    max_size: int | None = None,
+    autocommit: bool = False,
+    name: str = "metastore-api",
+) -> AsyncConnectionPool[Any]:
     assert settings.database_url is not None
     return AsyncConnectionPool(
         settings.database_url,
         min_size=min_size,
-        max_size=max(settings.pool_size, min_size),
+        max_size=max(settings.pool_size if max_size is None else max_size, min_size),
         timeout=POOL_TIMEOUT_S,
         # Fails fast while PostgreSQL is down (503 to the client) and reconnects by itself.
-        kwargs={"connect_timeout": 5, "autocommit": False},
+        kwargs={"connect_timeout": 5, "autocommit": autocommit},
         reconnect_timeout=0,
         open=False,
-        name="metastore-api",
+        name=name,
+    )
+
+
+def database_unavailable(exc: Exception) -> Response:
+    """The answer while PostgreSQL cannot be reached: 503 with Retry-After (clients retry)."""
+    log.warning("database unavailable", extra={"error": type(exc).__name__})
+    return problem_response(
+        503, "the database is unavailable; retry later", headers={"Retry-After": RETRY_AFTER_S}
     )

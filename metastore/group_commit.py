@@ -2,8 +2,9 @@
 
 One INSERT and one commit per request caps ingest at the rate PostgreSQL commits. Instead
 each request hands its events to the committer and waits; a few worker tasks each take
-everything pending (up to a group's limits), append it in one transaction and, only after
-the commit, answer every request of the group. A request's events always go into one
+everything pending (up to a group's limits), append it in one transaction (one statement
+on an autocommit connection, so one round trip) and, only after the commit, answer every
+request of the group. A request's events always go into one
 group, so a batch is stored all at once or not at all.
 
 A database outage fails the waiting requests with the psycopg/pool error (the app answers
@@ -69,6 +70,12 @@ class _Pending:
 
 
 class GroupCommitter:
+    """Appends concurrent requests' events in shared transactions.
+
+    `pool` hands out autocommit connections: a group's append is one statement, and that
+    statement is its transaction.
+    """
+
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
@@ -183,8 +190,9 @@ class GroupCommitter:
                     asyncio.timeout(COMMIT_TIMEOUT_S),
                     self._pool.connection(timeout=self._pool_timeout()) as conn,
                 ):
+                    # On the committer's autocommit connection this one statement is the
+                    # whole transaction: when it returns, the events are committed.
                     new = await append_events_async(conn, records)
-                # Leaving the block committed the transaction: now the answers may go out.
                 break
             except TimeoutError:
                 log.error("appending to the event log timed out", extra={"events": len(records)})

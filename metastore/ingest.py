@@ -3,31 +3,41 @@
 The body is read with a size limit (METASTORE_MAX_EVENT_BYTES, before and after gzip, so
 a gzip bomb stops at the limit), the envelope is checked (metastore/envelope.py), and the
 events go to the group committer; the answer is sent only after their commit.
+
+Ingest is an ASGI app of its own, answered before the Starlette application
+(metastore/app.py): it is the hot path, and Starlette's router, exception middlewares and
+Request/Response objects cost about as much CPU per event as ingest's own work (measured
+with 64 connections posting single events: 5,200-5,700 against 3,800-4,100 events/s
+through a Starlette route). The access log and the bearer-token check still wrap it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
+from typing import NamedTuple
 
 import msgspec
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
-from metastore.db import RETRY_AFTER_S
+from metastore.config import Settings
+from metastore.db import DATABASE_UNAVAILABLE, RETRY_AFTER_S, database_unavailable
 from metastore.envelope import EnvelopeError, parse_batch, parse_event
 from metastore.eventlog import LogRecord
 from metastore.group_commit import GroupCommitter, Unavailable
 from metastore.metrics import INGEST_EVENTS, INGEST_PAYLOAD_BYTES, INGEST_REQUESTS
-from metastore.problems import ProblemError
+from metastore.problems import ProblemError, from_error, problem_response
 
 # A missing Content-Type is read as JSON: several emitters (curl scripts, older clients)
 # omit it, and the body is checked as JSON anyway. Anything else is 415.
 JSON_MEDIA_TYPES = {"", "application/json"}
 GZIP_ENCODINGS = {"gzip", "x-gzip"}
 IDENTITY_ENCODINGS = {"", "identity"}
+
+EVENT_PATH = "/ingest/openlineage"
+BATCH_PATH = "/ingest/openlineage/batch"
+PATHS = frozenset({EVENT_PATH, BATCH_PATH})
 
 SUCCESS = b'{"status":"success"}'
 
@@ -56,34 +66,63 @@ class BatchResult(msgspec.Struct):
 _encoder = msgspec.json.Encoder()
 
 
-async def read_body(request: Request, max_bytes: int, timeout: float) -> bytes:
+class Endpoint(NamedTuple):
+    """What the access log labels a request with (it reads `scope["route"].path`)."""
+
+    path: str
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body arrived: there is no one to answer."""
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return ""
+
+
+async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        if chunk:
+            yield chunk
+        if not message.get("more_body", False):
+            return
+
+
+async def read_body(scope: Scope, receive: Receive, max_bytes: int, timeout: float) -> bytes:
     """The request body, decompressed, or a ProblemError (413, 415, 400, 408)."""
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    media_type = _header(scope, b"content-type").split(";")[0].strip().lower()
     if media_type not in JSON_MEDIA_TYPES:
         raise ProblemError(
             415, f"Content-Type {media_type!r} is not supported; send application/json"
         )
-    encoding = request.headers.get("content-encoding", "").strip().lower()
+    encoding = _header(scope, b"content-encoding").strip().lower()
     if encoding not in GZIP_ENCODINGS and encoding not in IDENTITY_ENCODINGS:
         raise ProblemError(
             415, f"Content-Encoding {encoding!r} is not supported; send gzip or identity"
         )
-    declared = request.headers.get("content-length", "")
+    declared = _header(scope, b"content-length")
     if declared.isdigit() and int(declared) > max_bytes:
         raise _too_large(max_bytes)
     try:
         async with asyncio.timeout(timeout):
             if encoding in GZIP_ENCODINGS:
-                return await _read_gzip(request, max_bytes)
-            return await _read_plain(request, max_bytes)
+                return await _read_gzip(receive, max_bytes)
+            return await _read_plain(receive, max_bytes)
     except TimeoutError:
         raise ProblemError(408, f"the request body did not arrive within {timeout:g} s") from None
 
 
-async def _read_plain(request: Request, max_bytes: int) -> bytes:
+async def _read_plain(receive: Receive, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    async for chunk in _chunks(receive):
         size += len(chunk)
         if size > max_bytes:
             raise _too_large(max_bytes)
@@ -91,13 +130,13 @@ async def _read_plain(request: Request, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _read_gzip(request: Request, max_bytes: int) -> bytes:
+async def _read_gzip(receive: Receive, max_bytes: int) -> bytes:
     """Inflates while reading, never more than max_bytes (+1 to notice the excess)."""
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
     out: list[bytes] = []
     received = produced = 0
     try:
-        async for chunk in request.stream():
+        async for chunk in _chunks(receive):
             received += len(chunk)
             if received > max_bytes:
                 raise _too_large(max_bytes)
@@ -126,101 +165,97 @@ def _too_large(max_bytes: int, after_gzip: bool = False) -> ProblemError:
     return ProblemError(413, f"the {what} is larger than the limit of {max_bytes} bytes")
 
 
-def _unavailable(detail: str) -> ProblemError:
-    return ProblemError(503, detail, headers={"Retry-After": RETRY_AFTER_S})
+class IngestApp:
+    """The two ingest endpoints (PATHS) as one ASGI app; POST only."""
 
+    def __init__(self, committer: GroupCommitter, settings: Settings) -> None:
+        self._committer = committer
+        self._max_bytes = settings.max_event_bytes
+        self._timeout = settings.request_timeout
 
-Handler = Callable[[Request], Awaitable[Response]]
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"]
+        assert path in PATHS
+        scope["route"] = Endpoint(path)
+        if scope["method"] != "POST":
+            response = problem_response(405, "Method Not Allowed", headers={"Allow": "POST"})
+            await response(scope, receive, send)
+            return
+        counted = "event" if path == EVENT_PATH else "batch"
+        try:
+            body = await read_body(scope, receive, self._max_bytes, self._timeout)
+            INGEST_PAYLOAD_BYTES.observe(len(body))
+            if path == EVENT_PATH:
+                answer = await self._post_event(body)
+            else:
+                answer = await self._post_batch(body)
+        except ClientGone:
+            return
+        except ProblemError as exc:
+            INGEST_REQUESTS.labels(counted, str(exc.status)).inc()
+            await from_error(exc, instance=path)(scope, receive, send)
+            return
+        except DATABASE_UNAVAILABLE as exc:
+            INGEST_REQUESTS.labels(counted, "503").inc()
+            await database_unavailable(exc)(scope, receive, send)
+            return
+        INGEST_REQUESTS.labels(counted, "200").inc()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(answer)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
 
+    async def _append(self, records: list[LogRecord]) -> list[str | None]:
+        try:
+            return await self._committer.append(records)
+        except Unavailable as exc:
+            raise ProblemError(
+                503, f"{exc}; retry later", headers={"Retry-After": RETRY_AFTER_S}
+            ) from None
+        # psycopg.OperationalError / PoolTimeout propagate: answered 503 + Retry-After.
 
-def _counted(endpoint: str) -> Callable[[Handler], Handler]:
-    """Counts each request of the endpoint by its answer's status."""
+    async def _post_event(self, body: bytes) -> bytes:
+        try:
+            record = parse_event(body)
+        except EnvelopeError as exc:
+            INGEST_EVENTS.labels("invalid").inc()
+            raise ProblemError(exc.status, exc.detail, pointer=exc.pointer) from None
+        (refused,) = await self._append([record])
+        if refused is not None:
+            raise ProblemError(422, refused, pointer="")
+        return SUCCESS
 
-    def wrap(handler: Handler) -> Handler:
-        async def counted(request: Request) -> Response:
-            try:
-                response = await handler(request)
-            except ProblemError as exc:
-                INGEST_REQUESTS.labels(endpoint, str(exc.status)).inc()
-                raise
-            except Exception:  # database unavailable: the app answers 503
-                INGEST_REQUESTS.labels(endpoint, "503").inc()
-                raise
-            INGEST_REQUESTS.labels(endpoint, str(response.status_code)).inc()
-            return response
-
-        return counted
-
-    return wrap
-
-
-async def _body(request: Request) -> bytes:
-    settings = request.app.state.settings
-    body = await read_body(request, settings.max_event_bytes, settings.request_timeout)
-    INGEST_PAYLOAD_BYTES.observe(len(body))
-    return body
-
-
-async def _append(request: Request, records: list[LogRecord]) -> list[str | None]:
-    committer: GroupCommitter = request.app.state.group_committer
-    try:
-        return await committer.append(records)
-    except Unavailable as exc:
-        raise _unavailable(f"{exc}; retry later") from None
-    # psycopg.OperationalError / PoolTimeout propagate: the app answers 503 + Retry-After.
-
-
-@_counted("event")
-async def post_event(request: Request) -> Response:
-    body = await _body(request)
-    try:
-        record = parse_event(body)
-    except EnvelopeError as exc:
-        INGEST_EVENTS.labels("invalid").inc()
-        raise ProblemError(exc.status, exc.detail, pointer=exc.pointer) from None
-    (refused,) = await _append(request, [record])
-    if refused is not None:
-        raise ProblemError(422, refused, pointer="")
-    return Response(SUCCESS, media_type="application/json")
-
-
-@_counted("batch")
-async def post_batch(request: Request) -> Response:
-    body = await _body(request)
-    try:
-        results = parse_batch(body)
-    except EnvelopeError as exc:
-        raise ProblemError(exc.status, exc.detail, pointer=exc.pointer) from None
-    failed: list[FailedEvent] = []
-    records: list[LogRecord] = []
-    indexes: list[int] = []
-    for index, result in enumerate(results):
-        if isinstance(result, EnvelopeError):
-            where = f"{result.pointer}: " if result.pointer else ""
-            failed.append(FailedEvent(index, where + result.detail, False, result.pointer))
-        else:
-            records.append(result)
-            indexes.append(index)
-    if failed:
-        INGEST_EVENTS.labels("invalid").inc(len(failed))
-    if records:
-        outcomes = await _append(request, records)
-        for index, refused in zip(indexes, outcomes, strict=True):
-            if refused is not None:
-                failed.append(FailedEvent(index, refused, False, ""))
-        failed.sort(key=lambda f: f.index)
-    summary = BatchSummary(
-        received=len(results),
-        successful=len(results) - len(failed),
-        failed=len(failed),
-        retriable=0,
-        non_retriable=len(failed),
-    )
-    answer = BatchResult("partial_success" if failed else "success", summary, failed)
-    return Response(_encoder.encode(answer), media_type="application/json")
-
-
-routes = [
-    Route("/ingest/openlineage", post_event, methods=["POST"]),
-    Route("/ingest/openlineage/batch", post_batch, methods=["POST"]),
-]
+    async def _post_batch(self, body: bytes) -> bytes:
+        try:
+            results = parse_batch(body)
+        except EnvelopeError as exc:
+            raise ProblemError(exc.status, exc.detail, pointer=exc.pointer) from None
+        failed: list[FailedEvent] = []
+        records: list[LogRecord] = []
+        indexes: list[int] = []
+        for index, result in enumerate(results):
+            if isinstance(result, EnvelopeError):
+                where = f"{result.pointer}: " if result.pointer else ""
+                failed.append(FailedEvent(index, where + result.detail, False, result.pointer))
+            else:
+                records.append(result)
+                indexes.append(index)
+        if failed:
+            INGEST_EVENTS.labels("invalid").inc(len(failed))
+        if records:
+            outcomes = await self._append(records)
+            for index, refused in zip(indexes, outcomes, strict=True):
+                if refused is not None:
+                    failed.append(FailedEvent(index, refused, False, ""))
+            failed.sort(key=lambda f: f.index)
+        summary = BatchSummary(
+            received=len(results),
+            successful=len(results) - len(failed),
+            failed=len(failed),
+            retriable=0,
+            non_retriable=len(failed),
+        )
+        answer = BatchResult("partial_success" if failed else "success", summary, failed)
+        return _encoder.encode(answer)
