@@ -52,7 +52,7 @@ def measure(ctx: Context, out: list[Row], url: str) -> None:
     row.note = (
         f"{events:,} events: event_log partitions with TOAST and indexes "
         f"{log_bytes / 2**20:,.0f} MiB + event_digests {digest_bytes / 2**20:,.0f} MiB, over "
-        f"{json_bytes / 2**20:,.0f} MiB of JSON as received (jsonb is TOAST-compressed). "
+        f"{json_bytes / 2**20:,.0f} MiB of JSON as received (the json text is TOAST-compressed). "
         f"For reference the read models take {readmodel / 2**20:,.0f} MiB "
         f"({readmodel / events:,.0f} bytes/event)."
     )

@@ -77,9 +77,36 @@ class EnvelopeError(Exception):
         self.pointer = pointer
 
 
-# Floats are decoded as Decimal so the digest sees the number as sent (a float would round
-# 0.1000000000000000055 and make two different events one); normalized so 1.50 == 1.5.
-_decoder = msgspec.json.Decoder(float_hook=lambda text: decimal.Decimal(text).normalize())
+# PostgreSQL's numeric, and so the read models' jsonb, holds up to 131,072 digits before
+# the decimal point and 16,383 after it.
+NUMERIC_MAX_ADJUSTED = 131_071
+NUMERIC_MAX_SCALE = 16_383
+
+
+class BeyondNumeric(decimal.Decimal):
+    """A number as sent that PostgreSQL's numeric cannot hold."""
+
+
+class _Numbers:
+    """The float hook of one decode: floats as Decimal so the digest sees the number as
+    sent (a float would round 0.1000000000000000055 and make two different events one),
+    normalized so that 1.50 == 1.5; a number beyond numeric is kept as sent and noted."""
+
+    def __init__(self) -> None:
+        self.beyond_numeric = False
+
+    def __call__(self, text: str) -> decimal.Decimal:
+        value = decimal.Decimal(text)
+        exponent = value.as_tuple().exponent
+        if value.is_finite() and (
+            value.adjusted() > NUMERIC_MAX_ADJUSTED
+            or (isinstance(exponent, int) and exponent < -NUMERIC_MAX_SCALE)
+        ):
+            self.beyond_numeric = True
+            return BeyondNumeric(text)
+        return value.normalize()
+
+
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _canonical = msgspec.json.Encoder(decimal_format="number", order="sorted")
 
@@ -96,7 +123,8 @@ def parse_event(body: bytes) -> LogRecord:
     """Checks one event (the JSON text of a request body) and makes its log record."""
     if not body.strip():
         raise EnvelopeError(400, "the request body is empty; expected a JSON object")
-    return _record(body, _decode(body))
+    document, numbers = _decode(body)
+    return _record(body, document, numbers.beyond_numeric)
 
 
 def parse_batch(body: bytes) -> list[LogRecord | EnvelopeError]:
@@ -107,7 +135,7 @@ def parse_batch(body: bytes) -> list[LogRecord | EnvelopeError]:
     """
     if not body.strip():
         raise EnvelopeError(400, "the request body is empty; expected a JSON array of events")
-    document = _decode(body)  # the whole body must be JSON before we look at elements
+    document, numbers = _decode(body)  # the whole body must be JSON before its elements
     if not isinstance(document, list):
         raise EnvelopeError(422, "a batch is a JSON array of events", pointer="")
     if len(document) > MAX_BATCH_EVENTS:
@@ -119,15 +147,16 @@ def parse_batch(body: bytes) -> list[LogRecord | EnvelopeError]:
     results: list[LogRecord | EnvelopeError] = []
     for raw, element in zip(raws, document, strict=True):
         try:
-            results.append(_record(bytes(raw), element))
+            results.append(_record(bytes(raw), element, numbers.beyond_numeric))
         except EnvelopeError as exc:
             results.append(exc)
     return results
 
 
-def _decode(body: bytes) -> Any:
+def _decode(body: bytes) -> tuple[Any, _Numbers]:
+    numbers = _Numbers()
     try:
-        return _decoder.decode(body)
+        return msgspec.json.Decoder(float_hook=numbers).decode(body), numbers
     except RecursionError:
         raise EnvelopeError(400, "the JSON is nested too deeply") from None
     except msgspec.DecodeError as exc:
@@ -136,7 +165,7 @@ def _decode(body: bytes) -> Any:
         raise EnvelopeError(400, f"the request body is not usable JSON: {exc}") from None
 
 
-def _record(text: bytes, document: Any) -> LogRecord:
+def _record(text: bytes, document: Any, beyond_numeric: bool) -> LogRecord:
     if not isinstance(document, dict):
         raise EnvelopeError(
             422, f"an event is a JSON object, not {_json_type(document)}", pointer=""
@@ -162,11 +191,15 @@ def _record(text: bytes, document: Any) -> LogRecord:
             "(JobEvent) or `dataset` (DatasetEvent)",
             pointer="/job",
         )
-    # Inside valid JSON, U+0000 can only be written as the escape; look closer only then.
-    null_at = _find_nul(document, "") if b"\\u0000" in text else None
-    if null_at is not None:
-        # PostgreSQL's jsonb cannot hold U+0000; refusing beats storing something else.
-        raise EnvelopeError(422, "strings cannot contain U+0000 (\\u0000)", pointer=null_at)
+    # The read models keep facets as jsonb, which cannot hold U+0000 or a number beyond
+    # numeric: an event carrying one could never be projected, so it is refused rather than
+    # stored unusable. Inside valid JSON, U+0000 can only be written as the escape, and the
+    # decode notes a number beyond numeric: look closer only then.
+    if beyond_numeric or b"\\u0000" in text:
+        unstorable = _find_unstorable(document, "")
+        if unstorable is not None:
+            pointer, detail = unstorable
+            raise EnvelopeError(422, detail, pointer=pointer)
     if event_time.tzinfo is None:
         event_time = event_time.replace(tzinfo=dt.UTC)
     digest = hashlib.sha256(_canonical.encode(document)).digest()
@@ -205,21 +238,31 @@ def _explain(message: str) -> tuple[str, str]:
     return detail, pointer
 
 
-def _find_nul(value: Any, pointer: str) -> str | None:
-    """The JSON pointer of the first string (or key) containing U+0000, if any."""
+_NUL = "strings cannot contain U+0000 (\\u0000)"
+_BEYOND = (
+    "the number is beyond what PostgreSQL's numeric holds "
+    "(131,072 digits before the decimal point, 16,383 after)"
+)
+
+
+def _find_unstorable(value: Any, pointer: str) -> tuple[str, str] | None:
+    """Where (a JSON pointer) and why the first value the read models cannot hold is: a
+    string or key containing U+0000, or a number beyond numeric."""
     if isinstance(value, str):
-        return pointer if "\x00" in value else None
+        return (pointer, _NUL) if "\x00" in value else None
+    if isinstance(value, BeyondNumeric):
+        return pointer, _BEYOND
     if isinstance(value, dict):
         for key, item in value.items():
             child = pointer + "/" + key.replace("~", "~0").replace("/", "~1")
             if "\x00" in key:
-                return child
-            found = _find_nul(item, child)
+                return child, _NUL
+            found = _find_unstorable(item, child)
             if found is not None:
                 return found
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            found = _find_nul(item, f"{pointer}/{index}")
+            found = _find_unstorable(item, f"{pointer}/{index}")
             if found is not None:
                 return found
     return None

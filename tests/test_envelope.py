@@ -7,6 +7,7 @@ import json
 import uuid
 from typing import Any
 
+import psycopg
 import pytest
 
 from metastore.envelope import EnvelopeError, parse_batch, parse_event
@@ -190,6 +191,41 @@ def test_deep_nesting_within_the_limit_and_huge_numbers_are_kept() -> None:
     body = encode(event)
     record = parse_event(body)
     assert record.event_json == body
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "1e131071",
+        "1e131072",
+        "-1e200000",
+        "1e-16383",
+        "1.5e-16383",
+        "0." + "1" * 16383,
+        "0." + "1" * 16384,
+        "1.50e3",
+        "0e5",
+    ],
+)
+def test_numbers_beyond_postgresqls_numeric_are_refused_exactly_where_jsonb_refuses_them(
+    conn: psycopg.Connection[Any], number: str
+) -> None:
+    # The read models keep facets as jsonb: the envelope must refuse what jsonb cannot hold
+    # (the projector could never fold it) and nothing else. PostgreSQL itself is the judge.
+    try:
+        conn.execute("SELECT %s::jsonb", (number,))
+        jsonb_holds_it = True
+    except psycopg.errors.NumericValueOutOfRange:
+        conn.rollback()
+        jsonb_holds_it = False
+    event = run_event(run={"runId": RUN_ID, "facets": {"stats": {"rows": [1, "x"]}}})
+    body = encode(event).replace(b'"x"', number.encode())
+    if jsonb_holds_it:
+        assert parse_event(body).event_json == body
+    else:
+        error = refusal(body)
+        assert (error.status, error.pointer) == (422, "/run/facets/stats/rows/1")
+        assert "numeric" in error.detail
 
 
 def test_the_digest_ignores_key_order_and_whitespace() -> None:

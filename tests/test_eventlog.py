@@ -10,9 +10,11 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import psycopg
 import pytest
 from psycopg import errors, sql
+from psycopg_pool import AsyncConnectionPool
 
 from metastore.envelope import parse_event
 from metastore.eventlog import (
@@ -23,6 +25,7 @@ from metastore.eventlog import (
     read_events_after,
     watermark,
 )
+from metastore.group_commit import GroupCommitter
 
 
 def record(n: int = 0, event_type: str = "START") -> LogRecord:
@@ -180,6 +183,31 @@ def test_the_async_append_keeps_arrival_order_and_dedupes(database_url: str) -> 
         assert names == ["job-5", "job-3", "job-9", "job-1"]
         stored = read_events_after(conn, START, 10, raw=True)[0].event
         assert json.loads(stored) == json.loads(records[0].event_json)
+
+
+def test_an_event_postgresql_refuses_fails_alone_in_its_group(database_url: str) -> None:
+    # The envelope lets nothing through that the log refuses; should that ever change, the
+    # group is retried one event at a time so only the refused event fails.
+    broken = msgspec.structs.replace(record(8), digest=b"broken", event_json=b'{"a": ')
+    group = [record(7), broken, record(9)]
+
+    async def append() -> list[str | None]:
+        async with AsyncConnectionPool(
+            database_url, min_size=1, max_size=2, kwargs={"autocommit": True}, open=False
+        ) as pool:
+            committer = GroupCommitter(pool)
+            await committer.start()
+            try:
+                return await committer.append(group)
+            finally:
+                await committer.stop()
+
+    outcomes = asyncio.run(append())
+    assert outcomes[0] is None and outcomes[2] is None
+    assert outcomes[1] is not None and "cannot store" in outcomes[1]
+    with psycopg.connect(database_url) as conn:
+        names = [e.job_name for e in read_events_after(conn, START, 10)]
+    assert names == ["job-7", "job-9"]
 
 
 def test_a_reader_never_skips_an_append_that_commits_late(database_url: str) -> None:

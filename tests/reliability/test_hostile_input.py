@@ -77,7 +77,7 @@ def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
 def stored(db_url: str, event: dict[str, Any]) -> int:
     with psycopg.connect(db_url, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM event_log WHERE event = %s::jsonb", (json.dumps(event),)
+            "SELECT count(*) FROM event_log WHERE event::jsonb = %s::jsonb", (json.dumps(event),)
         ).fetchone()
     assert row is not None
     return int(row[0])
