@@ -16,7 +16,7 @@ from metastore import api, export, health, ingest, metrics_endpoint
 from metastore.access_log import AccessLog
 from metastore.auth import BearerAuth
 from metastore.config import Settings
-from metastore.db import DATABASE_UNAVAILABLE, create_pool, database_unavailable
+from metastore.db import DATABASE_UNAVAILABLE, create_pool, database_unavailable, prefer_lz4
 from metastore.group_commit import WORKERS, GroupCommitter
 from metastore.problems import ProblemError, from_error, problem_response
 
@@ -55,7 +55,12 @@ def create_app(settings: Settings) -> ASGIApp:
     # round trip commits it (metastore/eventlog.py), and readers never wait behind ingest
     # for a connection. One per worker, and one for keeping the partitions.
     ingest_pool = create_pool(
-        settings, min_size=WORKERS, max_size=WORKERS + 1, autocommit=True, name="metastore-ingest"
+        settings,
+        min_size=WORKERS,
+        max_size=WORKERS + 1,
+        autocommit=True,
+        name="metastore-ingest",
+        configure=prefer_lz4,
     )
     committer = GroupCommitter(ingest_pool)
     assert settings.database_url is not None

@@ -366,6 +366,24 @@ def test_hostile_bodies_get_a_clear_4xx(
     assert_problem(response, status, pointer)
 
 
+def test_an_event_is_stored_as_the_text_sent_and_compressed_with_lz4(
+    client: httpx.Client, db: psycopg.Connection[Any]
+) -> None:
+    event = run_event()
+    event["run"]["facets"]["spark_logicalPlan"] = {
+        "plan": [{"node": f"Project {i}"} for i in range(200)]
+    }
+    body = json.dumps(event, indent=1).encode()  # whitespace and key order are kept
+    assert client.post("/ingest/openlineage", content=body, headers=JSON).status_code == 200
+    row = db.execute(
+        "SELECT event::text, pg_column_compression(event) FROM event_log WHERE run_id = %s",
+        (event["run"]["runId"],),
+    ).fetchone()
+    assert row is not None
+    assert row[0] == body.decode()
+    assert row[1] == "lz4"  # the test server is built with lz4, as Debian's and most are
+
+
 def test_deep_nesting_and_long_numbers_are_stored_faithfully_or_refused(
     client: httpx.Client, db: psycopg.Connection[Any]
 ) -> None:
