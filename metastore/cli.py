@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import ipaddress
 import logging
 import os
@@ -55,6 +56,12 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         )
     require_current_schema(url)
     app = create_app(settings)
+    # What start-up made (modules, the app, the OpenAPI document) lives as long as the
+    # process: moved out of the collector's sight, a full collection under load takes about
+    # 2 ms instead of about 30 ms, a pause every request in flight waited for (it showed in
+    # the single-event p99).
+    gc.collect()
+    gc.freeze()
     uvicorn.run(
         app,
         host=settings.host,
