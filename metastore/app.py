@@ -97,6 +97,7 @@ def create_app(settings: Settings) -> ASGIApp:
     )
     app.state.settings = settings
     app.state.pool = pool
+    app.state.ingest_pool = ingest_pool
     app.state.group_committer = committer
     app.state.log_notifier = notifier
     # The access log is outermost, so it sees the 401/403 of the auth middleware; ingest,

@@ -58,7 +58,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("METASTORE_LOG_FORMAT", "text", "`json` (one object a line) or `text`."),
     ("METASTORE_MAX_EVENT_BYTES", "33554432", "Largest request body, before and after gzip."),
     ("METASTORE_REQUEST_TIMEOUT", "30", "Seconds a client may take to send its request."),
-    ("METASTORE_POOL_SIZE", "8", "Database connections per API process."),
+    (
+        "METASTORE_POOL_SIZE",
+        "8",
+        "Database connections per API process for reads and export; ingest has 3 more.",
+    ),
     ("METASTORE_AUTH", "enabled", "`disabled` lets `api` run without tokens (explicit opt-out)."),
     ("METASTORE_INGEST_TOKENS", "", "Comma-separated bearer tokens for POST /ingest/..."),
     ("METASTORE_INGEST_TOKENS_FILE", "", "File with one ingest token a line."),

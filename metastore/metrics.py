@@ -35,9 +35,12 @@ REQUEST_DURATION = Histogram(
 )
 
 # Database
-POOL_SIZE = Gauge("metastore_db_pool_connections", "Connections in the pool.")
-POOL_IN_USE = Gauge("metastore_db_pool_connections_in_use", "Connections handed out.")
-POOL_WAITING = Gauge("metastore_db_pool_requests_waiting", "Requests waiting for a connection.")
+# By pool: "api" (reads, export, health) and "ingest" (the group committer's).
+POOL_SIZE = Gauge("metastore_db_pool_connections", "Connections in the pool.", ["pool"])
+POOL_IN_USE = Gauge("metastore_db_pool_connections_in_use", "Connections handed out.", ["pool"])
+POOL_WAITING = Gauge(
+    "metastore_db_pool_requests_waiting", "Requests waiting for a connection.", ["pool"]
+)
 LOG_EVENTS = Gauge("metastore_log_events", "Events in the log (estimate from the sequence).")
 
 # Projector
@@ -69,7 +72,9 @@ MALFORMED_FACETS = Counter(
 )
 
 # Database (read at scrape time by metastore.metrics_endpoint)
-POOL_MAX = Gauge("metastore_db_pool_max_connections", "Largest size the pool may grow to.")
+POOL_MAX = Gauge(
+    "metastore_db_pool_max_connections", "Largest size the pool may grow to.", ["pool"]
+)
 LOG_BYTES = Gauge("metastore_log_bytes", "On-disk size of the event log partitions.")
 
 # Export feed

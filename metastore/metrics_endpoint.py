@@ -36,13 +36,13 @@ def metrics_response() -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
-def observe_pool(pool: AsyncConnectionPool[Any]) -> None:
+def observe_pool(pool: AsyncConnectionPool[Any], label: str) -> None:
     stats = pool.get_stats()
     size = stats.get("pool_size", 0)
-    POOL_SIZE.set(size)
-    POOL_IN_USE.set(size - stats.get("pool_available", 0))
-    POOL_WAITING.set(stats.get("requests_waiting", 0))
-    POOL_MAX.set(pool.max_size)
+    POOL_SIZE.labels(label).set(size)
+    POOL_IN_USE.labels(label).set(size - stats.get("pool_available", 0))
+    POOL_WAITING.labels(label).set(stats.get("requests_waiting", 0))
+    POOL_MAX.labels(label).set(pool.max_size)
 
 
 async def observe_log(pool: AsyncConnectionPool[Any]) -> None:
@@ -61,7 +61,8 @@ async def observe_log(pool: AsyncConnectionPool[Any]) -> None:
 async def metrics(request: Request) -> Response:
     pool: AsyncConnectionPool[Any] = request.app.state.pool
     await observe_log(pool)
-    observe_pool(pool)  # after the log query, which itself used a connection
+    observe_pool(pool, "api")  # after the log query, which itself used a connection
+    observe_pool(request.app.state.ingest_pool, "ingest")
     return metrics_response()
 
 

@@ -73,10 +73,12 @@ def test_metrics_count_requests_events_and_the_log(database_url: str, tmp_path: 
     assert value(samples, "metastore_log_events") == 7
     assert value(samples, "metastore_log_bytes") > 0
     assert value(samples, "metastore_export_events_total", format="json") == 7
-    # the pool
-    assert value(samples, "metastore_db_pool_max_connections") == 3
-    assert 1 <= value(samples, "metastore_db_pool_connections") <= 3
-    assert value(samples, "metastore_db_pool_requests_waiting") == 0
+    # the pools: the API's (METASTORE_POOL_SIZE) and the group committer's
+    assert value(samples, "metastore_db_pool_max_connections", pool="api") == 3
+    assert 1 <= value(samples, "metastore_db_pool_connections", pool="api") <= 3
+    assert value(samples, "metastore_db_pool_requests_waiting", pool="api") == 0
+    assert value(samples, "metastore_db_pool_max_connections", pool="ingest") == 3
+    assert 2 <= value(samples, "metastore_db_pool_connections", pool="ingest") <= 3
 
 
 def test_every_declared_family_is_exposed(database_url: str, tmp_path: Path) -> None:
