@@ -4,8 +4,8 @@ One INSERT and one commit per request caps ingest at the rate PostgreSQL commits
 each request hands its events to the committer and waits; a few worker tasks each take
 everything pending (up to a group's limits), append it in one transaction (one statement
 on an autocommit connection, so one round trip) and, only after the commit, answer every
-request of the group. A request's events always go into one
-group, so a batch is stored all at once or not at all.
+request of the group. A request's events always go into one group, so a batch is stored
+all at once or not at all.
 
 A database outage fails the waiting requests with the psycopg/pool error (the app answers
 503 with Retry-After; clients retry, and the log's dedup makes a retry of an event that

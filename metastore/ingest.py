@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import AsyncIterator
 from typing import NamedTuple
 
 import msgspec
+from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
 from metastore.config import Settings
@@ -72,57 +72,34 @@ class Endpoint(NamedTuple):
     path: str
 
 
-class ClientGone(Exception):
-    """The client disconnected before its body arrived: there is no one to answer."""
-
-
-def _header(scope: Scope, name: bytes) -> str:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return ""
-
-
-async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunk = message.get("body", b"")
-        if chunk:
-            yield chunk
-        if not message.get("more_body", False):
-            return
-
-
-async def read_body(scope: Scope, receive: Receive, max_bytes: int, timeout: float) -> bytes:
+async def read_body(request: Request, max_bytes: int, timeout: float) -> bytes:
     """The request body, decompressed, or a ProblemError (413, 415, 400, 408)."""
-    media_type = _header(scope, b"content-type").split(";")[0].strip().lower()
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type not in JSON_MEDIA_TYPES:
         raise ProblemError(
             415, f"Content-Type {media_type!r} is not supported; send application/json"
         )
-    encoding = _header(scope, b"content-encoding").strip().lower()
+    encoding = request.headers.get("content-encoding", "").strip().lower()
     if encoding not in GZIP_ENCODINGS and encoding not in IDENTITY_ENCODINGS:
         raise ProblemError(
             415, f"Content-Encoding {encoding!r} is not supported; send gzip or identity"
         )
-    declared = _header(scope, b"content-length")
+    declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise _too_large(max_bytes)
     try:
         async with asyncio.timeout(timeout):
             if encoding in GZIP_ENCODINGS:
-                return await _read_gzip(receive, max_bytes)
-            return await _read_plain(receive, max_bytes)
+                return await _read_gzip(request, max_bytes)
+            return await _read_plain(request, max_bytes)
     except TimeoutError:
         raise ProblemError(408, f"the request body did not arrive within {timeout:g} s") from None
 
 
-async def _read_plain(receive: Receive, max_bytes: int) -> bytes:
+async def _read_plain(request: Request, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    async for chunk in _chunks(receive):
+    async for chunk in request.stream():
         size += len(chunk)
         if size > max_bytes:
             raise _too_large(max_bytes)
@@ -130,13 +107,13 @@ async def _read_plain(receive: Receive, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _read_gzip(receive: Receive, max_bytes: int) -> bytes:
+async def _read_gzip(request: Request, max_bytes: int) -> bytes:
     """Inflates while reading, never more than max_bytes (+1 to notice the excess)."""
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
     out: list[bytes] = []
     received = produced = 0
     try:
-        async for chunk in _chunks(receive):
+        async for chunk in request.stream():
             received += len(chunk)
             if received > max_bytes:
                 raise _too_large(max_bytes)
@@ -183,13 +160,13 @@ class IngestApp:
             return
         counted = "event" if path == EVENT_PATH else "batch"
         try:
-            body = await read_body(scope, receive, self._max_bytes, self._timeout)
+            body = await read_body(Request(scope, receive), self._max_bytes, self._timeout)
             INGEST_PAYLOAD_BYTES.observe(len(body))
             if path == EVENT_PATH:
                 answer = await self._post_event(body)
             else:
                 answer = await self._post_batch(body)
-        except ClientGone:
+        except ClientDisconnect:  # the client went away: no one to answer
             return
         except ProblemError as exc:
             INGEST_REQUESTS.labels(counted, str(exc.status)).inc()
