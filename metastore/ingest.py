@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 
 from metastore.config import Settings
 from metastore.db import DATABASE_UNAVAILABLE, RETRY_AFTER_S, database_unavailable
-from metastore.envelope import EnvelopeError, parse_batch, parse_event
+from metastore.envelope import EnvelopeError, parse_element, parse_event, split_batch
 from metastore.eventlog import LogRecord
 from metastore.group_commit import GroupCommitter, Unavailable
 from metastore.metrics import INGEST_EVENTS, INGEST_PAYLOAD_BYTES, INGEST_REQUESTS
@@ -41,6 +41,10 @@ BATCH_PATH = "/ingest/openlineage/batch"
 PATHS = frozenset({EVENT_PATH, BATCH_PATH})
 
 SUCCESS = b'{"status":"success"}'
+
+# Checking a batch's events gives the event loop back every so many events (about a
+# millisecond of work), so a large batch does not stall the other requests.
+YIELD_EVERY = 32
 
 
 class BatchSummary(msgspec.Struct):
@@ -207,19 +211,21 @@ class IngestApp:
 
     async def _post_batch(self, body: bytes) -> bytes:
         try:
-            results = parse_batch(body)
+            elements = split_batch(body)
         except EnvelopeError as exc:
             raise ProblemError(exc.status, exc.detail, pointer=exc.pointer) from None
         failed: list[FailedEvent] = []
         records: list[LogRecord] = []
         indexes: list[int] = []
-        for index, result in enumerate(results):
-            if isinstance(result, EnvelopeError):
-                where = f"{result.pointer}: " if result.pointer else ""
-                failed.append(FailedEvent(index, where + result.detail, False, result.pointer))
-            else:
-                records.append(result)
+        for index, text in enumerate(elements):
+            if index % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # let other requests (and commits) in
+            try:
+                records.append(parse_element(text))
                 indexes.append(index)
+            except EnvelopeError as exc:
+                where = f"{exc.pointer}: " if exc.pointer else ""
+                failed.append(FailedEvent(index, where + exc.detail, False, exc.pointer))
         if failed:
             INGEST_EVENTS.labels("invalid").inc(len(failed))
         if records:
@@ -229,8 +235,8 @@ class IngestApp:
                     failed.append(FailedEvent(index, refused, False, ""))
             failed.sort(key=lambda f: f.index)
         summary = BatchSummary(
-            received=len(results),
-            successful=len(results) - len(failed),
+            received=len(elements),
+            successful=len(elements) - len(failed),
             failed=len(failed),
             retriable=0,
             non_retriable=len(failed),

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from metastore.envelope import EnvelopeError, parse_batch, parse_event
+from metastore.envelope import EnvelopeError, parse_element, parse_event, split_batch
 from tests.support import CONFORMANCE, conformance_files
 
 RUN_ID = "0176a8c2-fe01-7439-87e6-56a1a1b4029f"
@@ -257,14 +257,27 @@ def test_the_digest_tells_different_events_and_numbers_apart() -> None:
 def test_a_batch_reports_each_element_and_keeps_each_text() -> None:
     good = encode(run_event())
     body = b"[" + good + b', {"job": 1}, ' + good.replace(b"START", b"COMPLETE") + b"]"
-    first, second, third = parse_batch(body)
-    assert not isinstance(first, EnvelopeError) and first.event_json == good
-    assert isinstance(second, EnvelopeError) and second.pointer == "/job"
-    assert not isinstance(third, EnvelopeError) and third.event_type == "COMPLETE"
+    first, second, third = split_batch(body)
+    assert first == good
+    assert parse_element(first).event_json == good
+    with pytest.raises(EnvelopeError) as info:
+        parse_element(second)
+    assert info.value.pointer == "/job"
+    assert parse_element(third).event_type == "COMPLETE"
 
 
-@pytest.mark.parametrize(("body", "status"), [(b"", 400), (b"[1,", 400), (b"{}", 422)])
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (b"", 400),
+        (b"[1,", 400),
+        (b"{}", 422),
+        (b'{"a": [1,}', 400),  # not an array, and not JSON either
+        (b"[" * 1000 + b"]" * 1000, 400),
+        (b'[{"a": "\xff"}]', 400),  # invalid UTF-8 inside an element: the body is not JSON
+    ],
+)
 def test_a_batch_that_is_not_an_array_is_refused(body: bytes, status: int) -> None:
     with pytest.raises(EnvelopeError) as info:
-        parse_batch(body)
+        split_batch(body)
     assert info.value.status == status
