@@ -234,7 +234,7 @@ def copy_records(database_url: str, records: Iterable[LogRecord], chunk: int = 5
     events = json_bytes = 0
     started = time.perf_counter()
     with psycopg.connect(database_url) as conn:
-        # The storage the API's appends use (metastore.db.prefer_lz4), so this stays the
+        # The storage the API's appends use (metastore.db.tune_ingest_session), so this stays the
         # ceiling of the same work.
         try:
             conn.execute("SET default_toast_compression = 'lz4'")

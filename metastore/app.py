@@ -16,7 +16,12 @@ from metastore import api, export, health, ingest, metrics_endpoint
 from metastore.access_log import AccessLog
 from metastore.auth import BearerAuth
 from metastore.config import Settings
-from metastore.db import DATABASE_UNAVAILABLE, create_pool, database_unavailable, prefer_lz4
+from metastore.db import (
+    DATABASE_UNAVAILABLE,
+    create_pool,
+    database_unavailable,
+    tune_ingest_session,
+)
 from metastore.group_commit import WORKERS, GroupCommitter
 from metastore.problems import ProblemError, from_error, problem_response
 
@@ -60,7 +65,7 @@ def create_app(settings: Settings) -> ASGIApp:
         max_size=WORKERS + 1,
         autocommit=True,
         name="metastore-ingest",
-        configure=prefer_lz4,
+        configure=tune_ingest_session,
     )
     committer = GroupCommitter(ingest_pool)
     assert settings.database_url is not None

@@ -47,12 +47,19 @@ def create_pool(
     )
 
 
-async def prefer_lz4(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Compresses what this (autocommit) session stores with lz4, when the server has it.
+# A full group (group_commit.MAX_GROUP_BYTES, 4 MB of JSON) is hashed and sorted by the
+# append; with the default 4 MB of work_mem both spilled to temporary files under load.
+INGEST_WORK_MEM = "16MB"
 
-    For the event log's appends: lz4 stores the events' JSON faster than the default pglz
-    (ARCHITECTURE.md, Throughput). Only new values are affected; nothing is rewritten.
+
+async def tune_ingest_session(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Session settings of the group committer's (autocommit) connections.
+
+    lz4 stores the events' JSON faster than the default pglz (ARCHITECTURE.md, Throughput),
+    where the server has it; only new values are affected, nothing is rewritten. work_mem
+    big enough for a full group (INGEST_WORK_MEM).
     """
+    await conn.execute(f"SET work_mem = '{INGEST_WORK_MEM}'")
     with contextlib.suppress(psycopg.Error):  # a server built without lz4 keeps pglz
         await conn.execute("SET default_toast_compression = 'lz4'")
 
