@@ -129,6 +129,10 @@ HOSTILE_BODIES: list[tuple[str, str, Any, dict[str, str], int]] = [
     ("wrong-content-encoding", EVENT, event_text(), {**JSON, "Content-Encoding": "br"}, 415),
     ("not-gzip", EVENT, event_text(), {**JSON, "Content-Encoding": "gzip"}, 400),
     ("batch-not-array", BATCH, event_text(), JSON, 422),
+    # A batch's elements are checked one by one: bytes that make the body not JSON still
+    # refuse the whole body, before any element is stored.
+    ("invalid-utf8-in-batch", BATCH, b"[" + event_text()[:-1] + b', "bad": "\xff"}]', JSON, 400),
+    ("lone-surrogate-in-batch", BATCH, b"[" + event_text(s='"\\ud800"') + b"]", JSON, 400),
     ("batch-of-1000000", BATCH, b"[" + b",".join([b"{}"] * 1_000_000) + b"]", JSON, 413),
     ("batch-of-1000000-numbers", BATCH, b"[" + b",".join([b"1"] * 1_000_000) + b"]", JSON, 413),
 ]
