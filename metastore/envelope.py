@@ -13,11 +13,13 @@ normalized) makes a retry that differs only in key order or whitespace the same 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import hashlib
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -138,15 +140,12 @@ def split_batch(body: bytes) -> list[bytes]:
     """
     if not body.strip():
         raise EnvelopeError(400, "the request body is empty; expected a JSON array of events")
-    try:
-        raws = _raw_list_decoder.decode(body)
-    except RecursionError:
-        raise EnvelopeError(400, "the JSON is nested too deeply") from None
-    except msgspec.ValidationError:  # no array: whether it is JSON at all decides 400/422
-        _decode(body)
-        raise EnvelopeError(422, "a batch is a JSON array of events", pointer="") from None
-    except msgspec.DecodeError as exc:
-        raise EnvelopeError(400, f"the request body is not valid JSON: {exc}") from None
+    with _refusing_bad_json():
+        try:
+            raws = _raw_list_decoder.decode(body)
+        except msgspec.ValidationError:  # no array: whether it is JSON at all decides 400/422
+            _decode(body)
+            raise EnvelopeError(422, "a batch is a JSON array of events", pointer="") from None
     # Skipping over an element does not look inside its strings; JSON is UTF-8 throughout.
     if not body.isascii():
         try:
@@ -167,16 +166,21 @@ def parse_element(text: bytes) -> LogRecord:
     return _record(text, document, numbers.beyond_numeric)
 
 
-def _decode(body: bytes) -> tuple[Any, _Numbers]:
-    numbers = _Numbers()
+@contextlib.contextmanager
+def _refusing_bad_json() -> Iterator[None]:
+    """Turns msgspec's refusal of bytes that are not JSON into a 400."""
     try:
-        return msgspec.json.Decoder(float_hook=numbers).decode(body), numbers
+        yield
     except RecursionError:
         raise EnvelopeError(400, "the JSON is nested too deeply") from None
-    except msgspec.DecodeError as exc:
+    except msgspec.DecodeError as exc:  # a ValidationError is one too
         raise EnvelopeError(400, f"the request body is not valid JSON: {exc}") from None
-    except msgspec.ValidationError as exc:  # e.g. a number beyond what a Decimal holds
-        raise EnvelopeError(400, f"the request body is not usable JSON: {exc}") from None
+
+
+def _decode(body: bytes) -> tuple[Any, _Numbers]:
+    numbers = _Numbers()
+    with _refusing_bad_json():
+        return msgspec.json.Decoder(float_hook=numbers).decode(body), numbers
 
 
 def _record(text: bytes, document: Any, beyond_numeric: bool) -> LogRecord:
