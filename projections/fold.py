@@ -9,10 +9,12 @@ events that fail; each goes to `dead_letters` and the rest are folded.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
+import gc
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
@@ -98,6 +100,27 @@ def read_batch(conn: psycopg.Connection[Any], after: Position, limit: int) -> li
             )
         )
     return events
+
+
+# The collector's thresholds while folding. A batch is hundreds of thousands of small
+# objects (decoded events, loaded rows) that live as long as the batch. With Python's
+# defaults (700, 10, 10) they outlived the young collections into the oldest generation,
+# whose full collections then came every batch or two and walked the whole batch: 23 in
+# 40,000 events, 2.7 s of the fold's 10.8 s of Python. With young collections every
+# 100,000 allocations a batch's objects are mostly freed by reference counting before any
+# collection looks at them; garbage cycles are still collected, a little later.
+FOLD_GC_THRESHOLD = (100_000, 10, 10)
+
+
+@contextlib.contextmanager
+def collector_for_batches() -> Iterator[None]:
+    """Sets the collector's thresholds to FOLD_GC_THRESHOLD for the block (then restores them)."""
+    previous = gc.get_threshold()
+    gc.set_threshold(*FOLD_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
 
 
 def tune_session(conn: psycopg.Connection[Any]) -> None:

@@ -28,6 +28,7 @@ from projections.fold import (
     BatchResult,
     DeadLetter,
     Prefetcher,
+    collector_for_batches,
     fold_batch,
     set_search_path,
     tune_session,
@@ -126,7 +127,7 @@ def rebuild(
         conn.execute("SELECT pg_advisory_lock(%s)", (REPLAY_LOCK,))
         conn.commit()
         try:
-            with Prefetcher(database_url) as prefetcher:
+            with Prefetcher(database_url) as prefetcher, collector_for_batches():
                 return _rebuild(conn, projections, progress, limit, prefetcher)
         finally:
             conn.rollback()

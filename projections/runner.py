@@ -34,6 +34,7 @@ from metastore.migrations import missing_migrations
 from projections.fold import (
     BATCH_SIZE,
     Prefetcher,
+    collector_for_batches,
     fold_batch,
     load_cursors,
     save_cursors,
@@ -73,11 +74,12 @@ def catch_up(conn_or_url: psycopg.Connection[Any] | str, limit: int = BATCH_SIZE
 
     For tests, benchmarks and tools: what the projector process does, once, synchronously.
     """
-    if isinstance(conn_or_url, str):
-        with psycopg.connect(conn_or_url) as conn, Prefetcher(conn_or_url) as prefetcher:
-            tune_session(conn)
-            return _catch_up(conn, limit, prefetcher)
-    return _catch_up(conn_or_url, limit, None)
+    with collector_for_batches():
+        if isinstance(conn_or_url, str):
+            with psycopg.connect(conn_or_url) as conn, Prefetcher(conn_or_url) as prefetcher:
+                tune_session(conn)
+                return _catch_up(conn, limit, prefetcher)
+        return _catch_up(conn_or_url, limit, None)
 
 
 def _catch_up(conn: psycopg.Connection[Any], limit: int, prefetcher: Prefetcher | None) -> int:
@@ -181,21 +183,22 @@ def fold_until_stopped(
     prefetcher: Prefetcher,
 ) -> None:
     last_lag = 0.0
-    while not stop.is_set():
-        started = time.monotonic()
-        read = fold_live_batch(conn, prefetcher=prefetcher)
-        if read:
-            FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
-        if time.monotonic() - last_lag > LAG_EVERY_S:
-            update_lag_metrics(conn)
-            last_lag = time.monotonic()
-        if read >= BATCH_SIZE:
-            continue
-        # Caught up: sleep until a NOTIFY (or the poll interval), then drain the others.
-        for _ in leader.notifies(timeout=POLL_INTERVAL_S, stop_after=1):
-            pass
-        for _ in leader.notifies(timeout=0.005):
-            pass
+    with collector_for_batches():
+        while not stop.is_set():
+            started = time.monotonic()
+            read = fold_live_batch(conn, prefetcher=prefetcher)
+            if read:
+                FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
+            if time.monotonic() - last_lag > LAG_EVERY_S:
+                update_lag_metrics(conn)
+                last_lag = time.monotonic()
+            if read >= BATCH_SIZE:
+                continue
+            # Caught up: sleep until a NOTIFY (or the poll interval), then drain the others.
+            for _ in leader.notifies(timeout=POLL_INTERVAL_S, stop_after=1):
+                pass
+            for _ in leader.notifies(timeout=0.005):
+                pass
 
 
 def update_lag_metrics(conn: psycopg.Connection[Any]) -> None:

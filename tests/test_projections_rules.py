@@ -3,6 +3,7 @@ roots, facet merging, dataset names and merges, poison events."""
 
 from __future__ import annotations
 
+import gc
 import random
 import string
 import uuid
@@ -291,3 +292,17 @@ def test_a_malformed_parent_facet_is_ignored_and_counted(conn: Conn) -> None:
         "metastore_projector_malformed_facets_total", {"facet": "parent"}
     )
     assert after is not None and after > before
+
+
+def test_folding_leaves_the_collectors_thresholds_as_it_found_them(conn: Conn) -> None:
+    # The fold raises the young generation's threshold for its batches (projections/fold.py);
+    # a process that folds (the tests, a tool calling catch_up) keeps its own settings.
+    previous = gc.get_threshold()
+    gc.set_threshold(500, 5, 5)
+    try:
+        fold(conn, run_event("START", 1, new_id()))
+        assert gc.get_threshold() == (500, 5, 5)
+        rebuild(conn.info.dsn, ["runs"])
+        assert gc.get_threshold() == (500, 5, 5)
+    finally:
+        gc.set_threshold(*previous)
