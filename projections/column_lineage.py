@@ -14,13 +14,13 @@ import psycopg
 from projections.common import FoldEvent, row_param, rows_select
 
 NAME = "column_lineage"
-VERSION = 1
+VERSION = 2  # 2: edge_key
 TABLES = ("column_lineage",)
 
-TYPES = ("text",) * 6 + ("jsonb", "uuid", "uuid", "timestamptz", "timestamptz", "bigint")
+TYPES = ("text",) * 6 + ("jsonb", "uuid", "uuid", "timestamptz", "timestamptz", "bigint", "uuid")
 UPSERT = f"""
 INSERT INTO column_lineage AS t (out_namespace, out_name, out_field, in_namespace, in_name,
-    in_field, transformations, job_id, run_id, first_seen, last_seen, last_seq)
+    in_field, transformations, job_id, run_id, first_seen, last_seen, last_seq, edge_key)
 {rows_select(TYPES)}
 ON CONFLICT (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
 DO UPDATE SET
@@ -36,19 +36,19 @@ DO UPDATE SET
         THEN excluded.run_id ELSE t.run_id END
 """
 
-Key = tuple[str, str, str, str, str, str]
-
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
-    # key -> [transformations, job, run, first_seen, last_seen, last_seq]
-    rows: dict[Key, list[Any]] = {}
+    # edge_key -> [out ns, out name, out field, in ns, in name, in field,
+    #              transformations, job, run, first_seen, last_seen, last_seq]
+    rows: dict[str, list[Any]] = {}
     for event in events:
         jid = event.job_id
         when = event.event_time
         for ref in event.refs:  # column_edges: of outputs and DatasetEvents only
-            for out_field, in_ns, in_name, in_field, transformations in ref.column_edges:
-                key = (ref.namespace, ref.name, out_field, in_ns, in_name, in_field)
-                add(rows, key, [transformations, jid, event.run_id, when, when, event.seq])
+            for out_field, in_ns, in_name, in_field, transformations, key in ref.column_edges:
+                row: list[Any] = [ref.namespace, ref.name, out_field, in_ns, in_name, in_field]
+                row += (transformations, jid, event.run_id, when, when, event.seq)
+                add(rows, key, row)
     if not rows:
         return
     keys = list(rows)
@@ -56,21 +56,17 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         UPSERT,
         row_param(
             TYPES,
-            [
-                *[[k[i] for k in keys] for i in range(6)],
-                [rows[k][0] for k in keys],  # JSON text already
-                *[[rows[k][i] for k in keys] for i in range(1, 6)],
-            ],
+            [*[[rows[k][i] for k in keys] for i in range(12)], keys],  # transformations: JSON
         ),
     )
 
 
-def add(rows: dict[Key, list[Any]], key: Key, new: list[Any]) -> None:
+def add(rows: dict[str, list[Any]], key: str, new: list[Any]) -> None:
     row = rows.get(key)
     if row is None:
         rows[key] = new
         return
-    first: dt.datetime = min(row[3], new[3])
-    if (new[4], new[5]) > (row[4], row[5]):
+    first: dt.datetime = min(row[9], new[9])
+    if (new[10], new[11]) > (row[10], row[11]):
         row[:] = new
-    row[3] = first
+    row[9] = first

@@ -262,12 +262,22 @@ def row_param(types: Sequence[str], columns: Sequence[Sequence[Any]]) -> tuple[s
 _rows_encoder = msgspec.json.Encoder()
 
 
+def edge_key(names: tuple[str, str, str, str, str, str]) -> str:
+    """A field pair (out namespace, name, field, in namespace, name, field) as a uuid (hex).
+
+    column_lineage.edge_key and run_column_edges' key (eight columns wide as names). A
+    128-bit BLAKE2b of the names joined by NUL, which no name stored in PostgreSQL's text
+    can contain, so two pairs never share an input.
+    """
+    return hashlib.blake2b("\0".join(names).encode(), digest_size=16).hexdigest()
+
+
 def fields_hash(fields: Any) -> bytes:
     return hashlib.sha256(msgspec.json.encode(fields, order="sorted")).digest()
 
 
-# (out_field, in_namespace, in_name, in_field, transformations as JSON text)
-ColumnEdge = tuple[str, str, str, str, str]
+# (out_field, in_namespace, in_name, in_field, transformations as JSON text, edge_key)
+ColumnEdge = tuple[str, str, str, str, str, str]
 
 
 class DatasetRef(msgspec.Struct, frozen=True):

@@ -26,6 +26,7 @@ from projections.common import (
     FoldEvent,
     as_dict,
     as_list,
+    edge_key,
     facet,
     fields_hash,
     job_id,
@@ -171,7 +172,7 @@ def _add_ref(refs: list[DatasetRef], role: str, ds: _Dataset) -> None:
             None if fields is None else json_text(fields),
             None if fields is None else fields_hash(fields),
             # An input's column lineage describes another dataset's fields: not folded.
-            lineage_edges(facets) if facets and role != "input" else [],
+            lineage_edges(namespace, name, facets) if facets and role != "input" else [],
         )
     )
 
@@ -206,18 +207,21 @@ def schema_fields(facets: Facets | None) -> list[Any] | None:
     return fields
 
 
-def lineage_edges(facets: Facets | None) -> list[ColumnEdge]:
-    """The edges of a `columnLineage` facet ([] when absent or deleted)."""
+def lineage_edges(namespace: str, name: str, facets: Facets | None) -> list[ColumnEdge]:
+    """The edges into dataset `namespace`/`name` of its `columnLineage` facet ([] when
+    absent or deleted)."""
     lineage = facet(facets, "columnLineage")
     if lineage is None or lineage.get("_deleted") is True:
         return []
-    return column_edges(lineage)
+    return column_edges(namespace, name, lineage)
 
 
-def column_edges(lineage: dict[str, Any]) -> list[ColumnEdge]:
-    """(out_field, in_namespace, in_name, in_field, transformations) of a columnLineage facet.
+def column_edges(namespace: str, name: str, lineage: dict[str, Any]) -> list[ColumnEdge]:
+    """(out_field, in_namespace, in_name, in_field, transformations, edge_key) of a
+    columnLineage facet of dataset `namespace`/`name`.
 
-    The transformations as JSON text, encoded once for the tables that store them.
+    The transformations as JSON text and the key, computed once for the tables that store
+    them.
     """
     fields = as_dict(lineage.get("fields"))
     if fields is None:
@@ -240,17 +244,20 @@ def column_edges(lineage: dict[str, Any]) -> list[ColumnEdge]:
             ]
         for source in as_list(spec.get("inputFields")):
             source = as_dict(source)
-            namespace, name, field = (
+            in_namespace, in_name, in_field = (
                 (text(source.get("namespace")), text(source.get("name")), text(source.get("field")))
                 if source
                 else (None, None, None)
             )
-            if namespace is None or name is None or field is None:
+            if in_namespace is None or in_name is None or in_field is None:
                 malformed("columnLineage")
                 continue
             assert source is not None
             transformations = [
                 t for t in as_list(source.get("transformations")) if isinstance(t, dict)
             ] or legacy
-            edges.append((out_field, namespace, name, field, json_text(transformations)))
+            key = edge_key((namespace, name, out_field, in_namespace, in_name, in_field))
+            edges.append(
+                (out_field, in_namespace, in_name, in_field, json_text(transformations), key)
+            )
     return edges

@@ -18,7 +18,7 @@ import psycopg
 from projections.common import FoldEvent, row_param, rows_select
 
 NAME = "history"
-VERSION = 1
+VERSION = 2  # 2: run_column_edges keyed by edge_key
 TABLES = ("schema_observations", "run_column_edges")
 STATIC_RUN = uuid.UUID(int=0)  # the run id of a JobEvent's column lineage
 
@@ -28,13 +28,12 @@ INSERT INTO schema_observations (namespace, name, seq, role, event_time, fields_
 {rows_select(OBSERVATION_TYPES)}
 ON CONFLICT DO NOTHING
 """
-EDGE_TYPES = ("uuid", "uuid") + ("text",) * 6 + ("jsonb", "timestamptz", "timestamptz", "bigint")
+EDGE_TYPES = ("uuid", "uuid", "uuid", "jsonb", "timestamptz", "timestamptz", "bigint")
 UPSERT_RUN_COLUMN_EDGES = f"""
-INSERT INTO run_column_edges AS t (run_id, job_id, out_namespace, out_name, out_field,
-    in_namespace, in_name, in_field, transformations, first_seen, last_seen, last_seq)
+INSERT INTO run_column_edges AS t (edge_key, run_id, job_id, transformations, first_seen,
+    last_seen, last_seq)
 {rows_select(EDGE_TYPES)}
-ON CONFLICT (run_id, job_id, out_namespace, out_name, out_field, in_namespace, in_name,
-             in_field)
+ON CONFLICT (edge_key, run_id, job_id)
 DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen),
@@ -44,7 +43,7 @@ DO UPDATE SET
         THEN excluded.transformations ELSE t.transformations END
 """
 
-EdgeKey = tuple[Any, ...]  # (run, job, out ns, out name, out field, in ns, in name, in field)
+EdgeKey = tuple[Any, ...]  # (edge_key, run, job)
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
@@ -59,17 +58,8 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
                 continue
             run = event.run_id if event.kind == "run" and event.run_id else STATIC_RUN
             when = event.event_time
-            for out_field, in_ns, in_name, in_field, transformations in ref.column_edges:
-                edge = (
-                    run,
-                    event.job_id,
-                    ref.namespace,
-                    ref.name,
-                    out_field,
-                    in_ns,
-                    in_name,
-                    in_field,
-                )
+            for *_, transformations, pair in ref.column_edges:
+                edge = (pair, run, event.job_id)
                 seen = edges.get(edge)
                 if seen is None:
                     edges[edge] = [transformations, when, when, event.seq]
@@ -96,7 +86,7 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             row_param(
                 EDGE_TYPES,
                 [
-                    *[[k[i] for k in ekeys] for i in range(8)],
+                    *[[k[i] for k in ekeys] for i in range(3)],
                     [edges[k][0] for k in ekeys],  # JSON text already
                     *[[edges[k][i] for k in ekeys] for i in range(1, 4)],
                 ],

@@ -163,7 +163,12 @@ WHERE n.dataset_id = ANY(%(datasets)s::uuid[])
 """
 
 # Field-level: upstream follows `out <- in` from the dataset's fields back to their
-# sources; downstream the other way. Rows: one per edge with its least depth.
+# sources; downstream the other way. Rows: one per edge with its least depth. `{edges}` is
+# only ever read through LATERAL lookups by name: as of a moment it is a DISTINCT ON
+# subquery, which the planner cannot join by index, and a plain join (or an OR of two
+# conditions) built it whole, every run's field edges, for each request (2.5 s at 100,000
+# events). The final lookup's LIMIT 1 (a pair is one row) keeps it from being flattened
+# into such a join.
 COLUMN_LINEAGE_WALK = """
 WITH RECURSIVE walk(out_namespace, out_name, out_field, in_namespace, in_name, in_field,
                     dir, depth) AS (
@@ -171,9 +176,13 @@ WITH RECURSIVE walk(out_namespace, out_name, out_field, in_namespace, in_name, i
            d.dir, 1
     FROM unnest(%(dirs)s::text[]) AS d(dir)
     JOIN readmodel.dataset_names n ON n.dataset_id = %(id)s
-    JOIN {edges} c
-      ON (d.dir = 'up' AND c.out_namespace = n.namespace AND c.out_name = n.name)
-      OR (d.dir = 'down' AND c.in_namespace = n.namespace AND c.in_name = n.name)
+    CROSS JOIN LATERAL (
+        SELECT * FROM {edges} c
+        WHERE d.dir = 'up' AND c.out_namespace = n.namespace AND c.out_name = n.name
+      UNION ALL
+        SELECT * FROM {edges} c
+        WHERE d.dir = 'down' AND c.in_namespace = n.namespace AND c.in_name = n.name
+    ) c
   UNION
     SELECT c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
            w.dir, w.depth + 1
@@ -207,8 +216,12 @@ SELECT e.in_namespace, e.in_name, e.in_field, src.dataset_id,
        c.transformations::text, c.job_id, e.depth,
        (SELECT count(*) FROM walked)
 FROM edges e
-JOIN {edges} c USING (out_namespace, out_name, out_field,
-                                       in_namespace, in_name, in_field)
+CROSS JOIN LATERAL (
+    SELECT c.transformations, c.job_id FROM {edges} c
+    WHERE c.out_namespace = e.out_namespace AND c.out_name = e.out_name
+      AND c.out_field = e.out_field AND c.in_namespace = e.in_namespace
+      AND c.in_name = e.in_name AND c.in_field = e.in_field
+    LIMIT 1) c
 LEFT JOIN readmodel.dataset_names src
   ON src.namespace = e.in_namespace AND src.name = e.in_name
 LEFT JOIN readmodel.dataset_names dst
@@ -218,15 +231,19 @@ ORDER BY e.depth, e.out_namespace, e.out_name, e.out_field, e.in_namespace, e.in
 """
 # Field edges at `%(as_of)s`: those of each job's latest run started by then (and static
 # ones declared by then), one row per field pair (the latest report), as column_lineage.
+# Every pair a run reported is in column_lineage, found there by name (the walk's lookups
+# are pushed into this subquery) and joined to the runs that reported it by edge_key.
 COLUMN_EDGES_AS_OF = f"""(
-    SELECT DISTINCT ON (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
-           out_namespace, out_name, out_field, in_namespace, in_name, in_field,
-           transformations, job_id, run_id, first_seen, last_seen, last_seq
-    FROM readmodel.run_column_edges e
+    SELECT DISTINCT ON (c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name,
+                        c.in_field)
+           c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
+           e.transformations, e.job_id, e.run_id, e.first_seen, e.last_seen, e.last_seq
+    FROM readmodel.column_lineage c
+    JOIN readmodel.run_column_edges e ON e.edge_key = c.edge_key
     WHERE CASE WHEN e.run_id = '{asof.STATIC_RUN}' THEN e.first_seen <= %(as_of)s
                ELSE e.run_id = {asof.latest_run("e.job_id")} END
-    ORDER BY out_namespace, out_name, out_field, in_namespace, in_name, in_field,
-             last_seen DESC, last_seq DESC)"""
+    ORDER BY c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
+             e.last_seen DESC, e.last_seq DESC)"""
 COLUMN_LINEAGE = COLUMN_LINEAGE_WALK.format(edges="readmodel.column_lineage")
 COLUMN_LINEAGE_AS_OF = COLUMN_LINEAGE_WALK.format(edges=COLUMN_EDGES_AS_OF)
 DATASET_REF = """
