@@ -56,7 +56,7 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         UPSERT,
         row_param(
             TYPES,
-            [*[[rows[k][i] for k in keys] for i in range(12)], keys],  # transformations: JSON
+            [*[[rows[k][i] for k in keys] for i in range(12)], keys],  # transformations: JSON text
         ),
     )
 

@@ -58,7 +58,7 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
                 continue
             run = event.run_id if event.kind == "run" and event.run_id else STATIC_RUN
             when = event.event_time
-            for *_, transformations, pair in ref.column_edges:
+            for _, _, _, _, transformations, pair in ref.column_edges:
                 edge = (pair, run, event.job_id)
                 seen = edges.get(edge)
                 if seen is None:

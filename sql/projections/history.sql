@@ -15,9 +15,8 @@ CREATE TABLE schema_observations (
     run_id      uuid
 );
 -- "the latest schema at or before T": one index probe per name. Also the table's key: an
--- event has one eventTime, so this is as unique as (namespace, name, seq, role), and a
--- second index of those columns (the primary key it had) cost the fold a fifth of this
--- table's time and no reader used it.
+-- event has one eventTime, so this is as unique as (namespace, name, seq, role), the
+-- primary key it had, an index the fold paid for and no reader used.
 CREATE UNIQUE INDEX schema_observations_time
     ON schema_observations (namespace, name, event_time DESC, seq DESC, role);
 CREATE INDEX schema_observations_run ON schema_observations (run_id) WHERE run_id IS NOT NULL;
