@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import psycopg
@@ -28,6 +28,7 @@ from metastore.eventlog import Position, read_events_after
 from metastore.metrics import DEAD_LETTERS, FOLDED_EVENTS
 from projections.common import FoldEvent
 from projections.decode import fold_event
+from projections.schema import SIDE_PROJECTIONS
 
 log = logging.getLogger("metastore.projector")
 
@@ -144,19 +145,51 @@ def set_search_path(conn: psycopg.Connection[Any], schema: str) -> None:
 
 
 def load_cursors(
-    conn: psycopg.Connection[Any], projections: Sequence[ModuleType]
+    conn: psycopg.Connection[Any],
+    projections: Sequence[ModuleType],
+    side: psycopg.Connection[Any] | None = None,
 ) -> dict[str, Position]:
     """The cursors of the projections whose stored tables are of this code's version.
 
     (Tables of another version are rebuilt, never folded into by code that does not know
-    their layout.) Locks their state rows until the transaction ends.
+    their layout.) Locks their state rows until the transaction ends: those of the
+    SIDE_PROJECTIONS in the `side` connection's transaction, when given.
     """
     versions = {p.NAME: p.VERSION for p in projections}
-    with conn.cursor(row_factory=tuple_row) as cur:
-        cur.execute(LOAD_STATE, (list(versions),))
-        return {
-            row[0]: Position(row[2], row[3]) for row in cur.fetchall() if versions[row[0]] == row[1]
-        }
+    lanes = [(conn, [n for n in versions if side is None or n not in SIDE_PROJECTIONS])]
+    if side is not None:
+        lanes.append((side, [n for n in versions if n in SIDE_PROJECTIONS]))
+    cursors = {}
+    for on, names in lanes:
+        with on.cursor(row_factory=tuple_row) as cur:
+            cur.execute(LOAD_STATE, (names,))
+            for name, version, tx, seq in cur.fetchall():
+                if versions[name] == version:
+                    cursors[name] = Position(tx, seq)
+    return cursors
+
+
+@contextlib.contextmanager
+def batch_transaction(
+    conn: psycopg.Connection[Any], schema: str, side: psycopg.Connection[Any] | None = None
+) -> Iterator[None]:
+    """One batch's transaction on `conn`, and on `side` (committed just after), in `schema`.
+
+    A crash between the two commits leaves the side projections' cursors a batch behind
+    the others': the next batch folds their events again, nothing is lost or doubled.
+    """
+    try:
+        with conn.transaction():
+            set_search_path(conn, schema)
+            if side is not None:
+                set_search_path(side, schema)
+            yield
+        if side is not None:
+            side.commit()
+    except BaseException:
+        if side is not None and not side.broken:
+            side.rollback()
+        raise
 
 
 class Prefetcher:
@@ -224,11 +257,14 @@ def fold_batch(
     limit: int = BATCH_SIZE,
     dead_letter: DeadLetterSink = store_dead_letter,
     prefetcher: Prefetcher | None = None,
+    side: psycopg.Connection[Any] | None = None,
 ) -> BatchResult:
     """Reads and folds one batch past `cursors` (moved in place), in the open transaction.
 
     The caller has set the search path (live or build schema), saves the cursors and
-    commits. With a `prefetcher`, the next batch is read while this one folds.
+    commits. With a `prefetcher`, the next batch is read while this one folds. With a
+    `side` connection (in a transaction, search path set), the SIDE_PROJECTIONS fold on it
+    and the caller saves their cursors there and commits it after `conn`.
     """
     start = min(cursors[p.NAME] for p in projections)
     events = prefetcher.take(start, limit) if prefetcher else None
@@ -242,60 +278,78 @@ def fold_batch(
     if prefetcher is not None and len(events) == limit:
         read_next = functools.partial(prefetcher.request, last, limit)
     result.received_at = events[-1].received_at
-    work: list[tuple[ModuleType, list[FoldEvent]]] = []
-    for projection in projections:
-        cursor = cursors[projection.NAME]
-        mine = events if cursor == start else [e for e in events if e.position > cursor]
-        if mine:
-            work.append((projection, mine))
-        result.folded[projection.NAME] = len(mine)
-        cursors[projection.NAME] = max(last, cursor)
-    with conn.cursor(row_factory=tuple_row) as cur:
-        if not fold_pipelined(cur, work, read_next):
-            for projection, mine in work:
-                fold_isolated(cur, projection, mine, dead_letter)
-    for projection, mine in work:
-        FOLDED_EVENTS.labels(projection=projection.NAME).inc(len(mine))
+    with contextlib.ExitStack() as stack:
+        cur = stack.enter_context(conn.cursor(row_factory=tuple_row))
+        side_cur = stack.enter_context(side.cursor(row_factory=tuple_row)) if side else cur
+        work: list[Work] = []
+        for projection in projections:
+            cursor = cursors[projection.NAME]
+            mine = events if cursor == start else [e for e in events if e.position > cursor]
+            if mine:
+                on = side_cur if projection.NAME in SIDE_PROJECTIONS else cur
+                work.append(Work(projection, mine, on))
+            result.folded[projection.NAME] = len(mine)
+            cursors[projection.NAME] = max(last, cursor)
+        if not fold_pipelined(work, read_next):
+            for item in work:
+                fold_isolated(item.cur, item.projection, item.events, dead_letter)
+    for item in work:
+        FOLDED_EVENTS.labels(projection=item.projection.NAME).inc(len(item.events))
     return result
 
 
-def fold_pipelined(
-    cur: psycopg.Cursor[Any],
-    work: Sequence[tuple[ModuleType, list[FoldEvent]]],
-    read_next: Callable[[], None] | None = None,
-) -> bool:
-    """Folds every projection's events in one pipeline; False (and nothing done) on an error.
+class Work(NamedTuple):
+    """One projection's share of a batch, and the cursor (connection) it folds on."""
+
+    projection: ModuleType
+    events: list[FoldEvent]
+    cur: psycopg.Cursor[Any]
+
+
+def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = None) -> bool:
+    """Folds every projection's events in pipelines; False (and nothing done) on an error.
 
     Waiting for each statement left the server idle while Python folded, and Python idle
     while the server wrote. In a pipeline the writes queue up and run while Python folds
-    the next projection, as long as nothing waits for a result behind them: so the
+    the next projection, as long as nothing waits for a result behind them on the same
+    connection. So the write-only projections of the side connection queue their writes
+    first (its server works through them for the whole batch, on the other core), then the
     projections that read their stored rows first (those with `load`, then `apply`) all
-    read before anything is written, and the write-only ones queue their writes first,
-    for the server to work through while Python merges the loaded rows.
+    read before anything is written on the main connection, whose write-only projections
+    queue their writes next, for the server to work through while Python merges the
+    loaded rows.
     `read_next` (the prefetcher's request for the next batch) is called once everything is
     queued, so the next batch is read and decoded while this thread only waits for the
-    server to finish the writes. Requested as the batch began, the decoding competed for
+    servers to finish the writes. Requested as the batch began, the decoding competed for
     the GIL with the folding, whose every wakeup on the socket then waited for it (60,000
     events: 2,583 to 2,745 events/s against 3,183 to 3,448 now).
     An error only shows at the end (the pipeline's sync), too late to tell which
-    projection it came from, so the whole batch is undone (a savepoint) and the caller
-    folds it again projection by projection (`fold_isolated`).
+    projection it came from, so the whole batch is undone (a savepoint on each connection)
+    and the caller folds it again projection by projection (`fold_isolated`).
     """
-    conn = cur.connection
+    conns = list({id(item.cur.connection): item.cur.connection for item in work}.values())
+    loading = [item for item in work if hasattr(item.projection, "load")]
+    writing = [item for item in work if not hasattr(item.projection, "load")]
+    reading = {id(item.cur.connection) for item in loading}  # connections that load
     try:
-        with conn.transaction(), conn.pipeline():
-            loaded = {p.NAME: p.load(cur, events) for p, events in work if hasattr(p, "load")}
-            for projection, events in work:
-                if projection.NAME not in loaded:
+        with contextlib.ExitStack() as stack:
+            for conn in conns:
+                stack.enter_context(conn.transaction())
+                stack.enter_context(conn.pipeline())
+            for projection, events, cur in writing:
+                if id(cur.connection) not in reading:
                     projection.fold(cur, events)
-            for projection, events in work:
-                if projection.NAME in loaded:
-                    projection.apply(cur, events, loaded[projection.NAME])
+            loaded = [(item, item.projection.load(item.cur, item.events)) for item in loading]
+            for projection, events, cur in writing:
+                if id(cur.connection) in reading:
+                    projection.fold(cur, events)
+            for (projection, events, cur), state in loaded:
+                projection.apply(cur, events, state)
             if read_next is not None:
                 read_next()
         return True
     except Exception:
-        if conn.broken or conn.closed:
+        if any(conn.broken or conn.closed for conn in conns):
             raise  # the database is gone: nothing to isolate
         log.info("pipelined batch fold failed; folding projection by projection", exc_info=True)
         return False
@@ -338,10 +392,15 @@ def fold_isolated(
 
 
 def save_cursors(
-    conn: psycopg.Connection[Any], cursors: dict[str, Position], result: BatchResult
+    conn: psycopg.Connection[Any],
+    cursors: dict[str, Position],
+    result: BatchResult,
+    side: psycopg.Connection[Any] | None = None,
 ) -> None:
-    with conn.cursor() as cur:
-        for name, count in result.folded.items():
+    """Stores the cursors of the projections `result` folded (SIDE_PROJECTIONS' on `side`)."""
+    for name, count in result.folded.items():
+        on = side if side is not None and name in SIDE_PROJECTIONS else conn
+        with on.cursor() as cur:
             position = cursors[name]
             cur.execute(
                 SAVE_STATE,

@@ -28,6 +28,7 @@ from projections.fold import (
     BatchResult,
     DeadLetter,
     Prefetcher,
+    batch_transaction,
     collector_for_batches,
     fold_batch,
     set_search_path,
@@ -122,13 +123,14 @@ def rebuild(
     projector folds.
     """
     projections = [BY_NAME[n] for n in names]
-    with psycopg.connect(database_url) as conn:
+    with psycopg.connect(database_url) as conn, psycopg.connect(database_url) as side:
         tune_session(conn)
+        tune_session(side)
         conn.execute("SELECT pg_advisory_lock(%s)", (REPLAY_LOCK,))
         conn.commit()
         try:
             with Prefetcher(database_url) as prefetcher, collector_for_batches():
-                return _rebuild(conn, projections, progress, limit, prefetcher)
+                return _rebuild(conn, side, projections, progress, limit, prefetcher)
         finally:
             conn.rollback()
             conn.execute("SELECT pg_advisory_unlock(%s)", (REPLAY_LOCK,))
@@ -137,6 +139,7 @@ def rebuild(
 
 def _rebuild(
     conn: psycopg.Connection[Any],
+    side: psycopg.Connection[Any],
     projections: list[ModuleType],
     show: bool,
     limit: int,
@@ -165,10 +168,9 @@ def _rebuild(
         cur.execute(insert_letter, (letter.projection, letter.seq, letter.tx, letter.error))
         letters[0] += 1
 
-    def one_batch() -> BatchResult:
-        set_search_path(conn, BUILD_SCHEMA)
+    def one_batch(side: psycopg.Connection[Any] | None) -> BatchResult:
         result = fold_batch(
-            conn, projections, cursors, limit, dead_letter=collect, prefetcher=prefetcher
+            conn, projections, cursors, limit, collect, prefetcher=prefetcher, side=side
         )
         for name, count in result.folded.items():
             folded[name] += count
@@ -178,8 +180,8 @@ def _rebuild(
         return result
 
     while True:
-        with conn.transaction():
-            result = one_batch()
+        with batch_transaction(conn, BUILD_SCHEMA, side):
+            result = one_batch(side)
         if result.read < limit:
             break
     for attempt in range(1, SWAP_ATTEMPTS + 1):
@@ -188,7 +190,9 @@ def _rebuild(
             with conn.transaction():
                 conn.execute("SET LOCAL lock_timeout = '20s'")
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
-                while one_batch().read >= limit:
+                set_search_path(conn, BUILD_SCHEMA)
+                # The last batches and the swap: one transaction, so one connection.
+                while one_batch(None).read >= limit:
                     pass
                 swap(conn, projections, cursors, folded, received[0])
             break

@@ -34,11 +34,11 @@ from metastore.migrations import missing_migrations
 from projections.fold import (
     BATCH_SIZE,
     Prefetcher,
+    batch_transaction,
     collector_for_batches,
     fold_batch,
     load_cursors,
     save_cursors,
-    set_search_path,
     tune_session,
 )
 from projections.replay import rebuild_outdated
@@ -52,40 +52,54 @@ def fold_live_batch(
     projections: Sequence[ModuleType] = PROJECTIONS,
     limit: int = BATCH_SIZE,
     prefetcher: Prefetcher | None = None,
+    side: psycopg.Connection[Any] | None = None,
 ) -> int:
     """Folds one batch into the live tables and moves the cursors, in one transaction.
 
-    Returns how many events were read (fewer than `limit` means caught up).
+    (Two with a `side` connection: see projections.schema.SIDE_PROJECTIONS.) Returns how
+    many events were read (fewer than `limit` means caught up).
     """
-    with conn.transaction():
+    with batch_transaction(conn, LIVE_SCHEMA, side):
+        # The side connection folds under this lock too: its transaction begins after the
+        # lock is taken and ends (a commit without waits) right after it is released.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
-        set_search_path(conn, LIVE_SCHEMA)
-        cursors = load_cursors(conn, projections)
+        cursors = load_cursors(conn, projections, side)
         projections = [p for p in projections if p.NAME in cursors]
         if not projections:
             return 0
-        result = fold_batch(conn, projections, cursors, limit, prefetcher=prefetcher)
-        save_cursors(conn, cursors, result)
+        result = fold_batch(conn, projections, cursors, limit, prefetcher=prefetcher, side=side)
+        save_cursors(conn, cursors, result, side)
     return result.read
 
 
 def catch_up(conn_or_url: psycopg.Connection[Any] | str, limit: int = BATCH_SIZE) -> int:
     """Folds everything committed to the log so far into the live tables; returns the count.
 
-    For tests, benchmarks and tools: what the projector process does, once, synchronously.
+    For tests, benchmarks and tools: what the projector process does, once, synchronously
+    (on one connection when given one).
     """
     with collector_for_batches():
         if isinstance(conn_or_url, str):
-            with psycopg.connect(conn_or_url) as conn, Prefetcher(conn_or_url) as prefetcher:
+            with (
+                psycopg.connect(conn_or_url) as conn,
+                psycopg.connect(conn_or_url) as side,
+                Prefetcher(conn_or_url) as prefetcher,
+            ):
                 tune_session(conn)
-                return _catch_up(conn, limit, prefetcher)
-        return _catch_up(conn_or_url, limit, None)
+                tune_session(side)
+                return _catch_up(conn, limit, prefetcher, side)
+        return _catch_up(conn_or_url, limit, None, None)
 
 
-def _catch_up(conn: psycopg.Connection[Any], limit: int, prefetcher: Prefetcher | None) -> int:
+def _catch_up(
+    conn: psycopg.Connection[Any],
+    limit: int,
+    prefetcher: Prefetcher | None,
+    side: psycopg.Connection[Any] | None,
+) -> int:
     total = 0
     while True:
-        read = fold_live_batch(conn, PROJECTIONS, limit, prefetcher)
+        read = fold_live_batch(conn, PROJECTIONS, limit, prefetcher, side)
         total += read
         if read < limit:
             return total
@@ -170,14 +184,17 @@ def lead(database_url: str, status: ProjectorStatus, stop: threading.Event) -> N
         status.role = "active"
         with (
             psycopg.connect(database_url, connect_timeout=10) as conn,
+            psycopg.connect(database_url, connect_timeout=10) as side,
             Prefetcher(database_url) as prefetcher,
         ):
             tune_session(conn)
-            fold_until_stopped(conn, leader, stop, prefetcher)
+            tune_session(side)
+            fold_until_stopped(conn, side, leader, stop, prefetcher)
 
 
 def fold_until_stopped(
     conn: psycopg.Connection[Any],
+    side: psycopg.Connection[Any],
     leader: psycopg.Connection[Any],
     stop: threading.Event,
     prefetcher: Prefetcher,
@@ -186,7 +203,7 @@ def fold_until_stopped(
     with collector_for_batches():
         while not stop.is_set():
             started = time.monotonic()
-            read = fold_live_batch(conn, prefetcher=prefetcher)
+            read = fold_live_batch(conn, prefetcher=prefetcher, side=side)
             if read:
                 FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
             if time.monotonic() - last_lag > LAG_EVERY_S:

@@ -29,6 +29,12 @@ PROJECTIONS: tuple[ModuleType, ...] = (
     history,
 )
 BY_NAME = {p.NAME: p for p in PROJECTIONS}
+# Folded on a second connection, in a transaction of their own that commits just after the
+# others' (so a reader never sees an edge before the job, run or dataset it names). They
+# write without reading their tables first, and their tables take the larger part of the
+# server's work: on their own connection it runs on the other core while this process
+# folds the rest.
+SIDE_PROJECTIONS = frozenset({lineage.NAME, column_lineage.NAME, history.NAME})
 
 REGISTER = """
 INSERT INTO projection_state (name, version) VALUES (%s, %s)

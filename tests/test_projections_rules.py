@@ -10,13 +10,15 @@ import uuid
 from typing import Any
 
 import psycopg
+import pytest
 from prometheus_client import REGISTRY
 
 from projections.common import dataset_id, job_id
 from projections.replay import rebuild
-from projections.runner import catch_up
-from projections.schema import PROJECTIONS
-from tests.logdata import append, dump_readmodel
+from projections.runner import catch_up, fold_live_batch
+from projections.schema import PROJECTIONS, SIDE_PROJECTIONS
+from tests.logdata import append, copies, dump_readmodel
+from tests.support import all_scenario_events
 
 Conn = psycopg.Connection[Any]
 NS = "rules"
@@ -255,15 +257,17 @@ def test_schema_versions_are_the_same_folded_one_by_one_or_in_one_batch(conn: Co
     assert dump_readmodel(conn) == one_by_one
 
 
-def test_a_poison_event_is_dead_lettered_and_the_rest_folded(conn: Conn) -> None:
+@pytest.mark.parametrize("connections", ["one connection", "two connections"])
+def test_a_poison_event_is_dead_lettered_and_the_rest_folded(conn: Conn, connections: str) -> None:
     # A dataset name too long for a btree index cannot be stored: the fold of that event
-    # fails, in the projections that index dataset names only.
+    # fails, in the projections that index dataset names only. `datasets` folds on the
+    # main connection and `lineage` on the side one, when there are two (the projector's).
     huge = "".join(random.choices(string.ascii_letters + string.digits, k=12000))
     good, bad = new_id(), new_id()
     append(conn, [run_event("START", 1, good, inputs=[{"namespace": "ns", "name": "ok"}])])
     append(conn, [run_event("START", 2, bad, inputs=[{"namespace": "ns", "name": huge}])])
     append(conn, [run_event("COMPLETE", 3, good, inputs=[{"namespace": "ns", "name": "ok"}])])
-    assert catch_up(conn) == 3
+    assert catch_up(conn if connections == "one connection" else conn.info.dsn) == 3
     letters = conn.execute("SELECT projection, error FROM dead_letters").fetchall()
     assert {p for p, _ in letters} == {"datasets", "lineage"}
     assert all("index row" in error for _, error in letters)
@@ -306,3 +310,18 @@ def test_folding_leaves_the_collectors_thresholds_as_it_found_them(conn: Conn) -
         assert gc.get_threshold() == (500, 5, 5)
     finally:
         gc.set_threshold(*previous)
+
+
+def test_side_projections_left_behind_by_a_crash_catch_up_alone(conn: Conn) -> None:
+    # The projector commits the side connection's projections just after the others: a
+    # crash between the two commits leaves them a batch behind. The next fold must bring
+    # them up without folding the others' events twice.
+    total = append(conn, copies(all_scenario_events(), 3))
+    main = [p for p in PROJECTIONS if p.NAME not in SIDE_PROJECTIONS]
+    assert fold_live_batch(conn, main, limit=total // 2) == total // 2
+    assert catch_up(conn.info.dsn) == total
+    folded = dict(conn.execute("SELECT name, events_folded FROM projection_state").fetchall())
+    assert folded == dict.fromkeys(folded, total) and set(folded) == {p.NAME for p in PROJECTIONS}
+    incremental = dump_readmodel(conn)
+    rebuild(conn.info.dsn, [p.NAME for p in PROJECTIONS])
+    assert dump_readmodel(conn) == incremental
