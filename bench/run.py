@@ -120,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     report.notes.append(
         "Every benchmark group starts its own throwaway PostgreSQL (fsync on, "
-        "shared_buffers 256MB, the settings of metastore.embedded_pg) and the real "
+        "shared_buffers 256MB, the settings of metastore.embedded_pg, plus min_wal_size "
+        "1GB with 1 GB of WAL segments written and recycled before anything is measured, "
+        "as on a server that has been running: see bench/harness.py) and the real "
         "`python -m metastore api` / `projector` / `replay` processes."
     )
     report.finished = now()
