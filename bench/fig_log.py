@@ -11,7 +11,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from bench import datagen, fig_fold, fig_lineage, fig_reads, fig_replay, fig_storage
+from bench import (
+    datagen,
+    fig_column_lineage,
+    fig_fold,
+    fig_lineage,
+    fig_reads,
+    fig_replay,
+    fig_storage,
+)
 from bench.context import Context
 from bench.harness import Missing, cluster, copy_records, have_module, metastore
 from bench.report import Row
@@ -24,6 +32,7 @@ def rows(ctx: Context) -> list[Row]:
         *fig_fold.rows(ctx),
         *fig_storage.rows(ctx),
         *fig_lineage.rows(ctx),
+        *fig_column_lineage.rows(ctx),
         *fig_reads.rows(ctx),
         *fig_replay.rows(ctx),
     ]
@@ -35,6 +44,7 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
     fold_rows, rest = out[:1], out[1:]
     storage_rows, rest = rest[:1], rest[1:]
     lineage_rows, rest = rest[:3], rest[3:]
+    column_rows, rest = rest[:2], rest[2:]
     reads_rows, replay_rows = rest[:4], rest[4:]
     s = ctx.sizes
     graph = datagen.build_graph(s.graph_nodes, ctx.seed)
@@ -64,6 +74,12 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
                 ctx,
                 lineage_rows,
                 lambda: fig_lineage.measure(ctx, lineage_rows, url, graph, gen, api),
+            )
+            ctx.say("log: column lineage queries")
+            _guard(
+                ctx,
+                column_rows,
+                lambda: fig_column_lineage.measure(ctx, column_rows, url, gen, api),
             )
             ctx.say("log: list and lookup queries")
             _guard(ctx, reads_rows, lambda: fig_reads.measure(ctx, reads_rows, url, graph, api))

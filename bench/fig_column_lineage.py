@@ -1,0 +1,90 @@
+"""Column lineage from 200 random datasets, end to end through the API, now and as of a moment.
+
+`GET /api/v1/datasets/{id}/column-lineage?direction=both&depth=5`: the field edges
+around every field of a dataset that has column lineage (from the `columnLineage` facets
+the workload's outputs carry), then the same with `as_of` the middle of the log's event
+times, which walks the edges each job's latest run by then reported. No baseline: the
+row is there so a plan that scans every run's edges (2.4 s a request, found in the as-of
+walk once) shows up as a figure rather than as a slow Cockpit page.
+"""
+
+from __future__ import annotations
+
+import random
+import urllib.parse
+
+import msgspec
+import psycopg
+
+from bench import loadgen
+from bench.context import Context
+from bench.datagen import START_TIME, Generator
+from bench.harness import Service
+from bench.report import Row, below, now
+
+GROUP = "log"
+
+# Datasets that are the output side of some field edge, under the id the API knows them by.
+WITH_COLUMN_LINEAGE = """
+SELECT DISTINCT n.dataset_id FROM readmodel.column_lineage c
+JOIN readmodel.dataset_names n ON n.namespace = c.out_namespace AND n.name = c.out_name
+ORDER BY 1
+"""
+
+
+class Answer(msgspec.Struct):
+    edges: list[msgspec.Raw]
+    truncated: bool = False
+
+
+def rows(ctx: Context) -> list[Row]:
+    cmd = ctx.command(GROUP)
+    d = ctx.sizes.lineage_depth
+    return [
+        Row(f"column lineage depth {d} p95, ms", "ms", command=cmd),
+        Row(
+            f"as-of column lineage depth {d} p95, ms",
+            "ms",
+            target="< 25 (as as-of lineage)",
+            check=below(25),
+            command=cmd,
+        ),
+    ]
+
+
+def measure(ctx: Context, out: list[Row], url: str, gen: Generator, api: Service) -> None:
+    current, as_of = out
+    s = ctx.sizes
+    depth = s.lineage_depth
+    with psycopg.connect(url) as conn:
+        candidates = [r[0] for r in conn.execute(WITH_COLUMN_LINEAGE)]
+    starts = random.Random(ctx.seed + 7).sample(candidates, min(len(candidates), s.lineage_queries))
+    paths = [f"/api/v1/datasets/{d}/column-lineage?direction=both&depth={depth}" for d in starts]
+    middle = START_TIME + (gen.clock - START_TIME) / 2
+    stamp = urllib.parse.quote(middle.isoformat())
+    for row, variant in ((current, paths), (as_of, [p + f"&as_of={stamp}" for p in paths])):
+        loadgen.get_many(api.base_url, variant[:10])  # warm-up
+        answers = loadgen.get_many(api.base_url, variant)
+        ok = [
+            msgspec.json.decode(b, type=Answer)
+            for st, b in zip(answers.statuses, answers.bodies, strict=True)
+            if st == 200
+        ]
+        later = sum(1 for st in answers.statuses if st == 404)  # first seen after as_of
+        bad = len(variant) - len(ok) - later
+        row.value = loadgen.percentile(answers.latencies_ms, 95)
+        edges = sum(len(a.edges) for a in ok) / max(1, len(ok))
+        row.note = (
+            f"{len(variant)} datasets drawn at random (seed) from the {len(candidates):,} "
+            f"with column lineage, one request at a time after 10 warm-up requests; "
+            f"p50 {loadgen.percentile(answers.latencies_ms, 50):.2f} ms; {bad} answers "
+            f"neither 200 nor 404; {edges:,.1f} field edges per 200 answer "
+            f"({sum(a.truncated for a in ok)} truncated)"
+            + (
+                f"; as of {middle.isoformat()}, the middle of the log's event times ({later} "
+                "404: the dataset was first seen later)."
+                if row is as_of
+                else "."
+            )
+        )
+        row.measured_at = now()
