@@ -144,6 +144,13 @@ def set_search_path(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(sql.SQL("SET LOCAL search_path TO {}, public").format(sql.Identifier(schema)))
 
 
+def folding_connection(
+    name: str, conn: psycopg.Connection[Any], side: psycopg.Connection[Any] | None
+) -> psycopg.Connection[Any]:
+    """The connection projection `name` folds on: `side` for SIDE_PROJECTIONS, if given."""
+    return side if side is not None and name in SIDE_PROJECTIONS else conn
+
+
 def load_cursors(
     conn: psycopg.Connection[Any],
     projections: Sequence[ModuleType],
@@ -156,11 +163,12 @@ def load_cursors(
     SIDE_PROJECTIONS in the `side` connection's transaction, when given.
     """
     versions = {p.NAME: p.VERSION for p in projections}
-    lanes = [(conn, [n for n in versions if side is None or n not in SIDE_PROJECTIONS])]
-    if side is not None:
-        lanes.append((side, [n for n in versions if n in SIDE_PROJECTIONS]))
+    lanes: dict[int, tuple[psycopg.Connection[Any], list[str]]] = {}
+    for name in versions:
+        on = folding_connection(name, conn, side)
+        lanes.setdefault(id(on), (on, []))[1].append(name)
     cursors = {}
-    for on, names in lanes:
+    for on, names in lanes.values():
         with on.cursor(row_factory=tuple_row) as cur:
             cur.execute(LOAD_STATE, (names,))
             for name, version, tx, seq in cur.fetchall():
@@ -286,7 +294,7 @@ def fold_batch(
             cursor = cursors[projection.NAME]
             mine = events if cursor == start else [e for e in events if e.position > cursor]
             if mine:
-                on = side_cur if projection.NAME in SIDE_PROJECTIONS else cur
+                on = cur if folding_connection(projection.NAME, conn, side) is conn else side_cur
                 work.append(Work(projection, mine, on))
             result.folded[projection.NAME] = len(mine)
             cursors[projection.NAME] = max(last, cursor)
@@ -399,8 +407,7 @@ def save_cursors(
 ) -> None:
     """Stores the cursors of the projections `result` folded (SIDE_PROJECTIONS' on `side`)."""
     for name, count in result.folded.items():
-        on = side if side is not None and name in SIDE_PROJECTIONS else conn
-        with on.cursor() as cur:
+        with folding_connection(name, conn, side).cursor() as cur:
             position = cursors[name]
             cur.execute(
                 SAVE_STATE,
