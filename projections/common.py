@@ -8,13 +8,17 @@ exact ties in eventTime fall back to log order).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+import psycopg
+from psycopg.rows import DictRow, dict_row
 
+from metastore import pgarray
 from metastore.eventlog import Position
 from metastore.metrics import MALFORMED_FACETS
 
@@ -65,10 +69,14 @@ def micros(when: dt.datetime) -> int:
     return (when - EPOCH) // dt.timedelta(microseconds=1)
 
 
+# Cached: a job's events come close together (two in three calls over the workload of
+# `make bench` hit), and uuid5 costs 3 µs.
+@functools.lru_cache(maxsize=4096)
 def job_id(namespace: str, name: str) -> uuid.UUID:
     return uuid.uuid5(JOB_ID_NAMESPACE, f"{namespace}\x00{name}")
 
 
+@functools.lru_cache(maxsize=4096)
 def dataset_id(namespace: str, name: str) -> uuid.UUID:
     return uuid.uuid5(DATASET_ID_NAMESPACE, f"{namespace}\x00{name}")
 
@@ -221,6 +229,15 @@ def parent_ref(run_facets: Facets | None) -> ParentRef | None:
     return ParentRef(
         run_id, text(job.get("namespace")), text(job.get("name")), parse_uuid(root_run.get("runId"))
     )
+
+
+def loading_cursor(cur: psycopg.Cursor[Any]) -> psycopg.Cursor[DictRow]:
+    """A dict-row cursor on `cur`'s connection for a projection's loads, whose id and name
+    lists go as binary arrays (metastore/pgarray.py): psycopg dumps a list parameter
+    element by element in Python, 2.6 ms for 2,000 uuids against 0.5 ms."""
+    dcur = cur.connection.cursor(row_factory=dict_row)
+    pgarray.register(dcur)
+    return dcur
 
 
 def json_text(value: Any) -> str:

@@ -15,8 +15,8 @@ import uuid
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
+from metastore.pgarray import bytea_array, text_array, uuid_array
 from projections.common import (
     FACETS_CHANGED,
     FACETS_DECODER,
@@ -24,6 +24,7 @@ from projections.common import (
     FoldEvent,
     dataset_id,
     json_text,
+    loading_cursor,
     merge_facets,
     row_param,
     rows_select,
@@ -86,7 +87,7 @@ VERSION_TYPES = (
 
 SELECT_NAMES = f"""
 SELECT {", ".join("n." + c for c in NAME_COLUMNS)}
-FROM dataset_names n JOIN unnest(%s::text[], %s::text[]) AS k(namespace, name)
+FROM dataset_names n JOIN unnest(%b::text[], %b::text[]) AS k(namespace, name)
   ON n.namespace = k.namespace AND n.name = k.name
 """
 # JSON as text: facets are decoded to name -> raw JSON, never to Python objects (see
@@ -98,23 +99,24 @@ def _select_list(columns: tuple[str, ...]) -> str:
     return ", ".join(f"{c}::text AS {c}" if c in TEXT_COLUMNS else c for c in columns)
 
 
-SELECT_DATASETS = f"SELECT {_select_list(DATASET_COLUMNS)} FROM datasets WHERE id = ANY(%s)"
+SELECT_DATASETS = f"SELECT {_select_list(DATASET_COLUMNS)} FROM datasets WHERE id = ANY(%b::uuid[])"
 # The versions a batch can change: those with a hash its schemas have, and each dataset's
 # current one (last seen), which current_fields is chosen against. Not every version: a
 # dataset whose schema keeps changing has one per schema it ever had, and loading (and
 # rewriting) them all made each batch that touches it cost more as the log grew.
 SELECT_VERSIONS = f"""
 SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions
-JOIN unnest(%(pair_ids)s::uuid[], %(pair_hashes)s::bytea[]) AS k(id, hash)
+JOIN unnest(%(pair_ids)b::uuid[], %(pair_hashes)b::bytea[]) AS k(id, hash)
   ON dataset_id = k.id AND fields_hash = k.hash
 UNION ALL
-SELECT c.* FROM unnest(%(ids)s::uuid[]) AS d(id) CROSS JOIN LATERAL (
+SELECT c.* FROM unnest(%(ids)b::uuid[]) AS d(id) CROSS JOIN LATERAL (
     SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions WHERE dataset_id = d.id
     ORDER BY last_event_time DESC, last_seq DESC LIMIT 1) AS c
 """
 # Every version of datasets about to merge (their schemas all move to the survivor).
 SELECT_ALL_VERSIONS = (
-    f"SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions WHERE dataset_id = ANY(%s)"
+    f"SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions "
+    "WHERE dataset_id = ANY(%b::uuid[])"
 )
 
 
@@ -168,13 +170,14 @@ class Fold:
         self, cur: psycopg.Cursor[Any], keys: set[NameKey], schemas: set[tuple[NameKey, bytes]]
     ) -> None:
         self.cur = cur
-        with cur.connection.cursor(row_factory=dict_row) as dcur:
-            dcur.execute(SELECT_NAMES, ([k[0] for k in keys], [k[1] for k in keys]))
+        with loading_cursor(cur) as dcur:
+            names = text_array([k[0] for k in keys]), text_array([k[1] for k in keys])
+            dcur.execute(SELECT_NAMES, names)
             self.names: dict[NameKey, dict[str, Any]] = {
                 (r["namespace"], r["name"]): r for r in dcur.fetchall()
             }
             ids = list({r["dataset_id"] for r in self.names.values()})
-            dcur.execute(SELECT_DATASETS, (ids,))
+            dcur.execute(SELECT_DATASETS, (uuid_array(ids),))
             self.datasets: dict[uuid.UUID, dict[str, Any]] = {
                 r["id"]: {**r, "facets": FACETS_DECODER.decode(r["facets"]), "new_facets": False}
                 for r in dcur.fetchall()
@@ -187,9 +190,9 @@ class Fold:
                     {(self.names[k]["dataset_id"], h) for k, h in schemas if k in self.names}
                 )
                 params = {
-                    "ids": ids,
-                    "pair_ids": [p[0] for p in pairs],
-                    "pair_hashes": [p[1] for p in pairs],
+                    "ids": uuid_array(ids),
+                    "pair_ids": uuid_array([p[0] for p in pairs]),
+                    "pair_hashes": bytea_array([p[1] for p in pairs]),
                 }
                 dcur.execute(SELECT_VERSIONS, params)
                 self._add_versions(dcur.fetchall())
@@ -211,8 +214,8 @@ class Fold:
         missing = [i for i in ids if i not in self.all_versions]
         if not missing:
             return
-        with self.cur.connection.cursor(row_factory=dict_row) as dcur:
-            dcur.execute(SELECT_ALL_VERSIONS, (missing,))
+        with loading_cursor(self.cur) as dcur:
+            dcur.execute(SELECT_ALL_VERSIONS, (uuid_array(missing),))
             self._add_versions(dcur.fetchall())
         self.all_versions.update(missing)
 

@@ -6,8 +6,8 @@ import uuid
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
+from metastore.pgarray import uuid_array
 from projections.common import (
     FACETS_CHANGED,
     FACETS_DECODER,
@@ -15,6 +15,7 @@ from projections.common import (
     facet,
     job_id,
     json_text,
+    loading_cursor,
     merge_facets,
     row_param,
     rows_select,
@@ -64,7 +65,7 @@ JSON_COLUMNS = frozenset({"facets", "facet_times", "parent_order", "latest_run_o
 # facets as text: decoded to name -> raw JSON, never to Python objects (see common.Facets)
 SELECT_JOBS = (
     f"SELECT {', '.join('facets::text AS facets' if c == 'facets' else c for c in COLUMNS)} "
-    "FROM jobs WHERE id = ANY(%s)"
+    "FROM jobs WHERE id = ANY(%b::uuid[])"
 )
 UPSERT = f"""
 INSERT INTO jobs ({", ".join(COLUMNS)})
@@ -82,8 +83,8 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Loaded:
     ids = {e.job_id for e in events if e.job_id is not None}
     if not ids:
         return {}
-    with cur.connection.cursor(row_factory=dict_row) as dcur:
-        dcur.execute(SELECT_JOBS, (list(ids),))
+    with loading_cursor(cur) as dcur:
+        dcur.execute(SELECT_JOBS, (uuid_array(ids),))
         rows: Loaded = {r["id"]: r for r in dcur.fetchall()}
     for loaded in rows.values():
         loaded["facets"] = FACETS_DECODER.decode(loaded["facets"])

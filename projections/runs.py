@@ -12,14 +12,15 @@ import uuid
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
+from metastore.pgarray import uuid_array
 from projections.common import (
     FACETS_DECODER,
     TERMINAL_STATES,
     FoldEvent,
     facet,
     json_text,
+    loading_cursor,
     merge_facets,
     parent_ref,
     parse_time,
@@ -85,9 +86,9 @@ JSON_COLUMNS = frozenset({"facets", "facet_times"})
 # facets as text: decoded to name -> raw JSON, never to Python objects (see common.Facets)
 SELECT_RUNS = (
     f"SELECT {', '.join('facets::text AS facets' if c == 'facets' else c for c in COLUMNS)} "
-    "FROM runs WHERE id = ANY(%s)"
+    "FROM runs WHERE id = ANY(%b::uuid[])"
 )
-SELECT_ROOTS = "SELECT id, root_run_id FROM runs WHERE id = ANY(%s)"
+SELECT_ROOTS = "SELECT id, root_run_id FROM runs WHERE id = ANY(%b::uuid[])"
 UPSERT = f"""
 INSERT INTO runs ({", ".join(COLUMNS)})
 {rows_select(TYPES)}
@@ -117,8 +118,8 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Loaded:
     run_ids = {e.run_id for e in events if e.kind == "run" and e.run_id is not None}
     if not run_ids:
         return {}
-    with cur.connection.cursor(row_factory=dict_row) as dcur:
-        dcur.execute(SELECT_RUNS, (list(run_ids),))
+    with loading_cursor(cur) as dcur:
+        dcur.execute(SELECT_RUNS, (uuid_array(run_ids),))
         rows: Loaded = {r["id"]: r for r in dcur.fetchall()}
     for loaded in rows.values():
         loaded["facets"] = FACETS_DECODER.decode(loaded["facets"])
@@ -228,8 +229,9 @@ def resolve_roots(
     }
     stored: dict[uuid.UUID, uuid.UUID] = {}
     if outside:
-        cur.execute(SELECT_ROOTS, (list(outside),))
-        stored = {row[0]: row[1] for row in cur.fetchall()}
+        with loading_cursor(cur) as dcur:
+            dcur.execute(SELECT_ROOTS, (uuid_array(outside),))
+            stored = {row["id"]: row["root_run_id"] for row in dcur.fetchall()}
     resolved: dict[uuid.UUID, uuid.UUID] = {}
 
     def root_of(rid: uuid.UUID, visiting: set[uuid.UUID]) -> uuid.UUID:
