@@ -51,14 +51,8 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
                 add(rows, key, row)
     if not rows:
         return
-    keys = list(rows)
-    cur.execute(
-        UPSERT,
-        row_param(
-            TYPES,
-            [*[[rows[k][i] for k in keys] for i in range(12)], keys],  # transformations: JSON text
-        ),
-    )
+    # transformations: JSON text already
+    cur.execute(UPSERT, row_param(TYPES, [*zip(*rows.values(), strict=True), list(rows)]))
 
 
 def add(rows: dict[str, list[Any]], key: str, new: list[Any]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from projections.common import FoldEvent, row_param, rows_select
+from projections.common import FoldEvent, columns_of, row_param, rows_select
 
 NAME = "history"
 VERSION = 2  # 2: run_column_edges keyed by edge_key
@@ -68,27 +68,6 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
                 if (when, event.seq) > (seen[2], seen[3]):
                     seen[0], seen[2], seen[3] = transformations, when, event.seq
     if observations:
-        keys = list(observations)
-        cur.execute(
-            INSERT_OBSERVATIONS,
-            row_param(
-                OBSERVATION_TYPES,
-                [
-                    *[[k[i] for k in keys] for i in range(4)],
-                    *[[observations[k][i] for k in keys] for i in range(3)],
-                ],
-            ),
-        )
-    if edges:
-        ekeys = list(edges)
-        cur.execute(
-            UPSERT_RUN_COLUMN_EDGES,
-            row_param(
-                EDGE_TYPES,
-                [
-                    *[[k[i] for k in ekeys] for i in range(3)],
-                    [edges[k][0] for k in ekeys],  # JSON text already
-                    *[[edges[k][i] for k in ekeys] for i in range(1, 4)],
-                ],
-            ),
-        )
+        cur.execute(INSERT_OBSERVATIONS, row_param(OBSERVATION_TYPES, columns_of(observations)))
+    if edges:  # transformations: JSON text already
+        cur.execute(UPSERT_RUN_COLUMN_EDGES, row_param(EDGE_TYPES, columns_of(edges)))

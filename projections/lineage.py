@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from projections.common import TERMINAL_STATES, FoldEvent, row_param, rows_select
+from projections.common import TERMINAL_STATES, FoldEvent, columns_of, row_param, rows_select
 
 NAME = "lineage"
 VERSION = 1
@@ -82,36 +82,13 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             assert event.run_id is not None
             fold_lineage_run(runs, event.run_id, jid, event)
     if run_edges:
-        keys = list(run_edges)
-        cur.execute(
-            UPSERT_RUN_EDGES,
-            row_param(
-                RUN_EDGE_TYPES,
-                [
-                    *[[k[i] for k in keys] for i in range(5)],
-                    [run_edges[k][0] for k in keys],
-                    [run_edges[k][1] for k in keys],
-                ],
-            ),
-        )
+        cur.execute(UPSERT_RUN_EDGES, row_param(RUN_EDGE_TYPES, columns_of(run_edges)))
     if job_edges:
-        keys2 = list(job_edges)
-        cur.execute(
-            UPSERT_JOB_EDGES,
-            row_param(
-                JOB_EDGE_TYPES,
-                [
-                    *[[k[i] for k in keys2] for i in range(5)],
-                    [job_edges[k][0] for k in keys2],
-                    [job_edges[k][1] for k in keys2],
-                ],
-            ),
-        )
+        cur.execute(UPSERT_JOB_EDGES, row_param(JOB_EDGE_TYPES, columns_of(job_edges)))
     if runs:
-        ids = list(runs)
         cur.execute(
             UPSERT_LINEAGE_RUNS,
-            row_param(LINEAGE_RUN_TYPES, [ids, *[[runs[r][i] for r in ids] for i in range(4)]]),
+            row_param(LINEAGE_RUN_TYPES, [list(runs), *zip(*runs.values(), strict=True)]),
         )
 
 
