@@ -110,8 +110,8 @@ class _Numbers(threading.local):
         return value.normalize()
 
 
-# One decoder for every event: making a decoder and a hook per event was an eighth of the
-# envelope's time.
+# One decoder for every event, with no context manager around it (`_decode`): making those
+# per event took 2-3 µs of the 19-22 µs a 3 KB event's check took.
 _numbers = _Numbers()
 _decoder = msgspec.json.Decoder(float_hook=_numbers)
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
@@ -187,7 +187,7 @@ def _bad_json(exc: RecursionError | msgspec.DecodeError) -> EnvelopeError:
 def _decode(body: bytes) -> tuple[Any, bool]:
     """The JSON document and whether it holds a number beyond numeric."""
     _numbers.beyond_numeric = False
-    try:  # not `_refusing_bad_json`: a context manager per event costs a tenth of a decode
+    try:  # not `_refusing_bad_json`: see `_decoder`
         document = _decoder.decode(body)
     except (RecursionError, msgspec.DecodeError) as exc:
         raise _bad_json(exc) from None
