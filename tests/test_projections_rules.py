@@ -298,6 +298,32 @@ def test_a_malformed_parent_facet_is_ignored_and_counted(conn: Conn) -> None:
     assert after is not None and after > before
 
 
+def test_a_schema_seen_again_is_each_datasets_and_a_malformed_one_counts_each_time(
+    conn: Conn,
+) -> None:
+    # The decoder keeps a schema's fields by the facet's bytes (projections.decode.schema_of):
+    # the same schema on another dataset is that dataset's, and a malformed one is not kept.
+    def malformed_schemas() -> float:
+        return (
+            REGISTRY.get_sample_value(
+                "metastore_projector_malformed_facets_total", {"facet": "schema"}
+            )
+            or 0
+        )
+
+    before = malformed_schemas()
+    for minute in (1, 2):
+        outputs = [
+            {"namespace": "s3", "name": f"t{minute}", "facets": schema("x", "y")},
+            {"namespace": "s3", "name": "bad", "facets": {"schema": {"fields": "x, y"}}},
+        ]
+        fold(conn, run_event("COMPLETE", minute, new_id(), "w", outputs=outputs))
+    assert malformed_schemas() == before + 2
+    fields = dict(conn.execute("SELECT name, current_fields FROM readmodel.datasets").fetchall())
+    expected = [{"name": "x", "type": "string"}, {"name": "y", "type": "string"}]
+    assert fields == {"t1": expected, "t2": expected, "bad": None}
+
+
 def test_folding_leaves_the_collectors_thresholds_as_it_found_them(conn: Conn) -> None:
     # The fold raises the young generation's threshold for its batches (projections/fold.py);
     # a process that folds (the tests, a tool calling catch_up) keeps its own settings.
