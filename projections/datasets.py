@@ -28,6 +28,7 @@ from projections.common import (
     merge_facets,
     row_param,
     rows_select,
+    update_by_index,
 )
 
 NAME = "datasets"
@@ -385,8 +386,8 @@ class Fold:
         cur = self.cur
         if self.merged:
             losers, survivors = list(self.merged), list(self.merged.values())
-            cur.execute(REPOINT_NAMES, (losers, survivors))
-            cur.execute(REPOINT_MERGED, (losers, survivors))
+            update_by_index(cur, REPOINT_NAMES, (losers, survivors))
+            update_by_index(cur, REPOINT_MERGED, (losers, survivors))
         if self.changed_names:
             rows = [self.names[k] for k in sorted(self.changed_names)]
             cur.execute(

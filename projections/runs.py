@@ -27,6 +27,7 @@ from projections.common import (
     row_param,
     rows_select,
     text,
+    update_by_index,
 )
 
 NAME = "runs"
@@ -146,7 +147,7 @@ def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> No
         if row["root_run_id"] != rid and old_roots.get(rid, rid) != row["root_run_id"]
     ]
     if moved:
-        cur.execute(MOVE_ROOTS, ([m[0] for m in moved], [m[1] for m in moved]))
+        update_by_index(cur, MOVE_ROOTS, ([m[0] for m in moved], [m[1] for m in moved]))
     write(cur, list(rows.values()))
 
 

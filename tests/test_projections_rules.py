@@ -234,6 +234,9 @@ def test_schema_versions_are_the_same_folded_one_by_one_or_in_one_batch(conn: Co
         run_event("COMPLETE", 5, new_id(), "v2", outputs=[output(b, "x", "y")]),
         run_event("COMPLETE", 6, new_id(), "v3", outputs=[output(b, "z", links=a)]),
         run_event("COMPLETE", 7, new_id(), "v1", outputs=[output(a, "w")]),
+        # seen again without a schema, then an older schema arriving late: neither is current
+        run_event("COMPLETE", 8, new_id(), "v1", outputs=[symlinked(*a)]),
+        run_event("COMPLETE", 0, new_id(), "v0", outputs=[output(a, "q")]),
     ]
     append(conn, events)
     assert catch_up(conn, limit=1) == len(events)
@@ -244,7 +247,13 @@ def test_schema_versions_are_the_same_folded_one_by_one_or_in_one_batch(conn: Co
         (dataset_id(*a),),
     ).fetchall()
     minutes = [([f["name"] for f in v[0]], v[1].minute, v[2].minute) for v in versions]
-    assert minutes == [(["x"], 1, 3), (["x", "y"], 2, 5), (["z"], 4, 6), (["w"], 7, 7)]
+    assert minutes == [
+        (["q"], 0, 0),
+        (["x"], 1, 3),
+        (["x", "y"], 2, 5),
+        (["z"], 4, 6),
+        (["w"], 7, 7),
+    ]
     assert conn.execute(
         "SELECT count(*) FROM readmodel.dataset_versions WHERE dataset_id = %s",
         (dataset_id(*b),),
