@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,6 +38,9 @@ def route_label(scope: Scope, root_path: str) -> str:
 class AccessLog:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        # The latency histogram's children by their labels, so `labels()` (1.5 µs) runs
+        # once per label set, not on every request; label values are few (see route_label).
+        self._durations: dict[tuple[str, str, int], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,11 +61,17 @@ class AccessLog:
         finally:
             duration = time.perf_counter() - started
             method = scope["method"]
-            REQUEST_DURATION.labels(
+            labels = (
                 method if method in _METHODS else "other",
                 route_label(scope, root_path),
-                str(status),
-            ).observe(duration)
+                status,
+            )
+            child = self._durations.get(labels)
+            if child is None:
+                child = self._durations[labels] = REQUEST_DURATION.labels(
+                    labels[0], labels[1], str(status)
+                )
+            child.observe(duration)
             client = scope.get("client")
             log.info(
                 "request",

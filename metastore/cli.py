@@ -44,7 +44,7 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
 
     from metastore.app import create_app
     from metastore.migrations import require_current_schema
-    from metastore.timeouts import header_timeout_protocol
+    from metastore.timeouts import request_timeout_protocol
 
     url = _database_url(settings)
     # A configuration mistake is reported before the database is asked anything.
@@ -71,8 +71,8 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         proxy_headers=True,
         timeout_keep_alive=15,
         timeout_graceful_shutdown=10,
-        # uvicorn has no timeout for request headers: METASTORE_REQUEST_TIMEOUT bounds them too.
-        http=header_timeout_protocol(settings.request_timeout),
+        # uvicorn has no timeout for a request to arrive: METASTORE_REQUEST_TIMEOUT (timeouts.py).
+        http=request_timeout_protocol(settings.request_timeout),
     )
 
 
