@@ -1,9 +1,9 @@
 """The baseline of single-event ingest: a bare Starlette route that only msgspec-decodes.
 
 Served by uvicorn exactly as `metastore api` serves the real app (metastore/cli.py
-`cmd_api`: one process, uvicorn's default loop and HTTP implementation, so uvloop and
-httptools when installed, same keep-alive), so the ratio is the cost of what ingest adds:
-envelope checks, the digest, group commit and the durable COMMIT.
+`cmd_api`: one process, uvicorn's default loop, uvloop when installed, the same HTTP
+protocol (metastore/http_protocol.py) and keep-alive), so the ratio is the cost of what
+ingest adds: envelope checks, the digest, group commit and the durable COMMIT.
 Run: BENCH_PORT=8081 python -m bench.bare_app
 """
 
@@ -17,6 +17,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from metastore.http_protocol import api_http_protocol
 
 SUCCESS = b'{"status":"success"}'
 
@@ -47,4 +49,5 @@ if __name__ == "__main__":
         proxy_headers=True,
         timeout_keep_alive=15,
         timeout_graceful_shutdown=10,
+        http=api_http_protocol(30.0),  # METASTORE_REQUEST_TIMEOUT's default
     )

@@ -43,8 +43,8 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     import uvicorn
 
     from metastore.app import create_app
+    from metastore.http_protocol import api_http_protocol
     from metastore.migrations import require_current_schema
-    from metastore.timeouts import request_timeout_protocol
 
     url = _database_url(settings)
     # A configuration mistake is reported before the database is asked anything.
@@ -71,8 +71,8 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         proxy_headers=True,
         timeout_keep_alive=15,
         timeout_graceful_shutdown=10,
-        # uvicorn has no timeout for a request to arrive: METASTORE_REQUEST_TIMEOUT (timeouts.py).
-        http=request_timeout_protocol(settings.request_timeout),
+        # METASTORE_REQUEST_TIMEOUT, one send per answer (metastore/http_protocol.py).
+        http=api_http_protocol(settings.request_timeout),
     )
 
 

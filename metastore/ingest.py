@@ -83,7 +83,7 @@ class Endpoint(NamedTuple):
 async def read_body(scope: Scope, receive: Receive, max_bytes: int) -> bytes:
     """The request body, decompressed, or a ProblemError (413, 415, 400).
 
-    Its time is bounded by the server's request timeout (metastore/timeouts.py). Raises
+    Its time is bounded by the server's request timeout (metastore/http_protocol.py). Raises
     ClientDisconnect when the client goes away (or is cut off) before the end.
     """
     media_type = encoding = declared = ""
