@@ -36,26 +36,34 @@ class _OneSendPerTurn:
     uvicorn writes a response's head and its body separately: two send() system calls for
     every answer. Held until the end of the loop's turn, the head leaves with the body; a
     streamed response still leaves chunk by chunk, each at the end of the turn that wrote
-    it. Closing sends what is held first.
+    it. Closing sends what is held first, and past HOLD_BYTES a write is sent at once, so
+    a large streamed answer meets the transport's flow control as before.
     """
 
-    __slots__ = ("_held", "_loop", "_transport")
+    HOLD_BYTES = 64 * 1024
+
+    __slots__ = ("_held", "_held_bytes", "_loop", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._held: list[bytes] = []
+        self._held_bytes = 0
 
     def write(self, data: bytes) -> None:
         if not self._held:
             self._loop.call_soon(self.flush)
         self._held.append(data)
+        self._held_bytes += len(data)
+        if self._held_bytes >= self.HOLD_BYTES:
+            self.flush()
 
     def flush(self) -> None:
         if not self._held:
             return
         data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
         self._held = []
+        self._held_bytes = 0
         if not self._transport.is_closing():
             self._transport.write(data)
 
