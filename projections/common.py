@@ -7,11 +7,12 @@ exact ties in eventTime fall back to log order).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import hashlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -244,22 +245,29 @@ def json_text(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
+@contextlib.contextmanager
+def planner_without(
+    conn: psycopg.Connection[Any] | psycopg.Cursor[Any], *methods: str
+) -> Iterator[None]:
+    """Turns the planner's `methods` (`enable_sort`, ...) off for the block's statements.
+
+    In the open transaction: SET LOCAL, then RESET, so the fold's other statements keep
+    the session's plans (an error rolls the transaction back, and the settings with it).
+    """
+    for method in methods:
+        conn.execute(f"SET LOCAL {method} = off")
+    yield
+    for method in methods:
+        conn.execute(f"RESET {method}")
+
+
 # An UPDATE ... FROM unnest(ids) matches a batch's few hundred ids against a whole table
 # (runs by root, names by dataset). With statistics from when the table was small, the
 # planner expected hundreds of matches per id and hashed the whole table: a sequential
 # scan of `runs` every batch, 12.8 ms at 34,375 runs and growing with them, so a replay
 # cost O(n²). With hash and merge joins off for the statement it probes the index once
 # per id: 0.85 ms (EXPLAIN ANALYZE, the same 700 ids).
-_JOIN_METHODS = ("enable_hashjoin", "enable_mergejoin")
-
-
-def update_by_index(cur: psycopg.Cursor[Any], query: str, params: Sequence[Any]) -> None:
-    """Runs `query` (in the open transaction) with index probes as its only join."""
-    for setting in _JOIN_METHODS:
-        cur.execute(f"SET LOCAL {setting} = off")
-    cur.execute(query, params)
-    for setting in _JOIN_METHODS:
-        cur.execute(f"RESET {setting}")
+INDEX_PROBES_ONLY = ("enable_hashjoin", "enable_mergejoin")
 
 
 # --- writing rows -----------------------------------------------------------------------

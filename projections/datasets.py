@@ -20,15 +20,16 @@ from metastore.pgarray import bytea_array, text_array, uuid_array
 from projections.common import (
     FACETS_CHANGED,
     FACETS_DECODER,
+    INDEX_PROBES_ONLY,
     DatasetRef,
     FoldEvent,
     dataset_id,
     json_text,
     loading_cursor,
     merge_facets,
+    planner_without,
     row_param,
     rows_select,
-    update_by_index,
 )
 
 NAME = "datasets"
@@ -386,8 +387,9 @@ class Fold:
         cur = self.cur
         if self.merged:
             losers, survivors = list(self.merged), list(self.merged.values())
-            update_by_index(cur, REPOINT_NAMES, (losers, survivors))
-            update_by_index(cur, REPOINT_MERGED, (losers, survivors))
+            with planner_without(cur, *INDEX_PROBES_ONLY):
+                cur.execute(REPOINT_NAMES, (losers, survivors))
+                cur.execute(REPOINT_MERGED, (losers, survivors))
         if self.changed_names:
             rows = [self.names[k] for k in sorted(self.changed_names)]
             cur.execute(

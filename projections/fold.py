@@ -26,7 +26,7 @@ from psycopg.rows import tuple_row
 
 from metastore.eventlog import Position, read_events_after
 from metastore.metrics import DEAD_LETTERS, FOLDED_EVENTS
-from projections.common import FoldEvent
+from projections.common import FoldEvent, planner_without
 from projections.decode import fold_event
 from projections.schema import SIDE_PROJECTIONS
 
@@ -71,8 +71,6 @@ def store_dead_letter(cur: psycopg.Cursor[Any], letter: DeadLetter) -> None:
 # sorts instead, which reads (and detoasts) every event past the cursor, every batch:
 # a catch-up over n events cost O(n²) (0.5-1.4 s a batch at 100,000 events). Sorting is
 # switched off for this one statement; the fold's own queries keep the session's plans.
-AVOID_SORT = "SET LOCAL enable_sort = off"
-RESTORE_SORT = "RESET enable_sort"
 
 
 def read_batch(conn: psycopg.Connection[Any], after: Position, limit: int) -> list[FoldEvent]:
@@ -81,10 +79,8 @@ def read_batch(conn: psycopg.Connection[Any], after: Position, limit: int) -> li
     In the caller's transaction (the setting is reset after the read), or in a
     transaction of its own on an autocommit connection (the prefetcher's).
     """
-    with conn.transaction():
-        conn.execute(AVOID_SORT)
+    with conn.transaction(), planner_without(conn, "enable_sort"):
         stored_events = read_events_after(conn, after, limit, raw=True)
-        conn.execute(RESTORE_SORT)
     events = []
     for stored in stored_events:
         events.append(

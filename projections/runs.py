@@ -16,6 +16,7 @@ import psycopg
 from metastore.pgarray import uuid_array
 from projections.common import (
     FACETS_DECODER,
+    INDEX_PROBES_ONLY,
     TERMINAL_STATES,
     FoldEvent,
     facet,
@@ -24,10 +25,10 @@ from projections.common import (
     merge_facets,
     parent_ref,
     parse_time,
+    planner_without,
     row_param,
     rows_select,
     text,
-    update_by_index,
 )
 
 NAME = "runs"
@@ -147,7 +148,8 @@ def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> No
         if row["root_run_id"] != rid and old_roots.get(rid, rid) != row["root_run_id"]
     ]
     if moved:
-        update_by_index(cur, MOVE_ROOTS, ([m[0] for m in moved], [m[1] for m in moved]))
+        with planner_without(cur, *INDEX_PROBES_ONLY):
+            cur.execute(MOVE_ROOTS, ([m[0] for m in moved], [m[1] for m in moved]))
     write(cur, list(rows.values()))
 
 
