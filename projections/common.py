@@ -318,9 +318,9 @@ def columns_of(rows: Mapping[Any, Sequence[Any]]) -> list[Sequence[Any]]:
 def edge_key(names: tuple[str, str, str, str, str, str]) -> str:
     """A field pair (out namespace, name, field, in namespace, name, field) as a uuid (hex).
 
-    column_lineage.edge_key and run_column_edges' key (eight columns wide as names). A
-    128-bit BLAKE2b of the names joined by NUL, which no name stored in PostgreSQL's text
-    can contain, so two pairs never share an input.
+    column_lineage.edge_key and the keys of run_column_lineage.edges. A 128-bit BLAKE2b
+    of the names joined by NUL, which no name stored in PostgreSQL's text can contain, so
+    two pairs never share an input.
     """
     return hashlib.blake2b("\0".join(names).encode(), digest_size=16).hexdigest()
 

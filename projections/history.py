@@ -2,10 +2,10 @@
 
 `schema_observations`: each event that carried a dataset's `schema` facet, with the hash
 of its fields (the fields themselves are in dataset_versions), so the schema at any moment
-is the latest observation at or before it. `run_column_edges`: the column lineage each run
-reported (the nil run id for a JobEvent's static lineage), so a job's field edges at any
-moment are those of its latest run then. Both are sets of facts about single events, so
-folding them is order-independent: inserts and min/max upserts, never a read.
+is the latest observation at or before it. `run_column_lineage`: the column lineage each
+run reported for each of its outputs (the nil run id for a JobEvent's static lineage),
+its latest report, so a job's field edges at any moment are those of its latest run then.
+Both fold order-independently: inserts, and upserts by min/max, never a read.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 import psycopg
 
-from projections.common import FoldEvent, columns_of, row_param, rows_select
+from projections.common import ColumnEdge, FoldEvent, columns_of, row_param, rows_select
 
 NAME = "history"
-VERSION = 2  # 2: run_column_edges keyed by edge_key
-TABLES = ("schema_observations", "run_column_edges")
+VERSION = 3  # 2: run_column_edges keyed by edge_key; 3: run_column_lineage, a row per output
+TABLES = ("schema_observations", "run_column_lineage")
 STATIC_RUN = uuid.UUID(int=0)  # the run id of a JobEvent's column lineage
 
 OBSERVATION_TYPES = ("text", "text", "bigint", "text", "timestamptz", "bytea", "uuid")
@@ -28,27 +28,27 @@ INSERT INTO schema_observations (namespace, name, seq, role, event_time, fields_
 {rows_select(OBSERVATION_TYPES)}
 ON CONFLICT DO NOTHING
 """
-EDGE_TYPES = ("uuid", "uuid", "uuid", "jsonb", "timestamptz", "timestamptz", "bigint")
-UPSERT_RUN_COLUMN_EDGES = f"""
-INSERT INTO run_column_edges AS t (edge_key, run_id, job_id, transformations, first_seen,
-    last_seen, last_seq)
-{rows_select(EDGE_TYPES)}
-ON CONFLICT (edge_key, run_id, job_id)
+REPORT_TYPES = ("text", "text", "uuid", "uuid", "jsonb", "timestamptz", "timestamptz", "bigint")
+UPSERT_RUN_COLUMN_LINEAGE = f"""
+INSERT INTO run_column_lineage AS t (out_namespace, out_name, job_id, run_id, edges,
+    first_seen, last_seen, last_seq)
+{rows_select(REPORT_TYPES)}
+ON CONFLICT (out_namespace, out_name, job_id, run_id)
 DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen),
     last_seq = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
         THEN excluded.last_seq ELSE t.last_seq END,
-    transformations = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
-        THEN excluded.transformations ELSE t.transformations END
+    edges = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
+        THEN excluded.edges ELSE t.edges END
 """
 
-EdgeKey = tuple[Any, ...]  # (edge_key, run, job)
+ReportKey = tuple[Any, ...]  # (out namespace, out name, job, run)
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     observations: dict[tuple[str, str, int, str], list[Any]] = {}
-    edges: dict[EdgeKey, list[Any]] = {}
+    reports: dict[ReportKey, list[Any]] = {}  # -> [edges, first_seen, last_seen, last_seq]
     for event in events:
         for ref in event.refs:
             if ref.schema_hash is not None:
@@ -58,16 +58,26 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
                 continue
             run = event.run_id if event.kind == "run" and event.run_id else STATIC_RUN
             when = event.event_time
-            for _, _, _, _, transformations, pair in ref.column_edges:
-                edge = (pair, run, event.job_id)
-                seen = edges.get(edge)
-                if seen is None:
-                    edges[edge] = [transformations, when, when, event.seq]
-                    continue
-                seen[1] = min(seen[1], when)
-                if (when, event.seq) > (seen[2], seen[3]):
-                    seen[0], seen[2], seen[3] = transformations, when, event.seq
+            report = (ref.namespace, ref.name, event.job_id, run)
+            seen = reports.get(report)
+            if seen is None:
+                reports[report] = [ref.column_edges, when, when, event.seq]
+                continue
+            seen[1] = min(seen[1], when)
+            if (when, event.seq) > (seen[2], seen[3]):
+                seen[0], seen[2], seen[3] = ref.column_edges, when, event.seq
     if observations:
         cur.execute(INSERT_OBSERVATIONS, row_param(OBSERVATION_TYPES, columns_of(observations)))
-    if edges:  # transformations: JSON text already
-        cur.execute(UPSERT_RUN_COLUMN_EDGES, row_param(EDGE_TYPES, columns_of(edges)))
+    if reports:
+        for seen in reports.values():
+            seen[0] = edges_object(seen[0])
+        cur.execute(UPSERT_RUN_COLUMN_LINEAGE, row_param(REPORT_TYPES, columns_of(reports)))
+
+
+def edges_object(edges: list[ColumnEdge]) -> str:
+    """A report's pairs as a JSON object, edge_key -> transformations (JSON text already).
+
+    The keys are hex digits and need no escaping.
+    """
+    pairs = [f'"{key}":{transformations}' for *_, transformations, key in edges]
+    return "{" + ",".join(pairs) + "}"

@@ -40,6 +40,7 @@ from projections.schema import (
     LIVE_SCHEMA,
     PROJECTIONS,
     REPLAY_LOCK,
+    RETIRED_TABLES,
     create_readmodel_tables,
     create_tables,
     outdated_projections,
@@ -228,13 +229,13 @@ def swap(
     """Moves the built tables into `readmodel` and records where they stand (in the open tx)."""
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(OLD_SCHEMA)))
     for projection in projections:
-        for table in projection.TABLES:
-            live = sql.Identifier(LIVE_SCHEMA, table)
+        for table in (*projection.TABLES, *RETIRED_TABLES.get(projection.NAME, ())):
             conn.execute(
                 sql.SQL("ALTER TABLE IF EXISTS {} SET SCHEMA {}").format(
-                    live, sql.Identifier(OLD_SCHEMA)
+                    sql.Identifier(LIVE_SCHEMA, table), sql.Identifier(OLD_SCHEMA)
                 )
             )
+        for table in projection.TABLES:
             conn.execute(
                 sql.SQL("ALTER TABLE {} SET SCHEMA {}").format(
                     sql.Identifier(BUILD_SCHEMA, table), sql.Identifier(LIVE_SCHEMA)

@@ -35,6 +35,9 @@ BY_NAME = {p.NAME: p for p in PROJECTIONS}
 # server's work: on their own connection it runs on the other core while this process
 # folds the rest.
 SIDE_PROJECTIONS = frozenset({lineage.NAME, column_lineage.NAME, history.NAME})
+# Tables an earlier version of a projection had and the current one has not: dropped when
+# the projection's tables are created afresh or a rebuild of it is swapped in.
+RETIRED_TABLES: dict[str, tuple[str, ...]] = {history.NAME: ("run_column_edges",)}
 
 REGISTER = """
 INSERT INTO projection_state (name, version) VALUES (%s, %s)
@@ -82,7 +85,7 @@ def create_readmodel_tables(conn: psycopg.Connection[Any]) -> list[str]:
             if set(projection.TABLES) <= have:
                 conn.execute(REGISTER, (projection.NAME, 0))  # tables of unknown version
                 continue
-            for table in projection.TABLES:
+            for table in (*projection.TABLES, *RETIRED_TABLES.get(projection.NAME, ())):
                 if table in have:
                     conn.execute(
                         sql.SQL("DROP TABLE {}.{}").format(

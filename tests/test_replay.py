@@ -10,9 +10,10 @@ from typing import Any
 
 import psycopg
 
-from projections import jobs
+from projections import history, jobs
 from projections.replay import rebuild_outdated
 from projections.runner import catch_up
+from projections.schema import create_readmodel_tables
 from tests.logdata import append, dump_readmodel
 from tests.support import ROOT, all_scenario_events
 
@@ -88,6 +89,45 @@ def test_tables_of_an_older_version_are_rebuilt(conn: Conn, database_url: str) -
     after = dump_readmodel(conn)
     assert len(after["jobs"]) == len(before["jobs"])
     assert rebuild_outdated(database_url) == []
+
+
+def live_tables(conn: Conn) -> set[str]:
+    rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'readmodel'")
+    return {name for (name,) in rows}
+
+
+# history v2 kept a run's column lineage in run_column_edges, one row per field pair.
+V2_HISTORY_TABLE = "CREATE TABLE readmodel.run_column_edges (edge_key uuid PRIMARY KEY)"
+
+
+def test_a_rebuild_drops_the_tables_an_older_version_had(conn: Conn, database_url: str) -> None:
+    append(conn, all_scenario_events())
+    catch_up(conn)
+    before = dump_readmodel(conn)
+    conn.execute(V2_HISTORY_TABLE)
+    conn.execute("UPDATE projection_state SET version = 2 WHERE name = 'history'")
+    assert rebuild_outdated(database_url) == ["history"]
+    assert "run_column_edges" not in live_tables(conn)
+    assert {"run_column_lineage", "schema_observations"} <= live_tables(conn)
+    assert dump_readmodel(conn) == before
+
+
+def test_fresh_tables_of_a_projection_replace_those_of_its_older_version(
+    conn: Conn, database_url: str
+) -> None:
+    """An upgrade whose tables are not all there (history v2 had no run_column_lineage):
+    the projection's tables are made afresh, the old ones dropped, and it folds the log
+    again from the start."""
+    append(conn, all_scenario_events())
+    catch_up(conn)
+    before = dump_readmodel(conn)
+    conn.execute("DROP TABLE readmodel.run_column_lineage")
+    conn.execute(V2_HISTORY_TABLE)
+    assert create_readmodel_tables(conn) == [history.NAME]
+    assert "run_column_edges" not in live_tables(conn)
+    (logged,) = conn.execute("SELECT count(*) FROM event_log").fetchone() or (0,)
+    assert catch_up(conn) == logged
+    assert dump_readmodel(conn) == before
 
 
 def test_replay_keeps_the_dead_letters_once(conn: Conn, database_url: str) -> None:

@@ -160,6 +160,12 @@ def names(refs: list[dict[str, Any]]) -> list[str]:
     return sorted(r["name"] for r in refs)
 
 
+def field_edges(api: httpx.Client, dataset: str, **params: Any) -> set[tuple[str, str, str]]:
+    """(out field, in dataset name, in field) of a dataset's field edges, one hop up."""
+    found = get(api, f"/datasets/{dataset}/column-lineage", depth=1, **params)
+    return {(e["to"]["field"], e["from"]["name"], e["from"]["field"]) for e in found["edges"]}
+
+
 def graph(api: httpx.Client, node: str, **params: Any) -> set[str]:
     found = get(api, "/lineage", node=node, **params)
     return {n["name"] for n in found["nodes"]}
@@ -271,13 +277,11 @@ def test_the_lineage_graph_as_of_three_moments(api: httpx.Client) -> None:
 def test_column_lineage_as_of(api: httpx.Client) -> None:
     clean = dataset_id(api, "clean")
 
-    def edges(**params: Any) -> set[tuple[str, str, str]]:
-        found = get(api, f"/datasets/{clean}/column-lineage", depth=1, **params)
-        return {(e["to"]["field"], e["from"]["name"], e["from"]["field"]) for e in found["edges"]}
-
-    assert edges(as_of=BETWEEN) == {("id", "raw_a", "id")}
-    assert edges(as_of=AFTER) == {("id", "raw_b", "id"), ("amount", "raw_b", "amount")}
-    assert edges() == edges(as_of=BETWEEN) | edges(as_of=AFTER)
+    between = field_edges(api, clean, as_of=BETWEEN)
+    after = field_edges(api, clean, as_of=AFTER)
+    assert between == {("id", "raw_a", "id")}
+    assert after == {("id", "raw_b", "id"), ("amount", "raw_b", "amount")}
+    assert field_edges(api, clean) == between | after
 
 
 def test_run_lineage_finds_the_run_that_wrote_what_a_run_read(api: httpx.Client) -> None:
@@ -391,3 +395,64 @@ def test_the_openapi_document_shows_as_of_with_an_example(api: httpx.Client) -> 
         assert as_of["example"].endswith("Z")
     assert "/api/v1/lineage/runs" in document["paths"]
     assert "/api/v1/datasets/{dataset_id}/runs" in document["paths"]
+
+
+def test_a_runs_column_lineage_as_of_is_its_latest_report(
+    served: tuple[httpx.Client, str, str],
+) -> None:
+    """A run that revised its columnLineage facet: as of a moment after it, the field
+    edges are those of its latest report (by eventTime, whatever the arrival order), the
+    way a later facet replaces an earlier one; the current answer keeps every pair seen."""
+    api, _, database_url = served
+    first = {"id": ("raw_a", "id"), "note": ("raw_a", "id")}
+    revised = {"id": ("raw_b", "id")}
+    start, complete = run_events(
+        "revising", "revising1", "2026-03-01T00:00:00Z", "2026-03-01T02:00:00Z",
+        [dataset("raw_a"), dataset("raw_b")], [dataset("revised", None, revised)],
+    )  # fmt: skip
+    running = {
+        **complete,
+        "eventType": "RUNNING",
+        "eventTime": "2026-03-01T01:00:00Z",
+        "outputs": [dataset("revised", None, first)],
+    }
+    for event in (complete, start, running):  # the latest report arrives first
+        assert api.post("/ingest/openlineage", json=event).status_code == 200
+    catch_up(database_url)
+    revised_id = dataset_id(api, "revised")
+
+    latest = {("id", "raw_b", "id")}
+    assert field_edges(api, revised_id, as_of="2026-03-02T00:00:00Z") == latest
+    assert field_edges(api, revised_id, as_of="2026-03-01T01:30:00Z") == latest  # mid-run too
+    assert field_edges(api, revised_id) == {
+        ("id", "raw_b", "id"),
+        ("id", "raw_a", "id"),
+        ("note", "raw_a", "id"),
+    }
+
+
+def test_static_column_lineage_counts_from_its_job_event(
+    served: tuple[httpx.Client, str, str],
+) -> None:
+    api, _, database_url = served
+    events = [
+        *run_events(
+            "feeds_shared", "feeds_shared1", "2026-03-20T00:00:00Z", "2026-03-20T01:00:00Z",
+            [], [dataset("shared_out", ["id"])],
+        ),
+        job_event(
+            "declares_shared", "2026-04-01T00:00:00Z",
+            [dataset("raw_a")], [dataset("shared_out", None, {"id": ("raw_a", "id")})],
+        ),
+    ]  # fmt: skip
+    for event in events:
+        assert api.post("/ingest/openlineage", json=event).status_code == 200
+    catch_up(database_url)
+    shared = dataset_id(api, "shared_out")
+
+    assert field_edges(api, shared, as_of="2026-03-25T00:00:00Z") == set()
+    assert (
+        field_edges(api, shared, as_of="2026-04-02T00:00:00Z")
+        == {("id", "raw_a", "id")}
+        == field_edges(api, shared)
+    )

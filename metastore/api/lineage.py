@@ -232,18 +232,22 @@ ORDER BY e.depth, e.out_namespace, e.out_name, e.out_field, e.in_namespace, e.in
 # Field edges at `%(as_of)s`: those of each job's latest run started by then (and static
 # ones declared by then), one row per field pair (the latest report), as column_lineage.
 # Every pair a run reported is in column_lineage, found there by name (the walk's lookups
-# are pushed into this subquery) and joined to the runs that reported it by edge_key.
+# are pushed into this subquery); the reports that hold it are the output's rows in
+# run_column_lineage whose `edges` have its key.
 COLUMN_EDGES_AS_OF = f"""(
     SELECT DISTINCT ON (c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name,
                         c.in_field)
            c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
-           e.transformations, e.job_id, e.run_id, e.first_seen, e.last_seen, e.last_seq
+           r.edges -> k.key AS transformations, r.job_id, r.run_id, r.first_seen,
+           r.last_seen, r.last_seq
     FROM readmodel.column_lineage c
-    JOIN readmodel.run_column_edges e ON e.edge_key = c.edge_key
-    WHERE CASE WHEN e.run_id = '{asof.STATIC_RUN}' THEN e.first_seen <= %(as_of)s
-               ELSE e.run_id = {asof.latest_run("e.job_id")} END
+    CROSS JOIN LATERAL (SELECT replace(c.edge_key::text, '-', '') AS key) k
+    JOIN readmodel.run_column_lineage r
+      ON r.out_namespace = c.out_namespace AND r.out_name = c.out_name AND r.edges ? k.key
+    WHERE CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
+               ELSE r.run_id = {asof.latest_run("r.job_id")} END
     ORDER BY c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
-             e.last_seen DESC, e.last_seq DESC)"""
+             r.last_seen DESC, r.last_seq DESC)"""
 COLUMN_LINEAGE = COLUMN_LINEAGE_WALK.format(edges="readmodel.column_lineage")
 COLUMN_LINEAGE_AS_OF = COLUMN_LINEAGE_WALK.format(edges=COLUMN_EDGES_AS_OF)
 DATASET_REF = """
@@ -318,7 +322,9 @@ COLUMN_OP = Operation(
     description="Field edges from the `columnLineage` facet: upstream, the fields this "
     "dataset's fields derive from (and theirs, up to `depth`); downstream, the fields "
     "derived from its fields. With `as_of`, the field edges each job's latest run started "
-    "at or before `as_of` reported.",
+    "at or before `as_of` reported (in its latest `columnLineage` facet for the dataset), "
+    "and those of the job's latest static declaration (JobEvent) if it had made one by "
+    "then.",
 )
 resource = Resource()
 

@@ -21,19 +21,22 @@ CREATE UNIQUE INDEX schema_observations_time
     ON schema_observations (namespace, name, event_time DESC, seq DESC, role);
 CREATE INDEX schema_observations_run ON schema_observations (run_id) WHERE run_id IS NOT NULL;
 
--- The column lineage of each run; run_id is the nil uuid for a JobEvent's (static
--- lineage, which counts from its first eventTime). column_lineage holds the union of all
--- reports with the latest one's details; this keeps which run reported what. A field pair
--- is its `edge_key` (column_lineage.edge_key, a hash of the six names): every pair a run
--- reports is in column_lineage, which readers look up by name and then join here. Keyed by
--- the six names this table was the fold's widest (three indexes of up to eight columns).
-CREATE TABLE run_column_edges (
-    edge_key        uuid        NOT NULL,
-    run_id          uuid        NOT NULL,
-    job_id          uuid        NOT NULL,
-    transformations jsonb       NOT NULL DEFAULT '[]',  -- of the latest report
-    first_seen      timestamptz NOT NULL,
-    last_seen       timestamptz NOT NULL,
-    last_seq        bigint      NOT NULL,
-    PRIMARY KEY (edge_key, run_id, job_id)
+-- The column lineage of each run (or JobEvent) per output dataset name: the `edges` of its
+-- latest columnLineage report (by eventTime, then seq) as one object, the pair's
+-- `edge_key` (column_lineage.edge_key, as 32 hex digits) -> its transformations. run_id is
+-- the nil uuid for a job's static lineage (JobEvents), which counts from its first
+-- eventTime. column_lineage holds every pair ever reported; readers find pairs there by
+-- name and the reports that hold them here by output name and key. One row per field pair
+-- was the fold's costliest table (4.7 rows an event for both, about a third of
+-- PostgreSQL's statement time); a run's outputs are about one row an event.
+CREATE TABLE run_column_lineage (
+    out_namespace text        NOT NULL,
+    out_name      text        NOT NULL,
+    job_id        uuid        NOT NULL,
+    run_id        uuid        NOT NULL,
+    edges         jsonb       NOT NULL,
+    first_seen    timestamptz NOT NULL,
+    last_seen     timestamptz NOT NULL,  -- eventTime of the report in `edges`
+    last_seq      bigint      NOT NULL,  -- its seq (ties in last_seen)
+    PRIMARY KEY (out_namespace, out_name, job_id, run_id)
 );
