@@ -13,7 +13,8 @@ CREATE TABLE column_lineage (
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
     last_seq        bigint      NOT NULL,   -- seq of the latest report (ties in last_seen)
-    -- a hash of the six names (projections.common.edge_key): the key of run_column_lineage.edges
+    -- a hash of the six names (projections.common.edge_key), also the keys of
+    -- run_column_lineage.edges
     edge_key        uuid        NOT NULL,
     PRIMARY KEY (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
 );
