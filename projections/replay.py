@@ -40,10 +40,10 @@ from projections.schema import (
     LIVE_SCHEMA,
     PROJECTIONS,
     REPLAY_LOCK,
-    RETIRED_TABLES,
     create_readmodel_tables,
     create_tables,
     outdated_projections,
+    stored_tables,
 )
 
 log = logging.getLogger("metastore.replay")
@@ -229,7 +229,7 @@ def swap(
     """Moves the built tables into `readmodel` and records where they stand (in the open tx)."""
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(OLD_SCHEMA)))
     for projection in projections:
-        for table in (*projection.TABLES, *RETIRED_TABLES.get(projection.NAME, ())):
+        for table in stored_tables(projection):
             conn.execute(
                 sql.SQL("ALTER TABLE IF EXISTS {} SET SCHEMA {}").format(
                     sql.Identifier(LIVE_SCHEMA, table), sql.Identifier(OLD_SCHEMA)

@@ -55,6 +55,11 @@ WHERE n.nspname = %s AND c.relkind IN ('r', 'p')
 """
 
 
+def stored_tables(projection: ModuleType) -> tuple[str, ...]:
+    """The tables of `projection` that may stand in a schema: its own and its retired ones."""
+    return (*projection.TABLES, *RETIRED_TABLES.get(projection.NAME, ()))
+
+
 def ddl_path(projection: ModuleType) -> Path:
     return sql_dir() / "projections" / f"{projection.NAME}.sql"
 
@@ -85,7 +90,7 @@ def create_readmodel_tables(conn: psycopg.Connection[Any]) -> list[str]:
             if set(projection.TABLES) <= have:
                 conn.execute(REGISTER, (projection.NAME, 0))  # tables of unknown version
                 continue
-            for table in (*projection.TABLES, *RETIRED_TABLES.get(projection.NAME, ())):
+            for table in stored_tables(projection):
                 if table in have:
                     conn.execute(
                         sql.SQL("DROP TABLE {}.{}").format(
