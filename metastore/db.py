@@ -33,6 +33,16 @@ def create_pool(
     configure: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]] | None = None,
 ) -> AsyncConnectionPool[Any]:
     assert settings.database_url is not None
+
+    async def configure_session(conn: psycopg.AsyncConnection[Any]) -> None:
+        # psycopg hands timestamptz out in the session's zone: without this the API's times
+        # followed the server's TimeZone setting (`+05:30` on a server set to Asia/Kolkata).
+        await conn.execute("SET TimeZone = 'UTC'")
+        if configure is not None:
+            await configure(conn)
+        if not conn.autocommit:
+            await conn.commit()  # a pool takes connections back idle only
+
     return AsyncConnectionPool(
         settings.database_url,
         min_size=min_size,
@@ -43,7 +53,7 @@ def create_pool(
         reconnect_timeout=0,
         open=False,
         name=name,
-        configure=configure,
+        configure=configure_session,
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from projections.runner import catch_up
 from tests.logdata import append
@@ -25,9 +26,20 @@ def scenario_api(
     log_dir: Path,
     events: list[dict[str, Any]] | None = None,
     env: dict[str, str] | None = None,
+    time_zone: str | None = None,
 ) -> Iterator[tuple[str, str]]:
-    """Yields (base_url, database_url) of an API over the folded scenario events."""
+    """Yields (base_url, database_url) of an API over the folded scenario events.
+
+    `time_zone`: the database's default TimeZone for its sessions (else the server's).
+    """
     with pg_server.database("api", template_db) as url:
+        if time_zone is not None:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("ALTER DATABASE {} SET TimeZone = {}").format(
+                        sql.Identifier(conn.info.dbname), sql.Literal(time_zone)
+                    )
+                )
         with psycopg.connect(url, autocommit=True) as conn:
             append(conn, all_scenario_events() if events is None else events)
         catch_up(url)

@@ -3,6 +3,7 @@ over real HTTP: dataset lookups, lineage, column lineage, runs and their events,
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -243,3 +244,31 @@ def test_namespaces_and_status(api: httpx.Client) -> None:
         assert projection["position"] == status["log"]["position"]
         assert (projection["lag_events"], projection["lag_seconds"]) == (0, 0)
         assert projection["dead_letters"] == 0
+
+
+def test_times_are_utc_whatever_the_servers_time_zone(
+    pg_server: Any, template_db: str, tmp_path: Any
+) -> None:
+    """On a database whose sessions default to Asia/Kolkata (+05:30), the API still writes
+    times in UTC, and they are the events' instants."""
+    events = conformance_events("scenarios/seed_spark_trino")
+    events += conformance_events("scenarios/airflow")
+    started = {e["run"]["runId"]: e["eventTime"] for e in events if e["eventType"] == "START"}
+    with (
+        scenario_api(pg_server, template_db, tmp_path, events, time_zone="Asia/Kolkata") as (
+            url,
+            _,
+        ),
+        httpx.Client(base_url=url + "/api/v1", timeout=10) as api,
+    ):
+        runs = get(api, "/runs", limit=500)["items"]
+        jobs = get(api, "/jobs", limit=500)["items"]
+    assert len(runs) == len({e["run"]["runId"] for e in events}) > 0
+    times = [r[f] for r in runs for f in ("state_time", "started_at", "ended_at", "first_seen")]
+    times += [j[f] for j in jobs for f in ("first_seen", "last_seen")]
+    assert all(t is None or t.endswith("Z") for t in times), times
+    for run in runs:
+        if run["id"] in started:
+            sent = dt.datetime.fromisoformat(started[run["id"]])
+            sent = sent if sent.tzinfo else sent.replace(tzinfo=dt.UTC)
+            assert dt.datetime.fromisoformat(run["started_at"]) == sent

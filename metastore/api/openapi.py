@@ -57,7 +57,8 @@ Conventions of `/api/v1`: lists answer `{"items": [...], "next_cursor": ...}` wi
 keyset pagination (`limit`, default 50, at most 500; pass `next_cursor` back as the
 opaque `cursor`; it is null on the last page), stable under concurrent ingest. Every
 answer carries an `ETag` and honours `If-None-Match` (304). Unknown ids answer 404,
-bad parameters 400, both as RFC 9457 `application/problem+json`.
+bad parameters 400, both as RFC 9457 `application/problem+json`. Times are RFC 3339 in
+UTC (`Z`), whatever the database server's time zone.
 
 Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` and
 `/datasets/{dataset_id}/column-lineage` take `as_of` (RFC 3339, for example
