@@ -66,8 +66,11 @@ class FoldEvent(msgspec.Struct, frozen=True):
         return self.position.seq
 
 
+ONE_MICROSECOND = dt.timedelta(microseconds=1)  # (made once: 1,268 ns a call against 329)
+
+
 def micros(when: dt.datetime) -> int:
-    return (when - EPOCH) // dt.timedelta(microseconds=1)
+    return (when - EPOCH) // ONE_MICROSECOND
 
 
 # Cached: a job's events come close together (159,378 of 193,753 calls hit over a fold of
@@ -137,12 +140,11 @@ def facet(facets: Facets | None, name: str) -> dict[str, Any] | None:
     return None
 
 
-def _is_deletion(raw: msgspec.Raw) -> bool:
-    view = memoryview(raw)
+def _is_deletion(view: memoryview) -> bool:
     # A deletion marker is tiny: `{"_deleted": true}` (and maybe _producer, _schemaURL).
     if len(view) > 512 or b'"_deleted"' not in view.tobytes():
         return False
-    value = msgspec.json.decode(raw)
+    value = msgspec.json.decode(view)
     return isinstance(value, dict) and value.get("_deleted") is True
 
 
@@ -172,16 +174,20 @@ def merge_facets(
         previous = times.get(name)
         if previous is not None and previous >= order:
             continue
-        view = memoryview(value)
-        if not view or view[0] != 0x7B:  # "{": a facet is a JSON object
-            malformed(name)
-            continue
-        if _is_deletion(value):
-            if facets.pop(name, None) is not None:
+        current = facets.get(name)
+        if current is None or current != value:
+            # (the same bytes as the facet in place were checked when it was merged)
+            view = memoryview(value)
+            if not view or view[0] != 0x7B:  # "{": a facet is a JSON object
+                malformed(name)
+                continue
+            if _is_deletion(view):
+                if current is not None:
+                    del facets[name]
+                    changed |= FACETS_CHANGED
+            else:
+                facets[name] = value
                 changed |= FACETS_CHANGED
-        elif facets.get(name) != value:
-            facets[name] = value
-            changed |= FACETS_CHANGED
         times[name] = order
         changed |= TIMES_CHANGED
     return changed

@@ -126,14 +126,27 @@ def tune_session(conn: psycopg.Connection[Any]) -> None:
     synchronous_commit off: a batch lost to a server crash is lost with its cursor move, so
     the projector folds it again; the read models are derived, nothing else depends on the
     flush. lz4 compresses the large facet documents several times faster than pglz (when
-    the server has it).
+    the server has it). The time zone: see `utc_session`.
     """
+    utc_session(conn)
     conn.execute("SET synchronous_commit = off")
     try:
         conn.execute("SET default_toast_compression = 'lz4'")
     except psycopg.Error:
         conn.rollback()
     conn.commit()
+
+
+def utc_session(conn: psycopg.Connection[Any]) -> None:
+    """Sets the session's TimeZone to UTC, whatever the server's default.
+
+    psycopg hands timestamptz values out in the session's zone. For 'UTC' that is
+    `datetime.timezone.utc`; for any other name (initdb's default here is 'Etc/UTC') a
+    ZoneInfo, with which loading a value took 1,039-1,174 ns against 825-837, encoding it
+    81 ns against 37 and `common.micros` 1,685 ns against 664 (half a million of each per
+    100,000 events folded). The instants are the same either way.
+    """
+    conn.execute("SET TimeZone = 'UTC'")
 
 
 def set_search_path(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -212,6 +225,7 @@ class Prefetcher:
     def _read(self, after: Position, limit: int) -> list[FoldEvent]:
         if self.conn is None or self.conn.closed:
             self.conn = psycopg.connect(self.database_url, autocommit=True, connect_timeout=10)
+            utc_session(self.conn)
         return read_batch(self.conn, after, limit)
 
     def request(self, after: Position, limit: int) -> None:
