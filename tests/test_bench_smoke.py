@@ -24,7 +24,7 @@ FIGURES = {
     "API RSS under load, MiB": False,
     "batch ingest, events/s": True,
     "projection lag p99, s": False,
-    "projector fold rate, events/s": False,
+    "projector fold rate, events/s": True,
     "storage, bytes/event": True,
     "lineage depth 5 p50, ms": True,
     "lineage depth 5 p95, ms": True,
