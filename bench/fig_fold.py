@@ -3,10 +3,9 @@
 `projections.runner.catch_up(url)` (what the projector process does, once, synchronously)
 runs in a child process, so its time and peak memory are its own. The baseline, in a child
 of its own just after (so the fold finds the log as COPY left it): reading and decoding the
-same events batch by batch
-(`projections.fold.read_batch`), the fold's first step without any fold. This machine's
-speed drifts by a third within the hour, and the ratio shows what is the fold and what is
-the machine.
+same events batch by batch (`projections.fold.read_batch`), the fold's first step without
+any fold. This machine's speed drifts by a third within the hour, and the ratio shows what
+is the fold and what is the machine.
 """
 
 from __future__ import annotations
