@@ -33,7 +33,7 @@ from projections.common import (
 )
 
 NAME = "datasets"
-VERSION = 1
+VERSION = 2  # 2: facets json
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -53,7 +53,7 @@ DATASET_TYPES = (
     "uuid",
     "text",
     "text",
-    "jsonb",
+    "json",
     "jsonb",
     "jsonb",
     "timestamptz",
@@ -125,9 +125,9 @@ SELECT_ALL_VERSIONS = (
 def _upsert(
     table: str, columns: tuple[str, ...], types: tuple[str, ...], key: str, keep: str = ""
 ) -> str:
-    """INSERT ... ON CONFLICT (key) DO UPDATE; UNCHANGED for jsonb column `keep` keeps it."""
+    """INSERT ... ON CONFLICT (key) DO UPDATE; UNCHANGED for json column `keep` keeps it."""
     updates = ", ".join(
-        f"{c} = CASE WHEN jsonb_typeof(excluded.{c}) = 'object' THEN excluded.{c} "
+        f"{c} = CASE WHEN json_typeof(excluded.{c}) = 'object' THEN excluded.{c} "
         f"ELSE {table}.{c} END"
         if c == keep
         else f"{c} = excluded.{c}"

@@ -24,6 +24,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
+from metastore import pgarray
 from metastore.eventlog import Position, read_events_after
 from metastore.metrics import DEAD_LETTERS, FOLDED_EVENTS
 from projections.common import FoldEvent, planner_without
@@ -300,6 +301,8 @@ def fold_batch(
     with contextlib.ExitStack() as stack:
         cur = stack.enter_context(conn.cursor(row_factory=tuple_row))
         side_cur = stack.enter_context(side.cursor(row_factory=tuple_row)) if side else cur
+        for folding in {cur, side_cur}:
+            pgarray.register(folding)  # (row_param's text[] parameters)
         work: list[Work] = []
         for projection in projections:
             cursor = cursors[projection.NAME]

@@ -23,7 +23,7 @@ from projections.common import (
 )
 
 NAME = "jobs"
-VERSION = 1
+VERSION = 2  # 2: facets json
 TABLES = ("jobs",)
 
 COLUMNS = (
@@ -47,7 +47,7 @@ TYPES = (
     "uuid",
     "text",
     "text",
-    "jsonb",
+    "json",
     "jsonb",
     "text",
     "text",

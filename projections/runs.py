@@ -32,7 +32,7 @@ from projections.common import (
 )
 
 NAME = "runs"
-VERSION = 1
+VERSION = 2  # 2: facets json
 TABLES = ("runs",)
 
 COLUMNS = (
@@ -75,7 +75,7 @@ TYPES = (
     "text",
     "text",
     "uuid",
-    "jsonb",
+    "json",
     "jsonb",
     "timestamptz",
     "timestamptz",

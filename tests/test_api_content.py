@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from projections.runner import catch_up
 from tests.apiserver import scenario_api
-from tests.support import all_scenario_events, conformance_events
+from tests.support import all_scenario_events, conformance_events, running
 
 SPARK = ("s3a://warehouse", "sales.db/orders_daily")
 HIVE = ("hive://hive-metastore:9083", "sales.orders_daily")
@@ -272,3 +273,36 @@ def test_times_are_utc_whatever_the_servers_time_zone(
             sent = dt.datetime.fromisoformat(started[run["id"]])
             sent = sent if sent.tzinfo else sent.replace(tzinfo=dt.UTC)
             assert dt.datetime.fromisoformat(run["started_at"]) == sent
+
+
+# Key order, spacing and the spelling of numbers as a producer wrote them; jsonb would have
+# reordered the keys, spaced them and written 1500 for 1.50e3.
+AS_WRITTEN = '{"zone":"eu-1","alpha":{"n":1.50e3,"list":[true,null,"x"]},"_producer":"p"}'
+
+
+def test_facets_come_back_as_the_producer_wrote_them(
+    pg_server: Any, template_db: str, tmp_path: Any
+) -> None:
+    """A run, job and dataset facet posted to ingest reads back from the API byte for byte."""
+    event = next(e for e in conformance_events("scenarios/seed_spark_trino") if e.get("outputs"))
+    output = event["outputs"][0]
+    for part in (event["run"], event["job"], output):
+        part.setdefault("facets", {})["custom"] = "@facet@"
+    body = json.dumps(event).replace('"@facet@"', AS_WRITTEN)
+    with (
+        pg_server.database("facets", template_db) as url,
+        running("api", url, tmp_path) as server,
+        httpx.Client(base_url=server.base_url + "/api/v1", timeout=10) as api,
+    ):
+        posted = api.post(
+            server.base_url + "/ingest/openlineage",
+            content=body,
+            headers={"content-type": "application/json"},
+        )
+        assert posted.status_code < 300, posted.text
+        catch_up(url)
+        job = job_id(api, (event["job"]["namespace"], event["job"]["name"]))
+        dataset = lookup(api, (output["namespace"], output["name"]))["id"]
+        paths = [f"/runs/{event['run']['runId']}", f"/jobs/{job}", f"/datasets/{dataset}"]
+        bodies = [api.get(path).text for path in paths]
+    assert all(f'"custom":{AS_WRITTEN}' in text for text in bodies), bodies

@@ -210,8 +210,9 @@ def test_deep_nesting_within_the_limit_and_huge_numbers_are_kept() -> None:
 def test_numbers_beyond_postgresqls_numeric_are_refused_exactly_where_jsonb_refuses_them(
     conn: psycopg.Connection[Any], number: str
 ) -> None:
-    # The read models keep facets as jsonb: the envelope must refuse what jsonb cannot hold
-    # (the projector could never fold it) and nothing else. PostgreSQL itself is the judge.
+    # The read models keep schemas and column lineage as jsonb: the envelope must refuse what
+    # jsonb cannot hold (the projector could never fold it) and nothing else. PostgreSQL
+    # itself is the judge.
     try:
         conn.execute("SELECT %s::jsonb", (number,))
         jsonb_holds_it = True

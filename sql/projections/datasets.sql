@@ -9,7 +9,10 @@ CREATE TABLE datasets (
     id              uuid        PRIMARY KEY,   -- uuid5 of the first name it was seen under
     namespace       text        NOT NULL,      -- its display name: the first name seen
     name            text        NOT NULL,
-    facets          jsonb       NOT NULL DEFAULT '{}',
+    -- json, not jsonb: kept as the fold wrote it (each facet as sent), so a facet sent
+    -- again compares equal byte for byte after a load, and PostgreSQL only checks it is
+    -- JSON instead of parsing it into jsonb (projections.common, "writing rows")
+    facets          json        NOT NULL DEFAULT '{}',
     facet_times     jsonb       NOT NULL DEFAULT '{}',
     current_fields  jsonb,                     -- `schema` facet fields of the latest version
     first_seen      timestamptz NOT NULL,

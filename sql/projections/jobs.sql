@@ -4,7 +4,7 @@ CREATE TABLE jobs (
     id              uuid        PRIMARY KEY,
     namespace       text        NOT NULL,
     name            text        NOT NULL,
-    facets          jsonb       NOT NULL DEFAULT '{}',  -- merged the spec's way, latest by eventTime
+    facets          json        NOT NULL DEFAULT '{}',  -- merged the spec's way (json: see datasets)
     facet_times     jsonb       NOT NULL DEFAULT '{}',  -- facet name -> [eventTime, seq] it came from
     job_type        text,       -- jobType facet: jobType
     processing_type text,       -- jobType facet: processingType (BATCH | STREAMING)

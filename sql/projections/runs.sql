@@ -15,7 +15,7 @@ CREATE TABLE runs (
     parent_job_namespace text,
     parent_job_name text,
     root_run_id     uuid,                  -- the top of the parent chain (itself when none)
-    facets          jsonb       NOT NULL DEFAULT '{}',
+    facets          json        NOT NULL DEFAULT '{}',  -- json: see datasets
     facet_times     jsonb       NOT NULL DEFAULT '{}',
     first_seen      timestamptz NOT NULL,  -- earliest eventTime of its events
     last_seen       timestamptz NOT NULL,
