@@ -12,6 +12,16 @@ from msgspec import Meta
 
 # JSON stored by the projector (facets, schema fields), passed through without a decode.
 JSONObject = Annotated[msgspec.Raw, Meta(extra_json_schema={"type": "object"})]
+Facets = Annotated[
+    msgspec.Raw,
+    Meta(
+        description=(
+            "Facets by name, merged the OpenLineage way: the latest of each name by eventTime, "
+            'removed by a later `{"_deleted": true}`. Each facet is as the producer sent it.'
+        ),
+        extra_json_schema={"type": "object"},
+    ),
+]
 JSONArray = Annotated[msgspec.Raw, Meta(extra_json_schema={"type": "array"})]
 Cursor = Annotated[
     str | None,
@@ -101,7 +111,7 @@ class Job(Struct):
     job_type: str | None
     processing_type: str | None
     integration: str | None
-    facets: JSONObject
+    facets: Facets
     first_seen: dt.datetime
     last_seen: dt.datetime
     parent: JobRef | None
@@ -147,7 +157,7 @@ class Run(Struct):
     nominal_start: dt.datetime | None
     nominal_end: dt.datetime | None
     error_message: str | None
-    facets: JSONObject
+    facets: Facets
     first_seen: dt.datetime
     last_seen: dt.datetime
     parent: RunRef | None
@@ -198,7 +208,7 @@ class Dataset(Struct):
     fields: Annotated[
         JSONArray | None, Meta(description="The `schema` facet fields of the latest version.")
     ]
-    facets: JSONObject
+    facets: Facets
     first_seen: dt.datetime
     last_seen: dt.datetime
     producers: list[JobRef]
