@@ -125,13 +125,13 @@ SELECT_ALL_VERSIONS = (
 def _upsert(
     table: str, columns: tuple[str, ...], types: tuple[str, ...], key: str, keep: str = ""
 ) -> str:
-    """INSERT ... ON CONFLICT (key) DO UPDATE; UNCHANGED for json column `keep` keeps it."""
+    """INSERT ... ON CONFLICT (key) DO UPDATE; UNCHANGED for JSON column `keep` keeps it."""
     updates = ", ".join(
-        f"{c} = CASE WHEN json_typeof(excluded.{c}) = 'object' THEN excluded.{c} "
+        f"{c} = CASE WHEN {t}_typeof(excluded.{c}) = 'object' THEN excluded.{c} "
         f"ELSE {table}.{c} END"
         if c == keep
         else f"{c} = excluded.{c}"
-        for c in columns
+        for c, t in zip(columns, types, strict=True)
         if c not in key.split(", ")
     )
     return (

@@ -10,8 +10,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-# JSON stored by the projector (facets, schema fields), passed through without a decode.
+# JSON passed through without a decode: stored events, schema fields, facets.
 JSONObject = Annotated[msgspec.Raw, Meta(extra_json_schema={"type": "object"})]
+JSONArray = Annotated[msgspec.Raw, Meta(extra_json_schema={"type": "array"})]
 Facets = Annotated[
     msgspec.Raw,
     Meta(
@@ -22,7 +23,6 @@ Facets = Annotated[
         extra_json_schema={"type": "object"},
     ),
 ]
-JSONArray = Annotated[msgspec.Raw, Meta(extra_json_schema={"type": "array"})]
 Cursor = Annotated[
     str | None,
     Meta(description="Pass as `cursor` to read the next page; null on the last page."),
