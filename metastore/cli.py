@@ -16,13 +16,10 @@ from pathlib import Path
 from types import FrameType
 
 from metastore.config import ConfigError, Settings, load_settings
+from metastore.exit import Exit
 from metastore.logs import configure_logging
 
 log = logging.getLogger("metastore")
-
-
-class Exit(Exception):
-    """Stop the command with a one-line message and a non-zero status."""
 
 
 def _database_url(settings: Settings) -> str:
