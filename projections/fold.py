@@ -70,7 +70,7 @@ def store_dead_letter(cur: psycopg.Cursor[Any], letter: DeadLetter) -> None:
 # `(tx, seq) > (X, S)` by `tx > X`, so with the cursor inside a large transaction (a bulk
 # load, the last group commit) or on a log not yet analyzed, it expects a handful and
 # sorts instead, which reads (and detoasts) every event past the cursor, every batch:
-# a catch-up over n events cost O(n²) (0.5-1.4 s a batch at 100,000 events). Sorting is
+# a catch-up over n events cost O(n²). Sorting is
 # switched off for this one statement; the fold's own queries keep the session's plans.
 
 
