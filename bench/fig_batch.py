@@ -29,6 +29,7 @@ def rows(ctx: Context) -> list[Row]:
             target=">= 15,000",
             check=at_least(15_000),
             command=ctx.command(GROUP),
+            client=f"{loadgen.ASYNCIO_CLIENT}; baseline: psycopg",
         )
     ]
 

@@ -41,13 +41,14 @@ def rows(ctx: Context) -> list[Row]:
     cmd = ctx.command(GROUP)
     d = ctx.sizes.lineage_depth
     return [
-        Row(f"column lineage depth {d} p95, ms", "ms", command=cmd),
+        Row(f"column lineage depth {d} p95, ms", "ms", command=cmd, client=loadgen.ASYNCIO_CLIENT),
         Row(
             f"as-of column lineage depth {d} p95, ms",
             "ms",
             target="< 25 (as as-of lineage)",
             check=below(25),
             command=cmd,
+            client=loadgen.ASYNCIO_CLIENT,
         ),
     ]
 

@@ -33,7 +33,12 @@ POSITIONS = "SELECT digest, tx::text::bigint, seq FROM event_log"
 def rows(ctx: Context) -> list[Row]:
     return [
         Row(
-            "projection lag p99, s", "s", target="< 1", check=below(1.0), command=ctx.command(GROUP)
+            "projection lag p99, s",
+            "s",
+            target="< 1",
+            check=below(1.0),
+            command=ctx.command(GROUP),
+            client=f"{loadgen.ASYNCIO_CLIENT}, open loop",
         )
     ]
 

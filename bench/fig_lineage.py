@@ -65,8 +65,9 @@ def rows(ctx: Context) -> list[Row]:
     cmd = ctx.command(GROUP)
     d = ctx.sizes.lineage_depth
     bare = "bare recursive CTE"
+    client = f"{loadgen.ASYNCIO_CLIENT}; baseline: psycopg"
     return [
-        Row(f"lineage depth {d} p50, ms", "ms", baseline_label=bare, command=cmd),
+        Row(f"lineage depth {d} p50, ms", "ms", baseline_label=bare, command=cmd, client=client),
         Row(
             f"lineage depth {d} p95, ms",
             "ms",
@@ -74,6 +75,7 @@ def rows(ctx: Context) -> list[Row]:
             target="< 10",
             check=below(10),
             command=cmd,
+            client=client,
         ),
         Row(
             f"as-of lineage depth {d} p95, ms",
@@ -82,6 +84,7 @@ def rows(ctx: Context) -> list[Row]:
             target="< 25",
             check=below(25),
             command=cmd,
+            client=client,
         ),
     ]
 

@@ -54,10 +54,9 @@ def prepare_database(url: str) -> None:
 # A server that has been running reuses its WAL segment files: each checkpoint renames the
 # ones behind it for reuse, keeping up to min_wal_size (or as much as recent checkpoints
 # took). A fresh server has none, so every 16 MB of WAL is a new file, zero-filled by the
-# backend that needs it, under the WAL write lock that every commit waits for. That was
-# 7 % of the machine's CPU during a fold (perf), and batch ingest ran at 9,907 / 10,928
-# against 11,539 / 15,653 events/s with the segments recycled (the fold's rate: within
-# noise). Each benchmark's server keeps 1 GB, as deploy/helm recommends, and fills it
+# backend that needs it, under the WAL write lock that every commit waits for, which
+# slowed batch ingest (docs/PERFORMANCE.md, "The benchmarks' servers keep recycled WAL").
+# Each benchmark's server keeps 1 GB, as deploy/helm recommends, and fills it
 # before measuring, so the figures are those of a server that has been running.
 WARM_WAL = "1GB"
 WARM_WAL_SEGMENTS = 64  # of 16 MB

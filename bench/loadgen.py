@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 JSON_HEADERS = {"Content-Type": "application/json"}
+# How the report names each client (the `client` column of docs/BENCHMARKS.md).
+WRK = "wrk -t1"
+ASYNCIO_CLIENT = "asyncio client (bench/loadgen.py)"
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -134,7 +137,7 @@ def wrk_post(
         p50_ms=data["p50_us"] / 1000,
         p99_ms=data["p99_us"] / 1000,
         client_cpu_s=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-        tool="wrk -t1",
+        tool=WRK,
     )
 
 
@@ -272,7 +275,7 @@ def closed_loop(
         p50_ms=percentile(latencies, 50),
         p99_ms=percentile(latencies, 99),
         client_cpu_s=time.process_time() - cpu0,
-        tool="asyncio client (uvloop)",
+        tool=ASYNCIO_CLIENT,
     )
 
 

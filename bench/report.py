@@ -23,6 +23,7 @@ class Row:
     target: str = "-"  # as the issues state it, e.g. ">= 5,000"
     check: Check | None = None  # value -> meets the target
     note: str = ""  # how it was measured, or why it is n/a
+    client: str = "-"  # what sent the requests (value; baseline), "-" where none did
     command: str = ""
     measured_at: str = ""
 
@@ -135,6 +136,7 @@ COLUMNS = (
     "value",
     "baseline",
     "ratio",
+    "client",
     "target",
     "meets target",
     "machine",
@@ -185,6 +187,7 @@ def render(report: Report) -> str:
             fmt(row.value, row.unit),
             baseline,
             "-" if ratio is None else f"{ratio:.2f}",
+            row.client,
             row.target,
             row.meets,
             m.short,

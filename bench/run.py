@@ -110,13 +110,18 @@ def main(argv: list[str] | None = None) -> int:
         _run_group(ctx, rows, measure)
         report.load_samples.append(f"{load_average()} (after {name})")
 
-    tool = "wrk (one thread)" if loadgen.have_wrk() else "the asyncio load generator"
+    tool = (
+        "wrk (one thread, a Lua script making each body a distinct event)"
+        if loadgen.have_wrk()
+        else "the asyncio load generator, because wrk is not installed (`make bench-tools`): "
+        "its figures and its bare-route baseline are bound by that client"
+    )
     report.notes.append(
-        f"Load generators: single-event ingest uses {tool}; batches, the fixed-rate lag run "
-        "and the read queries use bench/loadgen.py (raw HTTP/1.1 over asyncio streams on "
-        "uvloop). The client runs on the same 2 cores as the server and PostgreSQL, so it "
-        "is kept cheap and its CPU is reported beside each ingest figure; the baselines run "
-        "under the same client."
+        f"Load generators (the `client` column): single-event ingest and its bare-route "
+        f"baseline use {tool}; batches, the fixed-rate lag run and the read queries use "
+        "bench/loadgen.py (raw HTTP/1.1 over asyncio streams on uvloop). The client runs on "
+        "the same 2 cores as the server and PostgreSQL, so it is kept cheap and its CPU is "
+        "reported beside each ingest figure; the baselines run under the same client."
     )
     report.notes.append(
         "Every benchmark group starts its own throwaway PostgreSQL (fsync on, "

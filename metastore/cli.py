@@ -16,13 +16,10 @@ from pathlib import Path
 from types import FrameType
 
 from metastore.config import ConfigError, Settings, load_settings
+from metastore.exit import Exit
 from metastore.logs import configure_logging
 
 log = logging.getLogger("metastore")
-
-
-class Exit(Exception):
-    """Stop the command with a one-line message and a non-zero status."""
 
 
 def _database_url(settings: Settings) -> str:
@@ -56,10 +53,9 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         )
     require_current_schema(url)
     app = create_app(settings)
-    # What start-up made (modules, the app, the OpenAPI document) lives as long as the
-    # process: moved out of the collector's sight, a full collection under load takes about
-    # 2 ms instead of about 30 ms, a pause every request in flight waited for (it showed in
-    # the single-event p99).
+    # What start-up made lives as long as the process: out of the collector's sight, a full
+    # collection under load no longer pauses every request in flight (docs/PERFORMANCE.md,
+    # "gc.freeze() after start-up").
     gc.collect()
     gc.freeze()
     uvicorn.run(

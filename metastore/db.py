@@ -65,7 +65,8 @@ INGEST_WORK_MEM = "16MB"
 async def tune_ingest_session(conn: psycopg.AsyncConnection[Any]) -> None:
     """Session settings of the group committer's (autocommit) connections.
 
-    lz4 stores the events' JSON faster than the default pglz (ARCHITECTURE.md, Throughput),
+    lz4 stores the events' JSON faster than the default pglz (docs/PERFORMANCE.md, "The log
+    keeps the event as json"),
     where the server has it; only new values are affected, nothing is rewritten. work_mem
     big enough for a full group (INGEST_WORK_MEM).
     """

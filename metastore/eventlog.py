@@ -82,18 +82,15 @@ class StoredEvent(msgspec.Struct, frozen=True):
 
 
 # One statement, so an append is one round trip (on an autocommit connection, the commit
-# too): the group committer waits on the client far less than with BEGIN, INSERT, COPY,
-# NOTIFY and COMMIT sent one after the other (measured: PostgreSQL spent most of each
-# group's time idle in transaction, waiting for the next command). The digests are
-# inserted in sorted order so that concurrent appends holding overlapping events take
-# their row locks in the same order and cannot deadlock; the events keep their order.
-# The parameters go as binary arrays (metastore/pgarray.py): no array quoting of the JSON
-# text, which made a text-format array parameter 5x slower than COPY, and no per-element
-# dumping in Python. The digests are inserted from their own array, so `input` is read
-# once and stays inlined: referenced twice, its rows (with the JSON) were first copied
-# into a CTE store (10-14 % of the statement's time, A/B in one database). `::json` also
-# fits a log created with a jsonb `event` column (an assignment cast), as the first schema
-# had it.
+# too): PostgreSQL no longer sits idle in transaction between BEGIN, INSERT, COPY, NOTIFY
+# and COMMIT (docs/PERFORMANCE.md, "Ingest ahead of the router"). The digests are inserted
+# in sorted order so that concurrent appends holding overlapping events take their row
+# locks in the same order and cannot deadlock; the events keep their order. The
+# parameters go as binary arrays (metastore/pgarray.py): no array quoting of the JSON text
+# and no per-element dumping in Python. The digests are inserted from their own array, so
+# `input` is read once and stays inlined instead of being copied into a CTE store
+# (docs/PERFORMANCE.md, "Batches"). `::json` also fits a log created with a jsonb `event`
+# column (an assignment cast), as the first schema had it.
 APPEND_EVENTS = f"""
 WITH fresh AS (
     INSERT INTO event_digests (digest)

@@ -8,12 +8,17 @@ task) forever (slowloris). This protocol closes a connection whose request is no
 complete in time: with a 408 when a request had begun and nothing has been answered yet,
 silently when nothing was sent (as after a keep-alive, a client may send its next request
 just then and must not read a 408 as its answer). One timer per request covers the
-headers and the body alike. The body was timed in the application before, with
-`asyncio.timeout` around its read: 5 µs a request, 4 % of the API's CPU per single event.
+headers and the body alike, and costs less than timing the body in the application.
 
 uvicorn writes an answer's head and body with a system call each; here they leave
-together (`_OneSendPerTurn`). The py-spy profile under single-event load had 17 % of the
-API's samples in uvicorn's `send`, mostly those two calls.
+together (`_OneSendPerTurn`; docs/PERFORMANCE.md, "One send per answer").
+
+Neither can be had through uvicorn's public interface (an ASGI app never sees the
+connection, and uvicorn has no request timeout), so this module subclasses uvicorn's
+`HttpToolsProtocol` and reads and replaces parts of its request cycle. What it relies on
+is listed below and checked by tests/test_uvicorn_guard.py, which fails naming the
+missing part when an installed uvicorn lacks one; TESTED_UVICORN is the range it passed
+with, and pyproject.toml bounds uvicorn to it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,13 @@ from __future__ import annotations
 import asyncio
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+# The uvicorn releases this module was tested with (the bound in pyproject.toml).
+TESTED_UVICORN = ">=0.30,<0.56"
+# What it uses of uvicorn's protocol and of its request cycle, besides the hooks it
+# overrides (every public method of APIHttpProtocol is one of HttpToolsProtocol's).
+PROTOCOL_ATTRIBUTES = ("cycle", "transport", "loop")
+CYCLE_ATTRIBUTES = ("transport", "response_started", "response_complete")
 
 REQUEST_TIMEOUT_ANSWER = (
     b"HTTP/1.1 408 Request Timeout\r\n"

@@ -1,8 +1,8 @@
 """Array parameters in PostgreSQL's binary array format, built in one pass.
 
-psycopg dumps a list parameter element by element through Python-level dumpers: about
-1 µs an element, 7 µs for a 3 KB string. For the group commit's ten columns that was
-20 µs an event, a third of the API's CPU per event in batch ingest. The binary format is
+psycopg dumps a list parameter element by element through Python-level dumpers, which
+was a large part of the API's CPU per event in batch ingest (docs/PERFORMANCE.md,
+"Batches"). The binary format is
 simple (a header, then a length and the bytes of each element), and the elements here are
 bytes already or nearly, so one `join` builds each array.
 

@@ -66,16 +66,15 @@ class FoldEvent(msgspec.Struct, frozen=True):
         return self.position.seq
 
 
-ONE_MICROSECOND = dt.timedelta(microseconds=1)  # (made once: 1,268 ns a call against 329)
+ONE_MICROSECOND = dt.timedelta(microseconds=1)  # made once, not per call of micros()
 
 
 def micros(when: dt.datetime) -> int:
     return (when - EPOCH) // ONE_MICROSECOND
 
 
-# Cached: a job's events come close together (159,378 of 193,753 calls hit over a fold of
-# 100,000 events of `make bench`'s workload), and uuid5 costs 3 µs. dataset_id is not: it
-# is only called for a name not seen before, so a cache of it never hit.
+# Cached: a job's events come close together, so most calls hit, and uuid5 is not cheap.
+# dataset_id is not: it is only called for a name not seen before, so a cache never hits.
 @functools.lru_cache(maxsize=4096)
 def job_id(namespace: str, name: str) -> uuid.UUID:
     return uuid.uuid5(JOB_ID_NAMESPACE, f"{namespace}\x00{name}")
@@ -240,7 +239,7 @@ def parent_ref(run_facets: Facets | None) -> ParentRef | None:
 def loading_cursor(cur: psycopg.Cursor[Any]) -> psycopg.Cursor[DictRow]:
     """A dict-row cursor on `cur`'s connection for a projection's loads, whose id and name
     lists go as binary arrays (metastore/pgarray.py): psycopg dumps a list parameter
-    element by element in Python, 2.6 ms for 2,000 uuids against 0.5 ms."""
+    element by element in Python, several times slower."""
     dcur = cur.connection.cursor(row_factory=dict_row)
     pgarray.register(dcur)
     return dcur
@@ -269,9 +268,8 @@ def planner_without(
 # An UPDATE ... FROM unnest(ids) matches a batch's few hundred ids against a whole table
 # (runs by root, names by dataset). With statistics from when the table was small, the
 # planner expected hundreds of matches per id and hashed the whole table: a sequential
-# scan of `runs` every batch, 12.8 ms at 34,375 runs and growing with them, so a replay
-# cost O(n²). With hash and merge joins off for the statement it probes the index once
-# per id: 0.85 ms (EXPLAIN ANALYZE, the same 700 ids).
+# scan of `runs` every batch, growing with the table, so a replay cost O(n²). With hash
+# and merge joins off for the statement it probes the index once per id.
 INDEX_PROBES_ONLY = ("enable_hashjoin", "enable_mergejoin")
 
 
@@ -279,13 +277,13 @@ INDEX_PROBES_ONLY = ("enable_hashjoin", "enable_mergejoin")
 # Each fold writes its rows with one INSERT ... SELECT per table. The rows go as one jsonb
 # parameter (a JSON array of row arrays, encoded by msgspec in C) rather than one array
 # parameter per column: psycopg dumps array parameters element by element in Python, which
-# was the fold's hottest spot (40 % of its time). jsonb is parsed once by the server, then
-# each column is a cast of one element.
+# was the fold's hottest spot. jsonb is parsed once by the server, then each column is a
+# cast of one element.
 # A `json` column (the facet documents, kilobytes a row) is not in that document: its
 # values go as a binary text[] of their own, zipped with the rows (ROWS FROM), and the
 # server only checks that each is JSON. Parsed into the rows' jsonb they were a third of
-# its size, and PostgreSQL 15's jsonb parser copies every string character by character:
-# 6.5 MB of the workload's dataset facets took 85 ms that way, 26 ms as json documents.
+# its size, and PostgreSQL 15's jsonb parser copies every string character by character,
+# where json is only checked.
 
 
 def rows_select(types: Sequence[str]) -> str:

@@ -70,7 +70,7 @@ def store_dead_letter(cur: psycopg.Cursor[Any], letter: DeadLetter) -> None:
 # `(tx, seq) > (X, S)` by `tx > X`, so with the cursor inside a large transaction (a bulk
 # load, the last group commit) or on a log not yet analyzed, it expects a handful and
 # sorts instead, which reads (and detoasts) every event past the cursor, every batch:
-# a catch-up over n events cost O(n²) (0.5-1.4 s a batch at 100,000 events). Sorting is
+# a catch-up over n events cost O(n²). Sorting is
 # switched off for this one statement; the fold's own queries keep the session's plans.
 
 
@@ -103,8 +103,8 @@ def read_batch(conn: psycopg.Connection[Any], after: Position, limit: int) -> li
 # The collector's thresholds while folding. A batch is hundreds of thousands of small
 # objects (decoded events, loaded rows) that live as long as the batch. With Python's
 # defaults (700, 10, 10) they outlived the young collections into the oldest generation,
-# whose full collections then came every batch or two and walked the whole batch: 23 in
-# 40,000 events, 2.7 s of the fold's 10.8 s of Python. With young collections every
+# whose full collections then came every batch or two and walked the whole batch
+# (docs/PERFORMANCE.md, "The collector's young threshold"). With young collections every
 # 100,000 allocations a batch's objects are mostly freed by reference counting before any
 # collection looks at them; garbage cycles are still collected, a little later.
 FOLD_GC_THRESHOLD = (100_000, 10, 10)
@@ -143,10 +143,8 @@ def utc_session(conn: psycopg.Connection[Any]) -> None:
 
     psycopg hands timestamptz values out in the session's zone. For 'UTC' that is
     `datetime.timezone.utc`; for any other name (initdb's default here is 'Etc/UTC') a
-    ZoneInfo, with which loading a value took 1,039-1,174 ns against 825-837, encoding it
-    81 ns against 37 and `common.micros` 1,685 ns against 664. Per 100,000 events folded
-    about half a million are loaded (by the rows the loads return), more are encoded, and
-    `micros` runs once an event. The instants are the same either way.
+    ZoneInfo, which is slower to load, encode and subtract, and a fold handles several
+    timestamps an event. The instants are the same either way.
     """
     conn.execute("SET TimeZone = 'UTC'")
 
@@ -343,8 +341,8 @@ def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = 
     `read_next` (the prefetcher's request for the next batch) is called once everything is
     queued, so the next batch is read and decoded while this thread only waits for the
     servers to finish the writes. Requested as the batch began, the decoding competed for
-    the GIL with the folding, whose every wakeup on the socket then waited for it (60,000
-    events: 2,583 to 2,745 events/s against 3,183 to 3,448 now).
+    the GIL with the folding, whose every wakeup on the socket then waited for it
+    (docs/PERFORMANCE.md, "The next batch is read once the current one is queued").
     An error only shows at the end (the pipeline's sync), too late to tell which
     projection it came from, so the whole batch is undone (a savepoint on each connection)
     and the caller folds it again projection by projection (`fold_isolated`).

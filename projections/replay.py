@@ -23,6 +23,7 @@ from psycopg import errors, sql
 
 from metastore.config import Settings
 from metastore.eventlog import START, Position
+from metastore.exit import Exit
 from projections.fold import (
     BATCH_SIZE,
     BatchResult,
@@ -285,8 +286,6 @@ def rebuild_outdated(database_url: str, progress: bool = False) -> list[str]:
 
 def run_replay(settings: Settings, projection: str | None = None, progress: bool = True) -> None:
     """The `metastore replay` command."""
-    from metastore.cli import Exit
-
     assert settings.database_url is not None
     if projection is not None and projection not in BY_NAME:
         raise Exit(

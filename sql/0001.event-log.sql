@@ -5,9 +5,9 @@
 -- catches anything else so no insert can fail for lack of a partition.
 --
 -- `event` is json, not jsonb: the text exactly as received (validated, not converted), which
--- PostgreSQL stores about 40 % faster, reads back as text 3.6 times faster and keeps in a
--- quarter less space (measured on the benchmark's events; ARCHITECTURE.md). Nothing queries
--- inside it: the projector and the export feed read the text.
+-- PostgreSQL stores faster, reads back as text several times faster and keeps in less space
+-- (docs/PERFORMANCE.md, `python -m bench.log_column`). Nothing queries inside it: the
+-- projector and the export feed read the text.
 --
 -- Readers never page by `seq` alone: concurrent appends commit out of `seq` order. Each row
 -- carries the id of the transaction that wrote it (`tx`), and readers only read rows whose

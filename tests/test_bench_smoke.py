@@ -72,3 +72,25 @@ def test_quick_bench_writes_every_figure_with_numbers(tmp_path: Path) -> None:
         assert row["machine"] and row["date"] and row["command"].startswith("`python -m bench")
     assert "- machine: " in markdown and "load average" in markdown
     assert "- mode: **quick**" in markdown
+
+
+def test_log_column_bench_prints_each_column_type() -> None:
+    """`python -m bench.log_column`, which docs/PERFORMANCE.md cites, runs and reports."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.log_column", "--events", "1000", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = {}
+    for line in done.stdout.splitlines():
+        name, _, numbers = line.partition("  ")
+        cells = numbers.split()
+        if len(cells) == 3 and all(NUMBER.match(c) for c in cells):
+            rows[name.strip()] = [float(c.replace(",", "")) for c in cells]
+    assert set(rows) == {"jsonb, pglz", "json, pglz", "json, lz4"}, done.stdout
+    # Sizes, not speeds: json keeps the text, jsonb a larger binary form of it.
+    assert rows["json, pglz"][2] < rows["jsonb, pglz"][2]

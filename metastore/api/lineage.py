@@ -166,8 +166,8 @@ WHERE n.dataset_id = ANY(%(datasets)s::uuid[])
 # sources; downstream the other way. Rows: one per edge with its least depth. `{edges}` is
 # only ever read through LATERAL lookups by name: as of a moment it is a DISTINCT ON
 # subquery, which the planner cannot join by index, and a plain join (or an OR of two
-# conditions) built it whole, every run's field edges, for each request (2.5 s at 100,000
-# events). The final lookup's LIMIT 1 (a pair is one row) keeps it from being flattened
+# conditions) built it whole, every run's field edges, for each request (seconds on a large
+# log). The final lookup's LIMIT 1 (a pair is one row) keeps it from being flattened
 # into such a join.
 COLUMN_LINEAGE_WALK = """
 WITH RECURSIVE walk(out_namespace, out_name, out_field, in_namespace, in_name, in_field,

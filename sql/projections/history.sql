@@ -27,9 +27,8 @@ CREATE INDEX schema_observations_run ON schema_observations (run_id) WHERE run_i
 -- the nil uuid for a job's static lineage (JobEvents), which counts from its first
 -- eventTime. column_lineage holds every pair ever reported; readers find pairs there by
 -- name and the reports that hold them here by output name and key. One row per field pair
--- and run was the fold's costliest table (with column_lineage 4.7 rows an event, about a
--- third of PostgreSQL's statement time); one per output and run is 38,849 rows for the
--- first 100,000 events of the benchmark's workload, against 233,493.
+-- and run was the fold's costliest table (with column_lineage several rows an event); one
+-- per output and run is about a sixth as many rows on the benchmark's workload.
 CREATE TABLE run_column_lineage (
     out_namespace text        NOT NULL,
     out_name      text        NOT NULL,

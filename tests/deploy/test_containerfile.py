@@ -93,6 +93,29 @@ def test_wheel_is_built_and_only_the_venv_reaches_the_runtime(instructions) -> N
     assert "pip" not in runtime_runs and "apt-get" not in runtime_runs
 
 
+def test_the_image_installs_exactly_the_lock(instructions: list[tuple[str, str]]) -> None:
+    """requirements/app.txt with its hashes; the wheel adds nothing of its own choosing."""
+    build = stages(instructions)[0]
+    copies = [args for word, args in build if word == "COPY"]
+    assert "requirements/app.txt requirements/build.txt ./requirements/" in copies
+    installs = [
+        command.strip()
+        for args in (a for word, a in build if word == "RUN")
+        for command in args.split("&&")
+        if " pip install" in command or " pip wheel" in command
+    ]
+    assert installs, "the build stage installs nothing with pip"
+    for command in installs:
+        words = command.split()
+        locked = "--require-hashes" in words and "requirements/app.txt" in words
+        assert locked or "--no-deps" in words, f"not from the lock: {command}"
+        if "wheel" in words:
+            assert "--no-build-isolation" in words, f"build tools not from the lock: {command}"
+    assert any("requirements/build.txt" in c and "--require-hashes" in c for c in installs)
+    runs = " ".join(a for word, a in build if word == "RUN")
+    assert "pip check" in runs
+
+
 def test_runtime_user_matches_the_chart(instructions: list[tuple[str, str]]) -> None:
     runtime = stages(instructions)[-1]
     args = dict(a.split("=", 1) for word, a in runtime if word == "ARG" and "=" in a)
@@ -121,7 +144,15 @@ def test_build_context_is_small() -> None:
     ignore = (ROOT / ".containerignore").read_text().splitlines()
     assert ignore[ignore.index("*")] == "*", "allow-list: everything is excluded first"
     allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
-    assert allowed == {"pyproject.toml", "README.md", "metastore", "projections", "sql"}
+    assert allowed == {
+        "requirements/app.txt",
+        "requirements/build.txt",
+        "pyproject.toml",
+        "README.md",
+        "metastore",
+        "projections",
+        "sql",
+    }
     assert (ROOT / ".dockerignore").resolve() == (ROOT / ".containerignore").resolve()
 
 

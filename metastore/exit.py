@@ -1,0 +1,9 @@
+"""`Exit`: what a command raises to stop with a one-line message and a non-zero status.
+
+Its own module so that the command line (`metastore/cli.py`) and the commands it runs from
+other packages (`projections/replay.py`) can both import it without importing each other.
+"""
+
+
+class Exit(Exception):
+    """Stop the command with a one-line message and a non-zero status."""
