@@ -14,20 +14,71 @@ headers and the body alike. The body was timed in the application before, with
 uvicorn writes an answer's head and body with a system call each; here they leave
 together (`_OneSendPerTurn`). The py-spy profile under single-event load had 17 % of the
 API's samples in uvicorn's `send`, mostly those two calls.
+
+The request head (request line and headers) is limited to HEAD_LIMIT bytes: past it the
+answer is 431 and the connection is closed. httptools sets no limit and gathers a header
+in memory until it ends (a 200 MB header was read and answered 200), so the bytes of a
+head still coming are counted as they arrive, before the parser sees them. A transfer
+coding other than chunked (`Transfer-Encoding: gzip, chunked`) is answered 501, as RFC
+9112 section 6.1 says for a coding the server does not apply (it would otherwise be read
+as if plain; compression belongs in Content-Encoding, which ingest applies). Neither is
+retried by the OpenLineage clients, which retry 500, 502, 503 and 504 only. Malformed HTTP
+is answered 400 in problem+json, like every other refusal.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import msgspec
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-REQUEST_TIMEOUT_ANSWER = (
-    b"HTTP/1.1 408 Request Timeout\r\n"
-    b"content-type: application/problem+json\r\n"
-    b"connection: close\r\n"
-    b"content-length: %d\r\n\r\n%b"
+from metastore.problems import Problem, problem_response
+
+# Request line and headers together; nginx allows 32 KB, Node.js 16 KB. A JWT bearer token
+# of a few KB fits many times over.
+HEAD_LIMIT = 64 * 1024
+HEAD_END = b"\r\n\r\n"
+# After a 431 the client is most likely still sending its head: what comes is read and
+# dropped this long before the connection closes, as closing at once would reset it, and a
+# reset can discard the answer before the client reads it (nginx's "lingering close").
+LINGER_S = 2.0
+# The transfer coding that the parser applies; any other is 501.
+APPLIED_TRANSFER_CODINGS = frozenset({b"chunked"})
+
+
+def closing_answer(status: int, reason: str, detail: str) -> bytes:
+    """A whole problem+json answer that closes the connection, written by the protocol."""
+    body = msgspec.json.encode(Problem(title=reason, status=status, detail=detail))
+    return (
+        b"HTTP/1.1 %d %b\r\n"
+        b"content-type: application/problem+json\r\n"
+        b"connection: close\r\n"
+        b"content-length: %d\r\n\r\n%b"
+    ) % (status, reason.encode(), len(body), body)
+
+
+HEAD_TOO_LARGE_DETAIL = (
+    f"the request line and headers are larger than the limit of {HEAD_LIMIT} bytes"
 )
+HEAD_TOO_LARGE = closing_answer(431, "Request Header Fields Too Large", HEAD_TOO_LARGE_DETAIL)
+
+
+def _refusing(status: int, detail: str) -> ASGIApp:
+    """An ASGI app answering every request with this problem (the body is then dropped)."""
+    response = problem_response(status, detail)
+
+    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        await response(scope, receive, send)
+
+    return refuse
+
+
+def _unapplied_coding(value: bytes) -> bool:
+    return any(
+        coding.strip().lower() not in APPLIED_TRANSFER_CODINGS for coding in value.split(b",")
+    )
 
 
 class _OneSendPerTurn:
@@ -77,16 +128,17 @@ class _OneSendPerTurn:
 
 def api_http_protocol(timeout: float) -> type[HttpToolsProtocol]:
     """The protocol class, closing connections whose request takes over `timeout` s."""
-    problem = (
-        b'{"title":"Request Timeout","status":408,'
-        b'"detail":"the request did not arrive within %g s"}' % timeout
+    answer = closing_answer(
+        408, "Request Timeout", f"the request did not arrive within {timeout:g} s"
     )
-    answer = REQUEST_TIMEOUT_ANSWER % (len(problem), problem)
+    head_too_large = _refusing(431, HEAD_TOO_LARGE_DETAIL)
 
     class APIHttpProtocol(HttpToolsProtocol):
         _deadline: asyncio.TimerHandle | None = None
         _request_begun = False
         _headers_complete = False
+        _head_bytes = 0  # of the head still coming, as received (HEAD_LIMIT)
+        _refused = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -99,7 +151,38 @@ def api_http_protocol(timeout: float) -> type[HttpToolsProtocol]:
         # Whatever the protocol writes or closes itself goes after what a response holds.
         def data_received(self, data: bytes) -> None:
             self._send_held()
+            if self._refused:
+                return
+            if not self._headers_complete:
+                self._head_bytes += len(data)
+                # Past the limit, the head must end within what the limit leaves of this data.
+                if self._head_bytes > HEAD_LIMIT and (
+                    data.find(HEAD_END, 0, HEAD_LIMIT - (self._head_bytes - len(data))) < 0
+                ):
+                    self._refuse_head()
+                    return
             super().data_received(data)
+
+        def send_400_response(self, msg: str) -> None:
+            if self._refused:  # the parser stopped on what was refused already
+                return
+            self._refused = True
+            self.transport.write(closing_answer(400, "Bad Request", f"{msg} (malformed HTTP)"))
+            self.transport.close()
+
+        def _refuse_head(self) -> None:
+            """431 for a head past the limit (nothing of it goes to the parser)."""
+            self._refused = True
+            self._disarm()
+            self._send_held()
+            # Not inside the previous request's answer, still being written: only close.
+            if self.cycle is not None and not self.cycle.response_complete:
+                self.transport.close()
+                return
+            self.transport.write(HEAD_TOO_LARGE)
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+            self.loop.call_later(LINGER_S, self.transport.close)
 
         def shutdown(self) -> None:
             self._send_held()
@@ -117,7 +200,30 @@ def api_http_protocol(timeout: float) -> type[HttpToolsProtocol]:
 
         def on_headers_complete(self) -> None:
             self._headers_complete = True
-            super().on_headers_complete()
+            self._head_bytes = 0
+            # The whole head is checked here too: one that came in a single read (after a
+            # pipelined request, say) was not counted on its way in.
+            size = len(self.url)
+            refusal = None
+            for name, value in self.headers:
+                size += len(name) + len(value) + 4
+                if name == b"transfer-encoding" and _unapplied_coding(value):
+                    refusal = _refusing(
+                        501,
+                        f"Transfer-Encoding {value.decode('latin-1')!r} is not supported: "
+                        "only chunked is applied (compress the body with Content-Encoding: gzip)",
+                    )
+            if size > HEAD_LIMIT:
+                refusal = head_too_large
+            if refusal is None:
+                super().on_headers_complete()
+            else:
+                # Answered like uvicorn's own 503 past limit_concurrency: another app.
+                app, self.app = self.app, refusal
+                try:
+                    super().on_headers_complete()
+                finally:
+                    self.app = app
             # The request's cycle (made just now) answers through _OneSendPerTurn.
             if self.cycle is not None and self.cycle.transport is self.transport:
                 held = _OneSendPerTurn(self.transport, self.loop)

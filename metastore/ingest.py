@@ -1,8 +1,10 @@
 """POST /ingest/openlineage (one event) and /ingest/openlineage/batch (an array of events).
 
 The body is read with a size limit (METASTORE_MAX_EVENT_BYTES, before and after gzip, so
-a gzip bomb stops at the limit), the envelope is checked (metastore/envelope.py), and the
-events go to the group committer; the answer is sent only after their commit.
+a gzip bomb stops at the limit) and against the process's budget of bytes in flight
+(METASTORE_MAX_INFLIGHT_BYTES, metastore/inflight.py: 503 past it), the envelope is
+checked (metastore/envelope.py), and the events go to the group committer; the answer is
+sent only after their commit.
 
 Ingest is an ASGI app of its own, answered before the Starlette application
 (metastore/app.py): it is the hot path, and Starlette's router and exception middlewares
@@ -28,6 +30,7 @@ from metastore.db import DATABASE_UNAVAILABLE, RETRY_AFTER_S, database_unavailab
 from metastore.envelope import EnvelopeError, parse_element, parse_event, split_batch
 from metastore.eventlog import LogRecord
 from metastore.group_commit import GroupCommitter, Unavailable
+from metastore.inflight import Claim, InflightBudget
 from metastore.metrics import INGEST_EVENTS, INGEST_PAYLOAD_BYTES, INGEST_REQUESTS
 from metastore.problems import ProblemError, from_error, problem_response
 
@@ -80,9 +83,11 @@ class Endpoint(NamedTuple):
     path: str
 
 
-async def read_body(scope: Scope, receive: Receive, max_bytes: int) -> bytes:
-    """The request body, decompressed, or a ProblemError (413, 415, 400).
+async def read_body(scope: Scope, receive: Receive, max_bytes: int, claim: Claim) -> bytes:
+    """The request body, decompressed, or a ProblemError (413, 415, 400, 503).
 
+    The bytes it holds are taken from the budget through `claim` (a declared Content-Length
+    before the first byte is read, then as the body grows); the caller releases the claim.
     Its time is bounded by the server's request timeout (metastore/http_protocol.py). Raises
     ClientDisconnect when the client goes away (or is cut off) before the end.
     """
@@ -102,11 +107,13 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int) -> bytes:
         raise ProblemError(
             415, f"Content-Encoding {encoding!r} is not supported; send gzip or identity"
         )
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise _too_large(max_bytes)
+    if declared.isdigit():
+        if int(declared) > max_bytes:
+            raise _too_large(max_bytes)
+        claim.cover(int(declared))
     if encoding in GZIP_ENCODINGS:
-        return await _read_gzip(receive, max_bytes)
-    return await _read_plain(receive, max_bytes)
+        return await _read_gzip(receive, max_bytes, claim)
+    return await _read_plain(receive, max_bytes, claim)
 
 
 async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
@@ -120,19 +127,24 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
-async def _read_plain(receive: Receive, max_bytes: int) -> bytes:
+async def _read_plain(receive: Receive, max_bytes: int, claim: Claim) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in _chunks(receive):
         size += len(chunk)
         if size > max_bytes:
             raise _too_large(max_bytes)
+        if size > claim.size:  # a chunked body (a declared length is covered already)
+            claim.cover(size)
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-async def _read_gzip(receive: Receive, max_bytes: int) -> bytes:
-    """Inflates while reading, never more than max_bytes (+1 to notice the excess)."""
+async def _read_gzip(receive: Receive, max_bytes: int, claim: Claim) -> bytes:
+    """Inflates while reading, never more than max_bytes (+1 to notice the excess).
+
+    The claim covers what is inflated so far (the compressed chunks are let go one by one).
+    """
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
     out: list[bytes] = []
     received = produced = 0
@@ -147,6 +159,7 @@ async def _read_gzip(receive: Receive, max_bytes: int) -> bytes:
                 produced += len(piece)
                 if produced > max_bytes:
                     raise _too_large(max_bytes, after_gzip=True)
+                claim.cover(produced)
                 out.append(piece)
                 if inflate.eof:  # what follows is another gzip member (concatenated gzip)
                     data = inflate.unused_data
@@ -169,9 +182,12 @@ def _too_large(max_bytes: int, after_gzip: bool = False) -> ProblemError:
 class IngestApp:
     """The two ingest endpoints (PATHS) as one ASGI app; POST only."""
 
-    def __init__(self, committer: GroupCommitter, settings: Settings) -> None:
+    def __init__(
+        self, committer: GroupCommitter, settings: Settings, budget: InflightBudget
+    ) -> None:
         self._committer = committer
         self._max_bytes = settings.max_event_bytes
+        self._budget = budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
@@ -182,8 +198,10 @@ class IngestApp:
             await response(scope, receive, send)
             return
         counted = "event" if path == EVENT_PATH else "batch"
+        # Given back once answered: until then the body and its events are held.
+        claim = Claim(self._budget)
         try:
-            body = await read_body(scope, receive, self._max_bytes)
+            body = await read_body(scope, receive, self._max_bytes, claim)
             INGEST_PAYLOAD_BYTES.observe(len(body))
             if path == EVENT_PATH:
                 answer = await self._post_event(body)
@@ -199,13 +217,16 @@ class IngestApp:
             INGEST_REQUESTS.labels(counted, "503").inc()
             await database_unavailable(exc)(scope, receive, send)
             return
-        _ANSWERED_200[counted].inc()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(answer)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": answer})
+        else:
+            _ANSWERED_200[counted].inc()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(answer)).encode()),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
+        finally:
+            claim.release()
 
     async def _append(self, records: list[LogRecord]) -> list[str | None]:
         try:
