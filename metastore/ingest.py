@@ -206,7 +206,11 @@ class IngestApp:
             if path == EVENT_PATH:
                 answer = await self._post_event(body)
             else:
-                answer = await self._post_batch(body)
+                # The batch lets its body go once split into events: held here too, a
+                # batch's bytes were in memory twice while it waited for its commit.
+                posting = self._post_batch(body)
+                del body
+                answer = await posting
         except ClientDisconnect:  # the client went away: no one to answer
             return
         except ProblemError as exc:
@@ -251,6 +255,7 @@ class IngestApp:
     async def _post_batch(self, body: bytes) -> bytes:
         try:
             elements = split_batch(body)
+            del body  # the elements are copies
         except EnvelopeError as exc:
             raise ProblemError(exc.status, exc.detail, pointer=exc.pointer) from None
         failed: list[FailedEvent] = []
