@@ -29,12 +29,15 @@ is answered 400 in problem+json, like every other refusal.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import msgspec
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from metastore.problems import Problem, problem_response
+
+log = logging.getLogger("metastore.access")
 
 # Request line and headers together; nginx allows 32 KB, Node.js 16 KB. A JWT bearer token
 # of a few KB fits many times over.
@@ -66,10 +69,15 @@ HEAD_TOO_LARGE = closing_answer(431, "Request Header Fields Too Large", HEAD_TOO
 
 
 def _refusing(status: int, detail: str) -> ASGIApp:
-    """An ASGI app answering every request with this problem (the body is then dropped)."""
+    """An ASGI app answering every request with this problem (the body is then dropped).
+
+    It stands in for the whole application, access log included, so it logs the refusal.
+    """
     response = problem_response(status, detail)
 
     async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        extra = {"status": status, "method": scope["method"], "path": scope["path"]}
+        log.warning("request refused", extra={**extra, "detail": detail})
         await response(scope, receive, send)
 
     return refuse
@@ -179,6 +187,7 @@ def api_http_protocol(timeout: float) -> type[HttpToolsProtocol]:
             if self.cycle is not None and not self.cycle.response_complete:
                 self.transport.close()
                 return
+            log.warning("request refused", extra={"status": 431, "detail": HEAD_TOO_LARGE_DETAIL})
             self.transport.write(HEAD_TOO_LARGE)
             if self.transport.can_write_eof():
                 self.transport.write_eof()

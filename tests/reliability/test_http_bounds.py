@@ -81,10 +81,13 @@ class Answer:
         return problem
 
 
+_unread: dict[socket.socket, bytes] = {}  # what came after an answer (pipelined answers)
+
+
 def read_answer(sock: socket.socket, timeout: float = 30) -> Answer:
     """Reads one answer (head and Content-Length body) from the socket."""
     sock.settimeout(timeout)
-    raw = b""
+    raw = _unread.pop(sock, b"")
     while b"\r\n\r\n" not in raw:
         chunk = sock.recv(65536)
         assert chunk, f"closed before an answer: {raw!r}"
@@ -95,6 +98,7 @@ def read_answer(sock: socket.socket, timeout: float = 30) -> Answer:
         chunk = sock.recv(65536)
         assert chunk, "closed inside the answer"
         answer.body += chunk
+    answer.body, _unread[sock] = answer.body[:length], answer.body[length:]
     return answer
 
 
