@@ -16,9 +16,10 @@ together (`_OneSendPerTurn`). The py-spy profile under single-event load had 17 
 API's samples in uvicorn's `send`, mostly those two calls.
 
 The request head (request line and headers) is limited to HEAD_LIMIT bytes: past it the
-answer is 431 and the connection is closed. httptools sets no limit and gathers a header
-in memory until it ends (a 200 MB header was read and answered 200), so the bytes of a
-head still coming are counted as they arrive, before the parser sees them. A transfer
+answer is 431. httptools sets no limit and gathers a header in memory until it ends (a
+200 MB header was read and answered 200), so the bytes of a head still coming are counted
+as they arrive, before the parser sees them, and the connection is closed after the 431; a
+head that came whole (behind a pipelined request) is measured when parsed. A transfer
 coding other than chunked (`Transfer-Encoding: gzip, chunked`) is answered 501, as RFC
 9112 section 6.1 says for a coding the server does not apply (it would otherwise be read
 as if plain; compression belongs in Content-Encoding, which ingest applies). Neither is
@@ -172,7 +173,7 @@ def api_http_protocol(timeout: float) -> type[HttpToolsProtocol]:
             super().data_received(data)
 
         def send_400_response(self, msg: str) -> None:
-            if self._refused:  # the parser stopped on what was refused already
+            if self._refused:  # answered already; nothing more is read
                 return
             self._refused = True
             self.transport.write(closing_answer(400, "Bad Request", f"{msg} (malformed HTTP)"))
