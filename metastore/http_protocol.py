@@ -90,6 +90,29 @@ def _unapplied_coding(value: bytes) -> bool:
     )
 
 
+_HEAD_TOO_LARGE_APP = _refusing(431, HEAD_TOO_LARGE_DETAIL)
+
+
+def head_refusal(url: bytes, headers: list[tuple[bytes, bytes]]) -> ASGIApp | None:
+    """The app refusing a parsed request head (431 past HEAD_LIMIT, 501 for a transfer
+    coding not applied), or None to serve it.
+
+    The whole head is measured here too: one that came in a single read (behind a
+    pipelined request, say) was not counted on its way in.
+    """
+    size = len(url)
+    refusal = None
+    for name, value in headers:
+        size += len(name) + len(value) + 4
+        if name == b"transfer-encoding" and _unapplied_coding(value):
+            refusal = _refusing(
+                501,
+                f"Transfer-Encoding {value.decode('latin-1')!r} is not supported: "
+                "only chunked is applied (compress the body with Content-Encoding: gzip)",
+            )
+    return _HEAD_TOO_LARGE_APP if size > HEAD_LIMIT else refusal
+
+
 class _OneSendPerTurn:
     """A response's transport whose writes in one turn of the event loop leave as one.
 
@@ -140,7 +163,6 @@ def api_http_protocol(timeout: float) -> type[HttpToolsProtocol]:
     answer = closing_answer(
         408, "Request Timeout", f"the request did not arrive within {timeout:g} s"
     )
-    head_too_large = _refusing(431, HEAD_TOO_LARGE_DETAIL)
 
     class APIHttpProtocol(HttpToolsProtocol):
         _deadline: asyncio.TimerHandle | None = None
@@ -211,20 +233,7 @@ def api_http_protocol(timeout: float) -> type[HttpToolsProtocol]:
         def on_headers_complete(self) -> None:
             self._headers_complete = True
             self._head_bytes = 0
-            # The whole head is checked here too: one that came in a single read (after a
-            # pipelined request, say) was not counted on its way in.
-            size = len(self.url)
-            refusal = None
-            for name, value in self.headers:
-                size += len(name) + len(value) + 4
-                if name == b"transfer-encoding" and _unapplied_coding(value):
-                    refusal = _refusing(
-                        501,
-                        f"Transfer-Encoding {value.decode('latin-1')!r} is not supported: "
-                        "only chunked is applied (compress the body with Content-Encoding: gzip)",
-                    )
-            if size > HEAD_LIMIT:
-                refusal = head_too_large
+            refusal = head_refusal(self.url, self.headers)
             if refusal is None:
                 super().on_headers_complete()
             else:

@@ -9,6 +9,7 @@ HTTP is a problem+json 400, and a WebSocket upgrade is plain HTTP behind the tok
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import select
 import socket
@@ -327,6 +328,24 @@ def test_a_chunked_body_takes_its_bytes_as_they_come_and_is_refused_when_they_do
         wait_for_inflight(api, MAX_EVENT_BYTES + 512 * 1024)
     finally:
         for request in (*declared, chunked):
+            request.close()
+    wait_for_inflight(api, 0)
+
+
+def test_a_gzip_body_takes_its_bytes_as_they_inflate(api: Process) -> None:
+    wait_for_inflight(api, 0)
+    held = [HeldRequest(api, size, 1000) for size in (MAX_EVENT_BYTES, 512 * 1024)]
+    try:
+        wait_for_inflight(api, MAX_EVENT_BYTES + 512 * 1024)
+        # 8 KB on the wire, 800 KB inflated: past the 512 KiB left of the budget.
+        body = gzip.compress(b" " * (800 * 1024))
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        refused = httpx.post(api.base_url + BATCH, content=body, headers=headers, timeout=30)
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["retry-after"] == "1"
+        wait_for_inflight(api, MAX_EVENT_BYTES + 512 * 1024)
+    finally:
+        for request in held:
             request.close()
     wait_for_inflight(api, 0)
 
