@@ -19,11 +19,7 @@ The request head (request line and headers) is limited to HEAD_LIMIT bytes: past
 answer is 431. httptools sets no limit and gathers a header in memory until it ends (a
 200 MB header was read and answered 200), so the bytes of a head still coming are counted
 as they arrive, before the parser sees them, and the connection is closed after the 431; a
-head that came whole (behind a pipelined request) is measured when parsed. A transfer
-coding other than chunked (`Transfer-Encoding: gzip, chunked`) is answered 501, as RFC
-9112 section 6.1 says for a coding the server does not apply (it would otherwise be read
-as if plain; compression belongs in Content-Encoding, which ingest applies). Neither is
-retried by the OpenLineage clients, which retry 500, 502, 503 and 504 only. Malformed HTTP
+head that came whole (behind a pipelined request) is measured when parsed. Malformed HTTP
 is answered 400 in problem+json, like every other refusal.
 """
 
@@ -48,8 +44,6 @@ HEAD_END = b"\r\n\r\n"
 # dropped this long before the connection closes, as closing at once would reset it, and a
 # reset can discard the answer before the client reads it (nginx's "lingering close").
 LINGER_S = 2.0
-# The transfer coding that the parser applies; any other is 501.
-APPLIED_TRANSFER_CODINGS = frozenset({b"chunked"})
 
 
 def closing_answer(status: int, reason: str, detail: str) -> bytes:
@@ -84,33 +78,19 @@ def _refusing(status: int, detail: str) -> ASGIApp:
     return refuse
 
 
-def _unapplied_coding(value: bytes) -> bool:
-    return any(
-        coding.strip().lower() not in APPLIED_TRANSFER_CODINGS for coding in value.split(b",")
-    )
-
-
 _HEAD_TOO_LARGE_APP = _refusing(431, HEAD_TOO_LARGE_DETAIL)
 
 
 def head_refusal(url: bytes, headers: list[tuple[bytes, bytes]]) -> ASGIApp | None:
-    """The app refusing a parsed request head (431 past HEAD_LIMIT, 501 for a transfer
-    coding not applied), or None to serve it.
+    """The app answering 431 to a parsed head past HEAD_LIMIT, or None to serve it.
 
     The whole head is measured here too: one that came in a single read (behind a
     pipelined request, say) was not counted on its way in.
     """
     size = len(url)
-    refusal = None
     for name, value in headers:
         size += len(name) + len(value) + 4
-        if name == b"transfer-encoding" and _unapplied_coding(value):
-            refusal = _refusing(
-                501,
-                f"Transfer-Encoding {value.decode('latin-1')!r} is not supported: "
-                "only chunked is applied (compress the body with Content-Encoding: gzip)",
-            )
-    return _HEAD_TOO_LARGE_APP if size > HEAD_LIMIT else refusal
+    return _HEAD_TOO_LARGE_APP if size > HEAD_LIMIT else None
 
 
 class _OneSendPerTurn:

@@ -39,6 +39,11 @@ from metastore.problems import ProblemError, from_error, problem_response
 JSON_MEDIA_TYPES = {"", "application/json"}
 GZIP_ENCODINGS = {"gzip", "x-gzip"}
 IDENTITY_ENCODINGS = {"", "identity"}
+# The one transfer coding the HTTP parser applies. Another (`gzip, chunked`) would be read
+# as if plain: 501, as RFC 9112 section 6.1 has it for a coding the server does not apply
+# (compression belongs in Content-Encoding). The OpenLineage clients retry only 500, 502,
+# 503 and 504, so a 501 is not sent again. Ingest is the only reader of request bodies.
+APPLIED_TRANSFER_CODINGS = frozenset({"chunked"})
 
 EVENT_PATH = "/ingest/openlineage"
 BATCH_PATH = "/ingest/openlineage/batch"
@@ -84,14 +89,14 @@ class Endpoint(NamedTuple):
 
 
 async def read_body(scope: Scope, receive: Receive, max_bytes: int, claim: Claim) -> bytes:
-    """The request body, decompressed, or a ProblemError (413, 415, 400, 503).
+    """The request body, decompressed, or a ProblemError (413, 415, 400, 501, 503).
 
     The bytes it holds are taken from the budget through `claim` (a declared Content-Length
     before the first byte is read, then as the body grows); the caller releases the claim.
     Its time is bounded by the server's request timeout (metastore/http_protocol.py). Raises
     ClientDisconnect when the client goes away (or is cut off) before the end.
     """
-    media_type = encoding = declared = ""
+    media_type = encoding = declared = transfer = ""
     for name, value in scope["headers"]:  # one pass; header names are lower case in ASGI
         if name == b"content-type":
             media_type = value.decode("latin-1").split(";")[0].strip().lower()
@@ -99,6 +104,16 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int, claim: Claim
             encoding = value.decode("latin-1").strip().lower()
         elif name == b"content-length":
             declared = value.decode("latin-1")
+        elif name == b"transfer-encoding":
+            transfer += ("," if transfer else "") + value.decode("latin-1")
+    if transfer and any(
+        c.strip().lower() not in APPLIED_TRANSFER_CODINGS for c in transfer.split(",")
+    ):
+        raise ProblemError(
+            501,
+            f"Transfer-Encoding {transfer!r} is not supported: only chunked is applied "
+            "(compress the body with Content-Encoding: gzip)",
+        )
     if media_type not in JSON_MEDIA_TYPES:
         raise ProblemError(
             415, f"Content-Type {media_type!r} is not supported; send application/json"
