@@ -9,7 +9,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount
+from starlette.routing import BaseRoute, Mount, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metastore import api, export, health, ingest, metrics_endpoint
@@ -23,6 +23,7 @@ from metastore.db import (
     tune_ingest_session,
 )
 from metastore.group_commit import WORKERS, GroupCommitter
+from metastore.inflight import InflightBudget
 from metastore.problems import ProblemError, from_error, problem_response
 
 
@@ -52,6 +53,18 @@ class IngestFirst:
             await self.ingest_app(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+
+def _no_slash_redirects(router: Router) -> None:
+    """A path with a stray (or missing) trailing slash is a 404, never a redirect.
+
+    Starlette builds the redirect's Location from the client's Host header, so any client
+    could make the API send its callers elsewhere.
+    """
+    router.redirect_slashes = False
+    for route in router.routes:
+        if isinstance(route, Mount) and isinstance(route.app, Router):
+            _no_slash_redirects(route.app)
 
 
 def create_app(settings: Settings) -> ASGIApp:
@@ -100,7 +113,10 @@ def create_app(settings: Settings) -> ASGIApp:
             **{cls: _database_unavailable for cls in DATABASE_UNAVAILABLE},
         },
     )
+    _no_slash_redirects(app.router)
+    budget = InflightBudget(settings.max_inflight_bytes)
     app.state.settings = settings
+    app.state.inflight_budget = budget
     app.state.pool = pool
     app.state.ingest_pool = ingest_pool
     app.state.group_committer = committer
@@ -108,5 +124,7 @@ def create_app(settings: Settings) -> ASGIApp:
     # The access log is outermost, so it sees the 401/403 of the auth middleware; ingest,
     # the hot path, is answered before Starlette's router (metastore/ingest.py says why).
     return AccessLog(
-        BearerAuth(IngestFirst(ingest.IngestApp(committer, settings), app), settings=settings)
+        BearerAuth(
+            IngestFirst(ingest.IngestApp(committer, settings, budget), app), settings=settings
+        )
     )

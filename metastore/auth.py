@@ -62,6 +62,19 @@ class BearerAuth:
             for token in sorted(settings.tokens.get(scope, ()))
         ]
 
+    async def _not_http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Lifespan passes; any other scope is refused, as nothing may pass unchecked.
+
+        The API serves no WebSocket (uvicorn runs with ws="none"); should one arrive all the
+        same, it is closed before it is accepted, which uvicorn answers 403.
+        """
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})  # policy violation
+        else:
+            raise ValueError(f"unsupported ASGI scope type {scope['type']!r}")
+
     def scopes_of(self, token: bytes) -> set[str]:
         presented = _digest(token)
         granted = set()
@@ -71,7 +84,10 @@ class BearerAuth:
         return granted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        needed = required_scope(scope["path"]) if scope["type"] == "http" else None
+        if scope["type"] != "http":
+            await self._not_http(scope, receive, send)
+            return
+        needed = required_scope(scope["path"])
         if needed is None or not self.enforced:
             await self.app(scope, receive, send)
             return

@@ -41,6 +41,7 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
 
     from metastore.app import create_app
     from metastore.http_protocol import api_http_protocol
+    from metastore.listen import listening_socket
     from metastore.migrations import require_current_schema
 
     url = _database_url(settings)
@@ -52,13 +53,15 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
             "to run without authentication"
         )
     require_current_schema(url)
+    # Bound before anything starts, so a port in use is one line naming METASTORE_PORT.
+    sock = listening_socket(settings.host, settings.port, "METASTORE_PORT")
     app = create_app(settings)
     # What start-up made lives as long as the process: out of the collector's sight, a full
     # collection under load no longer pauses every request in flight (docs/PERFORMANCE.md,
     # "gc.freeze() after start-up").
     gc.collect()
     gc.freeze()
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -67,9 +70,16 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         proxy_headers=True,
         timeout_keep_alive=15,
         timeout_graceful_shutdown=10,
-        # METASTORE_REQUEST_TIMEOUT, one send per answer (metastore/http_protocol.py).
+        # METASTORE_REQUEST_TIMEOUT, the head limit, one send per answer
+        # (metastore/http_protocol.py).
         http=api_http_protocol(settings.request_timeout),
+        # The API serves no WebSocket: an upgrade request is answered as plain HTTP.
+        ws="none",
     )
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    if not server.started:
+        raise Exit("the API did not start (the log above says why)")
 
 
 def cmd_projector(settings: Settings, args: argparse.Namespace) -> None:
@@ -99,25 +109,48 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _exit_status(code: int) -> str:
+    return f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+
+
 def cmd_dev(settings: Settings, args: argparse.Namespace) -> None:
-    """PostgreSQL (embedded unless a URL is given), migrations, API and projector."""
+    """PostgreSQL (embedded unless a URL is given), migrations, API and projector.
+
+    Runs until Ctrl-C or SIGTERM (then exits 0), or until a child process dies: then the
+    others are stopped too and the command fails naming it.
+    """
     from metastore.embedded_pg import EmbeddedPostgres
+    from metastore.listen import check_free, listening_socket
     from metastore.migrations import apply_migrations
 
+    if not settings.auth_configured and not _is_loopback(args.host):
+        raise Exit(
+            f"no tokens configured and --host {args.host} is not loopback; configure "
+            "METASTORE_*_TOKENS or listen on 127.0.0.1"
+        )
+    port = settings.port if args.port is None else args.port
+    port_variable = "METASTORE_PORT" if args.port is None else "--port"
+    # The projector's port: the one set, else a free one. Its default, 9090, is also
+    # Prometheus's, and a second `metastore dev` must not collide with the first.
+    if os.environ.get("METASTORE_PROJECTOR_PORT", "").strip():
+        projector_port = settings.projector_port
+        check_free(args.host, projector_port, "METASTORE_PROJECTOR_PORT")
+    else:
+        with listening_socket(args.host, 0, "METASTORE_HOST") as sock:
+            projector_port = int(sock.getsockname()[1])
+    # Checked before PostgreSQL starts, so a port in use is one line naming its variable.
+    check_free(args.host, port, port_variable)
     env = dict(os.environ)
     env["METASTORE_HOST"] = args.host
-    env["METASTORE_PORT"] = str(args.port)
+    env["METASTORE_PORT"] = str(port)
+    env["METASTORE_PROJECTOR_PORT"] = str(projector_port)
     if not settings.auth_configured:
-        if not _is_loopback(args.host):
-            raise Exit(
-                f"no tokens configured and --host {args.host} is not loopback; configure "
-                "METASTORE_*_TOKENS or listen on 127.0.0.1"
-            )
         env["METASTORE_AUTH"] = "disabled"
         log.warning("no tokens configured: the API is open to anyone on this machine")
     pg: EmbeddedPostgres | None = None
-    children: list[subprocess.Popen[bytes]] = []
+    children: dict[str, subprocess.Popen[bytes]] = {}
     stopping = False
+    died: tuple[str, int] | None = None
 
     def stop(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
@@ -134,20 +167,29 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> None:
         env["METASTORE_DATABASE_URL"] = url
         apply_migrations(url)
         for command in ("api", "projector"):
-            children.append(subprocess.Popen([sys.executable, "-m", "metastore", command], env=env))
-        log.info("metastore is running", extra={"url": f"http://{args.host}:{args.port}"})
-        while not stopping:
-            for child in children:
+            children[command] = subprocess.Popen(
+                [sys.executable, "-m", "metastore", command], env=env
+            )
+        log.info(
+            "metastore is running",
+            extra={
+                "url": f"http://{args.host}:{port}",
+                "projector": f"http://{args.host}:{projector_port}",
+            },
+        )
+        while not stopping and died is None:
+            for command, child in children.items():
                 if child.poll() is not None:
-                    log.error("a child process exited", extra={"status": child.returncode})
-                    stopping = True
-            time.sleep(0.2)
+                    died = (command, child.returncode)
+                    break
+            else:
+                time.sleep(0.2)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for child in children:
+        for child in children.values():
             if child.poll() is None:
                 child.terminate()
-        for child in children:
+        for child in children.values():
             try:
                 child.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -156,6 +198,9 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> None:
         if pg is not None:
             pg.stop()
             log.info("embedded PostgreSQL stopped")
+    if died is not None and not stopping:
+        command, code = died
+        raise Exit(f"metastore {command} exited ({_exit_status(code)}); stopped the others")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,7 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Everything a laptop needs. Ctrl-C stops it all, PostgreSQL included.",
     )
     dev.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
-    dev.add_argument("--port", type=int, default=8080, help="API port (default 8080)")
+    dev.add_argument(
+        "--port", type=int, help="API port (default METASTORE_PORT, which defaults to 8080)"
+    )
     dev.add_argument(
         "--data-dir",
         default=".metastore",
@@ -218,11 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     import psycopg
 
     from metastore.embedded_pg import EmbeddedPostgresError
+    from metastore.listen import PortUnavailable
     from metastore.migrations import SchemaBehind
 
     try:
         args.func(settings, args)
-    except (Exit, SchemaBehind, EmbeddedPostgresError) as exc:
+    except (Exit, SchemaBehind, EmbeddedPostgresError, PortUnavailable) as exc:
         print(f"metastore: {exc}", file=sys.stderr)
         return 1
     except psycopg.OperationalError as exc:

@@ -32,6 +32,7 @@ class Settings:
     log_level: str
     log_format: str
     max_event_bytes: int
+    max_inflight_bytes: int
     request_timeout: float
     pool_size: int
     auth_disabled: bool
@@ -53,10 +54,21 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("METASTORE_HOST", "0.0.0.0", "Address the API listens on (`dev`: 127.0.0.1)."),
     ("METASTORE_PORT", "8080", "Port of the API (ingest, read and export)."),
-    ("METASTORE_PROJECTOR_PORT", "9090", "Port of the projector's /healthz, /readyz, /metrics."),
+    (
+        "METASTORE_PROJECTOR_PORT",
+        "9090",
+        "Port of the projector's /healthz, /readyz, /metrics (`dev`: a free port unless set).",
+    ),
     ("METASTORE_LOG_LEVEL", "info", "One of debug, info, warning, error."),
     ("METASTORE_LOG_FORMAT", "text", "`json` (one object a line) or `text`."),
     ("METASTORE_MAX_EVENT_BYTES", "33554432", "Largest request body, before and after gzip."),
+    (
+        "METASTORE_MAX_INFLIGHT_BYTES",
+        "",
+        "Request body bytes one API process holds at once (after gzip); past it, ingest "
+        "answers 503 with Retry-After. At least METASTORE_MAX_EVENT_BYTES. Default: 4 times "
+        "METASTORE_MAX_EVENT_BYTES, or 1/16 of the memory (container limit or RAM) if less.",
+    ),
     ("METASTORE_REQUEST_TIMEOUT", "30", "Seconds a client may take to send its request."),
     (
         "METASTORE_POOL_SIZE",
@@ -107,6 +119,33 @@ def _positive_float(raw: str) -> float:
     return value
 
 
+def default_inflight_bytes(max_event_bytes: int, memory_bytes: int | None = None) -> int:
+    """4 maximal requests at once, fewer where memory is short, never less than one.
+
+    The API holds about 4 bytes of memory for each request byte it holds (the body, its
+    events, the statement's parameters; tests/reliability/test_memory.py measures it), so
+    1/16 of the memory keeps a process within a quarter of it.
+    """
+    memory = memory_bytes if memory_bytes is not None else available_memory()
+    return max(max_event_bytes, min(4 * max_event_bytes, memory // 16))
+
+
+def available_memory() -> int:
+    """The container's memory limit (cgroup v2 or v1) or the machine's RAM, the lesser."""
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in (
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ):
+        try:
+            text = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            ram = min(ram, int(text))
+    return ram
+
+
 def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         if raw.lower() not in choices:
@@ -131,6 +170,20 @@ def _tokens(env: Mapping[str, str], scope: str) -> frozenset[str]:
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
+    max_event_bytes = _parse(
+        env, "METASTORE_MAX_EVENT_BYTES", _positive_int, "a positive number of bytes"
+    )
+    max_inflight_bytes = (
+        _parse(env, "METASTORE_MAX_INFLIGHT_BYTES", _positive_int, "a positive number of bytes")
+        if _get(env, "METASTORE_MAX_INFLIGHT_BYTES")
+        else default_inflight_bytes(max_event_bytes)
+    )
+    if max_inflight_bytes < max_event_bytes:
+        raise ConfigError(
+            f"METASTORE_MAX_INFLIGHT_BYTES={max_inflight_bytes} is invalid: expected at least "
+            f"METASTORE_MAX_EVENT_BYTES ({max_event_bytes}), or no request of the largest "
+            "size could ever be taken"
+        )
     auth = _parse(env, "METASTORE_AUTH", _choice(("enabled", "disabled")), "enabled or disabled")
     return Settings(
         database_url=_get(env, "METASTORE_DATABASE_URL") or None,
@@ -139,9 +192,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         projector_port=_parse(env, "METASTORE_PROJECTOR_PORT", _port, "a port number 1-65535"),
         log_level=_parse(env, "METASTORE_LOG_LEVEL", _choice(LOG_LEVELS), "|".join(LOG_LEVELS)),
         log_format=_parse(env, "METASTORE_LOG_FORMAT", _choice(LOG_FORMATS), "|".join(LOG_FORMATS)),
-        max_event_bytes=_parse(
-            env, "METASTORE_MAX_EVENT_BYTES", _positive_int, "a positive number of bytes"
-        ),
+        max_event_bytes=max_event_bytes,
+        max_inflight_bytes=max_inflight_bytes,
         request_timeout=_parse(
             env, "METASTORE_REQUEST_TIMEOUT", _positive_float, "a positive number of seconds"
         ),

@@ -1,8 +1,10 @@
 """POST /ingest/openlineage (one event) and /ingest/openlineage/batch (an array of events).
 
 The body is read with a size limit (METASTORE_MAX_EVENT_BYTES, before and after gzip, so
-a gzip bomb stops at the limit), the envelope is checked (metastore/envelope.py), and the
-events go to the group committer; the answer is sent only after their commit.
+a gzip bomb stops at the limit) and against the process's budget of bytes in flight
+(METASTORE_MAX_INFLIGHT_BYTES, metastore/inflight.py: 503 past it), the envelope is
+checked (metastore/envelope.py), and the events go to the group committer; the answer is
+sent only after their commit.
 
 Ingest is an ASGI app of its own, answered before the Starlette application
 (metastore/app.py): it is the hot path, and Starlette's router and exception middlewares
@@ -26,6 +28,7 @@ from metastore.db import DATABASE_UNAVAILABLE, RETRY_AFTER_S, database_unavailab
 from metastore.envelope import EnvelopeError, parse_element, parse_event, split_batch
 from metastore.eventlog import LogRecord
 from metastore.group_commit import GroupCommitter, Unavailable
+from metastore.inflight import Claim, InflightBudget
 from metastore.metrics import INGEST_EVENTS, INGEST_PAYLOAD_BYTES, INGEST_REQUESTS
 from metastore.problems import ProblemError, from_error, problem_response
 
@@ -34,6 +37,11 @@ from metastore.problems import ProblemError, from_error, problem_response
 JSON_MEDIA_TYPES = {"", "application/json"}
 GZIP_ENCODINGS = {"gzip", "x-gzip"}
 IDENTITY_ENCODINGS = {"", "identity"}
+# The one transfer coding the HTTP parser applies. Another (`gzip, chunked`) would be read
+# as if plain: 501, as RFC 9112 section 6.1 has it for a coding the server does not apply
+# (compression belongs in Content-Encoding). The OpenLineage clients retry only 500, 502,
+# 503 and 504, so a 501 is not sent again. Ingest is the only reader of request bodies.
+APPLIED_TRANSFER_CODINGS = frozenset({"chunked"})
 
 EVENT_PATH = "/ingest/openlineage"
 BATCH_PATH = "/ingest/openlineage/batch"
@@ -78,13 +86,15 @@ class Endpoint(NamedTuple):
     path: str
 
 
-async def read_body(scope: Scope, receive: Receive, max_bytes: int) -> bytes:
-    """The request body, decompressed, or a ProblemError (413, 415, 400).
+async def read_body(scope: Scope, receive: Receive, max_bytes: int, claim: Claim) -> bytes:
+    """The request body, decompressed, or a ProblemError (413, 415, 400, 501, 503).
 
+    The bytes it holds are taken from the budget through `claim` (a declared Content-Length
+    before the first byte is read, then as the body grows); the caller releases the claim.
     Its time is bounded by the server's request timeout (metastore/http_protocol.py). Raises
     ClientDisconnect when the client goes away (or is cut off) before the end.
     """
-    media_type = encoding = declared = ""
+    media_type = encoding = declared = transfer = ""
     for name, value in scope["headers"]:  # one pass; header names are lower case in ASGI
         if name == b"content-type":
             media_type = value.decode("latin-1").split(";")[0].strip().lower()
@@ -92,6 +102,16 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int) -> bytes:
             encoding = value.decode("latin-1").strip().lower()
         elif name == b"content-length":
             declared = value.decode("latin-1")
+        elif name == b"transfer-encoding":
+            transfer += ("," if transfer else "") + value.decode("latin-1")
+    if transfer and any(
+        c.strip().lower() not in APPLIED_TRANSFER_CODINGS for c in transfer.split(",")
+    ):
+        raise ProblemError(
+            501,
+            f"Transfer-Encoding {transfer!r} is not supported: only chunked is applied "
+            "(compress the body with Content-Encoding: gzip)",
+        )
     if media_type not in JSON_MEDIA_TYPES:
         raise ProblemError(
             415, f"Content-Type {media_type!r} is not supported; send application/json"
@@ -100,11 +120,13 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int) -> bytes:
         raise ProblemError(
             415, f"Content-Encoding {encoding!r} is not supported; send gzip or identity"
         )
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise _too_large(max_bytes)
+    if declared.isdigit():
+        if int(declared) > max_bytes:
+            raise _too_large(max_bytes)
+        claim.cover(int(declared))
     if encoding in GZIP_ENCODINGS:
-        return await _read_gzip(receive, max_bytes)
-    return await _read_plain(receive, max_bytes)
+        return await _read_gzip(receive, max_bytes, claim)
+    return await _read_plain(receive, max_bytes, claim)
 
 
 async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
@@ -118,19 +140,24 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
-async def _read_plain(receive: Receive, max_bytes: int) -> bytes:
+async def _read_plain(receive: Receive, max_bytes: int, claim: Claim) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in _chunks(receive):
         size += len(chunk)
         if size > max_bytes:
             raise _too_large(max_bytes)
+        if size > claim.size:  # a chunked body (a declared length is covered already)
+            claim.cover(size)
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-async def _read_gzip(receive: Receive, max_bytes: int) -> bytes:
-    """Inflates while reading, never more than max_bytes (+1 to notice the excess)."""
+async def _read_gzip(receive: Receive, max_bytes: int, claim: Claim) -> bytes:
+    """Inflates while reading, never more than max_bytes (+1 to notice the excess).
+
+    The claim covers what is inflated so far (the compressed chunks are let go one by one).
+    """
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
     out: list[bytes] = []
     received = produced = 0
@@ -145,6 +172,7 @@ async def _read_gzip(receive: Receive, max_bytes: int) -> bytes:
                 produced += len(piece)
                 if produced > max_bytes:
                     raise _too_large(max_bytes, after_gzip=True)
+                claim.cover(produced)
                 out.append(piece)
                 if inflate.eof:  # what follows is another gzip member (concatenated gzip)
                     data = inflate.unused_data
@@ -167,9 +195,12 @@ def _too_large(max_bytes: int, after_gzip: bool = False) -> ProblemError:
 class IngestApp:
     """The two ingest endpoints (PATHS) as one ASGI app; POST only."""
 
-    def __init__(self, committer: GroupCommitter, settings: Settings) -> None:
+    def __init__(
+        self, committer: GroupCommitter, settings: Settings, budget: InflightBudget
+    ) -> None:
         self._committer = committer
         self._max_bytes = settings.max_event_bytes
+        self._budget = budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
@@ -180,13 +211,19 @@ class IngestApp:
             await response(scope, receive, send)
             return
         counted = "event" if path == EVENT_PATH else "batch"
+        # Given back once answered: until then the body and its events are held.
+        claim = Claim(self._budget)
         try:
-            body = await read_body(scope, receive, self._max_bytes)
+            body = await read_body(scope, receive, self._max_bytes, claim)
             INGEST_PAYLOAD_BYTES.observe(len(body))
             if path == EVENT_PATH:
                 answer = await self._post_event(body)
             else:
-                answer = await self._post_batch(body)
+                # The batch lets its body go once split into events: held here too, a
+                # batch's bytes were in memory twice while it waited for its commit.
+                posting = self._post_batch(body)
+                del body
+                answer = await posting
         except ClientDisconnect:  # the client went away: no one to answer
             return
         except ProblemError as exc:
@@ -197,13 +234,16 @@ class IngestApp:
             INGEST_REQUESTS.labels(counted, "503").inc()
             await database_unavailable(exc)(scope, receive, send)
             return
-        _ANSWERED_200[counted].inc()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(answer)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": answer})
+        else:
+            _ANSWERED_200[counted].inc()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(answer)).encode()),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
+        finally:
+            claim.release()
 
     async def _append(self, records: list[LogRecord]) -> list[str | None]:
         try:
@@ -228,6 +268,7 @@ class IngestApp:
     async def _post_batch(self, body: bytes) -> bytes:
         try:
             elements = split_batch(body)
+            del body  # the elements are copies
         except EnvelopeError as exc:
             raise ProblemError(exc.status, exc.detail, pointer=exc.pointer) from None
         failed: list[FailedEvent] = []

@@ -20,6 +20,14 @@ INGEST_PAYLOAD_BYTES = Histogram(
     "Size of ingest request bodies after decompression.",
     buckets=(512, 2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432),
 )
+INGEST_INFLIGHT_BYTES = Gauge(
+    "metastore_ingest_inflight_bytes",
+    "Request body bytes held by ingest requests now (of METASTORE_MAX_INFLIGHT_BYTES).",
+)
+INGEST_INFLIGHT_LIMIT_BYTES = Gauge(
+    "metastore_ingest_inflight_limit_bytes",
+    "The budget of request body bytes in flight (METASTORE_MAX_INFLIGHT_BYTES).",
+)
 GROUP_COMMIT_EVENTS = Histogram(
     "metastore_group_commit_events",
     "Events per group-commit transaction.",

@@ -16,7 +16,17 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from metastore.db import DATABASE_UNAVAILABLE
-from metastore.metrics import LOG_BYTES, LOG_EVENTS, POOL_IN_USE, POOL_MAX, POOL_SIZE, POOL_WAITING
+from metastore.inflight import InflightBudget
+from metastore.metrics import (
+    INGEST_INFLIGHT_BYTES,
+    INGEST_INFLIGHT_LIMIT_BYTES,
+    LOG_BYTES,
+    LOG_EVENTS,
+    POOL_IN_USE,
+    POOL_MAX,
+    POOL_SIZE,
+    POOL_WAITING,
+)
 
 log = logging.getLogger("metastore.metrics")
 
@@ -63,6 +73,9 @@ async def metrics(request: Request) -> Response:
     await observe_log(pool)
     observe_pool(pool, "api")  # after the log query, which itself used a connection
     observe_pool(request.app.state.ingest_pool, "ingest")
+    budget: InflightBudget = request.app.state.inflight_budget
+    INGEST_INFLIGHT_BYTES.set(budget.held)
+    INGEST_INFLIGHT_LIMIT_BYTES.set(budget.limit)
     return metrics_response()
 
 

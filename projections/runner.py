@@ -24,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from metastore.config import Settings
 from metastore.eventlog import NOTIFY_CHANNEL
+from metastore.listen import unavailable
 from metastore.metrics import (
     FOLD_BATCH_SECONDS,
     PROJECTION_LAG_EVENTS,
@@ -266,7 +267,10 @@ def start_health_server(host: str, port: int, status: ProjectorStatus) -> Thread
         def log_message(self, format: str, *args: Any) -> None:
             pass  # probes every few seconds are not news
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as exc:  # a port in use: one line naming the variable, not a traceback
+        raise unavailable("METASTORE_PROJECTOR_PORT", host, port, exc) from None
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
     return server

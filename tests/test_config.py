@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from metastore.config import VARIABLES, ConfigError, load_settings
+from metastore.config import VARIABLES, ConfigError, default_inflight_bytes, load_settings
 
 # A wrong value for every variable that has a format (the others are free text).
 BAD_VALUES = [
@@ -20,6 +20,9 @@ BAD_VALUES = [
     ("METASTORE_LOG_FORMAT", "yaml"),
     ("METASTORE_MAX_EVENT_BYTES", "0"),
     ("METASTORE_MAX_EVENT_BYTES", "32MB"),
+    ("METASTORE_MAX_INFLIGHT_BYTES", "0"),
+    ("METASTORE_MAX_INFLIGHT_BYTES", "1GB"),
+    ("METASTORE_MAX_INFLIGHT_BYTES", "1048576"),  # below METASTORE_MAX_EVENT_BYTES
     ("METASTORE_REQUEST_TIMEOUT", "-5"),
     ("METASTORE_REQUEST_TIMEOUT", "nan"),
     ("METASTORE_POOL_SIZE", "0"),
@@ -120,3 +123,30 @@ def test_dev_refuses_to_run_open_on_a_non_loopback_address() -> None:
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "not loopback" in lines[0], result.stderr
+
+
+MiB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("max_event", "memory", "budget"),
+    [
+        (32 * MiB, 24 * 1024 * MiB, 128 * MiB),  # this machine: four maximal requests
+        (32 * MiB, 1024 * MiB, 64 * MiB),  # a 1 GiB container: 1/16 of it
+        (32 * MiB, 256 * MiB, 32 * MiB),  # never less than one maximal request
+        (1 * MiB, 24 * 1024 * MiB, 4 * MiB),
+    ],
+)
+def test_the_inflight_budget_defaults_to_four_maximal_requests_within_a_sixteenth_of_memory(
+    max_event: int, memory: int, budget: int
+) -> None:
+    assert default_inflight_bytes(max_event, memory) == budget
+
+
+def test_the_inflight_budget_follows_the_event_limit_unless_set() -> None:
+    assert load_settings({}).max_inflight_bytes == default_inflight_bytes(32 * MiB)
+    small = load_settings({"METASTORE_MAX_EVENT_BYTES": str(MiB)})
+    assert small.max_inflight_bytes == default_inflight_bytes(MiB)
+    assert load_settings({"METASTORE_MAX_INFLIGHT_BYTES": str(40 * MiB)}).max_inflight_bytes == (
+        40 * MiB
+    )

@@ -46,6 +46,8 @@ OVERRIDDEN = sorted(
     for name, value in vars(PROTOCOL).items()
     if not name.startswith("_") and inspect.isfunction(value)
 )
+# Hooks uvicorn calls only for a request it cannot parse.
+ON_MALFORMED_HTTP = {"send_400_response"}
 
 
 def test_the_installed_uvicorn_is_in_the_tested_range() -> None:
@@ -220,5 +222,22 @@ def test_each_answer_leaves_in_one_send_and_every_hook_is_called(
         assert time.monotonic() < deadline, f"connection not closed; hooks: {observed.hooks}"
         time.sleep(0.02)
     called = set(observed.hooks)
-    assert called == set(OVERRIDDEN), f"{WHERE}: never called {set(OVERRIDDEN) - called}"
+    expected = set(OVERRIDDEN) - ON_MALFORMED_HTTP
+    assert called == expected, f"{WHERE}: never called {expected - called}"
     assert observed.completed_at_close is True
+
+
+def test_malformed_http_reaches_the_protocols_400_hook(
+    served: tuple[_Observed, socket.socket, uvicorn.Server],
+) -> None:
+    observed, client, _ = served
+    client.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+    received = b""
+    while chunk := client.recv(65536):
+        received += chunk
+    assert ON_MALFORMED_HTTP <= set(observed.hooks), (
+        f"{WHERE}: uvicorn no longer calls {ON_MALFORMED_HTTP - set(observed.hooks)} on "
+        "malformed HTTP, so it answers in text/plain instead of problem+json"
+    )
+    assert received.startswith(b"HTTP/1.1 400 ")
+    assert b"application/problem+json" in received

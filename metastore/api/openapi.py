@@ -330,7 +330,13 @@ def _other_operation(op: OtherOperation) -> dict[str, Any]:
     responses = dict(op.responses)
     if op.scope:
         responses["401"] = _problem(f"No valid bearer token of the `{op.scope}` scope.")
-        responses["503"] = _problem("The database is unavailable; retry.", _RETRY_AFTER)
+        responses["503"] = _problem(
+            "The database is unavailable; retry."
+            if op.body is None
+            else "The database is unavailable, or the server holds its budget of request "
+            "bytes in flight (METASTORE_MAX_INFLIGHT_BYTES); retry after Retry-After seconds.",
+            _RETRY_AFTER,
+        )
     document["responses"] = responses
     return document
 

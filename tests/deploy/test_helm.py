@@ -399,6 +399,7 @@ def test_database_url_from_values(all_on_manifests: list[Manifest]) -> None:
     assert base64.b64decode(secret["data"]["password"]).decode() == "not-a-real-password"
     assert env["METASTORE_LOG_LEVEL"] == "debug" and env["METASTORE_LOG_FORMAT"] == "text"
     assert env["TZ"] == "UTC" and env["METASTORE_MAX_EVENT_BYTES"] == "16777216"
+    assert env["METASTORE_MAX_INFLIGHT_BYTES"] == "67108864"
     assert env["METASTORE_REQUEST_TIMEOUT"] == "60" and env["METASTORE_POOL_SIZE"] == "4"
     assert {"name": "db-ca", "mountPath": "/etc/metastore/db-ca", "readOnly": True} in c[
         "volumeMounts"
@@ -412,6 +413,8 @@ def test_defaults_log_json_and_no_password(default_manifests: list[Manifest]) ->
         assert "PGPASSWORD" not in env, name
     api = one(default_manifests, "Deployment", "-api")["spec"]["template"]["spec"]
     assert env_of(api["containers"][0])["METASTORE_MAX_EVENT_BYTES"] == "33554432"
+    # sized by the API itself from the event limit and the container's memory limit
+    assert "METASTORE_MAX_INFLIGHT_BYTES" not in env_of(api["containers"][0])
 
 
 def test_existing_secrets(helm: str) -> None:
