@@ -55,7 +55,9 @@ class IngestFirst:
 
 
 def create_app(settings: Settings) -> ASGIApp:
-    pool = create_pool(settings)
+    # /api/v1 and the export feed read through `pool`: from the streaming replica when
+    # METASTORE_READ_DATABASE_URL names one; ingest and the log notifier keep the primary.
+    pool = create_pool(settings, url=settings.read_database_url)
     # The committer's own connections, in autocommit: each group is one statement, so one
     # round trip commits it (metastore/eventlog.py), and readers never wait behind ingest
     # for a connection. One per worker, and one for keeping the partitions.

@@ -8,6 +8,7 @@ import ipaddress
 import logging
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -62,6 +63,7 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     # the single-event p99).
     gc.collect()
     gc.freeze()
+    tls = settings.tls  # its files were checked by load_settings
     uvicorn.run(
         app,
         host=settings.host,
@@ -73,6 +75,11 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         timeout_graceful_shutdown=10,
         # METASTORE_REQUEST_TIMEOUT, one send per answer (metastore/http_protocol.py).
         http=api_http_protocol(settings.request_timeout),
+        # With TLS the port speaks HTTPS only: a plain-HTTP client fails its handshake.
+        ssl_certfile=tls.cert_file if tls else None,
+        ssl_keyfile=tls.key_file if tls else None,
+        ssl_ca_certs=tls.client_ca_file if tls else None,
+        ssl_cert_reqs=ssl.CERT_REQUIRED if tls and tls.client_ca_file else ssl.CERT_NONE,
     )
 
 
