@@ -71,7 +71,9 @@ def create_app(settings: Settings) -> ASGIApp:
     )
     committer = GroupCommitter(ingest_pool)
     assert settings.database_url is not None
-    notifier = export.LogNotifier(settings.database_url)
+    notifier = export.LogNotifier(
+        settings.database_url, reads_replica=settings.read_database_url is not None
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
