@@ -23,7 +23,7 @@ import httpx
 import psycopg
 import pytest
 
-from metastore.embedded_pg import EmbeddedPostgres
+from metastore.embedded_pg import EmbeddedPostgres, free_port
 from tests.conftest import prepare_template
 from tests.support import running
 
@@ -180,3 +180,18 @@ def test_reads_come_from_the_replica_and_writes_go_to_the_primary(
             lambda: status(api.base_url)["freshness"]["replication_lag_seconds"] == 0.0,
             "the replica has caught up",
         )
+
+
+def test_a_replica_that_is_down_fails_reads_not_ingest(database_url: str, tmp_path: Path) -> None:
+    down = f"postgresql://metastore@127.0.0.1:{free_port()}/metastore"
+    with running("api", database_url, tmp_path, env={"METASTORE_READ_DATABASE_URL": down}) as api:
+        ready = httpx.get(f"{api.base_url}/readyz", timeout=10)
+        assert ready.status_code == 200, ready.text
+        assert ready.json() == {"status": "ok", "read_database": "unreachable"}
+        posted = httpx.post(f"{api.base_url}/ingest/openlineage", json=event("still"), timeout=10)
+        assert posted.status_code == 200, posted.text
+        read = httpx.get(f"{api.base_url}/api/v1/status", timeout=15)
+        assert read.status_code == 503 and read.headers["retry-after"]
+        assert read.headers["content-type"] == "application/problem+json"
+        feed = httpx.get(f"{api.base_url}/export/openlineage/events", timeout=15)
+        assert feed.status_code == 503
