@@ -32,7 +32,7 @@ from metastore.metrics import (
     PROJECTION_POSITION,
 )
 from metastore.migrations import missing_migrations
-from metastore.tls import server_context
+from metastore.tls import CertificateReloader, server_context
 from projections.fold import (
     BATCH_SIZE,
     Prefetcher,
@@ -146,7 +146,9 @@ def run_projector(settings: Settings) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     status = ProjectorStatus(settings.database_url)
-    tls = server_context(settings.tls) if settings.tls else None
+    tls = None
+    if settings.tls is not None:
+        tls = CertificateReloader(settings.tls).attach(server_context(settings.tls))
     server = start_health_server(settings.host, settings.projector_port, status, tls)
     log.info("projector listening", extra={"port": settings.projector_port})
     backoff = 0.5

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import socket
 import ssl
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 
 from metastore.config import ConfigError, load_settings
+from metastore.tls import RELOAD_CHECK_S
 from projections.runner import catch_up
 from tests.certs import Pair, issue, make_ca
 from tests.support import running
@@ -253,3 +256,86 @@ def test_the_settings_carry_the_files(pki: dict[str, Pair]) -> None:
     )
     assert settings.tls is not None and settings.tls.client_ca_file == str(pki["ca"].cert)
     assert load_settings({}).tls is None
+
+
+# --------------------------------------------------------------------------------------
+# a renewed certificate is served without a restart
+
+
+class SecretVolume:
+    """A folder laid out as Kubernetes mounts a Secret: files that are symlinks through
+    `..data`, itself a symlink swapped at once to a new version folder on each update."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.version = 0
+        folder.mkdir()
+        for name in ("tls.crt", "tls.key"):
+            (folder / name).symlink_to(f"..data/{name}")
+
+    def write(self, cert: Path, key: Path) -> None:
+        self.version += 1
+        version = self.folder / f"..v{self.version}"
+        version.mkdir()
+        (version / "tls.crt").write_bytes(cert.read_bytes())
+        (version / "tls.key").write_bytes(key.read_bytes())
+        (self.folder / "..data_tmp").symlink_to(version.name)
+        os.replace(self.folder / "..data_tmp", self.folder / "..data")
+
+
+def served_serial(base_url: str, ca: Pair) -> str:
+    host, port = base_url.removeprefix("https://").split(":")
+    context = ssl.create_default_context(cafile=str(ca.cert))
+    with (
+        socket.create_connection((host, int(port)), timeout=5) as sock,
+        context.wrap_socket(sock, server_hostname=host) as tls,
+    ):
+        cert = tls.getpeercert()
+        assert cert is not None
+        return str(cert["serialNumber"])
+
+
+def serial_of(pair: Pair) -> str:
+    out = subprocess.run(
+        ["openssl", "x509", "-in", str(pair.cert), "-noout", "-serial"],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return out.strip().removeprefix("serial=").upper()
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(
+    database_url: str, tmp_path: Path, pki: dict[str, Pair]
+) -> None:
+    renewed = issue(pki["ca"], tmp_path, "renewed")
+    volume = SecretVolume(tmp_path / "tls")
+    volume.write(pki["server"].cert, pki["server"].key)
+    env = tls_env(
+        pki,
+        METASTORE_TLS_CERT_FILE=str(volume.folder / "tls.crt"),
+        METASTORE_TLS_KEY_FILE=str(volume.folder / "tls.key"),
+    )
+    verify = trusting(pki["ca"])
+    with (
+        running("api", database_url, tmp_path, env=env, verify=verify) as api,
+        running("projector", database_url, tmp_path, env=env, verify=verify) as projector,
+    ):
+        servers = (api, projector)
+        for server in servers:
+            assert served_serial(server.base_url, pki["ca"]) == serial_of(pki["server"])
+        # Half renewed (the new certificate, the old key): the old pair is still served.
+        volume.write(renewed.cert, pki["server"].key)
+        time.sleep(RELOAD_CHECK_S + 1)
+        for server in servers:
+            assert served_serial(server.base_url, pki["ca"]) == serial_of(pki["server"])
+            assert "renewed TLS certificate not loaded yet" in server.output()
+        volume.write(renewed.cert, renewed.key)
+        deadline = time.monotonic() + RELOAD_CHECK_S * 4
+        for server in servers:
+            while served_serial(server.base_url, pki["ca"]) != serial_of(renewed):
+                assert time.monotonic() < deadline, f"{server.base_url} kept the old certificate"
+                time.sleep(0.25)
+            assert "TLS certificate reloaded" in server.output()
+        # Served by the same processes, which go on answering over the renewed certificate.
+        assert api.popen.poll() is None and projector.popen.poll() is None
+        ready = httpx.get(api.base_url + "/readyz", verify=verify, timeout=5)
+        assert ready.status_code == 200
