@@ -152,7 +152,8 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> None:
         apply_migrations(url)
         for command in ("api", "projector"):
             children.append(subprocess.Popen([sys.executable, "-m", "metastore", command], env=env))
-        log.info("metastore is running", extra={"url": f"http://{args.host}:{args.port}"})
+        scheme = "https" if settings.tls else "http"
+        log.info("metastore is running", extra={"url": f"{scheme}://{args.host}:{args.port}"})
         while not stopping:
             for child in children:
                 if child.poll() is not None:

@@ -27,7 +27,7 @@ async def readyz(request: Request) -> Response:
     is reported but does not make the pod unready: ingest, on the primary, still works."""
     state = request.app.state
     try:
-        async with state.ingest_pool.connection() as conn:
+        async with state.primary_pool.connection() as conn:
             cur = await conn.execute(MISSING_MIGRATIONS, (migration_ids(),))
             missing = [row[0] for row in await cur.fetchall()]
     except DATABASE_UNAVAILABLE:
