@@ -68,7 +68,14 @@ def _no_slash_redirects(router: Router) -> None:
 
 
 def create_app(settings: Settings) -> ASGIApp:
-    pool = create_pool(settings)
+    # /api/v1 and the export feed read through `pool`: from the streaming replica when
+    # METASTORE_READ_DATABASE_URL names one; ingest and the log notifier keep the primary.
+    pool = create_pool(settings, url=settings.read_database_url)
+    # /readyz asks the primary: through `pool` when that is the primary, else on a connection
+    # of its own (the committer's are for appends, and a probe must not queue behind them).
+    primary_pool = pool
+    if settings.read_database_url is not None:
+        primary_pool = create_pool(settings, max_size=1, name="metastore-primary")
     # The committer's own connections, in autocommit: each group is one statement, so one
     # round trip commits it (metastore/eventlog.py), and readers never wait behind ingest
     # for a connection. One per worker, and one for keeping the partitions.
@@ -82,11 +89,15 @@ def create_app(settings: Settings) -> ASGIApp:
     )
     committer = GroupCommitter(ingest_pool)
     assert settings.database_url is not None
-    notifier = export.LogNotifier(settings.database_url)
+    notifier = export.LogNotifier(
+        settings.database_url, reads_replica=settings.read_database_url is not None
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await pool.open(wait=False)
+        if primary_pool is not pool:
+            await primary_pool.open(wait=False)
         await ingest_pool.open(wait=False)
         await committer.start()
         await notifier.start()
@@ -96,6 +107,8 @@ def create_app(settings: Settings) -> ASGIApp:
             await notifier.stop()
             await committer.stop()
             await ingest_pool.close()
+            if primary_pool is not pool:
+                await primary_pool.close()
             await pool.close()
 
     routes: list[BaseRoute] = [
@@ -118,6 +131,7 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.settings = settings
     app.state.inflight_budget = budget
     app.state.pool = pool
+    app.state.primary_pool = primary_pool
     app.state.ingest_pool = ingest_pool
     app.state.group_committer = committer
     app.state.log_notifier = notifier

@@ -43,6 +43,7 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     from metastore.http_protocol import api_http_protocol
     from metastore.listen import listening_socket
     from metastore.migrations import require_current_schema
+    from metastore.tls import CertificateReloader, server_context
 
     url = _database_url(settings)
     # A configuration mistake is reported before the database is asked anything.
@@ -56,11 +57,6 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     # Bound before anything starts, so a port in use is one line naming METASTORE_PORT.
     sock = listening_socket(settings.host, settings.port, "METASTORE_PORT")
     app = create_app(settings)
-    # What start-up made lives as long as the process: out of the collector's sight, a full
-    # collection under load no longer pauses every request in flight (docs/PERFORMANCE.md,
-    # "gc.freeze() after start-up").
-    gc.collect()
-    gc.freeze()
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -75,7 +71,20 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         http=api_http_protocol(settings.request_timeout),
         # The API serves no WebSocket: an upgrade request is answered as plain HTTP.
         ws="none",
+        # With TLS the port speaks HTTPS only: a plain-HTTP client fails its handshake.
+        ssl_certfile=settings.tls.cert_file if settings.tls else None,
+        ssl_keyfile=settings.tls.key_file if settings.tls else None,
     )
+    config.load()
+    if settings.tls is not None:
+        # Our context rather than uvicorn's: the same one the projector serves, and one that
+        # serves a renewed certificate without a restart (metastore/tls.py).
+        config.ssl = CertificateReloader(settings.tls).attach(server_context(settings.tls))
+    # What start-up made lives as long as the process: out of the collector's sight, a full
+    # collection under load no longer pauses every request in flight (docs/PERFORMANCE.md,
+    # "gc.freeze() after start-up").
+    gc.collect()
+    gc.freeze()
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
     if not server.started:
@@ -170,11 +179,12 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> None:
             children[command] = subprocess.Popen(
                 [sys.executable, "-m", "metastore", command], env=env
             )
+        scheme = "https" if settings.tls else "http"
         log.info(
             "metastore is running",
             extra={
-                "url": f"http://{args.host}:{port}",
-                "projector": f"http://{args.host}:{projector_port}",
+                "url": f"{scheme}://{args.host}:{port}",
+                "projector": f"{scheme}://{args.host}:{projector_port}",
             },
         )
         while not stopping and died is None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from metastore.tls import TLSFileError, TLSFiles, server_context
+
 T = TypeVar("T")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -37,6 +39,8 @@ class Settings:
     pool_size: int
     auth_disabled: bool
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    read_database_url: str | None = None
+    tls: TLSFiles | None = None
 
     @property
     def auth_configured(self) -> bool:
@@ -52,12 +56,29 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "libpq URL of the PostgreSQL database. `dev` starts an "
         "embedded PostgreSQL when unset; `api`, `projector`, `migrate` and `replay` need it.",
     ),
+    (
+        "METASTORE_READ_DATABASE_URL",
+        "",
+        "libpq URL of a streaming replica of that database: `/api/v1` and the export feed "
+        "read from it, ingest and the projector keep the primary.",
+    ),
     ("METASTORE_HOST", "0.0.0.0", "Address the API listens on (`dev`: 127.0.0.1)."),
     ("METASTORE_PORT", "8080", "Port of the API (ingest, read and export)."),
     (
         "METASTORE_PROJECTOR_PORT",
         "9090",
         "Port of the projector's /healthz, /readyz, /metrics (`dev`: a free port unless set).",
+    ),
+    (
+        "METASTORE_TLS_CERT_FILE",
+        "",
+        "PEM server certificate (chain): the API and the projector's port speak HTTPS only.",
+    ),
+    ("METASTORE_TLS_KEY_FILE", "", "PEM private key of that certificate (unencrypted)."),
+    (
+        "METASTORE_TLS_CLIENT_CA_FILE",
+        "",
+        "PEM CA bundle: clients must present a certificate it signed (mutual TLS).",
     ),
     ("METASTORE_LOG_LEVEL", "info", "One of debug, info, warning, error."),
     ("METASTORE_LOG_FORMAT", "text", "`json` (one object a line) or `text`."),
@@ -168,6 +189,29 @@ def _tokens(env: Mapping[str, str], scope: str) -> frozenset[str]:
     return frozenset(tokens)
 
 
+def _tls(env: Mapping[str, str]) -> TLSFiles | None:
+    cert = _get(env, "METASTORE_TLS_CERT_FILE")
+    key = _get(env, "METASTORE_TLS_KEY_FILE")
+    client_ca = _get(env, "METASTORE_TLS_CLIENT_CA_FILE")
+    if not cert and not key:
+        if client_ca:
+            raise ConfigError(
+                "METASTORE_TLS_CLIENT_CA_FILE is set without METASTORE_TLS_CERT_FILE and "
+                "METASTORE_TLS_KEY_FILE (client certificates need TLS)"
+            )
+        return None
+    if not cert or not key:
+        missing = "METASTORE_TLS_KEY_FILE" if cert else "METASTORE_TLS_CERT_FILE"
+        given = "METASTORE_TLS_CERT_FILE" if cert else "METASTORE_TLS_KEY_FILE"
+        raise ConfigError(f"{missing} is not set, but {given} is (TLS needs both)")
+    files = TLSFiles(cert, key, client_ca or None)
+    try:
+        server_context(files)  # read and checked now, so a wrong file stops the start
+    except TLSFileError as exc:
+        raise ConfigError(str(exc)) from None
+    return files
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     max_event_bytes = _parse(
@@ -200,4 +244,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         pool_size=_parse(env, "METASTORE_POOL_SIZE", _positive_int, "a positive integer"),
         auth_disabled=auth == "disabled",
         tokens={scope: _tokens(env, scope) for scope in SCOPES},
+        read_database_url=_get(env, "METASTORE_READ_DATABASE_URL") or None,
+        tls=_tls(env),
     )

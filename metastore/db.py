@@ -20,6 +20,8 @@ log = logging.getLogger("metastore.api")
 POOL_TIMEOUT_S = 5.0
 RETRY_AFTER_S = "5"
 
+# OperationalError includes a replica's "conflict with recovery" (SQLSTATE 40001): a read
+# its replay cancelled is answered 503 with Retry-After too.
 DATABASE_UNAVAILABLE = (psycopg.OperationalError, PoolTimeout)
 
 
@@ -31,8 +33,11 @@ def create_pool(
     autocommit: bool = False,
     name: str = "metastore-api",
     configure: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]] | None = None,
+    url: str | None = None,
 ) -> AsyncConnectionPool[Any]:
-    assert settings.database_url is not None
+    """A pool on `url`, by default the primary (METASTORE_DATABASE_URL)."""
+    url = url or settings.database_url
+    assert url is not None
 
     async def configure_session(conn: psycopg.AsyncConnection[Any]) -> None:
         # psycopg hands timestamptz out in the session's zone: without this the API's times
@@ -44,7 +49,7 @@ def create_pool(
             await conn.commit()  # a pool takes connections back idle only
 
     return AsyncConnectionPool(
-        settings.database_url,
+        url,
         min_size=min_size,
         max_size=max(settings.pool_size if max_size is None else max_size, min_size),
         timeout=POOL_TIMEOUT_S,

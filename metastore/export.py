@@ -61,6 +61,9 @@ MAX_WAIT_S = 60.0
 STREAM_PAGE = 500
 # While the LISTEN connection is down, waiting requests look at the log this often.
 POLL_WITHOUT_LISTENER_S = 1.0
+# Reading from a replica, they look this often too: the NOTIFY comes from the primary and
+# may come before the replica has replayed the row, even before the request began waiting.
+POLL_REPLICA_S = 0.25
 # After a NOTIFY the new row can still be hidden behind an older running transaction (the
 # read horizon); look again after these growing pauses until it shows.
 RECHECK_FIRST_S = 0.005
@@ -71,8 +74,9 @@ PARAMETERS = ("cursor", "namespace", "job", "run_id", "since", "limit", "wait")
 class LogNotifier:
     """One LISTEN connection per process, waking every waiting long-poll when the log grows."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, *, reads_replica: bool = False) -> None:
         self._url = database_url
+        self.reads_replica = reads_replica
         self._appended = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._first_attempt = asyncio.Event()
@@ -268,6 +272,8 @@ async def wait_for_page(
             timeout = remaining
             if not notifier.listening:
                 timeout = min(timeout, POLL_WITHOUT_LISTENER_S)
+            if notifier.reads_replica:
+                timeout = min(timeout, POLL_REPLICA_S)
             if recheck is not None:
                 timeout = min(timeout, recheck)
             try:

@@ -14,15 +14,20 @@ SELECT m FROM unnest(%s::text[]) AS m
 WHERE NOT EXISTS (SELECT 1 FROM _yoyo_migration WHERE migration_id = m)
 """
 
+# Well inside the probe's own timeout, so a replica that is down cannot fail the probe.
+REPLICA_PROBE_TIMEOUT_S = 1.0
+
 
 async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
 async def readyz(request: Request) -> Response:
-    pool = request.app.state.pool
+    """Ready when the primary answers with a current schema. A read replica that is down
+    is reported but does not make the pod unready: ingest, on the primary, still works."""
+    state = request.app.state
     try:
-        async with pool.connection() as conn:
+        async with state.primary_pool.connection() as conn:
             cur = await conn.execute(MISSING_MIGRATIONS, (migration_ids(),))
             missing = [row[0] for row in await cur.fetchall()]
     except DATABASE_UNAVAILABLE:
@@ -36,7 +41,15 @@ async def readyz(request: Request) -> Response:
             },
             503,
         )
-    return JSONResponse({"status": "ok"})
+    if state.settings.read_database_url is None:
+        return JSONResponse({"status": "ok"})
+    try:
+        async with state.pool.connection(timeout=REPLICA_PROBE_TIMEOUT_S) as conn:
+            await conn.execute("SELECT 1")
+        replica = "ok"
+    except DATABASE_UNAVAILABLE:
+        replica = "unreachable"
+    return JSONResponse({"status": "ok", "read_database": replica})
 
 
 routes = [

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import logging
 import signal
+import ssl
 import threading
 import time
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from metastore.metrics import (
     PROJECTION_POSITION,
 )
 from metastore.migrations import missing_migrations
+from metastore.tls import CertificateReloader, server_context
 from projections.fold import (
     BATCH_SIZE,
     Prefetcher,
@@ -112,6 +114,8 @@ POLL_INTERVAL_S = 1.0
 # How often a standby tries to take the leader lock.
 STANDBY_RETRY_S = 1.0
 LAG_EVERY_S = 2.0
+# A client of the HTTPS health port that has not finished its handshake by then is dropped.
+HANDSHAKE_TIMEOUT_S = 10.0
 
 # Counted up to 100,000 (a cheap index range scan); beyond that the gauge says 100000.
 LAG = """
@@ -143,7 +147,10 @@ def run_projector(settings: Settings) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     status = ProjectorStatus(settings.database_url)
-    server = start_health_server(settings.host, settings.projector_port, status)
+    tls = None
+    if settings.tls is not None:
+        tls = CertificateReloader(settings.tls).attach(server_context(settings.tls))
+    server = start_health_server(settings.host, settings.projector_port, status, tls)
     log.info("projector listening", extra={"port": settings.projector_port})
     backoff = 0.5
     try:
@@ -235,8 +242,11 @@ def update_lag_metrics(conn: psycopg.Connection[Any]) -> None:
             PROJECTION_LAG_SECONDS.labels(projection=name).set(max(age, 0.0))
 
 
-def start_health_server(host: str, port: int, status: ProjectorStatus) -> ThreadingHTTPServer:
-    """/healthz (alive), /readyz (database reachable, schema current), /metrics."""
+def start_health_server(
+    host: str, port: int, status: ProjectorStatus, tls: ssl.SSLContext | None = None
+) -> ThreadingHTTPServer:
+    """/healthz (alive), /readyz (database reachable, schema current), /metrics; HTTPS only
+    when given a TLS context."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -267,11 +277,28 @@ def start_health_server(host: str, port: int, status: ProjectorStatus) -> Thread
         def log_message(self, format: str, *args: Any) -> None:
             pass  # probes every few seconds are not news
 
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def finish_request(self, request: Any, client_address: Any) -> None:
+            if tls is None:
+                super().finish_request(request, client_address)
+                return
+            # The handshake runs in the connection's own thread, never in the accept loop.
+            request.settimeout(HANDSHAKE_TIMEOUT_S)
+            try:
+                secure = tls.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return  # plain HTTP on the HTTPS port, or a client that gave up
+            try:
+                super().finish_request(secure, client_address)
+            finally:
+                secure.close()
+
     try:
-        server = ThreadingHTTPServer((host, port), Handler)
+        server = Server((host, port), Handler)
     except OSError as exc:  # a port in use: one line naming the variable, not a traceback
         raise unavailable("METASTORE_PROJECTOR_PORT", host, port, exc) from None
-    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
     return server
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -75,7 +76,9 @@ def start_process(
     port: int | None = None,
     wait_path: str | None = "/healthz",
     timeout: float = 30.0,
+    verify: ssl.SSLContext | None = None,
 ) -> Process:
+    """`verify`: the process serves HTTPS, and this context trusts its certificate."""
     port = port or free_port()
     full_env = {
         **os.environ,
@@ -95,14 +98,16 @@ def start_process(
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
-    process = Process(popen, f"http://127.0.0.1:{port}", log_path)
+    scheme = "https" if verify is not None else "http"
+    process = Process(popen, f"{scheme}://127.0.0.1:{port}", log_path)
     if wait_path is not None:
         deadline = time.monotonic() + timeout
         while True:
             if popen.poll() is not None:
                 raise RuntimeError(f"metastore {command} exited:\n{process.output()}")
             try:
-                if httpx.get(process.base_url + wait_path, timeout=1).status_code == 200:
+                answer = httpx.get(process.base_url + wait_path, timeout=1, verify=verify or True)
+                if answer.status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

@@ -380,9 +380,34 @@ class ProjectionStatus(Struct):
     updated_at: dt.datetime
 
 
+class Freshness(Struct):
+    source: Annotated[
+        Literal["primary", "replica"],
+        Meta(
+            description="The database these answers come from (a streaming replica when "
+            "METASTORE_READ_DATABASE_URL is set)."
+        ),
+    ]
+    replication_lag_seconds: Annotated[
+        float,
+        Meta(
+            description="How far the replica's replay is behind what it has received from "
+            "the primary; 0 on the primary, or when the replica has replayed everything."
+        ),
+    ]
+    lag_seconds: Annotated[
+        float,
+        Meta(
+            description="How old an answer can be: the replication lag plus the largest "
+            "projection lag."
+        ),
+    ]
+
+
 class Status(Struct):
     log: LogStatus
     projections: list[ProjectionStatus]
+    freshness: Freshness
 
 
 ALL: tuple[Any, ...] = (

@@ -45,6 +45,18 @@ FROM projection_state p
 ORDER BY p.name
 """
 
+# Whether this is a streaming replica, and how far its replay is behind the WAL it has
+# received (0 when it has replayed all of it: an idle primary is not lag).
+REPLICATION = """
+SELECT pg_is_in_recovery(),
+       CASE WHEN NOT pg_is_in_recovery()
+              OR pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn()
+            THEN 0
+            ELSE greatest(coalesce(
+                extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0), 0)
+       END::float8
+"""
+
 STATUS_OP = Operation(
     "GET",
     "/status",
@@ -53,7 +65,8 @@ STATUS_OP = Operation(
     models.Status,
     tag="status",
     description="The log's size and last readable position, and for each projection its "
-    "position, how many events and seconds it lags behind the log, and its dead letters.",
+    "position, how many events and seconds it lags behind the log, and its dead letters. "
+    "`freshness` adds the lag of the streaming replica the API reads from, if any.",
 )
 resource = Resource()
 
@@ -67,6 +80,7 @@ async def get_status(request: Request) -> Response:
         tx, seq = await row(conn, WATERMARK)
         last = await row(conn, LAST_RECEIVED)
         projections = await rows(conn, PROJECTIONS)
+        in_recovery, replication_lag = await row(conn, REPLICATION)
     return json_response(
         request,
         models.Status(
@@ -89,5 +103,10 @@ async def get_status(request: Request) -> Response:
                 )
                 for p in projections
             ],
+            freshness=models.Freshness(
+                source="replica" if in_recovery else "primary",
+                replication_lag_seconds=replication_lag,
+                lag_seconds=replication_lag + max((p[7] for p in projections), default=0.0),
+            ),
         ),
     )

@@ -29,7 +29,7 @@ K8S_VERSIONS = ["1.30", "1.33"]
 CHART_META = yaml.safe_load((CHART / "Chart.yaml").read_text())
 DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
 # Kinds kubernetes-validate has no schema for (CRDs); their structure is checked by hand.
-CRD_GROUPS = ("monitoring.coreos.com/",)
+CRD_GROUPS = ("monitoring.coreos.com/", "listeners.stackable.tech/")
 
 Manifest = dict[str, Any]
 
@@ -159,10 +159,12 @@ def test_service_monitor_structure(all_on_manifests: list[Manifest]) -> None:
     assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
     assert set(sm["spec"]) == {"namespaceSelector", "selector", "endpoints"}
     endpoints = {e["port"]: e for e in sm["spec"]["endpoints"]}
-    assert set(endpoints) == {"http", "metrics"}
+    assert set(endpoints) == {"https", "metrics"}  # all-on serves TLS
     for e in endpoints.values():
-        assert set(e) <= {"port", "path", "interval", "scrapeTimeout"}
+        assert set(e) <= {"port", "path", "interval", "scrapeTimeout", "scheme", "tlsConfig"}
         assert e["path"] == "/metrics" and e["interval"] == "15s" and e["scrapeTimeout"] == "5s"
+        assert e["scheme"] == "https"
+        assert e["tlsConfig"] == {"ca": {"secret": {"name": "metastore-ca", "key": "ca.crt"}}}
     # The selector matches both Services, and each Service has the port of one endpoint.
     selector = sm["spec"]["selector"]
     services = by_kind(all_on_manifests, "Service")
@@ -203,6 +205,7 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
             "HorizontalPodAutoscaler",
             "Ingress",
             "Job",
+            "Listener",
             "PodDisruptionBudget",
             "Secret",
             "Secret",
@@ -322,21 +325,32 @@ def test_migration_can_be_disabled(helm: str) -> None:
     assert not by_kind(template(helm, "--set", "migration.enabled=false"), "Job")
 
 
-def test_probes_and_ports(manifests: list[Manifest]) -> None:
-    for suffix, port_name in (("-api", "http"), ("-projector", "metrics")):
+@pytest.mark.parametrize(
+    ("values", "scheme"), [("default", "http"), ("all-on", "https")], ids=["http", "https"]
+)
+def test_probes_and_ports_follow_the_scheme(
+    values: str, scheme: str, request: pytest.FixtureRequest
+) -> None:
+    manifests = request.getfixturevalue(f"{values.replace('-', '_')}_manifests")
+    for suffix, port_name in (("-api", scheme), ("-projector", "metrics")):
         (c,) = one(manifests, "Deployment", suffix)["spec"]["template"]["spec"]["containers"]
         (port,) = c["ports"]
         assert port["name"] == port_name
-        assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port_name}
-        assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port_name}
+        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            assert c[probe]["httpGet"] == {
+                "path": path,
+                "port": port_name,
+                "scheme": scheme.upper(),
+            }
         env = env_of(c)
         key = "METASTORE_PORT" if suffix == "-api" else "METASTORE_PROJECTOR_PORT"
         assert env[key] == str(port["containerPort"])
+        assert ("METASTORE_TLS_CERT_FILE" in env) == (scheme == "https")
         assert c["resources"]["requests"] and c["resources"]["limits"]
-    svc = one(manifests, "Service", "-api")
-    assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["http"]
-    svc = one(manifests, "Service", "-projector-metrics")
-    assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["metrics"]
+    for suffix, port_name in (("-api", scheme), ("-projector-metrics", "metrics")):
+        (svc_port,) = one(manifests, "Service", suffix)["spec"]["ports"]
+        assert svc_port["targetPort"] == port_name
+        assert svc_port["appProtocol"] == scheme
 
 
 def test_replicas(default_manifests: list[Manifest], all_on_manifests: list[Manifest]) -> None:
@@ -519,6 +533,7 @@ def test_labels(manifests: list[Manifest]) -> None:
             "PodDisruptionBudget",
             "Ingress",
             "HorizontalPodAutoscaler",
+            "Listener",
         ):
             assert labels["app.kubernetes.io/component"] in ("api", "projector", "migrate"), what
         if m["kind"] in ("Deployment", "Job"):
@@ -559,7 +574,7 @@ def test_ingress(all_on_manifests: list[Manifest]) -> None:
         p["backend"]["service"] for rule in ing["spec"]["rules"] for p in rule["http"]["paths"]
     ]
     assert len(backends) == 3
-    assert all(b == {"name": svc, "port": {"name": "http"}} for b in backends)
+    assert all(b == {"name": svc, "port": {"name": "https"}} for b in backends)
     assert ing["spec"]["tls"][0]["secretName"] == "metastore-tls"
 
 
@@ -575,6 +590,12 @@ TYPOS = {
     "wrong-nested-key": ["--set", "database.caSecret.nmae=ca"],
     "port-out-of-range": ["--set", "api.port=70000"],
     "short-token": ["--set", "auth.tokens.ingest[0]=short"],
+    "misspelt-tls-key": ["--set", "tls.secretClas=tls"],
+    "tls-lifetime-not-a-duration": ["--set", "tls.certLifetime=forever"],
+    "tls-secret-class-not-a-name": ["--set", "tls.secretClass=My_Class"],
+    "misspelt-replica-key": ["--set", "database.readReplica.hots=pg-ro"],
+    "replica-port-out-of-range": ["--set", "database.readReplica.port=0"],
+    "listener-class-not-a-name": ["--set", "api.listenerClass=External Stable"],
 }
 
 
@@ -704,3 +725,170 @@ def test_extra_env_comes_last_and_can_override(helm: str) -> None:
     env = env_of(c)  # the last occurrence wins, as in Kubernetes
     assert env["METASTORE_LOG_LEVEL"] == "warning"
     assert env["METASTORE_MAX_EVENT_BYTES"] == "1048576"
+
+
+# --------------------------------------------------------------------------------------
+# TLS, the listener, the read replica (the Stackable Data Platform's conventions)
+
+TLS_SECRET_CLASS = ["--set", "tls.secretClass=tls"]
+TLS_EXISTING_SECRET = ["--set", "tls.existingSecret=metastore-cert"]
+READ_REPLICA = ["--set", "database.readReplica.host=postgresql-ro"]
+RENDERS = {
+    "tls-secret-class": TLS_SECRET_CLASS,
+    "tls-existing-secret": TLS_EXISTING_SECRET,
+    "read-replica": READ_REPLICA,
+}
+
+
+@pytest.mark.parametrize("args", RENDERS.values(), ids=RENDERS.keys())
+@pytest.mark.parametrize("k8s_version", K8S_VERSIONS)
+def test_tls_and_replica_renders_match_kubernetes_schemas(
+    helm: str, args: list[str], k8s_version: str
+) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    ms = template(helm, *args)
+    for m in ms:
+        try:
+            kubernetes_validate.validate(m, k8s_version, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            path = "/".join(str(p) for p in e.path)
+            pytest.fail(f"{m['kind']}/{m['metadata']['name']}: {path}: {e.message}")
+
+
+def _volume(spec: Manifest, name: str) -> Manifest:
+    (volume,) = [v for v in spec["volumes"] if v["name"] == name]
+    return volume
+
+
+def test_secret_class_mounts_a_secret_operator_certificate(all_on_manifests: list[Manifest]):
+    fullname = "ms-lineage"
+    for suffix, service, scope_extra in (
+        ("-api", f"{fullname}-api", ",listener-volume=listener"),
+        ("-projector", f"{fullname}-projector-metrics", ""),
+    ):
+        spec = one(all_on_manifests, "Deployment", suffix)["spec"]["template"]["spec"]
+        claim = _volume(spec, "tls")["ephemeral"]["volumeClaimTemplate"]
+        assert claim["metadata"]["annotations"] == {
+            "secrets.stackable.tech/class": "tls",
+            "secrets.stackable.tech/scope": f"pod,service={service}{scope_extra}",
+            "secrets.stackable.tech/format": "tls-pem",
+            "secrets.stackable.tech/backend.autotls.cert.lifetime": "7d",
+        }
+        assert claim["spec"] == {
+            "storageClassName": "secrets.stackable.tech",
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1"}},
+        }
+        (c,) = spec["containers"]
+        mount = next(m for m in c["volumeMounts"] if m["name"] == "tls")
+        assert mount == {"name": "tls", "mountPath": "/etc/metastore/tls", "readOnly": True}
+        env = env_of(c)
+        assert env["METASTORE_TLS_CERT_FILE"] == "/etc/metastore/tls/tls.crt"
+        assert env["METASTORE_TLS_KEY_FILE"] == "/etc/metastore/tls/tls.key"
+        # The Service the certificate names is the one that selects these pods.
+        svc = one(all_on_manifests, "Service", service.removeprefix(fullname))
+        assert svc["metadata"]["name"] == service
+    # Renewal evicts pods one at a time within the budget: ingest keeps answering.
+    pdb = one(all_on_manifests, "PodDisruptionBudget")
+    hpa = one(all_on_manifests, "HorizontalPodAutoscaler")
+    assert pdb["spec"]["minAvailable"] >= 1
+    assert hpa["spec"]["minReplicas"] > pdb["spec"]["minAvailable"]
+    # The migration Job does not serve anything: no certificate.
+    job = one(all_on_manifests, "Job")["spec"]["template"]["spec"]
+    assert "tls" not in {v["name"] for v in job["volumes"]}
+
+
+def test_existing_secret_mounts_its_certificate(helm: str) -> None:
+    ms = template(helm, *TLS_EXISTING_SECRET)
+    for suffix in ("-api", "-projector"):
+        spec = one(ms, "Deployment", suffix)["spec"]["template"]["spec"]
+        volume = _volume(spec, "tls")
+        assert volume["secret"]["secretName"] == "metastore-cert"
+        assert volume["secret"]["items"] == [
+            {"key": "tls.crt", "path": "tls.crt"},
+            {"key": "tls.key", "path": "tls.key"},
+        ]
+        (c,) = spec["containers"]
+        assert c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+        assert env_of(c)["METASTORE_TLS_KEY_FILE"] == "/etc/metastore/tls/tls.key"
+    assert one(ms, "Service", "-api")["spec"]["ports"][0]["name"] == "https"
+
+
+def test_tls_sources_are_exclusive(helm: str) -> None:
+    result = run_helm(
+        helm, "template", RELEASE, str(CHART), *TLS_SECRET_CLASS, *TLS_EXISTING_SECRET
+    )
+    assert result.returncode != 0
+    assert "either secretClass or existingSecret" in result.stderr
+
+
+def test_no_tls_by_default(default_manifests: list[Manifest]) -> None:
+    for _, spec in pod_specs(default_manifests):
+        assert "tls" not in {v["name"] for v in spec["volumes"]}
+        assert not {k for k in env_of(spec["containers"][0]) if k.startswith("METASTORE_TLS")}
+    assert not by_kind(default_manifests, "Listener")
+
+
+def test_listener_exposes_the_api(all_on_manifests: list[Manifest]) -> None:
+    listener = one(all_on_manifests, "Listener")
+    assert listener["apiVersion"] == "listeners.stackable.tech/v1alpha1"
+    assert listener["metadata"]["name"] == "ms-lineage-api-listener"
+    assert listener["metadata"]["labels"]["app.kubernetes.io/component"] == "api"
+    assert listener["spec"] == {
+        "className": "external-unstable",
+        "ports": [{"name": "https", "port": 8081, "protocol": "TCP"}],
+    }
+    api = one(all_on_manifests, "Deployment", "-api")["spec"]["template"]["spec"]
+    claim = _volume(api, "listener")["ephemeral"]["volumeClaimTemplate"]
+    assert claim["metadata"]["annotations"] == {
+        "listeners.stackable.tech/listener-name": listener["metadata"]["name"]
+    }
+    assert claim["spec"]["storageClassName"] == "listeners.stackable.tech"
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    (c,) = api["containers"]
+    assert {"name": "listener", "mountPath": "/etc/metastore/listener", "readOnly": True} in c[
+        "volumeMounts"
+    ]
+    projector = one(all_on_manifests, "Deployment", "-projector")["spec"]["template"]["spec"]
+    assert "listener" not in {v["name"] for v in projector["volumes"]}
+
+
+def test_read_replica_url_goes_to_the_api_only(helm: str, all_on_manifests: list[Manifest]) -> None:
+    (c,) = one(all_on_manifests, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
+    assert env_of(c)["METASTORE_READ_DATABASE_URL"] == (
+        "postgresql://metastore_app@postgresql-ro.databases.svc.cluster.local:5434/lineage"
+        "?sslmode=verify-full&sslrootcert=/etc/metastore/db-ca/ca.crt"
+        "&application_name=metastore&connect_timeout=10"
+    )
+    for name, spec in pod_specs(all_on_manifests):
+        if not name.endswith("-api"):
+            assert "METASTORE_READ_DATABASE_URL" not in env_of(spec["containers"][0]), name
+    ms = template(helm, *READ_REPLICA)
+    (c,) = one(ms, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
+    assert env_of(c)["METASTORE_READ_DATABASE_URL"] == (
+        "postgresql://metastore@postgresql-ro:5432/metastore?sslmode=prefer"
+    )
+    assert "METASTORE_READ_DATABASE_URL" not in env_of(
+        one(template(helm), "Deployment", "-api")["spec"]["template"]["spec"]["containers"][0]
+    )
+
+
+def test_notes_with_tls_say_which_ca_to_trust(helm: str) -> None:
+    result = run_helm(
+        helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
+        *TLS_SECRET_CLASS, "--set", "api.listenerClass=external-unstable",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    url = f"https://{RELEASE}-metastore-api.{NAMESPACE}.svc.cluster.local:8080"
+    assert f"{url}/ingest/openlineage" in notes
+    assert f"spark.openlineage.transport.url={url}" in notes
+    assert 'trust the CA of the SecretClass "tls"' in notes
+    assert "javax.net.ssl.trustStore=" in notes and "REQUESTS_CA_BUNDLE=" in notes
+    assert f"get listener {RELEASE}-metastore-api-listener" in notes
+    assert "WARNING: with tls.secretClass" not in notes  # 2 replicas and the PDB
+    one_replica = run_helm(
+        helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
+        *TLS_SECRET_CLASS, "--set", "api.replicas=1",
+    )  # fmt: skip
+    assert "WARNING: with tls.secretClass" in one_replica.stdout.split("NOTES:", 1)[1]

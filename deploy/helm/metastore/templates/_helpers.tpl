@@ -93,9 +93,20 @@ password
 {{- end -}}
 {{- end -}}
 
-{{/* libpq connection URL without the password. */}}
+{{/* libpq connection URL of the primary, without the password. */}}
 {{- define "metastore.databaseUrl" -}}
-{{- $db := .Values.database -}}
+{{- include "metastore.databaseUrlOf" (dict "ctx" . "host" .Values.database.host "port" .Values.database.port) -}}
+{{- end -}}
+
+{{/* libpq URL of the read replica (same database, user, password and TLS settings). */}}
+{{- define "metastore.readDatabaseUrl" -}}
+{{- $r := .Values.database.readReplica -}}
+{{- include "metastore.databaseUrlOf" (dict "ctx" . "host" $r.host "port" ($r.port | default .Values.database.port)) -}}
+{{- end -}}
+
+{{/* libpq URL of a server of the database; call with (dict "ctx" $ "host" h "port" p). */}}
+{{- define "metastore.databaseUrlOf" -}}
+{{- $db := .ctx.Values.database -}}
 {{- $params := list (printf "sslmode=%s" $db.sslmode) -}}
 {{- if $db.caSecret.name -}}
 {{- $params = append $params "sslrootcert=/etc/metastore/db-ca/ca.crt" -}}
@@ -103,7 +114,7 @@ password
 {{- range $k, $v := $db.extraParams -}}
 {{- $params = append $params (printf "%s=%s" $k (toString $v | urlquery)) -}}
 {{- end -}}
-{{- printf "postgresql://%s@%s:%d/%s?%s" ($db.user | urlquery) $db.host (int $db.port) ($db.name | urlquery) (join "&" $params) -}}
+{{- printf "postgresql://%s@%s:%d/%s?%s" ($db.user | urlquery) .host (int .port) ($db.name | urlquery) (join "&" $params) -}}
 {{- end -}}
 
 {{/* Pod security context shared by all pods. */}}
@@ -204,4 +215,86 @@ initialDelaySeconds: {{ .initialDelaySeconds }}
 periodSeconds: {{ .periodSeconds }}
 timeoutSeconds: {{ .timeoutSeconds }}
 failureThreshold: {{ .failureThreshold }}
+{{- end -}}
+
+{{/* "true" when the pods serve TLS (a secret-operator certificate or an existing Secret). */}}
+{{- define "metastore.tls" -}}
+{{- if and .Values.tls.secretClass .Values.tls.existingSecret -}}
+{{- fail "tls: set either secretClass or existingSecret, not both" -}}
+{{- end -}}
+{{- if or .Values.tls.secretClass .Values.tls.existingSecret -}}true{{- end -}}
+{{- end -}}
+
+{{/* The scheme of the api and projector ports: https with TLS, else http. */}}
+{{- define "metastore.scheme" -}}
+{{- ternary "https" "http" (eq (include "metastore.tls" .) "true") -}}
+{{- end -}}
+
+{{/* Name of the API's port (container, Service, Ingress, ServiceMonitor): its scheme. */}}
+{{- define "metastore.apiPortName" -}}
+{{- include "metastore.scheme" . -}}
+{{- end -}}
+
+{{/* Where the certificate is mounted, and the variables that point the process at it. */}}
+{{- define "metastore.tlsEnv" -}}
+{{- if include "metastore.tls" . -}}
+- name: METASTORE_TLS_CERT_FILE
+  value: /etc/metastore/tls/tls.crt
+- name: METASTORE_TLS_KEY_FILE
+  value: /etc/metastore/tls/tls.key
+{{- end }}
+{{- end -}}
+
+{{- define "metastore.tlsVolumeMount" -}}
+{{- if include "metastore.tls" . -}}
+- name: tls
+  mountPath: /etc/metastore/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/*
+The certificate volume. With tls.secretClass: an ephemeral volume the Stackable
+secret-operator fills with a certificate for the pod and its Service (and the listener's
+addresses when given a listener volume), in PEM; the secret-operator marks the pod to be
+evicted before the certificate expires, and the commons-operator evicts it within the
+PodDisruptionBudget. Call with (dict "ctx" $ "service" "<Service name>" "listener" "<volume>").
+*/}}
+{{- define "metastore.tlsVolume" -}}
+{{- $tls := .ctx.Values.tls -}}
+{{- if $tls.secretClass -}}
+- name: tls
+  ephemeral:
+    volumeClaimTemplate:
+      metadata:
+        annotations:
+          secrets.stackable.tech/class: {{ $tls.secretClass | quote }}
+          {{- $scope := list "pod" (printf "service=%s" .service) }}
+          {{- if .listener }}
+          {{- $scope = append $scope (printf "listener-volume=%s" .listener) }}
+          {{- end }}
+          secrets.stackable.tech/scope: {{ join "," $scope | quote }}
+          secrets.stackable.tech/format: tls-pem
+          {{- with $tls.certLifetime }}
+          secrets.stackable.tech/backend.autotls.cert.lifetime: {{ . | quote }}
+          {{- end }}
+      spec:
+        storageClassName: secrets.stackable.tech
+        accessModes:
+          - ReadWriteOnce
+        resources:
+          requests:
+            storage: "1"
+{{- else if $tls.existingSecret -}}
+- name: tls
+  secret:
+    secretName: {{ $tls.existingSecret }}
+    {{- /* Group-readable via fsGroup; world-readable when the platform assigns no fsGroup. */}}
+    defaultMode: {{ ternary 0440 0444 (not (empty .ctx.Values.securityContext.fsGroup)) }}
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+{{- end }}
 {{- end -}}
