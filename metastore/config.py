@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from metastore.catalogs import NO_CATALOGS, CatalogFileError, CatalogMap, load_catalog_map
+
 T = TypeVar("T")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -36,6 +38,8 @@ class Settings:
     pool_size: int
     auth_disabled: bool
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # Which engine catalog is which metastore (the projector joins their names).
+    catalogs: CatalogMap = NO_CATALOGS
 
     @property
     def auth_configured(self) -> bool:
@@ -70,6 +74,12 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("METASTORE_READ_TOKENS_FILE", "", "File with one read token a line."),
     ("METASTORE_EXPORT_TOKENS", "", "Comma-separated bearer tokens for /export/..."),
     ("METASTORE_EXPORT_TOKENS_FILE", "", "File with one export token a line."),
+    (
+        "METASTORE_CATALOGS_FILE",
+        "",
+        "YAML file of the catalog map: which engine catalog is which metastore (see "
+        "\"Joining the names of one table\"). Read by `projector`, `replay` and `dev`.",
+    ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
 
@@ -148,4 +158,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         pool_size=_parse(env, "METASTORE_POOL_SIZE", _positive_int, "a positive integer"),
         auth_disabled=auth == "disabled",
         tokens={scope: _tokens(env, scope) for scope in SCOPES},
+        catalogs=_catalogs(env),
     )
+
+
+def _catalogs(env: Mapping[str, str]) -> CatalogMap:
+    try:
+        return load_catalog_map(_get(env, "METASTORE_CATALOGS_FILE"))
+    except CatalogFileError as exc:
+        raise ConfigError(str(exc)) from None

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
 from metastore.eventlog import NOTIFY_CHANNEL
 from metastore.metrics import (
@@ -42,7 +43,7 @@ from projections.fold import (
     tune_session,
 )
 from projections.replay import rebuild_outdated
-from projections.schema import FOLD_LOCK, LEADER_LOCK, LIVE_SCHEMA, PROJECTIONS
+from projections.schema import FOLD_LOCK, LEADER_LOCK, LIVE_SCHEMA, PROJECTIONS, adopt_rules
 
 log = logging.getLogger("metastore.projector")
 
@@ -53,42 +54,51 @@ def fold_live_batch(
     limit: int = BATCH_SIZE,
     prefetcher: Prefetcher | None = None,
     side: psycopg.Connection[Any] | None = None,
+    catalogs: CatalogMap = NO_CATALOGS,
 ) -> int:
     """Folds one batch into the live tables and moves the cursors, in one transaction.
 
-    (Two with a `side` connection: see projections.schema.SIDE_PROJECTIONS.) Returns how
-    many events were read (fewer than `limit` means caught up).
+    (Two with a `side` connection: see projections.schema.SIDE_PROJECTIONS.) The datasets'
+    names are joined by the catalog map `catalogs`; a projection derived with another map
+    is not folded into (it waits for its rebuild). Returns how many events were read
+    (fewer than `limit` means caught up).
     """
     with batch_transaction(conn, LIVE_SCHEMA, side):
         # The side connection folds under this lock too: its transaction begins after the
         # lock is taken and ends (a commit without waits) right after it is released.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
-        cursors = load_cursors(conn, projections, side)
+        cursors = load_cursors(conn, projections, side, catalogs)
         projections = [p for p in projections if p.NAME in cursors]
         if not projections:
             return 0
-        result = fold_batch(conn, projections, cursors, limit, prefetcher=prefetcher, side=side)
+        result = fold_batch(
+            conn, projections, cursors, limit, prefetcher=prefetcher, side=side, catalogs=catalogs
+        )
         save_cursors(conn, cursors, result, side)
     return result.read
 
 
-def catch_up(conn_or_url: psycopg.Connection[Any] | str, limit: int = BATCH_SIZE) -> int:
+def catch_up(
+    conn_or_url: psycopg.Connection[Any] | str,
+    limit: int = BATCH_SIZE,
+    catalogs: CatalogMap = NO_CATALOGS,
+) -> int:
     """Folds everything committed to the log so far into the live tables; returns the count.
 
     For tests, benchmarks and tools: what the projector process does, once, synchronously
-    (on one connection when given one).
+    (on one connection when given one), without the rebuild a changed map needs.
     """
     with collector_for_batches():
         if isinstance(conn_or_url, str):
             with (
                 psycopg.connect(conn_or_url) as conn,
                 psycopg.connect(conn_or_url) as side,
-                Prefetcher(conn_or_url) as prefetcher,
+                Prefetcher(conn_or_url, catalogs) as prefetcher,
             ):
                 tune_session(conn)
                 tune_session(side)
-                return _catch_up(conn, limit, prefetcher, side)
-        return _catch_up(conn_or_url, limit, None, None)
+                return _catch_up(conn, limit, prefetcher, side, catalogs)
+        return _catch_up(conn_or_url, limit, None, None, catalogs)
 
 
 def _catch_up(
@@ -96,10 +106,13 @@ def _catch_up(
     limit: int,
     prefetcher: Prefetcher | None,
     side: psycopg.Connection[Any] | None,
+    catalogs: CatalogMap,
 ) -> int:
+    with conn.transaction():
+        adopt_rules(conn, catalogs)  # (fresh tables; others wait for a rebuild)
     total = 0
     while True:
-        read = fold_live_batch(conn, PROJECTIONS, limit, prefetcher, side)
+        read = fold_live_batch(conn, PROJECTIONS, limit, prefetcher, side, catalogs)
         total += read
         if read < limit:
             return total
@@ -148,7 +161,7 @@ def run_projector(settings: Settings) -> None:
     try:
         while not stop.is_set():
             try:
-                lead(settings.database_url, status, stop)
+                lead(settings.database_url, status, stop, settings.catalogs)
                 backoff = 0.5
             except psycopg.OperationalError as exc:
                 status.role = "unavailable"
@@ -164,7 +177,12 @@ def run_projector(settings: Settings) -> None:
         log.info("projector stopped")
 
 
-def lead(database_url: str, status: ProjectorStatus, stop: threading.Event) -> None:
+def lead(
+    database_url: str,
+    status: ProjectorStatus,
+    stop: threading.Event,
+    catalogs: CatalogMap = NO_CATALOGS,
+) -> None:
     """Waits to become the active projector, then folds until `stop` (or the DB goes away)."""
     with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as leader:
         while not stop.is_set():
@@ -180,16 +198,16 @@ def lead(database_url: str, status: ProjectorStatus, stop: threading.Event) -> N
         log.info("this projector is now active")
         leader.execute(f"LISTEN {NOTIFY_CHANNEL}")
         status.role = "rebuilding"
-        rebuild_outdated(database_url, progress=False)
+        rebuild_outdated(database_url, progress=False, catalogs=catalogs)
         status.role = "active"
         with (
             psycopg.connect(database_url, connect_timeout=10) as conn,
             psycopg.connect(database_url, connect_timeout=10) as side,
-            Prefetcher(database_url) as prefetcher,
+            Prefetcher(database_url, catalogs) as prefetcher,
         ):
             tune_session(conn)
             tune_session(side)
-            fold_until_stopped(conn, side, leader, stop, prefetcher)
+            fold_until_stopped(conn, side, leader, stop, prefetcher, catalogs)
 
 
 def fold_until_stopped(
@@ -198,12 +216,13 @@ def fold_until_stopped(
     leader: psycopg.Connection[Any],
     stop: threading.Event,
     prefetcher: Prefetcher,
+    catalogs: CatalogMap = NO_CATALOGS,
 ) -> None:
     last_lag = 0.0
     with collector_for_batches():
         while not stop.is_set():
             started = time.monotonic()
-            read = fold_live_batch(conn, prefetcher=prefetcher, side=side)
+            read = fold_live_batch(conn, prefetcher=prefetcher, side=side, catalogs=catalogs)
             if read:
                 FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
             if time.monotonic() - last_lag > LAG_EVERY_S:

@@ -28,6 +28,7 @@ BAD_VALUES = [
     ("METASTORE_INGEST_TOKENS_FILE", "/nonexistent/ingest-tokens"),
     ("METASTORE_READ_TOKENS_FILE", "/nonexistent/read-tokens"),
     ("METASTORE_EXPORT_TOKENS_FILE", "/nonexistent/export-tokens"),
+    ("METASTORE_CATALOGS_FILE", "/nonexistent/catalogs.yaml"),
 ]
 
 
