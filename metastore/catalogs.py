@@ -24,7 +24,6 @@ from urllib.parse import urlsplit
 import msgspec
 import yaml
 
-
 VARIABLE = "METASTORE_CATALOGS_FILE"
 KEYS = ("engine", "catalog", "metastore")
 GLOB_CHARACTERS = frozenset("*?[")

@@ -78,7 +78,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "METASTORE_CATALOGS_FILE",
         "",
         "YAML file of the catalog map: which engine catalog is which metastore (see "
-        "\"Joining the names of one table\"). Read by `projector`, `replay` and `dev`.",
+        '"Joining the names of one table"). Read by `projector`, `replay` and `dev`.',
     ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}

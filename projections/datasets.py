@@ -2,11 +2,15 @@
 
 The name an event uses, each identifier of its `symlinks` facet, and its metastore's name
 by a catalog rule (a catalog map entry or its `catalog` facet: see decode.catalog_link)
-are names of one dataset. A name seen for the first time joins the dataset of the other names it comes
-with, or starts a new dataset (id = uuid5 of that name). When an event ties names of two
-datasets together, they merge: the dataset first seen in the log survives (so a replay of
-the same log picks the same id), its names and schema versions absorb the other's, and
-the other keeps its row with `merged_into` set.
+are names of one dataset. A name seen for the first time joins the dataset of the other
+names it comes with, or starts a new dataset (id = uuid5 of that name). When an event ties
+names of two datasets together, they merge: the dataset first seen in the log survives
+(so a replay of the same log picks the same id), its names and schema versions absorb the
+other's, and the other keeps its row with `merged_into` set. So a dataset's id is the id
+of its name seen first in the log, whatever joined the others to it: a map change that
+splits it again (a rebuild) gives each part the id of its own first name, the id it had
+before the join. A name first used by an event that joins a dataset known by another name
+gets a row for its own id too, `merged_into` that dataset: its id answers as the dataset.
 """
 
 from __future__ import annotations
@@ -263,20 +267,7 @@ class Fold:
                 ids.append(known["dataset_id"])
         if not ids:
             did = dataset_id(ref.namespace, ref.name)
-            self.datasets[did] = {
-                "id": did,
-                "namespace": ref.namespace,
-                "name": ref.name,
-                "facets": {},
-                "facet_times": {},
-                "new_facets": True,  # not a column: whether `facets` is to be written
-                "current_fields": None,
-                "first_seen": when,
-                "last_seen": when,
-                "merged_into": None,
-                "first_tx": event.position.tx,
-                "first_seq": event.seq,
-            }
+            self.datasets[did] = self.new_dataset(did, ref, event)
         elif len(ids) == 1:
             did = ids[0]
         else:
@@ -286,6 +277,15 @@ class Fold:
             for loser in ids:
                 if loser != did:
                     self.merge(loser, did)
+        if ids and (ref.namespace, ref.name) not in self.names:
+            # A name first used by an event, of a dataset known by another name: the id
+            # it would have started a dataset with answers as that dataset (as an id
+            # absorbed by a merge does), so an id handed out while a catalog map did not
+            # join the two stays valid once one does (and after a replay).
+            alias = dataset_id(ref.namespace, ref.name)
+            if alias != did:
+                self.datasets[alias] = self.new_dataset(alias, ref, event, merged_into=did)
+                self.changed_datasets.add(alias)
         for ns, n, kind, symlink_type, joined_by in names:
             self.name(ns, n, did, kind, symlink_type, joined_by, when)
         dataset = self.datasets[did]
@@ -297,6 +297,26 @@ class Fold:
             dataset["new_facets"] = True
         self.changed_datasets.add(did)
         self.observe_schema(did, event, ref)
+
+    @staticmethod
+    def new_dataset(
+        did: uuid.UUID, ref: DatasetRef, event: FoldEvent, merged_into: uuid.UUID | None = None
+    ) -> dict[str, Any]:
+        when = event.event_time
+        return {
+            "id": did,
+            "namespace": ref.namespace,
+            "name": ref.name,
+            "facets": {},
+            "facet_times": {},
+            "new_facets": True,  # not a column: whether `facets` is to be written
+            "current_fields": None,
+            "first_seen": when,
+            "last_seen": when,
+            "merged_into": merged_into,
+            "first_tx": event.position.tx,
+            "first_seq": event.seq,
+        }
 
     def name(
         self,
@@ -418,6 +438,12 @@ class Fold:
         for earlier, to in self.merged.items():
             if to == loser:
                 self.merged[earlier] = survivor
+        # (rows this batch absorbed into the loser, or made aliases of it: written after
+        # REPOINT_MERGED, they would point at the loser again)
+        for did, row in self.datasets.items():
+            if row["merged_into"] == loser:
+                row["merged_into"] = survivor
+                self.changed_datasets.add(did)
         self.merged[loser] = survivor
         self.changed_datasets.update((loser, survivor))
         self.changed_versions.update((loser, survivor))

@@ -2,10 +2,11 @@
 
 Besides the envelope and the facets (kept undecoded, see common.Facets), it works out
 once what more than one fold reads: the order key, the `parent` run facet, and per
-dataset its other names (`symlinks`, and its metastore's name by a catalog rule), its schema (`schema`: datasets and history) and
-its field edges (`columnLineage`: column_lineage and history). `fold.read_batch` runs
-this on the prefetcher's thread, which mostly runs while the folding thread waits for
-the server, so it costs the fold little.
+dataset its other names (`symlinks`, and its metastore's name by a catalog rule), its
+schema (`schema`: datasets and history) and its field edges (`columnLineage`:
+column_lineage and history). `fold.read_batch` runs this on the prefetcher's thread,
+which mostly runs while the folding thread waits for the server, so it costs the fold
+little.
 
 A malformed facet is counted here, once per event read.
 """
@@ -234,7 +235,9 @@ def _link(
     return CatalogLink(
         metastore,
         metastore_name,
-        json_text({**rule, "role": "engine", "via": {"namespace": metastore, "name": metastore_name}}),
+        json_text(
+            {**rule, "role": "engine", "via": {"namespace": metastore, "name": metastore_name}}
+        ),
         json_text({**rule, "role": "metastore", "via": {"namespace": namespace, "name": name}}),
     )
 

@@ -179,8 +179,8 @@ def load_cursors(
     were derived with these `catalogs` (see schema.rules_of).
 
     (Other tables are rebuilt, never folded into by code that does not know their layout,
-    or by rules they were not derived with.) Locks their state rows until the transaction ends: those of the
-    SIDE_PROJECTIONS in the `side` connection's transaction, when given.
+    or by rules they were not derived with.) Locks their state rows until the transaction
+    ends: those of the SIDE_PROJECTIONS in the `side` connection's transaction, when given.
     """
     versions = {p.NAME: (p.VERSION, rules_of(p, catalogs)) for p in projections}
     lanes: dict[int, tuple[psycopg.Connection[Any], list[str]]] = {}

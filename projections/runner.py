@@ -157,6 +157,15 @@ def run_projector(settings: Settings) -> None:
     status = ProjectorStatus(settings.database_url)
     server = start_health_server(settings.host, settings.projector_port, status)
     log.info("projector listening", extra={"port": settings.projector_port})
+    if settings.catalogs:
+        log.info(
+            "catalog map read",
+            extra={
+                "file": settings.catalogs.source,
+                "entries": len(settings.catalogs.entries),
+                "fingerprint": settings.catalogs.fingerprint[:16],
+            },
+        )
     backoff = 0.5
     try:
         while not stop.is_set():

@@ -145,9 +145,7 @@ def outdated_projections(
     """The projections whose stored tables were built by another version of their code,
     or derived with other rules than `catalogs` gives them."""
     stored = stored_versions(conn)
-    return [
-        p.NAME for p in PROJECTIONS if stored.get(p.NAME) != (p.VERSION, rules_of(p, catalogs))
-    ]
+    return [p.NAME for p in PROJECTIONS if stored.get(p.NAME) != (p.VERSION, rules_of(p, catalogs))]
 
 
 # Advisory lock keys (arbitrary constants, one per purpose).
