@@ -198,6 +198,7 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
     )
     assert kinds(all_on_manifests) == sorted(
         [
+            "ConfigMap",
             "Deployment",
             "Deployment",
             "HorizontalPodAutoscaler",
@@ -572,6 +573,14 @@ TYPOS = {
     "wrong-nested-key": ["--set", "database.caSecret.nmae=ca"],
     "port-out-of-range": ["--set", "api.port=70000"],
     "short-token": ["--set", "auth.tokens.ingest[0]=short"],
+    "catalog-without-metastore": [
+        "--set", "catalogs[0].engine=trino://t:8443", "--set", "catalogs[0].catalog=lakehouse",
+    ],
+    "catalog-name-with-a-dot": [
+        "--set", "catalogs[0].engine=trino://t:8443", "--set", "catalogs[0].catalog=a.b",
+        "--set", "catalogs[0].metastore=hive://m:9083",
+    ],
+    "catalog-typo": ["--set", "catalogs[0].engnie=trino://t:8443"],
 }
 
 
@@ -701,3 +710,58 @@ def test_extra_env_comes_last_and_can_override(helm: str) -> None:
     env = env_of(c)  # the last occurrence wins, as in Kubernetes
     assert env["METASTORE_LOG_LEVEL"] == "warning"
     assert env["METASTORE_MAX_EVENT_BYTES"] == "1048576"
+
+
+# --------------------------------------------------------------------------------------
+# the catalog map
+
+
+def test_the_catalog_map_is_a_configmap_the_projector_reads(
+    all_on_manifests: list[Manifest],
+) -> None:
+    from metastore.catalogs import parse_catalog_map
+
+    config_map = one(all_on_manifests, "ConfigMap", "-catalogs")
+    text = config_map["data"]["catalogs.yaml"]
+    catalogs = parse_catalog_map(text, "catalogs.yaml")  # what the projector will read
+    assert [(e.engine, e.catalog, e.metastore) for e in catalogs.entries] == [
+        ("trino://trino-coordinator-*:8443", "lakehouse", "hive://hive-metastore:9083"),
+        (
+            "trino://trino-coordinator.lakehouse.svc.cluster.local:8443",
+            "iceberg",
+            "hive://hive-iceberg:9083",
+        ),
+    ]
+    projector = one(all_on_manifests, "Deployment", "-projector")["spec"]["template"]
+    (container,) = projector["spec"]["containers"]
+    path = env_of(container)["METASTORE_CATALOGS_FILE"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "catalogs"]
+    assert mount["readOnly"] is True and path == mount["mountPath"] + "/catalogs.yaml"
+    (volume,) = [v for v in projector["spec"]["volumes"] if v["name"] == "catalogs"]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    # a changed map rolls the projector, which then re-derives the datasets
+    assert "checksum/catalogs" in projector["metadata"]["annotations"]
+    (api,) = one(all_on_manifests, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
+    assert "METASTORE_CATALOGS_FILE" not in env_of(api)
+
+
+def test_no_catalog_map_by_default(default_manifests: list[Manifest]) -> None:
+    assert not by_kind(default_manifests, "ConfigMap")
+    projector = one(default_manifests, "Deployment", "-projector")["spec"]["template"]
+    (container,) = projector["spec"]["containers"]
+    assert "METASTORE_CATALOGS_FILE" not in env_of(container)
+    assert "checksum/catalogs" not in projector["metadata"]["annotations"]
+
+
+def test_a_changed_catalog_map_changes_the_projectors_pod_template(helm: str) -> None:
+    def annotation(metastore: str) -> str:
+        ms = template(
+            helm,
+            "--set", "catalogs[0].engine=trino://t:8443",
+            "--set", "catalogs[0].catalog=lakehouse",
+            "--set", f"catalogs[0].metastore={metastore}",
+        )  # fmt: skip
+        pod = one(ms, "Deployment", "-projector")["spec"]["template"]
+        return str(pod["metadata"]["annotations"]["checksum/catalogs"])
+
+    assert annotation("hive://a:9083") != annotation("hive://b:9083")
