@@ -573,13 +573,11 @@ TYPOS = {
     "wrong-nested-key": ["--set", "database.caSecret.nmae=ca"],
     "port-out-of-range": ["--set", "api.port=70000"],
     "short-token": ["--set", "auth.tokens.ingest[0]=short"],
-    "catalog-without-metastore": [
-        "--set", "catalogs[0].engine=trino://t:8443", "--set", "catalogs[0].catalog=lakehouse",
-    ],
+    "catalog-without-metastore": ["--set", "catalogs[0].engine=e,catalogs[0].catalog=c"],
     "catalog-name-with-a-dot": [
-        "--set", "catalogs[0].engine=trino://t:8443", "--set", "catalogs[0].catalog=a.b",
-        "--set", "catalogs[0].metastore=hive://m:9083",
-    ],
+        "--set",
+        "catalogs[0].engine=e,catalogs[0].catalog=a.b,catalogs[0].metastore=m",
+    ],  # fmt: skip
     "catalog-typo": ["--set", "catalogs[0].engnie=trino://t:8443"],
 }
 
