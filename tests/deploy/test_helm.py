@@ -577,7 +577,7 @@ TYPOS = {
     "catalog-name-with-a-dot": [
         "--set",
         "catalogs[0].engine=e,catalogs[0].catalog=a.b,catalogs[0].metastore=m",
-    ],  # fmt: skip
+    ],
     "catalog-typo": ["--set", "catalogs[0].engnie=trino://t:8443"],
 }
 
