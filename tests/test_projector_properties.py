@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metastore.catalogs import NO_CATALOGS, CatalogMap, parse_catalog_map
 from projections.replay import rebuild
 from projections.runner import catch_up
 from projections.schema import PROJECTIONS
@@ -60,7 +61,8 @@ def semantic_view(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         # A dataset is the set of its names, with what we know about it.
         "datasets": sorted(
             q(
-                "SELECT array_agg(n.namespace || ' ' || n.name ORDER BY n.namespace, n.name), "
+                "SELECT array_agg(n.namespace || ' ' || n.name || ' ' || n.kind || ' ' || "
+                "coalesce(n.joined_by::text, '') ORDER BY n.namespace, n.name), "
                 "d.facets, d.current_fields, d.first_seen, d.last_seen, "
                 "(SELECT array_agg(encode(v.fields_hash, 'hex') || v.event_time::text || "
                 "        v.last_event_time::text ORDER BY v.fields_hash) "
@@ -91,11 +93,24 @@ def fresh_database(pg_server: Server, template_db: str) -> Iterator[Any]:
         janitor.drop()
 
 
+# The seed's Trino names joined to their Hive names by a catalog map.
+CATALOGS = parse_catalog_map(
+    "catalogs:\n  - engine: 'trino://trino-coordinator-*:8443'\n    catalog: lakehouse\n"
+    "    metastore: 'hive://hive-metastore:9083'\n",
+    "catalogs.yaml",
+)
+
+
+@pytest.fixture(scope="module", params=["no map", "a catalog map"])
+def catalogs(request: pytest.FixtureRequest) -> CatalogMap:
+    return CATALOGS if request.param == "a catalog map" else NO_CATALOGS
+
+
 @pytest.fixture(scope="module")
-def baseline(fresh_database: Any) -> dict[str, Any]:
+def baseline(fresh_database: Any, catalogs: CatalogMap) -> dict[str, Any]:
     with psycopg.connect(fresh_database(), autocommit=True) as conn:
         append(conn, EVENTS)
-        catch_up(conn)
+        catch_up(conn, catalogs=catalogs)
         return semantic_view(conn)
 
 
@@ -119,6 +134,7 @@ def test_any_arrival_order_gives_the_same_read_models(
     arrival: tuple[list[int], list[int], list[int], int],
     fresh_database: Any,
     baseline: dict[str, Any],
+    catalogs: CatalogMap,
 ) -> None:
     order, duplicates, chunk_sizes, batch_size = arrival
     sequence = [EVENTS[i] for i in order]
@@ -131,9 +147,9 @@ def test_any_arrival_order_gives_the_same_read_models(
             if start >= len(sequence):
                 break
             append(conn, sequence[start : start + size])
-            catch_up(conn, limit=batch_size)  # fold as the log grows, in small steps
+            catch_up(conn, limit=batch_size, catalogs=catalogs)  # as the log grows, in steps
             start += size
         incremental = dump_readmodel(conn)
         assert semantic_view(conn) == baseline
-        rebuild(url, [p.NAME for p in PROJECTIONS])
+        rebuild(url, [p.NAME for p in PROJECTIONS], catalogs=catalogs)
         assert dump_readmodel(conn) == incremental
