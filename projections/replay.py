@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from types import ModuleType
@@ -80,6 +81,10 @@ SELECT projection, seq, tx, error, failed_at FROM {} ORDER BY id
 """
 
 
+class RebuildStopped(Exception):
+    """The rebuild was asked to stop (the projector is stopping); nothing was swapped in."""
+
+
 class Progress:
     """A progress bar on a terminal; a log line every few seconds otherwise."""
 
@@ -123,11 +128,13 @@ def rebuild(
     progress: bool = False,
     limit: int = BATCH_SIZE,
     catalogs: CatalogMap = NO_CATALOGS,
+    stop: threading.Event | None = None,
 ) -> int:
     """Rebuilds the named projections from the whole log and swaps them in; returns events.
 
     With the catalog map `catalogs` (the datasets' names are joined by it). One rebuild at
     a time (REPLAY_LOCK, waited for). Safe while the API serves and the projector folds.
+    `stop` set: RebuildStopped at the next batch (the build schema is dropped by the next).
     """
     projections = [BY_NAME[n] for n in names]
     with psycopg.connect(database_url) as conn, psycopg.connect(database_url) as side:
@@ -137,7 +144,9 @@ def rebuild(
         conn.commit()
         try:
             with Prefetcher(database_url, catalogs) as prefetcher, collector_for_batches():
-                return _rebuild(conn, side, projections, progress, limit, prefetcher, catalogs)
+                return _rebuild(
+                    conn, side, projections, progress, limit, prefetcher, catalogs, stop
+                )
         finally:
             conn.rollback()
             conn.execute("SELECT pg_advisory_unlock(%s)", (REPLAY_LOCK,))
@@ -152,6 +161,7 @@ def _rebuild(
     limit: int,
     prefetcher: Prefetcher,
     catalogs: CatalogMap,
+    stop: threading.Event | None,
 ) -> int:
     started = time.monotonic()
     names = [p.NAME for p in projections]
@@ -195,6 +205,8 @@ def _rebuild(
         return result
 
     while True:
+        if stop is not None and stop.is_set():
+            raise RebuildStopped(",".join(names))
         with batch_transaction(conn, BUILD_SCHEMA, side):
             result = one_batch(side)
         if result.read < limit:
@@ -285,14 +297,20 @@ def _in_build(query: str) -> sql.Composed:
     return sql.SQL(query).format(sql.Identifier(BUILD_SCHEMA, BUILD_DEAD_LETTERS))
 
 
+def prepare_tables(database_url: str, catalogs: CatalogMap = NO_CATALOGS) -> list[str]:
+    """Creates the missing read-model tables; returns the projections to rebuild: those
+    whose stored version differs from the code's, or derived with another catalog map."""
+    with psycopg.connect(database_url) as conn:
+        create_readmodel_tables(conn, catalogs)
+        return outdated_projections(conn, catalogs)
+
+
 def rebuild_outdated(
     database_url: str, progress: bool = False, catalogs: CatalogMap = NO_CATALOGS
 ) -> list[str]:
     """Rebuilds the projections whose stored version differs from the code's, or that were
     derived with another catalog map than `catalogs`; returns them."""
-    with psycopg.connect(database_url) as conn:
-        create_readmodel_tables(conn, catalogs)
-        outdated = outdated_projections(conn, catalogs)
+    outdated = prepare_tables(database_url, catalogs)
     if outdated:
         log.info(
             "projections of another version or catalog map found; rebuilding",

@@ -42,7 +42,7 @@ from projections.fold import (
     save_cursors,
     tune_session,
 )
-from projections.replay import rebuild_outdated
+from projections.replay import RebuildStopped, prepare_tables, rebuild
 from projections.schema import FOLD_LOCK, LEADER_LOCK, LIVE_SCHEMA, PROJECTIONS, adopt_rules
 
 log = logging.getLogger("metastore.projector")
@@ -135,12 +135,62 @@ SELECT count(*), min(received_at) FROM (
 STATE_POSITIONS = "SELECT name, cursor_tx::text::bigint, cursor_seq FROM projection_state"
 
 
+class BackgroundRebuild:
+    """A rebuild of outdated projections (replay.rebuild) on a thread of its own, with its
+    own connections, while the projector folds the others: the projections it rebuilds
+    are skipped by the live fold (their stored version or rules differ, see
+    fold.load_cursors) until it swaps them in."""
+
+    def __init__(self, database_url: str, names: list[str], catalogs: CatalogMap) -> None:
+        self.names = names
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(database_url, catalogs), name="rebuild", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, database_url: str, catalogs: CatalogMap) -> None:
+        try:
+            rebuild(database_url, self.names, catalogs=catalogs, stop=self.stop)
+        except RebuildStopped:
+            log.info("rebuild stopped", extra={"projections": ",".join(self.names)})
+        except BaseException as exc:
+            self.error = exc
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def check(self) -> None:
+        """Raises the rebuild's error, if it failed (in the folding thread: the database
+        gone, `lead` starts over; anything else stops the projector, as a failed rebuild
+        at start did)."""
+        if self.error is not None:
+            raise self.error
+
+    def close(self, timeout: float = 10.0) -> None:
+        self.stop.set()
+        self.thread.join(timeout)
+
+
 class ProjectorStatus:
     """What /readyz and the logs say about the running projector (shared with the server)."""
 
     def __init__(self, database_url: str) -> None:
         self.database_url = database_url
-        self.role = "starting"  # starting | standby | rebuilding | active | unavailable
+        # starting | standby | rebuilding (folding the projections not being rebuilt) |
+        # active | unavailable
+        self.role = "starting"
+        self.rebuild: BackgroundRebuild | None = None
+
+    def folding(self) -> None:
+        """Active: `rebuilding` while a rebuild runs beside the fold, `active` after."""
+        rebuilding = self.rebuild
+        if rebuilding is not None and not rebuilding.running:
+            self.rebuild = None  # (a failed one is started again by the next `lead`)
+            rebuilding.check()
+        self.role = "rebuilding" if self.rebuild is not None else "active"
 
 
 def run_projector(settings: Settings) -> None:
@@ -181,6 +231,8 @@ def run_projector(settings: Settings) -> None:
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
     finally:
+        if status.rebuild is not None:
+            status.rebuild.close()
         server.shutdown()
         server.server_close()
         log.info("projector stopped")
@@ -206,9 +258,15 @@ def lead(
             return
         log.info("this projector is now active")
         leader.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        status.role = "rebuilding"
-        rebuild_outdated(database_url, progress=False, catalogs=catalogs)
-        status.role = "active"
+        outdated = prepare_tables(database_url, catalogs)
+        if outdated and status.rebuild is None:
+            log.info(
+                "projections of another version or catalog map found; rebuilding them "
+                "while folding the others",
+                extra={"projections": ",".join(outdated)},
+            )
+            status.rebuild = BackgroundRebuild(database_url, outdated, catalogs)
+        status.folding()
         with (
             psycopg.connect(database_url, connect_timeout=10) as conn,
             psycopg.connect(database_url, connect_timeout=10) as side,
@@ -216,7 +274,7 @@ def lead(
         ):
             tune_session(conn)
             tune_session(side)
-            fold_until_stopped(conn, side, leader, stop, prefetcher, catalogs)
+            fold_until_stopped(conn, side, leader, stop, prefetcher, catalogs, status)
 
 
 def fold_until_stopped(
@@ -226,12 +284,15 @@ def fold_until_stopped(
     stop: threading.Event,
     prefetcher: Prefetcher,
     catalogs: CatalogMap = NO_CATALOGS,
+    status: ProjectorStatus | None = None,
 ) -> None:
     last_lag = 0.0
     with collector_for_batches():
         while not stop.is_set():
             started = time.monotonic()
             read = fold_live_batch(conn, prefetcher=prefetcher, side=side, catalogs=catalogs)
+            if status is not None:
+                status.folding()  # (a failed rebuild raises here, and the projector stops)
             if read:
                 FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
             if time.monotonic() - last_lag > LAG_EVERY_S:

@@ -22,7 +22,7 @@ from metastore.config import ConfigError, load_settings
 from projections.common import dataset_id
 from projections.replay import rebuild
 from projections.runner import catch_up
-from projections.schema import PROJECTIONS
+from projections.schema import PROJECTIONS, REPLAY_LOCK
 from tests.logdata import append, dump_readmodel
 from tests.support import conformance_events, running
 
@@ -355,6 +355,52 @@ def test_a_changed_map_rebuilds_on_restart_and_a_split_gives_back_the_ids(
         assert split == before
         trino = api.get(f"/datasets/{before[TRINO]}").json()
         assert [(n["name"], n["kind"]) for n in trino["names"]] == [(TRINO[1], "emitted")]
+
+
+def folded(conn: Conn, projection: str) -> int:
+    row = conn.execute(
+        "SELECT events_folded FROM projection_state WHERE name = %s", (projection,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_while_the_datasets_rebuild_the_api_serves_and_the_rest_is_folded(
+    conn: Conn, database_url: str, tmp_path: Path
+) -> None:
+    events = seed()
+    total = append(conn, events[:2])  # the Spark job
+    catch_up(conn)
+    catalogs = the_map(tmp_path)
+    env = {"METASTORE_CATALOGS_FILE": str(tmp_path / "catalogs.yaml")}
+    with (
+        psycopg.connect(database_url, autocommit=True) as holder,
+        running("api", database_url, tmp_path) as api_process,
+        httpx.Client(base_url=api_process.base_url + "/api/v1", timeout=10) as api,
+    ):
+        # A rebuild waits for the replay lock: held here, the rebuild cannot finish.
+        holder.execute("SELECT pg_advisory_lock(%s)", (REPLAY_LOCK,))
+        with running("projector", database_url, tmp_path, env=env) as projector:
+            wait_for(lambda: "rebuilding them while folding the others" in projector.output())
+            health = httpx.get(projector.base_url + "/healthz", timeout=5).json()
+            assert health["role"] == "rebuilding"
+            total += append(conn, events[2:])  # the Trino query, meanwhile
+            wait_for(lambda: folded(conn, "jobs") == total and folded(conn, "lineage") == total)
+            # the datasets stay as they were, and are served
+            assert datasets_state(conn) == (2, "")
+            assert api_lookup(api, SPARK) == str(dataset_id(*SPARK))
+            assert (
+                api.get("/datasets", params=dict(zip(("namespace", "name"), TRINO))).json()["items"]
+                == []
+            )
+            holder.execute("SELECT pg_advisory_unlock(%s)", (REPLAY_LOCK,))
+            wait_for(lambda: datasets_state(conn) == (total, catalogs.fingerprint))
+            wait_for(
+                lambda: (
+                    httpx.get(projector.base_url + "/healthz", timeout=5).json()["role"] == "active"
+                )
+            )
+        assert api_lookup(api, TRINO) == api_lookup(api, SPARK) == str(dataset_id(*SPARK))
 
 
 # --- the read API -----------------------------------------------------------------------
