@@ -389,10 +389,8 @@ def test_while_the_datasets_rebuild_the_api_serves_and_the_rest_is_folded(
             # the datasets stay as they were, and are served
             assert datasets_state(conn) == (2, "")
             assert api_lookup(api, SPARK) == str(dataset_id(*SPARK))
-            assert (
-                api.get("/datasets", params=dict(zip(("namespace", "name"), TRINO))).json()["items"]
-                == []
-            )
+            unknown = api.get("/datasets", params={"namespace": TRINO[0], "name": TRINO[1]})
+            assert unknown.json()["items"] == []
             holder.execute("SELECT pg_advisory_unlock(%s)", (REPLAY_LOCK,))
             wait_for(lambda: datasets_state(conn) == (total, catalogs.fingerprint))
             wait_for(
