@@ -40,6 +40,8 @@ class Settings:
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # Which engine catalog is which metastore (the projector joins their names).
     catalogs: CatalogMap = NO_CATALOGS
+    # Namespaces whose TrinoCatalogs add to the map (projector and replay; empty: none).
+    catalogs_from_kubernetes: tuple[str, ...] = ()
 
     @property
     def auth_configured(self) -> bool:
@@ -79,6 +81,13 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "",
         "YAML file of the catalog map: which engine catalog is which metastore (see "
         '"Joining the names of one table"). Read by `projector`, `replay` and `dev`.',
+    ),
+    (
+        "METASTORE_CATALOGS_FROM_KUBERNETES",
+        "",
+        "Comma-separated Kubernetes namespaces whose TrinoClusters and TrinoCatalogs add "
+        "entries to the catalog map (`projector` and `replay`, in a pod with a ServiceAccount "
+        "that may read them; empty: off).",
     ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
@@ -159,6 +168,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         auth_disabled=auth == "disabled",
         tokens={scope: _tokens(env, scope) for scope in SCOPES},
         catalogs=_catalogs(env),
+        catalogs_from_kubernetes=tuple(
+            n.strip()
+            for n in _get(env, "METASTORE_CATALOGS_FROM_KUBERNETES").split(",")
+            if n.strip()
+        ),
     )
 
 
