@@ -205,6 +205,10 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
             "Ingress",
             "Job",
             "PodDisruptionBudget",
+            "Role",
+            "Role",
+            "RoleBinding",
+            "RoleBinding",
             "Secret",
             "Secret",
             "Secret",
@@ -579,6 +583,7 @@ TYPOS = {
         "catalogs[0].engine=e,catalogs[0].catalog=a.b,catalogs[0].metastore=m",
     ],
     "catalog-typo": ["--set", "catalogs[0].engnie=trino://t:8443"],
+    "discovery-namespace": ["--set", "catalogDiscovery.namespaces[0]=Not_A_Namespace"],
 }
 
 
@@ -745,6 +750,7 @@ def test_the_catalog_map_is_a_configmap_the_projector_reads(
 
 def test_no_catalog_map_by_default(default_manifests: list[Manifest]) -> None:
     assert not by_kind(default_manifests, "ConfigMap")
+    assert not by_kind(default_manifests, "Role") and not by_kind(default_manifests, "RoleBinding")
     projector = one(default_manifests, "Deployment", "-projector")["spec"]["template"]
     (container,) = projector["spec"]["containers"]
     assert "METASTORE_CATALOGS_FILE" not in env_of(container)
@@ -763,3 +769,46 @@ def test_a_changed_catalog_map_changes_the_projectors_pod_template(helm: str) ->
         return str(pod["metadata"]["annotations"]["checksum/catalogs"])
 
     assert annotation("hive://a:9083") != annotation("hive://b:9083")
+
+
+def test_catalog_discovery_reads_the_trino_catalogs_with_a_read_only_role(
+    all_on_manifests: list[Manifest],
+) -> None:
+    roles = {r["metadata"]["namespace"]: r for r in by_kind(all_on_manifests, "Role")}
+    bindings = {b["metadata"]["namespace"]: b for b in by_kind(all_on_manifests, "RoleBinding")}
+    assert set(roles) == set(bindings) == {"lineage", "trino"}
+    sa = one(all_on_manifests, "ServiceAccount")["metadata"]["name"]
+    for namespace, role in roles.items():
+        assert role["rules"] == [
+            {
+                "apiGroups": ["trino.stackable.tech"],
+                "resources": ["trinoclusters", "trinocatalogs"],
+                "verbs": ["get", "list"],
+            },
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+        ]
+        binding = bindings[namespace]
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}
+        ]
+    token_path = "/var/run/secrets/kubernetes.io/serviceaccount"
+    for name, spec in pod_specs(all_on_manifests):
+        (container,) = spec["containers"]
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        if name.endswith("-projector"):
+            assert env_of(container)["METASTORE_CATALOGS_FROM_KUBERNETES"] == "lineage,trino"
+            assert token_path in mounts  # the projector alone gets a token
+            (volume,) = [v for v in spec["volumes"] if v["name"] == "kubernetes-api"]
+            sources = volume["projected"]["sources"]
+            assert sources[0]["serviceAccountToken"]["path"] == "token"
+        else:
+            assert token_path not in mounts, name
+            assert "METASTORE_CATALOGS_FROM_KUBERNETES" not in env_of(container), name
+
+
+def test_catalog_discovery_reads_the_release_namespace_by_default(helm: str) -> None:
+    ms = template(helm, "--set", "catalogDiscovery.enabled=true")
+    assert [r["metadata"]["namespace"] for r in by_kind(ms, "Role")] == [NAMESPACE]
+    (container,) = one(ms, "Deployment", "-projector")["spec"]["template"]["spec"]["containers"]
+    assert env_of(container)["METASTORE_CATALOGS_FROM_KUBERNETES"] == NAMESPACE
