@@ -91,9 +91,32 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
         raise Exit("the API did not start (the log above says why)")
 
 
+def with_kubernetes_catalogs(settings: Settings) -> Settings:
+    """`settings` with the entries of METASTORE_CATALOGS_FROM_KUBERNETES's TrinoCatalogs."""
+    if not settings.catalogs_from_kubernetes:
+        return settings
+    import dataclasses
+
+    from metastore.catalogs import CatalogFileError
+    from metastore.trino_catalogs import catalogs_with_kubernetes
+
+    try:
+        catalogs = catalogs_with_kubernetes(
+            settings.catalogs, list(settings.catalogs_from_kubernetes), os.environ
+        )
+    except CatalogFileError as exc:
+        raise Exit(str(exc)) from None
+    log.info(
+        "catalog map with TrinoCatalogs",
+        extra={"entries": len(catalogs.entries), "from_file": len(settings.catalogs.entries)},
+    )
+    return dataclasses.replace(settings, catalogs=catalogs)
+
+
 def cmd_projector(settings: Settings, args: argparse.Namespace) -> None:
     from metastore.migrations import require_current_schema
 
+    settings = with_kubernetes_catalogs(settings)
     require_current_schema(_database_url(settings))
     from projections.runner import run_projector
 
@@ -103,6 +126,7 @@ def cmd_projector(settings: Settings, args: argparse.Namespace) -> None:
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> None:
     from metastore.migrations import require_current_schema
 
+    settings = with_kubernetes_catalogs(settings)
     require_current_schema(_database_url(settings))
     from projections.replay import run_replay
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from metastore.catalogs import NO_CATALOGS, CatalogFileError, CatalogMap, load_catalog_map
 from metastore.tls import TLSFileError, TLSFiles, server_context
 
 T = TypeVar("T")
@@ -41,6 +42,10 @@ class Settings:
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
     read_database_url: str | None = None
     tls: TLSFiles | None = None
+    # Which engine catalog is which metastore (the projector joins their names).
+    catalogs: CatalogMap = NO_CATALOGS
+    # Namespaces whose TrinoCatalogs add to the map (projector and replay; empty: none).
+    catalogs_from_kubernetes: tuple[str, ...] = ()
 
     @property
     def auth_configured(self) -> bool:
@@ -103,6 +108,19 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("METASTORE_READ_TOKENS_FILE", "", "File with one read token a line."),
     ("METASTORE_EXPORT_TOKENS", "", "Comma-separated bearer tokens for /export/..."),
     ("METASTORE_EXPORT_TOKENS_FILE", "", "File with one export token a line."),
+    (
+        "METASTORE_CATALOGS_FILE",
+        "",
+        "YAML file of the catalog map: which engine catalog is which metastore (see "
+        '"Joining the names of one table"). Read by `projector`, `replay` and `dev`.',
+    ),
+    (
+        "METASTORE_CATALOGS_FROM_KUBERNETES",
+        "",
+        "Comma-separated Kubernetes namespaces whose TrinoClusters and TrinoCatalogs add "
+        "entries to the catalog map (`projector` and `replay`, in a pod with a ServiceAccount "
+        "that may read them; empty: off).",
+    ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
 
@@ -246,4 +264,17 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         tokens={scope: _tokens(env, scope) for scope in SCOPES},
         read_database_url=_get(env, "METASTORE_READ_DATABASE_URL") or None,
         tls=_tls(env),
+        catalogs=_catalogs(env),
+        catalogs_from_kubernetes=tuple(
+            n.strip()
+            for n in _get(env, "METASTORE_CATALOGS_FROM_KUBERNETES").split(",")
+            if n.strip()
+        ),
     )
+
+
+def _catalogs(env: Mapping[str, str]) -> CatalogMap:
+    try:
+        return load_catalog_map(_get(env, "METASTORE_CATALOGS_FILE"))
+    except CatalogFileError as exc:
+        raise ConfigError(str(exc)) from None

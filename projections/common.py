@@ -96,6 +96,7 @@ MALFORMED_LABELS = frozenset(
         "jobType",
         "schema",
         "symlinks",
+        "catalog",
         "columnLineage",
         "run.facets",
         "job.facets",
@@ -361,6 +362,17 @@ def fields_hash(fields: Any) -> bytes:
 ColumnEdge = tuple[str, str, str, str, str, str]
 
 
+class CatalogLink(msgspec.Struct, frozen=True):
+    """The metastore's name of a dataset an engine names in one of its catalogs, by a rule
+    (a catalog map entry, or the dataset's `catalog` facet), and why, for each of the two
+    names (a JSON object: see the `joined_by` column of sql/projections/datasets.sql)."""
+
+    namespace: str
+    name: str
+    engine_joined_by: str  # the engine's (emitted) name is in the dataset by this rule
+    metastore_joined_by: str  # the metastore's name is (unless known otherwise)
+
+
 class DatasetRef(msgspec.Struct, frozen=True):
     """A dataset an event names: where (input, output, the dataset of a DatasetEvent)."""
 
@@ -375,6 +387,8 @@ class DatasetRef(msgspec.Struct, frozen=True):
     schema_hash: bytes | None = None
     # The `columnLineage` facet's edges, of an output (or a DatasetEvent's dataset).
     column_edges: list[ColumnEdge] = []
+    # Its name in the metastore behind the engine's catalog, when a catalog rule says so.
+    catalog: CatalogLink | None = None
 
 
 # Stored facets (`facets::text` of a read-model row) back to name -> raw JSON.

@@ -1,11 +1,16 @@
 """Projection `datasets`: datasets with a stable id, the names that point at them, schemas.
 
-The name an event uses and each identifier of its `symlinks` facet are names of one
-dataset. A name seen for the first time joins the dataset of the other names it comes
-with, or starts a new dataset (id = uuid5 of that name). When an event ties names of two
-datasets together, they merge: the dataset first seen in the log survives (so a replay of
-the same log picks the same id), its names and schema versions absorb the other's, and
-the other keeps its row with `merged_into` set.
+The name an event uses, each identifier of its `symlinks` facet, and its metastore's name
+by a catalog rule (a catalog map entry or its `catalog` facet: see decode.catalog_link)
+are names of one dataset. A name seen for the first time joins the dataset of the other
+names it comes with, or starts a new dataset (id = uuid5 of that name). When an event ties
+names of two datasets together, they merge: the dataset first seen in the log survives
+(so a replay of the same log picks the same id), its names and schema versions absorb the
+other's, and the other keeps its row with `merged_into` set. So a dataset's id is the id
+of its name seen first in the log, whatever joined the others to it: a map change that
+splits it again (a rebuild) gives each part the id of its own first name, the id it had
+before the join. A name first used by an event that joins a dataset known by another name
+gets a row for its own id too, `merged_into` that dataset: its id answers as the dataset.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from projections.common import (
 )
 
 NAME = "datasets"
-VERSION = 2  # 2: facets json
+VERSION = 3  # 2: facets json; 3: names joined by catalog rules, dataset_names.joined_by
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -62,8 +67,16 @@ DATASET_TYPES = (
     "bigint",
     "bigint",
 )
-NAME_COLUMNS = ("namespace", "name", "dataset_id", "kind", "symlink_type", "first_seen")
-NAME_TYPES = ("text", "text", "uuid", "text", "text", "timestamptz")
+NAME_COLUMNS = (
+    "namespace",
+    "name",
+    "dataset_id",
+    "kind",
+    "symlink_type",
+    "first_seen",
+    "joined_by",
+)
+NAME_TYPES = ("text", "text", "uuid", "text", "text", "timestamptz", "json")
 VERSION_COLUMNS = (
     "dataset_id",
     "event_time",
@@ -88,7 +101,7 @@ VERSION_TYPES = (
 )
 
 SELECT_NAMES = f"""
-SELECT {", ".join("n." + c for c in NAME_COLUMNS)}
+SELECT {", ".join(f"n.{c}::text AS {c}" if c == "joined_by" else "n." + c for c in NAME_COLUMNS)}
 FROM dataset_names n JOIN unnest(%b::text[], %b::text[]) AS k(namespace, name)
   ON n.namespace = k.namespace AND n.name = k.name
 """
@@ -163,6 +176,20 @@ FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE merged_into = m.
 """
 
 NameKey = tuple[str, str]
+# (namespace, name, kind, symlink type, joined_by): a name as one event gives it.
+GivenName = tuple[str, str, str, str | None, str | None]
+
+# Which kind a name keeps when it comes several ways: the engine's name a catalog rule
+# joins (its `catalog` kind says why it is in the dataset) over the name an event uses,
+# over a symlink, over a metastore name known only by a catalog rule. joined_by is JSON
+# the fold wrote itself (decode.catalog_link), so its role reads as text.
+ENGINE_ROLE = '"role":"engine"'
+
+
+def name_rank(kind: str, joined_by: str | None) -> int:
+    if kind == "catalog":
+        return 3 if joined_by is not None and ENGINE_ROLE in joined_by else 0
+    return 2 if kind == "emitted" else 1
 
 
 class Fold:
@@ -174,6 +201,7 @@ class Fold:
         self.cur = cur
         with loading_cursor(cur) as dcur:
             names = text_array([k[0] for k in keys]), text_array([k[1] for k in keys])
+            # (a dict row's keys are the select list's: joined_by's cast is aliased)
             dcur.execute(SELECT_NAMES, names)
             self.names: dict[NameKey, dict[str, Any]] = {
                 (r["namespace"], r["name"]): r for r in dcur.fetchall()
@@ -223,29 +251,23 @@ class Fold:
 
     def fold_ref(self, event: FoldEvent, ref: DatasetRef) -> None:
         when = event.event_time
-        names: list[tuple[str, str, str, str | None]] = [(ref.namespace, ref.name, "emitted", None)]
-        names += [(ns, n, "symlink", kind) for ns, n, kind in ref.symlinks]
+        link = ref.catalog
+        names: list[GivenName] = [
+            (ref.namespace, ref.name, "emitted", None, None)
+            if link is None
+            else (ref.namespace, ref.name, "catalog", None, link.engine_joined_by)
+        ]
+        names += [(ns, n, "symlink", kind, None) for ns, n, kind in ref.symlinks]
+        if link is not None:
+            names.append((link.namespace, link.name, "catalog", None, link.metastore_joined_by))
         ids = []
-        for ns, n, _, _ in names:
+        for ns, n, _, _, _ in names:
             known = self.names.get((ns, n))
             if known is not None and known["dataset_id"] not in ids:
                 ids.append(known["dataset_id"])
         if not ids:
             did = dataset_id(ref.namespace, ref.name)
-            self.datasets[did] = {
-                "id": did,
-                "namespace": ref.namespace,
-                "name": ref.name,
-                "facets": {},
-                "facet_times": {},
-                "new_facets": True,  # not a column: whether `facets` is to be written
-                "current_fields": None,
-                "first_seen": when,
-                "last_seen": when,
-                "merged_into": None,
-                "first_tx": event.position.tx,
-                "first_seq": event.seq,
-            }
+            self.datasets[did] = self.new_dataset(did, ref, event)
         elif len(ids) == 1:
             did = ids[0]
         else:
@@ -255,8 +277,17 @@ class Fold:
             for loser in ids:
                 if loser != did:
                     self.merge(loser, did)
-        for ns, n, kind, symlink_type in names:
-            self.name(ns, n, did, kind, symlink_type, when)
+        if ids and (ref.namespace, ref.name) not in self.names:
+            # A name first used by an event, of a dataset known by another name: the id
+            # it would have started a dataset with answers as that dataset (as an id
+            # absorbed by a merge does), so an id handed out while a catalog map did not
+            # join the two stays valid once one does (and after a replay).
+            alias = dataset_id(ref.namespace, ref.name)
+            if alias != did:
+                self.datasets[alias] = self.new_dataset(alias, ref, event, merged_into=did)
+                self.changed_datasets.add(alias)
+        for ns, n, kind, symlink_type, joined_by in names:
+            self.name(ns, n, did, kind, symlink_type, joined_by, when)
         dataset = self.datasets[did]
         dataset["first_seen"] = min(dataset["first_seen"], when)
         dataset["last_seen"] = max(dataset["last_seen"], when)
@@ -267,6 +298,26 @@ class Fold:
         self.changed_datasets.add(did)
         self.observe_schema(did, event, ref)
 
+    @staticmethod
+    def new_dataset(
+        did: uuid.UUID, ref: DatasetRef, event: FoldEvent, merged_into: uuid.UUID | None = None
+    ) -> dict[str, Any]:
+        when = event.event_time
+        return {
+            "id": did,
+            "namespace": ref.namespace,
+            "name": ref.name,
+            "facets": {},
+            "facet_times": {},
+            "new_facets": True,  # not a column: whether `facets` is to be written
+            "current_fields": None,
+            "first_seen": when,
+            "last_seen": when,
+            "merged_into": merged_into,
+            "first_tx": event.position.tx,
+            "first_seq": event.seq,
+        }
+
     def name(
         self,
         ns: str,
@@ -274,6 +325,7 @@ class Fold:
         did: uuid.UUID,
         kind: str,
         symlink_type: str | None,
+        joined_by: str | None,
         when: dt.datetime,
     ) -> None:
         row = self.names.get((ns, n))
@@ -285,19 +337,26 @@ class Fold:
                 "kind": kind,
                 "symlink_type": symlink_type,
                 "first_seen": when,
+                "joined_by": joined_by,
             }
             self.changed_names.add((ns, n))
             return
         symlink = row["symlink_type"] or symlink_type
+        rank, stored = name_rank(kind, joined_by), name_rank(row["kind"], row["joined_by"])
+        # The kind ranked highest; among catalog rules of one rank, the earliest event's.
+        takes_kind = rank > stored or (
+            rank == stored and joined_by != row["joined_by"] and when < row["first_seen"]
+        )
         if (
             row["dataset_id"] != did
-            or (kind == "emitted" and row["kind"] != "emitted")
+            or takes_kind
             or symlink != row["symlink_type"]
             or when < row["first_seen"]
         ):
             row["dataset_id"] = did
-            if kind == "emitted":
-                row["kind"] = "emitted"
+            if takes_kind:
+                row["kind"] = kind
+                row["joined_by"] = joined_by
             row["symlink_type"] = symlink
             row["first_seen"] = min(row["first_seen"], when)
             self.changed_names.add((ns, n))
@@ -379,6 +438,12 @@ class Fold:
         for earlier, to in self.merged.items():
             if to == loser:
                 self.merged[earlier] = survivor
+        # (rows this batch absorbed into the loser, or made aliases of it: written after
+        # REPOINT_MERGED, they would point at the loser again)
+        for did, row in self.datasets.items():
+            if row["merged_into"] == loser:
+                row["merged_into"] = survivor
+                self.changed_datasets.add(did)
         self.merged[loser] = survivor
         self.changed_datasets.update((loser, survivor))
         self.changed_versions.update((loser, survivor))
@@ -440,6 +505,8 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Fold | None:
     for event in events:
         for ref in event.refs:
             names = [(ref.namespace, ref.name), *((ns, n) for ns, n, _ in ref.symlinks)]
+            if ref.catalog is not None:
+                names.append((ref.catalog.namespace, ref.catalog.name))
             keys.update(names)
             if ref.schema_hash is not None:
                 schemas.update((k, ref.schema_hash) for k in names)

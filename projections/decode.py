@@ -2,10 +2,11 @@
 
 Besides the envelope and the facets (kept undecoded, see common.Facets), it works out
 once what more than one fold reads: the order key, the `parent` run facet, and per
-dataset its other names (`symlinks`), its schema (`schema`: datasets and history) and
-its field edges (`columnLineage`: column_lineage and history). `fold.read_batch` runs
-this on the prefetcher's thread, which mostly runs while the folding thread waits for
-the server, so it costs the fold little.
+dataset its other names (`symlinks`, and its metastore's name by a catalog rule), its
+schema (`schema`: datasets and history) and its field edges (`columnLineage`:
+column_lineage and history). `fold.read_batch` runs this on the prefetcher's thread,
+which mostly runs while the folding thread waits for the server, so it costs the fold
+little.
 
 A malformed facet is counted here, once per event read.
 """
@@ -18,8 +19,10 @@ from typing import Any
 
 import msgspec
 
+from metastore.catalogs import NO_CATALOGS, CatalogMap, metastore_namespace
 from metastore.eventlog import Position
 from projections.common import (
+    CatalogLink,
     ColumnEdge,
     DatasetRef,
     Facets,
@@ -122,8 +125,10 @@ def fold_event(
     job_namespace: str | None,
     job_name: str | None,
     event_json: str | bytes,
+    catalogs: CatalogMap = NO_CATALOGS,
 ) -> FoldEvent:
-    """A FoldEvent with what every projection needs worked out once."""
+    """A FoldEvent with what every projection needs worked out once (the metastore names
+    of its datasets by the catalog map `catalogs` and their `catalog` facets)."""
     doc = decode_event(event_json)
     run_facets = doc.run.facets if doc.run else None
     return FoldEvent(
@@ -138,25 +143,25 @@ def fold_event(
         run_facets,
         doc.job.facets if doc.job else None,
         job_id(job_namespace, job_name) if job_namespace and job_name else None,
-        dataset_refs(kind, doc),
+        dataset_refs(kind, doc, catalogs),
         [micros(event_time), position.seq],
         parent_ref(run_facets) if kind == "run" and run_id is not None else None,
     )
 
 
-def dataset_refs(kind: str, doc: _Event) -> list[DatasetRef]:
+def dataset_refs(kind: str, doc: _Event, catalogs: CatalogMap = NO_CATALOGS) -> list[DatasetRef]:
     refs: list[DatasetRef] = []
     if kind == "dataset":
         if doc.dataset is not None:
-            _add_ref(refs, "dataset", doc.dataset)
+            _add_ref(refs, "dataset", doc.dataset, catalogs)
         return refs
     for role, datasets in (("input", doc.inputs), ("output", doc.outputs)):
         for ds in datasets or ():
-            _add_ref(refs, role, ds)
+            _add_ref(refs, role, ds, catalogs)
     return refs
 
 
-def _add_ref(refs: list[DatasetRef], role: str, ds: _Dataset) -> None:
+def _add_ref(refs: list[DatasetRef], role: str, ds: _Dataset, catalogs: CatalogMap) -> None:
     namespace, name = text(ds.namespace), text(ds.name)
     if namespace is None or name is None:
         return
@@ -173,7 +178,67 @@ def _add_ref(refs: list[DatasetRef], role: str, ds: _Dataset) -> None:
             None if schema is None else schema[1],
             # An input's column lineage describes another dataset's fields: not folded.
             lineage_edges(namespace, name, facets) if facets and role != "input" else [],
+            catalog_link(namespace, name, facets, catalogs),
         )
+    )
+
+
+def catalog_link(
+    namespace: str, name: str, facets: Facets | None, catalogs: CatalogMap
+) -> CatalogLink | None:
+    """The metastore's name of engine name `namespace`/`name`, or None.
+
+    By the first entry of the catalog map that matches (the operator's word comes first),
+    else by the dataset's `catalog` facet: a facet whose `name` is the catalog the name
+    starts with (`lakehouse.sales.orders` in catalog `lakehouse`) and whose `metadataUri`
+    is a Hive metastore (`thrift://` or `hive://`) makes the rest of the name
+    (`sales.orders`) that metastore's name. A facet of a name that does not start with
+    its catalog (Spark names a Hive table by its location, and says its Hive name with
+    `symlinks`) joins nothing.
+    """
+    match = catalogs.match(namespace, name) if catalogs else None
+    if match is not None:
+        entry = match.entry
+        rule: dict[str, Any] = {
+            "rule": "map",
+            "entry": match.index,
+            "engine": entry.engine,
+            "catalog": entry.catalog,
+            "metastore": entry.metastore,
+        }
+        return _link(rule, namespace, name, entry.metastore, match.name)
+    if not facets or "catalog" not in facets:
+        return None
+    described = facet(facets, "catalog")
+    if described is None or described.get("_deleted") is True:
+        return None
+    catalog, uri = text(described.get("name")), text(described.get("metadataUri"))
+    if catalog is None or uri is None:
+        return None  # (`name` is required by the facet's schema; older Sparks omit it)
+    metastore = metastore_namespace(uri)
+    prefix = catalog + "."
+    if metastore is None or not name.startswith(prefix) or len(name) == len(prefix):
+        return None
+    rule = {
+        "rule": "facet",
+        "entry": None,
+        "engine": namespace,
+        "catalog": catalog,
+        "metastore": metastore,
+    }
+    return _link(rule, namespace, name, metastore, name[len(prefix) :])
+
+
+def _link(
+    rule: dict[str, Any], namespace: str, name: str, metastore: str, metastore_name: str
+) -> CatalogLink:
+    return CatalogLink(
+        metastore,
+        metastore_name,
+        json_text(
+            {**rule, "role": "engine", "via": {"namespace": metastore, "name": metastore_name}}
+        ),
+        json_text({**rule, "role": "metastore", "via": {"namespace": namespace, "name": name}}),
     )
 
 

@@ -25,18 +25,19 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from metastore import pgarray
+from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.eventlog import Position, read_events_after
 from metastore.metrics import DEAD_LETTERS, FOLDED_EVENTS
 from projections.common import FoldEvent, planner_without
 from projections.decode import fold_event
-from projections.schema import SIDE_PROJECTIONS
+from projections.schema import SIDE_PROJECTIONS, rules_of
 
 log = logging.getLogger("metastore.projector")
 
 BATCH_SIZE = 2000
 
 LOAD_STATE = """
-SELECT name, version, cursor_tx::text::bigint, cursor_seq FROM projection_state
+SELECT name, version, rules, cursor_tx::text::bigint, cursor_seq FROM projection_state
 WHERE name = ANY(%s) FOR UPDATE
 """
 SAVE_STATE = """
@@ -74,8 +75,13 @@ def store_dead_letter(cur: psycopg.Cursor[Any], letter: DeadLetter) -> None:
 # switched off for this one statement; the fold's own queries keep the session's plans.
 
 
-def read_batch(conn: psycopg.Connection[Any], after: Position, limit: int) -> list[FoldEvent]:
-    """The next `limit` events past `after`, decoded for the folds.
+def read_batch(
+    conn: psycopg.Connection[Any],
+    after: Position,
+    limit: int,
+    catalogs: CatalogMap = NO_CATALOGS,
+) -> list[FoldEvent]:
+    """The next `limit` events past `after`, decoded for the folds (with `catalogs`).
 
     In the caller's transaction (the setting is reset after the read), or in a
     transaction of its own on an autocommit connection (the prefetcher's).
@@ -95,6 +101,7 @@ def read_batch(conn: psycopg.Connection[Any], after: Position, limit: int) -> li
                 stored.job_namespace,
                 stored.job_name,
                 stored.event,
+                catalogs,
             )
         )
     return events
@@ -164,14 +171,16 @@ def load_cursors(
     conn: psycopg.Connection[Any],
     projections: Sequence[ModuleType],
     side: psycopg.Connection[Any] | None = None,
+    catalogs: CatalogMap = NO_CATALOGS,
 ) -> dict[str, Position]:
-    """The cursors of the projections whose stored tables are of this code's version.
+    """The cursors of the projections whose stored tables are of this code's version and
+    were derived with these `catalogs` (see schema.rules_of).
 
-    (Tables of another version are rebuilt, never folded into by code that does not know
-    their layout.) Locks their state rows until the transaction ends: those of the
-    SIDE_PROJECTIONS in the `side` connection's transaction, when given.
+    (Other tables are rebuilt, never folded into by code that does not know their layout,
+    or by rules they were not derived with.) Locks their state rows until the transaction
+    ends: those of the SIDE_PROJECTIONS in the `side` connection's transaction, when given.
     """
-    versions = {p.NAME: p.VERSION for p in projections}
+    versions = {p.NAME: (p.VERSION, rules_of(p, catalogs)) for p in projections}
     lanes: dict[int, tuple[psycopg.Connection[Any], list[str]]] = {}
     for name in versions:
         on = folding_connection(name, conn, side)
@@ -180,8 +189,8 @@ def load_cursors(
     for on, names in lanes.values():
         with on.cursor(row_factory=tuple_row) as cur:
             cur.execute(LOAD_STATE, (names,))
-            for name, version, tx, seq in cur.fetchall():
-                if versions[name] == version:
+            for name, version, rules, tx, seq in cur.fetchall():
+                if versions[name] == (version, rules):
                     cursors[name] = Position(tx, seq)
     return cursors
 
@@ -216,8 +225,9 @@ class Prefetcher:
     connection is exactly the batch the fold would read itself. Holds at most one batch.
     """
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, catalogs: CatalogMap = NO_CATALOGS) -> None:
         self.database_url = database_url
+        self.catalogs = catalogs
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
         self.conn: psycopg.Connection[Any] | None = None
         self.pending: tuple[Position, int, Future[list[FoldEvent]]] | None = None
@@ -226,7 +236,7 @@ class Prefetcher:
         if self.conn is None or self.conn.closed:
             self.conn = psycopg.connect(self.database_url, autocommit=True, connect_timeout=10)
             utc_session(self.conn)
-        return read_batch(self.conn, after, limit)
+        return read_batch(self.conn, after, limit, self.catalogs)
 
     def request(self, after: Position, limit: int) -> None:
         self.discard()
@@ -276,8 +286,12 @@ def fold_batch(
     dead_letter: DeadLetterSink = store_dead_letter,
     prefetcher: Prefetcher | None = None,
     side: psycopg.Connection[Any] | None = None,
+    catalogs: CatalogMap = NO_CATALOGS,
 ) -> BatchResult:
     """Reads and folds one batch past `cursors` (moved in place), in the open transaction.
+
+    `catalogs`: the catalog map the events are decoded with (a prefetcher has its own,
+    the same).
 
     The caller has set the search path (live or build schema), saves the cursors and
     commits. With a `prefetcher`, the next batch is read while this one folds. With a
@@ -287,7 +301,7 @@ def fold_batch(
     start = min(cursors[p.NAME] for p in projections)
     events = prefetcher.take(start, limit) if prefetcher else None
     if events is None:
-        events = read_batch(conn, start, limit)
+        events = read_batch(conn, start, limit, catalogs)
     result = BatchResult(read=len(events), folded={})
     if not events:
         return result

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from types import ModuleType
@@ -21,6 +22,7 @@ from typing import Any, TextIO
 import psycopg
 from psycopg import errors, sql
 
+from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
 from metastore.eventlog import START, Position
 from metastore.exit import Exit
@@ -44,6 +46,7 @@ from projections.schema import (
     create_readmodel_tables,
     create_tables,
     outdated_projections,
+    rules_of,
     stored_tables,
 )
 
@@ -56,7 +59,7 @@ SWAP_ATTEMPTS = 5
 COUNT_EVENTS = "SELECT count(*) FROM event_log WHERE tx < pg_snapshot_xmin(pg_current_snapshot())"
 SWAPPED_STATE = """
 UPDATE projection_state
-SET version = %(version)s, cursor_tx = %(tx)s::text::xid8, cursor_seq = %(seq)s,
+SET version = %(version)s, rules = %(rules)s, cursor_tx = %(tx)s::text::xid8, cursor_seq = %(seq)s,
     events_folded = %(n)s, last_event_received_at = %(received)s, updated_at = now()
 WHERE name = %(name)s
 """
@@ -77,6 +80,10 @@ MOVE_DEAD_LETTERS = """
 INSERT INTO public.dead_letters (projection, seq, tx, error, failed_at)
 SELECT projection, seq, tx, error, failed_at FROM {} ORDER BY id
 """
+
+
+class RebuildStopped(Exception):
+    """The rebuild was asked to stop (the projector is stopping); nothing was swapped in."""
 
 
 class Progress:
@@ -117,12 +124,18 @@ class Progress:
 
 
 def rebuild(
-    database_url: str, names: Sequence[str], progress: bool = False, limit: int = BATCH_SIZE
+    database_url: str,
+    names: Sequence[str],
+    progress: bool = False,
+    limit: int = BATCH_SIZE,
+    catalogs: CatalogMap = NO_CATALOGS,
+    stop: threading.Event | None = None,
 ) -> int:
     """Rebuilds the named projections from the whole log and swaps them in; returns events.
 
-    One rebuild at a time (REPLAY_LOCK, waited for). Safe while the API serves and the
-    projector folds.
+    With the catalog map `catalogs` (the datasets' names are joined by it). One rebuild at
+    a time (REPLAY_LOCK, waited for). Safe while the API serves and the projector folds.
+    `stop` set: RebuildStopped at the next batch (the build schema is dropped by the next).
     """
     projections = [BY_NAME[n] for n in names]
     with psycopg.connect(database_url) as conn, psycopg.connect(database_url) as side:
@@ -131,8 +144,10 @@ def rebuild(
         conn.execute("SELECT pg_advisory_lock(%s)", (REPLAY_LOCK,))
         conn.commit()
         try:
-            with Prefetcher(database_url) as prefetcher, collector_for_batches():
-                return _rebuild(conn, side, projections, progress, limit, prefetcher)
+            with Prefetcher(database_url, catalogs) as prefetcher, collector_for_batches():
+                return _rebuild(
+                    conn, side, projections, progress, limit, prefetcher, catalogs, stop
+                )
         finally:
             conn.rollback()
             conn.execute("SELECT pg_advisory_unlock(%s)", (REPLAY_LOCK,))
@@ -146,6 +161,8 @@ def _rebuild(
     show: bool,
     limit: int,
     prefetcher: Prefetcher,
+    catalogs: CatalogMap,
+    stop: threading.Event | None,
 ) -> int:
     started = time.monotonic()
     names = [p.NAME for p in projections]
@@ -172,7 +189,14 @@ def _rebuild(
 
     def one_batch(side: psycopg.Connection[Any] | None) -> BatchResult:
         result = fold_batch(
-            conn, projections, cursors, limit, collect, prefetcher=prefetcher, side=side
+            conn,
+            projections,
+            cursors,
+            limit,
+            collect,
+            prefetcher=prefetcher,
+            side=side,
+            catalogs=catalogs,
         )
         for name, count in result.folded.items():
             folded[name] += count
@@ -182,6 +206,8 @@ def _rebuild(
         return result
 
     while True:
+        if stop is not None and stop.is_set():
+            raise RebuildStopped(",".join(names))
         with batch_transaction(conn, BUILD_SCHEMA, side):
             result = one_batch(side)
         if result.read < limit:
@@ -196,7 +222,7 @@ def _rebuild(
                 # The last batches and the swap: one transaction, so one connection.
                 while one_batch(None).read >= limit:
                     pass
-                swap(conn, projections, cursors, folded, received[0])
+                swap(conn, projections, cursors, folded, received[0], catalogs)
             break
         except (errors.LockNotAvailable, errors.DeadlockDetected):
             if attempt == SWAP_ATTEMPTS:
@@ -226,6 +252,7 @@ def swap(
     cursors: dict[str, Position],
     folded: dict[str, int],
     received: Any,
+    catalogs: CatalogMap = NO_CATALOGS,
 ) -> None:
     """Moves the built tables into `readmodel` and records where they stand (in the open tx)."""
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(OLD_SCHEMA)))
@@ -252,6 +279,7 @@ def swap(
             SWAPPED_STATE,
             {
                 "version": projection.VERSION,
+                "rules": rules_of(projection, catalogs),
                 "tx": position.tx,
                 "seq": position.seq,
                 "n": folded[projection.NAME],
@@ -270,17 +298,26 @@ def _in_build(query: str) -> sql.Composed:
     return sql.SQL(query).format(sql.Identifier(BUILD_SCHEMA, BUILD_DEAD_LETTERS))
 
 
-def rebuild_outdated(database_url: str, progress: bool = False) -> list[str]:
-    """Rebuilds the projections whose stored version differs from the code's; returns them."""
+def prepare_tables(database_url: str, catalogs: CatalogMap = NO_CATALOGS) -> list[str]:
+    """Creates the missing read-model tables; returns the projections to rebuild: those
+    whose stored version differs from the code's, or derived with another catalog map."""
     with psycopg.connect(database_url) as conn:
-        create_readmodel_tables(conn)
-        outdated = outdated_projections(conn)
+        create_readmodel_tables(conn, catalogs)
+        return outdated_projections(conn, catalogs)
+
+
+def rebuild_outdated(
+    database_url: str, progress: bool = False, catalogs: CatalogMap = NO_CATALOGS
+) -> list[str]:
+    """Rebuilds the projections whose stored version differs from the code's, or that were
+    derived with another catalog map than `catalogs`; returns them."""
+    outdated = prepare_tables(database_url, catalogs)
     if outdated:
         log.info(
-            "projections of another version found; rebuilding",
+            "projections of another version or catalog map found; rebuilding",
             extra={"projections": ",".join(outdated)},
         )
-        rebuild(database_url, outdated, progress)
+        rebuild(database_url, outdated, progress, catalogs=catalogs)
     return outdated
 
 
@@ -293,9 +330,9 @@ def run_replay(settings: Settings, projection: str | None = None, progress: bool
         )
     names = [projection] if projection else [p.NAME for p in PROJECTIONS]
     with psycopg.connect(settings.database_url) as conn:
-        create_readmodel_tables(conn)
+        create_readmodel_tables(conn, settings.catalogs)
     started = time.monotonic()
-    events = rebuild(settings.database_url, names, progress)
+    events = rebuild(settings.database_url, names, progress, catalogs=settings.catalogs)
     print(
         f"replayed {events:,} events into {', '.join(names)} "
         f"in {time.monotonic() - started:,.1f}s; switched over"

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
 from metastore.eventlog import NOTIFY_CHANNEL
 from metastore.listen import unavailable
@@ -44,8 +45,8 @@ from projections.fold import (
     save_cursors,
     tune_session,
 )
-from projections.replay import rebuild_outdated
-from projections.schema import FOLD_LOCK, LEADER_LOCK, LIVE_SCHEMA, PROJECTIONS
+from projections.replay import RebuildStopped, prepare_tables, rebuild
+from projections.schema import FOLD_LOCK, LEADER_LOCK, LIVE_SCHEMA, PROJECTIONS, adopt_rules
 
 log = logging.getLogger("metastore.projector")
 
@@ -56,42 +57,51 @@ def fold_live_batch(
     limit: int = BATCH_SIZE,
     prefetcher: Prefetcher | None = None,
     side: psycopg.Connection[Any] | None = None,
+    catalogs: CatalogMap = NO_CATALOGS,
 ) -> int:
     """Folds one batch into the live tables and moves the cursors, in one transaction.
 
-    (Two with a `side` connection: see projections.schema.SIDE_PROJECTIONS.) Returns how
-    many events were read (fewer than `limit` means caught up).
+    (Two with a `side` connection: see projections.schema.SIDE_PROJECTIONS.) The datasets'
+    names are joined by the catalog map `catalogs`; a projection derived with another map
+    is not folded into (it waits for its rebuild). Returns how many events were read
+    (fewer than `limit` means caught up).
     """
     with batch_transaction(conn, LIVE_SCHEMA, side):
         # The side connection folds under this lock too: its transaction begins after the
         # lock is taken and ends (a commit without waits) right after it is released.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
-        cursors = load_cursors(conn, projections, side)
+        cursors = load_cursors(conn, projections, side, catalogs)
         projections = [p for p in projections if p.NAME in cursors]
         if not projections:
             return 0
-        result = fold_batch(conn, projections, cursors, limit, prefetcher=prefetcher, side=side)
+        result = fold_batch(
+            conn, projections, cursors, limit, prefetcher=prefetcher, side=side, catalogs=catalogs
+        )
         save_cursors(conn, cursors, result, side)
     return result.read
 
 
-def catch_up(conn_or_url: psycopg.Connection[Any] | str, limit: int = BATCH_SIZE) -> int:
+def catch_up(
+    conn_or_url: psycopg.Connection[Any] | str,
+    limit: int = BATCH_SIZE,
+    catalogs: CatalogMap = NO_CATALOGS,
+) -> int:
     """Folds everything committed to the log so far into the live tables; returns the count.
 
     For tests, benchmarks and tools: what the projector process does, once, synchronously
-    (on one connection when given one).
+    (on one connection when given one), without the rebuild a changed map needs.
     """
     with collector_for_batches():
         if isinstance(conn_or_url, str):
             with (
                 psycopg.connect(conn_or_url) as conn,
                 psycopg.connect(conn_or_url) as side,
-                Prefetcher(conn_or_url) as prefetcher,
+                Prefetcher(conn_or_url, catalogs) as prefetcher,
             ):
                 tune_session(conn)
                 tune_session(side)
-                return _catch_up(conn, limit, prefetcher, side)
-        return _catch_up(conn_or_url, limit, None, None)
+                return _catch_up(conn, limit, prefetcher, side, catalogs)
+        return _catch_up(conn_or_url, limit, None, None, catalogs)
 
 
 def _catch_up(
@@ -99,10 +109,13 @@ def _catch_up(
     limit: int,
     prefetcher: Prefetcher | None,
     side: psycopg.Connection[Any] | None,
+    catalogs: CatalogMap,
 ) -> int:
+    with conn.transaction():
+        adopt_rules(conn, catalogs)  # (fresh tables; others wait for a rebuild)
     total = 0
     while True:
-        read = fold_live_batch(conn, PROJECTIONS, limit, prefetcher, side)
+        read = fold_live_batch(conn, PROJECTIONS, limit, prefetcher, side, catalogs)
         total += read
         if read < limit:
             return total
@@ -127,12 +140,62 @@ SELECT count(*), min(received_at) FROM (
 STATE_POSITIONS = "SELECT name, cursor_tx::text::bigint, cursor_seq FROM projection_state"
 
 
+class BackgroundRebuild:
+    """A rebuild of outdated projections (replay.rebuild) on a thread of its own, with its
+    own connections, while the projector folds the others: the projections it rebuilds
+    are skipped by the live fold (their stored version or rules differ, see
+    fold.load_cursors) until it swaps them in."""
+
+    def __init__(self, database_url: str, names: list[str], catalogs: CatalogMap) -> None:
+        self.names = names
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(database_url, catalogs), name="rebuild", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, database_url: str, catalogs: CatalogMap) -> None:
+        try:
+            rebuild(database_url, self.names, catalogs=catalogs, stop=self.stop)
+        except RebuildStopped:
+            log.info("rebuild stopped", extra={"projections": ",".join(self.names)})
+        except BaseException as exc:
+            self.error = exc
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def check(self) -> None:
+        """Raises the rebuild's error, if it failed (in the folding thread: the database
+        gone, `lead` starts over; anything else stops the projector, as a failed rebuild
+        at start did)."""
+        if self.error is not None:
+            raise self.error
+
+    def close(self, timeout: float = 10.0) -> None:
+        self.stop.set()
+        self.thread.join(timeout)
+
+
 class ProjectorStatus:
     """What /readyz and the logs say about the running projector (shared with the server)."""
 
     def __init__(self, database_url: str) -> None:
         self.database_url = database_url
-        self.role = "starting"  # starting | standby | rebuilding | active | unavailable
+        # starting | standby | rebuilding (folding the projections not being rebuilt) |
+        # active | unavailable
+        self.role = "starting"
+        self.rebuild: BackgroundRebuild | None = None
+
+    def folding(self) -> None:
+        """Active: `rebuilding` while a rebuild runs beside the fold, `active` after."""
+        rebuilding = self.rebuild
+        if rebuilding is not None and not rebuilding.running:
+            self.rebuild = None  # (a failed one is started again by the next `lead`)
+            rebuilding.check()
+        self.role = "rebuilding" if self.rebuild is not None else "active"
 
 
 def run_projector(settings: Settings) -> None:
@@ -152,11 +215,20 @@ def run_projector(settings: Settings) -> None:
         tls = CertificateReloader(settings.tls).attach(server_context(settings.tls))
     server = start_health_server(settings.host, settings.projector_port, status, tls)
     log.info("projector listening", extra={"port": settings.projector_port})
+    if settings.catalogs:
+        log.info(
+            "catalog map read",
+            extra={
+                "file": settings.catalogs.source,
+                "entries": len(settings.catalogs.entries),
+                "fingerprint": settings.catalogs.fingerprint[:16],
+            },
+        )
     backoff = 0.5
     try:
         while not stop.is_set():
             try:
-                lead(settings.database_url, status, stop)
+                lead(settings.database_url, status, stop, settings.catalogs)
                 backoff = 0.5
             except psycopg.OperationalError as exc:
                 status.role = "unavailable"
@@ -167,12 +239,19 @@ def run_projector(settings: Settings) -> None:
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
     finally:
+        if status.rebuild is not None:
+            status.rebuild.close()
         server.shutdown()
         server.server_close()
         log.info("projector stopped")
 
 
-def lead(database_url: str, status: ProjectorStatus, stop: threading.Event) -> None:
+def lead(
+    database_url: str,
+    status: ProjectorStatus,
+    stop: threading.Event,
+    catalogs: CatalogMap = NO_CATALOGS,
+) -> None:
     """Waits to become the active projector, then folds until `stop` (or the DB goes away)."""
     with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as leader:
         while not stop.is_set():
@@ -187,17 +266,23 @@ def lead(database_url: str, status: ProjectorStatus, stop: threading.Event) -> N
             return
         log.info("this projector is now active")
         leader.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        status.role = "rebuilding"
-        rebuild_outdated(database_url, progress=False)
-        status.role = "active"
+        outdated = prepare_tables(database_url, catalogs)
+        if outdated and status.rebuild is None:
+            log.info(
+                "projections of another version or catalog map found; rebuilding them "
+                "while folding the others",
+                extra={"projections": ",".join(outdated)},
+            )
+            status.rebuild = BackgroundRebuild(database_url, outdated, catalogs)
+        status.folding()
         with (
             psycopg.connect(database_url, connect_timeout=10) as conn,
             psycopg.connect(database_url, connect_timeout=10) as side,
-            Prefetcher(database_url) as prefetcher,
+            Prefetcher(database_url, catalogs) as prefetcher,
         ):
             tune_session(conn)
             tune_session(side)
-            fold_until_stopped(conn, side, leader, stop, prefetcher)
+            fold_until_stopped(conn, side, leader, stop, prefetcher, catalogs, status)
 
 
 def fold_until_stopped(
@@ -206,12 +291,16 @@ def fold_until_stopped(
     leader: psycopg.Connection[Any],
     stop: threading.Event,
     prefetcher: Prefetcher,
+    catalogs: CatalogMap = NO_CATALOGS,
+    status: ProjectorStatus | None = None,
 ) -> None:
     last_lag = 0.0
     with collector_for_batches():
         while not stop.is_set():
             started = time.monotonic()
-            read = fold_live_batch(conn, prefetcher=prefetcher, side=side)
+            read = fold_live_batch(conn, prefetcher=prefetcher, side=side, catalogs=catalogs)
+            if status is not None:
+                status.folding()  # (a failed rebuild raises here, and the projector stops)
             if read:
                 FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
             if time.monotonic() - last_lag > LAG_EVERY_S:

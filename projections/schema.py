@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.migrations import sql_dir
 from projections import column_lineage, datasets, history, jobs, lineage, namespaces, runs
 
@@ -35,6 +36,9 @@ BY_NAME = {p.NAME: p for p in PROJECTIONS}
 # server's work: on their own connection it runs on the other core while this process
 # folds the rest.
 SIDE_PROJECTIONS = frozenset({lineage.NAME, column_lineage.NAME, history.NAME})
+# Derived with the catalog map too (which names are one dataset's): a projector given
+# another map rebuilds them, as for another version (projection_state.rules).
+CATALOG_PROJECTIONS = frozenset({datasets.NAME})
 # Tables an earlier version of a projection had and the current one has not: dropped when
 # the projection's tables are created afresh or a rebuild of it is swapped in.
 RETIRED_TABLES: dict[str, tuple[str, ...]] = {history.NAME: ("run_column_edges",)}
@@ -45,14 +49,33 @@ ON CONFLICT (name) DO NOTHING
 """
 RESET_STATE = """
 UPDATE projection_state
-SET version = %s, cursor_tx = '0', cursor_seq = 0, events_folded = 0,
+SET version = %s, rules = %s, cursor_tx = '0', cursor_seq = 0, events_folded = 0,
     last_event_received_at = NULL, updated_at = now()
 WHERE name = %s
+"""
+# Tables with nothing folded into them yet hold nothing any rules derived: they take the
+# given ones without a rebuild.
+ADOPT_RULES = """
+UPDATE projection_state SET rules = %s, updated_at = now()
+WHERE name = %s AND rules <> %s AND cursor_tx = '0' AND cursor_seq = 0
 """
 EXISTING_TABLES = """
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %s AND c.relkind IN ('r', 'p')
 """
+
+
+def rules_of(projection: ModuleType, catalogs: CatalogMap) -> str:
+    """What `projection`'s tables are derived with besides its code ('' for nothing)."""
+    return catalogs.fingerprint if projection.NAME in CATALOG_PROJECTIONS else ""
+
+
+def adopt_rules(conn: psycopg.Connection[Any], catalogs: CatalogMap) -> None:
+    """The projections with nothing folded yet take `catalogs` as what they are derived
+    with (they hold nothing derived otherwise): no rebuild. In the caller's transaction."""
+    for projection in PROJECTIONS:
+        rules = rules_of(projection, catalogs)
+        conn.execute(ADOPT_RULES, (rules, projection.NAME, rules))
 
 
 def stored_tables(projection: ModuleType) -> tuple[str, ...]:
@@ -75,12 +98,15 @@ def existing_tables(conn: psycopg.Connection[Any], schema: str) -> set[str]:
     return {row[0] for row in conn.execute(EXISTING_TABLES, (schema,))}
 
 
-def create_readmodel_tables(conn: psycopg.Connection[Any]) -> list[str]:
+def create_readmodel_tables(
+    conn: psycopg.Connection[Any], catalogs: CatalogMap = NO_CATALOGS
+) -> list[str]:
     """Creates every projection's tables in `readmodel` when missing, and registers each.
 
     A projection whose tables are missing gets them fresh, with its cursor at the start of
-    the log. Tables that exist are left alone (an outdated version is rebuilt by the
-    projector or `metastore replay`). Commits. Returns the names of the projections created.
+    the log (and derived with `catalogs`). Tables that exist are left alone (an outdated
+    version is rebuilt by the projector or `metastore replay`), but those with nothing
+    folded yet take `catalogs`. Commits. Returns the names of the projections created.
     """
     created = []
     with conn.transaction():
@@ -99,19 +125,27 @@ def create_readmodel_tables(conn: psycopg.Connection[Any]) -> list[str]:
                     )
             create_tables(conn, projection, LIVE_SCHEMA)
             conn.execute(REGISTER, (projection.NAME, projection.VERSION))
-            conn.execute(RESET_STATE, (projection.VERSION, projection.NAME))
+            conn.execute(
+                RESET_STATE, (projection.VERSION, rules_of(projection, catalogs), projection.NAME)
+            )
             created.append(projection.NAME)
+        adopt_rules(conn, catalogs)
     return created
 
 
-def stored_versions(conn: psycopg.Connection[Any]) -> dict[str, int]:
-    return dict(conn.execute("SELECT name, version FROM projection_state").fetchall())
+def stored_versions(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, str]]:
+    """Each projection's stored (version, rules)."""
+    rows = conn.execute("SELECT name, version, rules FROM projection_state").fetchall()
+    return {name: (version, rules) for name, version, rules in rows}
 
 
-def outdated_projections(conn: psycopg.Connection[Any]) -> list[str]:
-    """The projections whose stored tables were built by another version of their code."""
-    versions = stored_versions(conn)
-    return [p.NAME for p in PROJECTIONS if versions.get(p.NAME) != p.VERSION]
+def outdated_projections(
+    conn: psycopg.Connection[Any], catalogs: CatalogMap = NO_CATALOGS
+) -> list[str]:
+    """The projections whose stored tables were built by another version of their code,
+    or derived with other rules than `catalogs` gives them."""
+    stored = stored_versions(conn)
+    return [p.NAME for p in PROJECTIONS if stored.get(p.NAME) != (p.VERSION, rules_of(p, catalogs))]
 
 
 # Advisory lock keys (arbitrary constants, one per purpose).

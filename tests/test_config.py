@@ -31,6 +31,7 @@ BAD_VALUES = [
     ("METASTORE_INGEST_TOKENS_FILE", "/nonexistent/ingest-tokens"),
     ("METASTORE_READ_TOKENS_FILE", "/nonexistent/read-tokens"),
     ("METASTORE_EXPORT_TOKENS_FILE", "/nonexistent/export-tokens"),
+    ("METASTORE_CATALOGS_FILE", "/nonexistent/catalogs.yaml"),
 ]
 
 
@@ -47,9 +48,12 @@ def metastore(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 def test_every_variable_with_a_format_is_checked() -> None:
     checked = {name for name, _ in BAD_VALUES}
-    free_text = {"METASTORE_DATABASE_URL", "METASTORE_READ_DATABASE_URL", "METASTORE_HOST"} | {
-        f"METASTORE_{scope}_TOKENS" for scope in ("INGEST", "READ", "EXPORT")
-    }
+    free_text = {
+        "METASTORE_DATABASE_URL",
+        "METASTORE_READ_DATABASE_URL",
+        "METASTORE_HOST",
+        "METASTORE_CATALOGS_FROM_KUBERNETES",
+    } | {f"METASTORE_{scope}_TOKENS" for scope in ("INGEST", "READ", "EXPORT")}
     # The TLS files' mistakes are checked case by case in tests/test_tls.py.
     tls_files = {
         "METASTORE_TLS_CERT_FILE",

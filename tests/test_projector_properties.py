@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metastore.catalogs import NO_CATALOGS, CatalogMap, parse_catalog_map
 from projections.replay import rebuild
 from projections.runner import catch_up
 from projections.schema import PROJECTIONS
@@ -60,7 +61,8 @@ def semantic_view(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         # A dataset is the set of its names, with what we know about it.
         "datasets": sorted(
             q(
-                "SELECT array_agg(n.namespace || ' ' || n.name ORDER BY n.namespace, n.name), "
+                "SELECT array_agg(n.namespace || ' ' || n.name || ' ' || n.kind || ' ' || "
+                "coalesce(n.joined_by::text, '') ORDER BY n.namespace, n.name), "
                 "d.facets, d.current_fields, d.first_seen, d.last_seen, "
                 "(SELECT array_agg(encode(v.fields_hash, 'hex') || v.event_time::text || "
                 "        v.last_event_time::text ORDER BY v.fields_hash) "
@@ -91,12 +93,29 @@ def fresh_database(pg_server: Server, template_db: str) -> Iterator[Any]:
         janitor.drop()
 
 
+# The seed's Trino names joined to their Hive names by a catalog map.
+CATALOGS = parse_catalog_map(
+    "catalogs:\n  - engine: 'trino://trino-coordinator-*:8443'\n    catalog: lakehouse\n"
+    "    metastore: 'hive://hive-metastore:9083'\n",
+    "catalogs.yaml",
+)
+
+
+def folded_view(url: str, catalogs: CatalogMap) -> dict[str, Any]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        append(conn, EVENTS)
+        catch_up(conn, catalogs=catalogs)
+        return semantic_view(conn)
+
+
 @pytest.fixture(scope="module")
 def baseline(fresh_database: Any) -> dict[str, Any]:
-    with psycopg.connect(fresh_database(), autocommit=True) as conn:
-        append(conn, EVENTS)
-        catch_up(conn)
-        return semantic_view(conn)
+    return folded_view(fresh_database(), NO_CATALOGS)
+
+
+@pytest.fixture(scope="module")
+def baseline_with_map(fresh_database: Any) -> dict[str, Any]:
+    return folded_view(fresh_database(), CATALOGS)
 
 
 arrivals = st.permutations(range(len(EVENTS))).flatmap(
@@ -107,6 +126,28 @@ arrivals = st.permutations(range(len(EVENTS))).flatmap(
         st.sampled_from([1, 3, 50, 2000]),  # batch size
     )
 )
+Arrival = tuple[list[int], list[int], list[int], int]
+
+
+def check_arrival(
+    arrival: Arrival, url: str, baseline: dict[str, Any], catalogs: CatalogMap
+) -> None:
+    order, duplicates, chunk_sizes, batch_size = arrival
+    sequence = [EVENTS[i] for i in order]
+    for position, i in enumerate(duplicates):
+        sequence.insert((position * 7) % (len(sequence) + 1), EVENTS[i])
+    with psycopg.connect(url, autocommit=True) as conn:
+        start = 0
+        for size in itertools.cycle(chunk_sizes):
+            if start >= len(sequence):
+                break
+            append(conn, sequence[start : start + size])
+            catch_up(conn, limit=batch_size, catalogs=catalogs)  # as the log grows, in steps
+            start += size
+        incremental = dump_readmodel(conn)
+        assert semantic_view(conn) == baseline
+        rebuild(url, [p.NAME for p in PROJECTIONS], catalogs=catalogs)
+        assert dump_readmodel(conn) == incremental
 
 
 @settings(
@@ -116,24 +157,18 @@ arrivals = st.permutations(range(len(EVENTS))).flatmap(
 )
 @given(arrival=arrivals)
 def test_any_arrival_order_gives_the_same_read_models(
-    arrival: tuple[list[int], list[int], list[int], int],
-    fresh_database: Any,
-    baseline: dict[str, Any],
+    arrival: Arrival, fresh_database: Any, baseline: dict[str, Any]
 ) -> None:
-    order, duplicates, chunk_sizes, batch_size = arrival
-    sequence = [EVENTS[i] for i in order]
-    for position, i in enumerate(duplicates):
-        sequence.insert((position * 7) % (len(sequence) + 1), EVENTS[i])
-    url = fresh_database()
-    with psycopg.connect(url, autocommit=True) as conn:
-        start = 0
-        for size in itertools.cycle(chunk_sizes):
-            if start >= len(sequence):
-                break
-            append(conn, sequence[start : start + size])
-            catch_up(conn, limit=batch_size)  # fold as the log grows, in small steps
-            start += size
-        incremental = dump_readmodel(conn)
-        assert semantic_view(conn) == baseline
-        rebuild(url, [p.NAME for p in PROJECTIONS])
-        assert dump_readmodel(conn) == incremental
+    check_arrival(arrival, fresh_database(), baseline, NO_CATALOGS)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(arrival=arrivals)
+def test_with_a_catalog_map_any_arrival_order_gives_the_same_read_models(
+    arrival: Arrival, fresh_database: Any, baseline_with_map: dict[str, Any]
+) -> None:
+    check_arrival(arrival, fresh_database(), baseline_with_map, CATALOGS)

@@ -1,7 +1,8 @@
 """GET /datasets, /datasets/{dataset_id} and /datasets/{dataset_id}/versions.
 
 A dataset has a stable id and several names (the one events use, the identifiers of its
-`symlinks` facet); the exact lookup `namespace` + `name` resolves any of them.
+`symlinks` facet, the names a catalog rule joined); the exact lookup `namespace` + `name`
+resolves any of them.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
        d.first_seen, d.last_seen,
        coalesce((
            SELECT json_agg(json_build_object('namespace', n.namespace, 'name', n.name,
-                                             'kind', n.kind, 'symlink_type', n.symlink_type)
+                                             'kind', n.kind, 'symlink_type', n.symlink_type,
+                                             'joined_by', n.joined_by)
                            ORDER BY n.kind, n.namespace, n.name)
            FROM readmodel.dataset_names n WHERE n.dataset_id = d.id
        ), '[]')::text,
@@ -106,7 +108,8 @@ SELECT d.id, d.namespace, d.name, v.fields::text, d.facets::text, d.first_seen,
            ) x WHERE n.dataset_id = d.id), d.first_seen),
        coalesce((
            SELECT json_agg(json_build_object('namespace', n.namespace, 'name', n.name,
-                                             'kind', n.kind, 'symlink_type', n.symlink_type)
+                                             'kind', n.kind, 'symlink_type', n.symlink_type,
+                                             'joined_by', n.joined_by)
                            ORDER BY n.kind, n.namespace, n.name)
            FROM readmodel.dataset_names n WHERE n.dataset_id = d.id
        ), '[]')::text,

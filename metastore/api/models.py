@@ -190,14 +190,55 @@ class DatasetPage(Struct):
     next_cursor: Cursor
 
 
+class NameKey(Struct):
+    namespace: str
+    name: str
+
+
+class NameJoin(Struct):
+    """The catalog rule that made a name one of the dataset's."""
+
+    rule: Annotated[
+        Literal["map", "facet"],
+        Meta(
+            description="`map`: an entry of the catalog map (METASTORE_CATALOGS_FILE); "
+            "`facet`: the `catalog` facet the engine's event sent with the dataset."
+        ),
+    ]
+    entry: Annotated[
+        int | None,
+        Meta(description="The map entry's position in the `catalogs` list, from 0 (`map`)."),
+    ]
+    engine: Annotated[
+        str, Meta(description="The entry's engine namespace (exact or a glob), or the facet's.")
+    ]
+    catalog: str
+    metastore: Annotated[str, Meta(description="The metastore's namespace.")]
+    role: Annotated[
+        Literal["engine", "metastore"],
+        Meta(
+            description="`engine`: this is the engine's name `<catalog>.<rest>`; "
+            "`metastore`: this is the metastore's name `<rest>` the rule derived."
+        ),
+    ]
+    via: Annotated[NameKey, Meta(description="The other name of the pair the rule joined.")]
+
+
 class DatasetName(Struct):
     namespace: str
     name: str
     kind: Annotated[
-        Literal["emitted", "symlink"],
-        Meta(description="`emitted`: used by an event; `symlink`: from a symlinks facet."),
+        Literal["emitted", "symlink", "catalog"],
+        Meta(
+            description="`emitted`: used by an event; `symlink`: from a symlinks facet; "
+            "`catalog`: joined by a catalog rule (`joined_by` says which): an engine's name "
+            "joined to its metastore's name, or a metastore's name known only from one."
+        ),
     ]
     symlink_type: str | None
+    joined_by: Annotated[
+        NameJoin | None, Meta(description="For kind `catalog`: the rule that joined it.")
+    ] = None
 
 
 class Dataset(Struct):

@@ -1,10 +1,11 @@
 -- projection: datasets. A dataset has its own stable id; names point at it.
 --
--- (namespace, name) is a lookup key, never the identity: the name an event uses and each
--- identifier of its `symlinks` facet are names of one dataset. Merging two datasets later
--- (the Trino and the Spark name of one table) is `UPDATE dataset_names SET dataset_id`
--- plus `merged_into` on the absorbed row; lineage and column-lineage tables are keyed by
--- names, so they follow without a rewrite.
+-- (namespace, name) is a lookup key, never the identity: the name an event uses, each
+-- identifier of its `symlinks` facet and its metastore's name by a catalog rule (the
+-- catalog map, or the dataset's `catalog` facet) are names of one dataset. Merging two
+-- datasets (the Trino and the Spark name of one table) is `UPDATE dataset_names SET
+-- dataset_id` plus `merged_into` on the absorbed row; lineage and column-lineage tables
+-- are keyed by names, so they follow without a rewrite.
 CREATE TABLE datasets (
     id              uuid        PRIMARY KEY,   -- uuid5 of the first name it was seen under
     namespace       text        NOT NULL,      -- its display name: the first name seen
@@ -29,9 +30,15 @@ CREATE TABLE dataset_names (
     namespace       text        NOT NULL,
     name            text        NOT NULL,
     dataset_id      uuid        NOT NULL,
-    kind            text        NOT NULL,      -- 'emitted' | 'symlink'
+    -- 'emitted' | 'symlink' | 'catalog' (an engine's name joined to its metastore's by a
+    -- catalog rule, or a metastore's name known only from one): see datasets.name_rank
+    kind            text        NOT NULL,
     symlink_type    text,                      -- the symlinks facet's `type` (TABLE, ...)
     first_seen      timestamptz NOT NULL,
+    -- kind 'catalog': the rule that joined it, a JSON object {rule: map|facet, entry (the
+    -- map entry's index), engine, catalog, metastore, role: engine|metastore, via: the
+    -- other name {namespace, name}}; json: compared as the fold wrote it
+    joined_by       json,
     PRIMARY KEY (namespace, name)
 );
 CREATE INDEX dataset_names_dataset ON dataset_names (dataset_id);

@@ -200,6 +200,7 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
     )
     assert kinds(all_on_manifests) == sorted(
         [
+            "ConfigMap",
             "Deployment",
             "Deployment",
             "HorizontalPodAutoscaler",
@@ -207,6 +208,10 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
             "Job",
             "Listener",
             "PodDisruptionBudget",
+            "Role",
+            "Role",
+            "RoleBinding",
+            "RoleBinding",
             "Secret",
             "Secret",
             "Secret",
@@ -596,6 +601,13 @@ TYPOS = {
     "misspelt-replica-key": ["--set", "database.readReplica.hots=pg-ro"],
     "replica-port-out-of-range": ["--set", "database.readReplica.port=0"],
     "listener-class-not-a-name": ["--set", "api.listenerClass=External Stable"],
+    "catalog-without-metastore": ["--set", "catalogs[0].engine=e,catalogs[0].catalog=c"],
+    "catalog-name-with-a-dot": [
+        "--set",
+        "catalogs[0].engine=e,catalogs[0].catalog=a.b,catalogs[0].metastore=m",
+    ],
+    "catalog-typo": ["--set", "catalogs[0].engnie=trino://t:8443"],
+    "discovery-namespace": ["--set", "catalogDiscovery.namespaces[0]=Not_A_Namespace"],
 }
 
 
@@ -892,3 +904,102 @@ def test_notes_with_tls_say_which_ca_to_trust(helm: str) -> None:
         *TLS_SECRET_CLASS, "--set", "api.replicas=1",
     )  # fmt: skip
     assert "WARNING: with tls.secretClass" in one_replica.stdout.split("NOTES:", 1)[1]
+
+
+# --------------------------------------------------------------------------------------
+# the catalog map
+
+
+def test_the_catalog_map_is_a_configmap_the_projector_reads(
+    all_on_manifests: list[Manifest],
+) -> None:
+    from metastore.catalogs import parse_catalog_map
+
+    config_map = one(all_on_manifests, "ConfigMap", "-catalogs")
+    text = config_map["data"]["catalogs.yaml"]
+    catalogs = parse_catalog_map(text, "catalogs.yaml")  # what the projector will read
+    assert [(e.engine, e.catalog, e.metastore) for e in catalogs.entries] == [
+        ("trino://trino-coordinator-*:8443", "lakehouse", "hive://hive-metastore:9083"),
+        (
+            "trino://trino-coordinator.lakehouse.svc.cluster.local:8443",
+            "iceberg",
+            "hive://hive-iceberg:9083",
+        ),
+    ]
+    projector = one(all_on_manifests, "Deployment", "-projector")["spec"]["template"]
+    (container,) = projector["spec"]["containers"]
+    path = env_of(container)["METASTORE_CATALOGS_FILE"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "catalogs"]
+    assert mount["readOnly"] is True and path == mount["mountPath"] + "/catalogs.yaml"
+    (volume,) = [v for v in projector["spec"]["volumes"] if v["name"] == "catalogs"]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    # a changed map rolls the projector, which then re-derives the datasets
+    assert "checksum/catalogs" in projector["metadata"]["annotations"]
+    (api,) = one(all_on_manifests, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
+    assert "METASTORE_CATALOGS_FILE" not in env_of(api)
+
+
+def test_no_catalog_map_by_default(default_manifests: list[Manifest]) -> None:
+    assert not by_kind(default_manifests, "ConfigMap")
+    assert not by_kind(default_manifests, "Role") and not by_kind(default_manifests, "RoleBinding")
+    projector = one(default_manifests, "Deployment", "-projector")["spec"]["template"]
+    (container,) = projector["spec"]["containers"]
+    assert "METASTORE_CATALOGS_FILE" not in env_of(container)
+    assert "checksum/catalogs" not in projector["metadata"]["annotations"]
+
+
+def test_a_changed_catalog_map_changes_the_projectors_pod_template(helm: str) -> None:
+    def annotation(metastore: str) -> str:
+        ms = template(
+            helm,
+            "--set", "catalogs[0].engine=trino://t:8443",
+            "--set", "catalogs[0].catalog=lakehouse",
+            "--set", f"catalogs[0].metastore={metastore}",
+        )  # fmt: skip
+        pod = one(ms, "Deployment", "-projector")["spec"]["template"]
+        return str(pod["metadata"]["annotations"]["checksum/catalogs"])
+
+    assert annotation("hive://a:9083") != annotation("hive://b:9083")
+
+
+def test_catalog_discovery_reads_the_trino_catalogs_with_a_read_only_role(
+    all_on_manifests: list[Manifest],
+) -> None:
+    roles = {r["metadata"]["namespace"]: r for r in by_kind(all_on_manifests, "Role")}
+    bindings = {b["metadata"]["namespace"]: b for b in by_kind(all_on_manifests, "RoleBinding")}
+    assert set(roles) == set(bindings) == {"lineage", "trino"}
+    sa = one(all_on_manifests, "ServiceAccount")["metadata"]["name"]
+    for namespace, role in roles.items():
+        assert role["rules"] == [
+            {
+                "apiGroups": ["trino.stackable.tech"],
+                "resources": ["trinoclusters", "trinocatalogs"],
+                "verbs": ["get", "list"],
+            },
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+        ]
+        binding = bindings[namespace]
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}
+        ]
+    token_path = "/var/run/secrets/kubernetes.io/serviceaccount"
+    for name, spec in pod_specs(all_on_manifests):
+        (container,) = spec["containers"]
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        if name.endswith("-projector"):
+            assert env_of(container)["METASTORE_CATALOGS_FROM_KUBERNETES"] == "lineage,trino"
+            assert token_path in mounts  # the projector alone gets a token
+            (volume,) = [v for v in spec["volumes"] if v["name"] == "kubernetes-api"]
+            sources = volume["projected"]["sources"]
+            assert sources[0]["serviceAccountToken"]["path"] == "token"
+        else:
+            assert token_path not in mounts, name
+            assert "METASTORE_CATALOGS_FROM_KUBERNETES" not in env_of(container), name
+
+
+def test_catalog_discovery_reads_the_release_namespace_by_default(helm: str) -> None:
+    ms = template(helm, "--set", "catalogDiscovery.enabled=true")
+    assert [r["metadata"]["namespace"] for r in by_kind(ms, "Role")] == [NAMESPACE]
+    (container,) = one(ms, "Deployment", "-projector")["spec"]["template"]["spec"]["containers"]
+    assert env_of(container)["METASTORE_CATALOGS_FROM_KUBERNETES"] == NAMESPACE
