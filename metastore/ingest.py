@@ -1,4 +1,5 @@
-"""POST /ingest/openlineage (one event) and /ingest/openlineage/batch (an array of events).
+"""POST /ingest/openlineage (one event) and /ingest/openlineage/batch (an array of events),
+and the same at /api/v1/lineage and /api/v1/lineage/batch (the OpenLineage clients' default).
 
 The body is read with a size limit (METASTORE_MAX_EVENT_BYTES, before and after gzip, so
 a gzip bomb stops at the limit), the envelope is checked (metastore/envelope.py), and the
@@ -40,6 +41,14 @@ IDENTITY_ENCODINGS = {"", "identity"}
 EVENT_PATH = "/ingest/openlineage"
 BATCH_PATH = "/ingest/openlineage/batch"
 PATHS = frozenset({EVENT_PATH, BATCH_PATH})
+# The OpenLineage clients post to `api/v1/lineage` unless told otherwise (the Python and
+# Java clients' default, Marquez's path): a POST there is the same ingest, so an emitter
+# left at its defaults loses nothing. GET /api/v1/lineage stays the read API's graph.
+ALIASES = {"/api/v1/lineage": EVENT_PATH, "/api/v1/lineage/batch": BATCH_PATH}
+WAY_IN = (
+    "POST OpenLineage events to /ingest/openlineage (one event) or /ingest/openlineage/batch "
+    "(a JSON array of events); /api/v1/lineage, the OpenLineage clients' default, works too"
+)
 
 SUCCESS = b'{"status":"success"}'
 
@@ -166,8 +175,17 @@ def _too_large(max_bytes: int, after_gzip: bool = False) -> ProblemError:
     return ProblemError(413, f"the {what} is larger than the limit of {max_bytes} bytes")
 
 
+def ingest_endpoint(method: str, path: str) -> str | None:
+    """The ingest endpoint (a path of PATHS) a request is for, or None when it is not one."""
+    if path in PATHS:
+        return path
+    if method == "POST":
+        return ALIASES.get(path)
+    return None
+
+
 class IngestApp:
-    """The two ingest endpoints (PATHS) as one ASGI app; POST only."""
+    """The two ingest endpoints (PATHS, and their ALIASES for POST) as one ASGI app."""
 
     def __init__(self, committer: GroupCommitter, settings: Settings) -> None:
         self._committer = committer
@@ -175,17 +193,23 @@ class IngestApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
-        assert path in PATHS
+        endpoint = ingest_endpoint(scope["method"], path)
+        assert endpoint is not None
         scope["route"] = Endpoint(path)
         if scope["method"] != "POST":
-            response = problem_response(405, "Method Not Allowed", headers={"Allow": "POST"})
+            response = problem_response(
+                405,
+                f"{scope['method']} is not allowed here: POST OpenLineage events to {path}; "
+                "the stored events are read back with GET /export/openlineage/events",
+                headers={"Allow": "POST"},
+            )
             await response(scope, receive, send)
             return
-        counted = "event" if path == EVENT_PATH else "batch"
+        counted = "event" if endpoint == EVENT_PATH else "batch"
         try:
             body = await read_body(scope, receive, self._max_bytes)
             INGEST_PAYLOAD_BYTES.observe(len(body))
-            if path == EVENT_PATH:
+            if endpoint == EVENT_PATH:
                 answer = await self._post_event(body)
             else:
                 answer = await self._post_batch(body)
