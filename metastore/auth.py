@@ -24,21 +24,21 @@ import hmac
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metastore.config import SCOPES, Settings
-from metastore.ingest import ingest_endpoint
+from metastore.ingest import ALIASES as INGEST_ALIASES
 from metastore.problems import problem_response
 
 # (path prefix, scope); a prefix matches itself and anything below it.
 SCOPE_PREFIXES = (("/ingest", "ingest"), ("/api/v1", "read"), ("/export", "export"))
 _APIS = {"ingest": "ingest API", "read": "read API", "export": "export feed"}
 _PATHS_OF = {
-    "ingest": "POST /ingest/openlineage (or /api/v1/lineage)",
+    "ingest": "POST /ingest/openlineage or /api/v1/lineage",
     "read": "GET /api/v1/...",
     "export": "GET /export/openlineage/events",
 }
 
 
 def required_scope(path: str, method: str = "GET") -> str | None:
-    if ingest_endpoint(method, path) is not None:
+    if method == "POST" and path in INGEST_ALIASES:
         return "ingest"
     for prefix, scope in SCOPE_PREFIXES:
         if path == prefix or path.startswith(prefix + "/"):

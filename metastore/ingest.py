@@ -44,7 +44,8 @@ PATHS = frozenset({EVENT_PATH, BATCH_PATH})
 # The OpenLineage clients post to `api/v1/lineage` unless told otherwise (the Python and
 # Java clients' default, Marquez's path): a POST there is the same ingest, so an emitter
 # left at its defaults loses nothing. GET /api/v1/lineage stays the read API's graph.
-ALIASES = {"/api/v1/lineage": EVENT_PATH, "/api/v1/lineage/batch": BATCH_PATH}
+ALIAS_EVENT_PATH = "/api/v1/lineage"
+ALIASES = {ALIAS_EVENT_PATH: EVENT_PATH, "/api/v1/lineage/batch": BATCH_PATH}
 WAY_IN = (
     "POST OpenLineage events to /ingest/openlineage (one event) or /ingest/openlineage/batch "
     "(a JSON array of events); /api/v1/lineage, the OpenLineage clients' default, works too"
@@ -176,16 +177,20 @@ def _too_large(max_bytes: int, after_gzip: bool = False) -> ProblemError:
 
 
 def ingest_endpoint(method: str, path: str) -> str | None:
-    """The ingest endpoint (a path of PATHS) a request is for, or None when it is not one."""
+    """The ingest endpoint (a path of PATHS) that answers a request, or None.
+
+    The aliases answer every method but GET and HEAD on /api/v1/lineage (the read API's
+    graph): POST is ingest, the others get a 405 listing the methods of the path.
+    """
     if path in PATHS:
         return path
-    if method == "POST":
-        return ALIASES.get(path)
-    return None
+    if path == ALIAS_EVENT_PATH and method in ("GET", "HEAD"):
+        return None
+    return ALIASES.get(path)
 
 
 class IngestApp:
-    """The two ingest endpoints (PATHS, and their ALIASES for POST) as one ASGI app."""
+    """The two ingest endpoints (PATHS, and their ALIASES) as one ASGI app."""
 
     def __init__(self, committer: GroupCommitter, settings: Settings) -> None:
         self._committer = committer
@@ -201,7 +206,7 @@ class IngestApp:
                 405,
                 f"{scope['method']} is not allowed here: POST OpenLineage events to {path}; "
                 "the stored events are read back with GET /export/openlineage/events",
-                headers={"Allow": "POST"},
+                headers={"Allow": "GET, HEAD, POST" if path == ALIAS_EVENT_PATH else "POST"},
             )
             await response(scope, receive, send)
             return
