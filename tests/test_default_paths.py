@@ -189,6 +189,38 @@ def test_the_python_client_at_its_defaults_delivers(api: Process, database: str)
     assert "path=/api/v1/lineage status=200" in api.output()
 
 
+def test_the_async_client_with_gzip_at_its_defaults_delivers(api: Process, database: str) -> None:
+    client = OpenLineageClient(
+        config={
+            "transport": {
+                "type": "async_http",
+                "url": api.base_url,
+                "compression": "gzip",
+                "auth": {"type": "api_key", "apiKey": INGEST},
+            }
+        }
+    )
+    run_id = str(uuid.uuid4())
+    for state in (RunState.START, RunState.COMPLETE):
+        client.emit(
+            RunEvent(
+                eventType=state,
+                eventTime="2024-05-01T10:00:00Z",
+                run=Run(runId=run_id),
+                job=Job(namespace="python-client", name="async-defaults"),
+                producer="https://example.com/metastore-tests",
+            )
+        )
+    transport = client.transport
+    assert transport.wait_for_completion(30)
+    stats = transport.get_stats()  # type: ignore[attr-defined]
+    transport.close(10)
+    assert (stats["failed"], stats["success"]) == (0, 2), stats
+    with psycopg.connect(database) as conn:
+        row = conn.execute("SELECT count(*) FROM event_log WHERE run_id = %s", (run_id,)).fetchone()
+    assert row == (2,)
+
+
 @pytest.mark.parametrize(
     ("method", "path", "token", "status"),
     [
