@@ -34,7 +34,12 @@ async def _problem(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return problem_response(exc.status_code, exc.detail, headers=exc.headers)
+    detail = exc.detail
+    if request.method == "POST" and exc.status_code in (404, 405):
+        # Most likely an emitter pointed at the wrong path: say where events go.
+        what = "no such path" if exc.status_code == 404 else "POST is not allowed here"
+        detail = f"{what} ({request.url.path}): {ingest.WAY_IN}"
+    return problem_response(exc.status_code, detail, headers=exc.headers)
 
 
 async def _database_unavailable(request: Request, exc: Exception) -> Response:
@@ -42,14 +47,14 @@ async def _database_unavailable(request: Request, exc: Exception) -> Response:
 
 
 class IngestFirst:
-    """Sends requests for the ingest paths to the ingest app, all others to `app`."""
+    """Sends requests for the ingest endpoints to the ingest app, all others to `app`."""
 
     def __init__(self, ingest_app: ASGIApp, app: ASGIApp) -> None:
         self.ingest_app = ingest_app
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] in ingest.PATHS:
+        if scope["type"] == "http" and ingest.ingest_endpoint(scope["method"], scope["path"]):
             await self.ingest_app(scope, receive, send)
         else:
             await self.app(scope, receive, send)

@@ -1,9 +1,12 @@
 """Bearer tokens, one scope per API, checked before routing.
 
-`/ingest/...` needs an `ingest` token, `/api/v1/...` (its OpenAPI document included) a
-`read` token, `/export/...` an `export` token. `/healthz`, `/readyz`, `/metrics` and every
-other path are open (an unknown path answers 404 whoever asks; it serves nothing).
-No or an unknown token: 401 with `WWW-Authenticate: Bearer`; a token of another scope: 403.
+`/ingest/...` needs an `ingest` token, and so does a POST to `/api/v1/lineage` and
+`/api/v1/lineage/batch` (the same ingest, at the OpenLineage clients' default path);
+the rest of `/api/v1/...` (its OpenAPI document included) a `read` token, `/export/...` an
+`export` token. `/healthz`, `/readyz`, `/metrics` and every other path are open (an
+unknown path answers 404 whoever asks; it serves nothing). No or an unknown token: 401
+with `WWW-Authenticate: Bearer`; a token of another scope: 403 saying which paths that
+token is for, so a token sent to the wrong place points the user to the right one.
 
 The presented token is compared with every configured token of every scope, with no early
 exit, after hashing both sides to the same length, so the time taken says nothing about
@@ -21,14 +24,22 @@ import hmac
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metastore.config import SCOPES, Settings
+from metastore.ingest import ALIASES as INGEST_ALIASES
 from metastore.problems import problem_response
 
 # (path prefix, scope); a prefix matches itself and anything below it.
 SCOPE_PREFIXES = (("/ingest", "ingest"), ("/api/v1", "read"), ("/export", "export"))
 _APIS = {"ingest": "ingest API", "read": "read API", "export": "export feed"}
+_PATHS_OF = {
+    "ingest": "POST /ingest/openlineage or /api/v1/lineage",
+    "read": "GET /api/v1/...",
+    "export": "GET /export/openlineage/events",
+}
 
 
-def required_scope(path: str) -> str | None:
+def required_scope(path: str, method: str = "GET") -> str | None:
+    if method == "POST" and path in INGEST_ALIASES:
+        return "ingest"
     for prefix, scope in SCOPE_PREFIXES:
         if path == prefix or path.startswith(prefix + "/"):
             return scope
@@ -87,7 +98,7 @@ class BearerAuth:
         if scope["type"] != "http":
             await self._not_http(scope, receive, send)
             return
-        needed = required_scope(scope["path"])
+        needed = required_scope(scope["path"], scope["method"])
         if needed is None or not self.enforced:
             await self.app(scope, receive, send)
             return
@@ -112,9 +123,13 @@ class BearerAuth:
                     headers={"WWW-Authenticate": 'Bearer realm="metastore", error="invalid_token"'},
                 )
             else:
+                token_is_for = " and ".join(
+                    f"the {_APIS[s]} ({_PATHS_OF[s]})" for s in SCOPES if s in granted
+                )
                 response = problem_response(
                     403,
-                    f"the bearer token is not valid for the {api}; it needs scope {needed!r}",
+                    f"this bearer token is for {token_is_for}, not for the {api}: "
+                    f"{scope['method']} {scope['path']} needs a token of scope {needed!r}",
                     headers={
                         "WWW-Authenticate": 'Bearer realm="metastore", '
                         f'error="insufficient_scope", scope="{needed}"'

@@ -3,8 +3,11 @@
 Only the envelope is checked, per the 2-0-2 core schema (`OpenLineage.json`): the kind
 follows from the shape (`run` and `job`: RunEvent; `job` alone: JobEvent; `dataset`:
 DatasetEvent), `eventTime` is a date-time (without a timezone read as UTC, as real
-producers send it), `run.runId` a UUID, `producer` and `schemaURL` strings, job and
-dataset names non-empty. Facets are not looked at: the event is stored exactly as sent.
+producers send it), `run.runId` a UUID, `producer` a string, job and dataset names
+non-empty. `schemaURL`, a string when sent, may be missing or null: the spec requires it,
+but Marquez accepts events without it (its own fixtures have some) and hand-written
+emitters leave it out, and the kind follows from the shape anyway. Facets are not looked
+at: the event is stored exactly as sent.
 
 The structs below are for checking only; the log keeps the original JSON text, so fields
 we do not know survive. The digest (sha256 of the canonical JSON: sorted keys, numbers
@@ -45,10 +48,10 @@ class DatasetRef(msgspec.Struct):
     name: NonEmpty
 
 
-class _Base(msgspec.Struct):
+class _Base(msgspec.Struct, kw_only=True):
     eventTime: dt.datetime
     producer: str
-    schemaURL: str
+    schemaURL: str | None = None  # optional, unlike the spec: see the module's docstring
 
 
 class RunEvent(_Base):

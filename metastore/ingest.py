@@ -1,4 +1,5 @@
-"""POST /ingest/openlineage (one event) and /ingest/openlineage/batch (an array of events).
+"""POST /ingest/openlineage (one event) and /ingest/openlineage/batch (an array of events),
+and the same at /api/v1/lineage and /api/v1/lineage/batch (the OpenLineage clients' default).
 
 The body is read with a size limit (METASTORE_MAX_EVENT_BYTES, before and after gzip, so
 a gzip bomb stops at the limit) and against the process's budget of bytes in flight
@@ -46,6 +47,15 @@ APPLIED_TRANSFER_CODINGS = frozenset({"chunked"})
 EVENT_PATH = "/ingest/openlineage"
 BATCH_PATH = "/ingest/openlineage/batch"
 PATHS = frozenset({EVENT_PATH, BATCH_PATH})
+# The OpenLineage clients post to `api/v1/lineage` unless told otherwise (the Python and
+# Java clients' default, Marquez's path): a POST there is the same ingest, so an emitter
+# left at its defaults loses nothing. GET /api/v1/lineage stays the read API's graph.
+ALIAS_EVENT_PATH = "/api/v1/lineage"
+ALIASES = {ALIAS_EVENT_PATH: EVENT_PATH, "/api/v1/lineage/batch": BATCH_PATH}
+WAY_IN = (
+    "POST OpenLineage events to /ingest/openlineage (one event) or /ingest/openlineage/batch "
+    "(a JSON array of events); /api/v1/lineage, the OpenLineage clients' default, works too"
+)
 
 SUCCESS = b'{"status":"success"}'
 
@@ -192,8 +202,21 @@ def _too_large(max_bytes: int, after_gzip: bool = False) -> ProblemError:
     return ProblemError(413, f"the {what} is larger than the limit of {max_bytes} bytes")
 
 
+def ingest_endpoint(method: str, path: str) -> str | None:
+    """The ingest endpoint (a path of PATHS) that answers a request, or None.
+
+    The aliases answer every method but GET and HEAD on /api/v1/lineage (the read API's
+    graph): POST is ingest, the others get a 405 listing the methods of the path.
+    """
+    if path in PATHS:
+        return path
+    if path == ALIAS_EVENT_PATH and method in ("GET", "HEAD"):
+        return None
+    return ALIASES.get(path)
+
+
 class IngestApp:
-    """The two ingest endpoints (PATHS) as one ASGI app; POST only."""
+    """The two ingest endpoints (PATHS, and their ALIASES) as one ASGI app."""
 
     def __init__(
         self, committer: GroupCommitter, settings: Settings, budget: InflightBudget
@@ -204,19 +227,25 @@ class IngestApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
-        assert path in PATHS
+        endpoint = ingest_endpoint(scope["method"], path)
+        assert endpoint is not None
         scope["route"] = Endpoint(path)
         if scope["method"] != "POST":
-            response = problem_response(405, "Method Not Allowed", headers={"Allow": "POST"})
+            response = problem_response(
+                405,
+                f"{scope['method']} is not allowed here: POST OpenLineage events to {path}; "
+                "the stored events are read back with GET /export/openlineage/events",
+                headers={"Allow": "GET, HEAD, POST" if path == ALIAS_EVENT_PATH else "POST"},
+            )
             await response(scope, receive, send)
             return
-        counted = "event" if path == EVENT_PATH else "batch"
+        counted = "event" if endpoint == EVENT_PATH else "batch"
         # Given back once answered: until then the body and its events are held.
         claim = Claim(self._budget)
         try:
             body = await read_body(scope, receive, self._max_bytes, claim)
             INGEST_PAYLOAD_BYTES.observe(len(body))
-            if path == EVENT_PATH:
+            if endpoint == EVENT_PATH:
                 answer = await self._post_event(body)
             else:
                 # The batch lets its body go once split into events: held here too, a

@@ -134,12 +134,43 @@ def test_a_broken_envelope_is_refused_naming_the_field(
     assert (error.status, error.pointer) == (422, pointer)
 
 
-@pytest.mark.parametrize("field", ["eventTime", "producer", "schemaURL"])
+@pytest.mark.parametrize("field", ["eventTime", "producer"])
 def test_a_missing_required_field_is_named(field: str) -> None:
     event = run_event()
     del event[field]
     error = refusal(encode(event))
     assert (error.status, error.pointer) == (422, f"/{field}")
+
+
+JOB = {"namespace": "n", "name": "j"}
+
+
+def test_a_run_without_a_run_id_is_refused() -> None:
+    error = refusal(encode(run_event(run={"facets": {}})))
+    assert (error.status, error.pointer) == (422, "/run/runId")
+
+
+@pytest.mark.parametrize(
+    ("event", "kind"),
+    [
+        (run_event(), "run"),
+        ({"eventTime": "2024-05-01T10:00:00Z", "producer": "p", "job": JOB}, "job"),
+        ({"eventTime": "2024-05-01T10:00:00Z", "producer": "p", "dataset": JOB}, "dataset"),
+    ],
+)
+def test_schema_url_may_be_left_out_or_null_as_marquez_allows(
+    event: dict[str, Any], kind: str
+) -> None:
+    without = {k: v for k, v in event.items() if k != "schemaURL"}
+    for sent in (without, {**without, "schemaURL": None}):
+        record = parse_event(encode(sent))
+        assert record.kind == kind
+        assert record.event_json == encode(sent)  # stored as sent
+
+
+def test_a_schema_url_that_is_not_a_string_is_refused() -> None:
+    error = refusal(encode(run_event(schemaURL=7)))
+    assert (error.status, error.pointer) == (422, "/schemaURL")
 
 
 def test_a_run_without_a_job_names_the_job() -> None:

@@ -69,9 +69,17 @@ late event about the past changes only the answers about the past.
 `/datasets/{dataset_id}/runs` and `/lineage/runs` answer which run wrote what another
 read.
 
+Ingest: emitters POST events to `/ingest/openlineage` (or a JSON array to
+`/ingest/openlineage/batch`). `POST /api/v1/lineage` and `POST /api/v1/lineage/batch`
+are the same operations at the path OpenLineage clients post to when left at their
+defaults (the Python and Java clients, Marquez): an emitter configured with nothing but
+the URL and the token works. `schemaURL` may be left out.
+
 Authentication: a bearer token of the scope the path belongs to: `ingest` for
-`/ingest/...`, `read` for `/api/v1/...`, `export` for `/export/...` (the scope is
-listed in each operation's security requirement). Health endpoints need none.
+`/ingest/...` and for POST to `/api/v1/lineage`, `read` for the rest of `/api/v1/...`,
+`export` for `/export/...` (the scope is listed in each operation's security
+requirement). No or an unknown token answers 401; a token of another scope 403, whose
+detail says which paths that token is for. Health endpoints need none.
 """
 
 
@@ -111,8 +119,9 @@ class ExportQuery(msgspec.Struct, frozen=True):
 OPENLINEAGE_EVENT = {
     "type": "object",
     "description": "An OpenLineage RunEvent, JobEvent or DatasetEvent "
-    "(https://openlineage.io/spec/2-0-2/OpenLineage.json).",
-    "required": ["eventTime", "producer", "schemaURL"],
+    "(https://openlineage.io/spec/2-0-2/OpenLineage.json). `schemaURL` may be left out "
+    "(as Marquez allows): the kind follows from the event's shape.",
+    "required": ["eventTime", "producer"],
 }
 
 
@@ -148,6 +157,34 @@ _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait.", "schema": {"t
 _INGESTED = {"type": "object", "properties": {"status": {"const": "success"}}}
 _HEALTH = {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]}
 
+_UNSUPPORTED = _problem("Content-Type is not JSON or Content-Encoding not gzip or identity.")
+_EVENT_DESCRIPTION = (
+    "Validates the envelope and appends the event, unchanged, to the log. 200 means it "
+    "is committed (a retry of the same event is stored once)."
+)
+_EVENT_RESPONSES = {
+    "200": _json(_INGESTED, "Stored (committed to the log)."),
+    "400": _problem("The body is not JSON (or not valid gzip)."),
+    "413": _problem("The event is larger than METASTORE_MAX_EVENT_BYTES."),
+    "415": _UNSUPPORTED,
+    "422": _problem("The event breaks the OpenLineage envelope; `pointer` names the field."),
+}
+_BATCH_DESCRIPTION = (
+    "Each event is validated and stored on its own; the answer says which "
+    "failed and whether retrying them can help."
+)
+_BATCH_RESPONSES = {
+    "200": _json({"$ref": REF.format(name="BatchResult")}, "Per-event results."),
+    "400": _problem("The body is not JSON (or not valid gzip)."),
+    "413": _problem("The batch is too large."),
+    "415": _UNSUPPORTED,
+    "422": _problem("The body is not a JSON array."),
+}
+_AT_DEFAULT_PATH = (
+    " The OpenLineage clients' default path, for clients left at their defaults: the same "
+    "as POST /ingest/openlineage{suffix}, which is the documented path."
+)
+
 OTHER_OPERATIONS = (
     OtherOperation(
         "POST",
@@ -155,15 +192,10 @@ OTHER_OPERATIONS = (
         "ingestEvent",
         "Ingest an OpenLineage event",
         "ingest",
-        "Validates the envelope and appends the event, unchanged, to the log. 200 means it "
-        "is committed (a retry of the same event is stored once).",
+        _EVENT_DESCRIPTION,
         scope="ingest",
         body=OPENLINEAGE_EVENT,
-        responses={
-            "200": _json(_INGESTED, "Stored (committed to the log)."),
-            "400": _problem("The event breaks the OpenLineage envelope."),
-            "413": _problem("The event is larger than METASTORE_MAX_EVENT_BYTES."),
-        },
+        responses=_EVENT_RESPONSES,
     ),
     OtherOperation(
         "POST",
@@ -171,15 +203,32 @@ OTHER_OPERATIONS = (
         "ingestBatch",
         "Ingest a batch of events",
         "ingest",
-        "Each event is validated and stored on its own; the answer says which "
-        "failed and whether retrying them can help.",
+        _BATCH_DESCRIPTION,
         scope="ingest",
         body={"type": "array", "items": OPENLINEAGE_EVENT},
-        responses={
-            "200": _json({"$ref": REF.format(name="BatchResult")}, "Per-event results."),
-            "400": _problem("The body is not a JSON array of objects."),
-            "413": _problem("The batch is too large."),
-        },
+        responses=_BATCH_RESPONSES,
+    ),
+    OtherOperation(
+        "POST",
+        "/api/v1/lineage",
+        "ingestEventAtDefaultPath",
+        "Ingest an OpenLineage event (the clients' default path)",
+        "ingest",
+        _EVENT_DESCRIPTION + _AT_DEFAULT_PATH.format(suffix=""),
+        scope="ingest",
+        body=OPENLINEAGE_EVENT,
+        responses=_EVENT_RESPONSES,
+    ),
+    OtherOperation(
+        "POST",
+        "/api/v1/lineage/batch",
+        "ingestBatchAtDefaultPath",
+        "Ingest a batch of events (the clients' default path)",
+        "ingest",
+        _BATCH_DESCRIPTION + _AT_DEFAULT_PATH.format(suffix="/batch"),
+        scope="ingest",
+        body={"type": "array", "items": OPENLINEAGE_EVENT},
+        responses=_BATCH_RESPONSES,
     ),
     OtherOperation(
         "GET",
@@ -290,6 +339,25 @@ _IF_NONE_MATCH = {
 }
 
 
+def _refusals(scope: str, not_found: str | None) -> dict[str, Any]:
+    """401, 403 and 404, which every operation with a scope can answer."""
+    return {
+        "401": _problem(
+            f"No bearer token, or one that is not valid (the `{scope}` scope is needed).",
+            {"WWW-Authenticate": {"description": "`Bearer`.", "schema": {"type": "string"}}},
+        ),
+        "403": _problem(
+            f"The bearer token is valid, but for another scope than `{scope}`; the detail "
+            "names the paths that token is for."
+        ),
+        "404": _problem(
+            not_found
+            or "No such path (a path that differs from this one's, for example by a trailing "
+            "slash); a POST's detail names the ingest path."
+        ),
+    }
+
+
 def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
     parameters = _parameters(op.path_params, "path") + _parameters(op.query, "query")
     responses: dict[str, Any] = {
@@ -298,9 +366,7 @@ def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
     }
     if parameters:
         responses["400"] = _problem("A parameter is invalid; `invalid-params` names it.")
-    responses["401"] = _problem("No valid bearer token of the `read` scope.")
-    if op.not_found:
-        responses["404"] = _problem("No such id.")
+    responses.update(_refusals("read", "No such id." if op.not_found else None))
     responses["503"] = _problem("The database is unavailable; retry.", _RETRY_AFTER)
     return {
         "operationId": op.operation_id,
@@ -329,7 +395,7 @@ def _other_operation(op: OtherOperation) -> dict[str, Any]:
         }
     responses = dict(op.responses)
     if op.scope:
-        responses["401"] = _problem(f"No valid bearer token of the `{op.scope}` scope.")
+        responses.update(_refusals(op.scope, None))
         responses["503"] = _problem(
             "The database is unavailable; retry."
             if op.body is None
@@ -378,7 +444,7 @@ def build_document() -> dict[str, Any]:
             "security": [{"bearer": ["read"]}],
             "responses": {
                 "200": {**_json({"type": "object"}, "The document."), "headers": _ETAG},
-                "401": _problem("No valid bearer token of the `read` scope."),
+                **_refusals("read", None),
             },
         }
     }

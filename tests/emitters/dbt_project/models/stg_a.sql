@@ -1,0 +1,1 @@
+select id, name, amount from {{ source('work', 'a') }}
