@@ -60,6 +60,7 @@ class FoldEvent(msgspec.Struct, frozen=True):
     # by the rows it is stored in: never mutated.
     order: list[int] = []
     parent: ParentRef | None = None  # the `parent` run facet of a run event
+    producer: str | None = None  # the event's `producer` URL
 
     @property
     def seq(self) -> int:
@@ -377,6 +378,8 @@ class DatasetRef(msgspec.Struct, frozen=True):
     schema_hash: bytes | None = None
     # The `columnLineage` facet's edges, of an output (or a DatasetEvent's dataset).
     column_edges: list[ColumnEdge] = []
+    # The `lifecycleStateChange` facet's state (CREATE, DROP, ...), of an output.
+    lifecycle: str | None = None
 
 
 # Stored facets (`facets::text` of a read-model row) back to name -> raw JSON.

@@ -6,6 +6,12 @@ with, or starts a new dataset (id = uuid5 of that name). When an event ties name
 datasets together, they merge: the dataset first seen in the log survives (so a replay of
 the same log picks the same id), its names and schema versions absorb the other's, and
 the other keeps its row with `merged_into` set.
+
+A dataset's display name (its `namespace` and `name` columns) is its most table-like
+name: the least `display_key` of its names, a symlink identifier of type TABLE before a
+name an event used, before any other; then the first seen. A name's key only ever falls
+(a name gains a symlink type or becomes emitted, its first_seen moves earlier), so the
+least key is the same whatever order the events come in.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from projections.common import (
     json_text,
     loading_cursor,
     merge_facets,
+    micros,
     planner_without,
     row_param,
     rows_select,
 )
 
 NAME = "datasets"
-VERSION = 2  # 2: facets json
+VERSION = 3  # 2: facets json; 3: display name by display_key
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -48,6 +55,7 @@ DATASET_COLUMNS = (
     "merged_into",
     "first_tx",
     "first_seq",
+    "display_key",
 )
 DATASET_TYPES = (
     "uuid",
@@ -61,6 +69,7 @@ DATASET_TYPES = (
     "uuid",
     "bigint",
     "bigint",
+    "jsonb",
 )
 NAME_COLUMNS = ("namespace", "name", "dataset_id", "kind", "symlink_type", "first_seen")
 NAME_TYPES = ("text", "text", "uuid", "text", "text", "timestamptz")
@@ -95,6 +104,12 @@ FROM dataset_names n JOIN unnest(%b::text[], %b::text[]) AS k(namespace, name)
 # JSON as text: facets are decoded to name -> raw JSON, never to Python objects (see
 # common.Facets); schema fields are only ever compared by hash and written back.
 TEXT_COLUMNS = frozenset({"facets", "current_fields", "fields"})
+
+
+def display_key(name: dict[str, Any]) -> list[Any]:
+    """How table-like a dataset_names row is, for the display name: least first."""
+    rank = 0 if name["symlink_type"] == "TABLE" else 1 if name["kind"] == "emitted" else 2
+    return [rank, micros(name["first_seen"]), name["namespace"], name["name"]]
 
 
 def _select_list(columns: tuple[str, ...]) -> str:
@@ -245,6 +260,7 @@ class Fold:
                 "merged_into": None,
                 "first_tx": event.position.tx,
                 "first_seq": event.seq,
+                "display_key": None,
             }
         elif len(ids) == 1:
             did = ids[0]
@@ -287,6 +303,7 @@ class Fold:
                 "first_seen": when,
             }
             self.changed_names.add((ns, n))
+            self.display(did, self.names[(ns, n)])
             return
         symlink = row["symlink_type"] or symlink_type
         if (
@@ -301,6 +318,16 @@ class Fold:
             row["symlink_type"] = symlink
             row["first_seen"] = min(row["first_seen"], when)
             self.changed_names.add((ns, n))
+            self.display(did, row)
+
+    def display(self, did: uuid.UUID, name: dict[str, Any]) -> None:
+        """Makes `name` the display name of dataset `did` if it is the more table-like."""
+        dataset = self.datasets[did]
+        key = display_key(name)
+        if dataset["display_key"] is None or key < dataset["display_key"]:
+            dataset["display_key"] = key
+            dataset["namespace"], dataset["name"] = name["namespace"], name["name"]
+            self.changed_datasets.add(did)
 
     def observe_schema(self, did: uuid.UUID, event: FoldEvent, ref: DatasetRef) -> None:
         fields, key = ref.schema_fields, ref.schema_hash
@@ -345,6 +372,11 @@ class Fold:
                 kept["new_facets"] = True
         kept["first_seen"] = min(kept["first_seen"], gone["first_seen"])
         kept["last_seen"] = max(kept["last_seen"], gone["last_seen"])
+        if gone["display_key"] is not None and (
+            kept["display_key"] is None or gone["display_key"] < kept["display_key"]
+        ):
+            kept["display_key"] = gone["display_key"]
+            kept["namespace"], kept["name"] = gone["namespace"], gone["name"]
         gone["merged_into"] = survivor
         gone["current_fields"] = None  # its schemas are the survivor's now
         self.load_all_versions([loser, survivor])
@@ -409,7 +441,7 @@ class Fold:
                 [json_text(r[c]) if r["new_facets"] else UNCHANGED for r in rows]
                 if c == "facets"
                 else [json_text(r[c]) for r in rows]
-                if c == "facet_times"
+                if c in ("facet_times", "display_key")
                 else [r[c] for r in rows]  # current_fields: JSON text already (or None)
                 for c in DATASET_COLUMNS
             ]
