@@ -153,9 +153,7 @@ def fold_job_event(row: dict[str, Any], event: FoldEvent) -> None:
         job_type = facet(row["facets"], "jobType") or {}
         row["job_type"] = text(job_type.get("jobType"))
         row["processing_type"] = text(job_type.get("processingType"))
-        row["integration"] = text(job_type.get("integration")) or integration_of(
-            row["producer"]
-        )
+        row["integration"] = text(job_type.get("integration")) or integration_of(row["producer"])
     if event.kind != "run" or event.run_id is None:
         return
     parent = event.parent

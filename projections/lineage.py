@@ -64,9 +64,7 @@ ON CONFLICT (run_id) DO UPDATE SET
 DIRECTIONS = {"input": "input", "output": "output"}
 
 
-def _span(
-    spans: dict[Any, list[Any]], key: Any, when: dt.datetime, lifecycle: str | None
-) -> None:
+def _span(spans: dict[Any, list[Any]], key: Any, when: dt.datetime, lifecycle: str | None) -> None:
     """[first_seen, last_seen, lifecycle_state, lifecycle_time] of an edge."""
     span = spans.get(key)
     if span is None:
@@ -91,12 +89,12 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         source = "run" if is_run else "static"
         for ref in event.refs:
             direction = DIRECTIONS[ref.role]
-            key = (jid, direction, ref.namespace, ref.name, source)
-            _span(job_edges, key, when, ref.lifecycle)
+            job_key = (jid, direction, ref.namespace, ref.name, source)
+            _span(job_edges, job_key, when, ref.lifecycle)
             if is_run:
                 assert event.run_id is not None
-                key = (event.run_id, jid, direction, ref.namespace, ref.name)
-                _span(run_edges, key, when, ref.lifecycle)
+                run_key = (event.run_id, jid, direction, ref.namespace, ref.name)
+                _span(run_edges, run_key, when, ref.lifecycle)
         if is_run:
             assert event.run_id is not None
             fold_lineage_run(runs, event.run_id, jid, event)

@@ -34,10 +34,11 @@ from metastore.api import (
     search,
     status,
 )
+from metastore.api.examples import example
 from metastore.api.operation import NoParams, Operation
 from metastore.api.responses import json_response
 from metastore.ingest import BatchResult
-from metastore.problems import PROBLEM_JSON, Problem
+from metastore.problems import PROBLEM_BASE, PROBLEM_JSON, TYPES, Problem
 
 PREFIX = "/api/v1"
 CHECKED_IN = Path(__file__).resolve().parent.parent / "openapi.json"
@@ -112,7 +113,29 @@ OPENLINEAGE_EVENT = {
     "type": "object",
     "description": "An OpenLineage RunEvent, JobEvent or DatasetEvent "
     "(https://openlineage.io/spec/2-0-2/OpenLineage.json).",
+    "properties": {
+        "eventTime": {
+            "type": "string",
+            "format": "date-time",
+            "description": "When the event happened.",
+        },
+        "producer": {"type": "string", "description": "URI of the software that emitted it."},
+        "schemaURL": {"type": "string", "description": "URI of the spec version it follows."},
+    },
     "required": ["eventTime", "producer", "schemaURL"],
+}
+TAGS = {
+    "namespaces": "Namespaces with their job and dataset counts.",
+    "jobs": "Jobs with their latest run.",
+    "runs": "Runs: state, times, parents, inputs and outputs, raw events.",
+    "datasets": "Datasets with all their names, schema history, readers and writers.",
+    "lineage": "The job/dataset graph, field-level lineage, run-level lineage.",
+    "search": "Jobs and datasets by name.",
+    "status": "The event log and the projections' progress.",
+    "meta": "This document.",
+    "ingest": "OpenLineage events in.",
+    "export": "The stored events out, as a pull feed.",
+    "health": "Liveness, readiness and metrics for the platform.",
 }
 
 
@@ -134,10 +157,28 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _problem(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+_PROBLEM_EXAMPLE = {
+    "type": PROBLEM_BASE + "not-found",
+    "title": "Not Found",
+    "status": 404,
+    "detail": "no job with id 0191a3f2-7c1e-7a41-9b3e-3c6f0e1d01b8",
+}
+
+
+def _problem(
+    description: str, headers: dict[str, Any] | None = None, *, status: int = 0, kind: str = ""
+) -> dict[str, Any]:
+    example = {
+        "type": PROBLEM_BASE + kind if kind else _PROBLEM_EXAMPLE["type"],
+        "title": description.rstrip("."),
+        "status": status or 404,
+        "detail": description,
+    }
     answer: dict[str, Any] = {
         "description": description,
-        "content": {PROBLEM_JSON: {"schema": {"$ref": REF.format(name="Problem")}}},
+        "content": {
+            PROBLEM_JSON: {"schema": {"$ref": REF.format(name="Problem")}, "example": example}
+        },
     }
     if headers:
         answer["headers"] = headers
@@ -214,6 +255,7 @@ OTHER_OPERATIONS = (
         "healthz",
         "The process is alive",
         "health",
+        "Answers while the process runs (it checks nothing else).",
         responses={"200": _json(_HEALTH, "Alive.")},
     ),
     OtherOperation(
@@ -222,6 +264,7 @@ OTHER_OPERATIONS = (
         "readyz",
         "The database answers and the schema is current",
         "health",
+        "200 when the database answers and its schema is the code's; 503 otherwise.",
         responses={"200": _json(_HEALTH, "Ready."), "503": _json(_HEALTH, "Not ready.")},
     ),
     OtherOperation(
@@ -230,6 +273,7 @@ OTHER_OPERATIONS = (
         "metrics",
         "Prometheus metrics",
         "health",
+        "The process's metrics in the Prometheus text format.",
         responses={
             "200": {
                 "description": "Prometheus text format.",
@@ -290,18 +334,36 @@ _IF_NONE_MATCH = {
 }
 
 
-def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
+def _api_operation(op: Operation, schema_name: str, components: dict[str, Any]) -> dict[str, Any]:
     parameters = _parameters(op.path_params, "path") + _parameters(op.query, "query")
+    body = _json({"$ref": REF.format(name=schema_name)}, "OK.")
+    body["content"]["application/json"]["example"] = example(
+        {"$ref": REF.format(name=schema_name)}, components
+    )
     responses: dict[str, Any] = {
-        "200": {**_json({"$ref": REF.format(name=schema_name)}, "OK."), "headers": _ETAG},
+        "200": {**body, "headers": _ETAG},
         "304": {"description": "Not modified (the If-None-Match ETag matches).", "headers": _ETAG},
     }
     if parameters:
-        responses["400"] = _problem("A parameter is invalid; `invalid-params` names it.")
-    responses["401"] = _problem("No valid bearer token of the `read` scope.")
+        responses["400"] = _problem(
+            "A parameter is invalid; `invalid-params` names it (type `invalid-request`, or "
+            "`invalid-cursor` for a cursor of another list, filter or sort).",
+            status=400,
+            kind="invalid-request",
+        )
+    responses["401"] = _problem(
+        "No valid bearer token of the `read` scope.", status=401, kind="unauthorized"
+    )
     if op.not_found:
-        responses["404"] = _problem("No such id.")
-    responses["503"] = _problem("The database is unavailable; retry.", _RETRY_AFTER)
+        responses["404"] = _problem(
+            "No such id (type `not-found`); with `as_of`, an id whose first event is later "
+            "(type `not-yet`).",
+            status=404,
+            kind="not-found",
+        )
+    responses["503"] = _problem(
+        "The database is unavailable; retry.", _RETRY_AFTER, status=503, kind="unavailable"
+    )
     return {
         "operationId": op.operation_id,
         "summary": op.summary,
@@ -350,11 +412,53 @@ def api_operations() -> list[Operation]:
     return [op for module in API_RESOURCES for op, _ in module.resource.operations]
 
 
+def _describe(components: dict[str, Any]) -> None:
+    """Gives every property a description: its own, else the glossary's."""
+    for schema_name, schema in components.items():
+        for prop, sub in schema.get("properties", {}).items():
+            if "description" in sub:
+                continue
+            text = GLOSSARY.get(f"{schema_name}.{prop}") or GLOSSARY.get(prop)
+            assert text, f"no description for {schema_name}.{prop}: add it to GLOSSARY"
+            sub["description"] = text
+
+
+GLOSSARY = {
+    **models.GLOSSARY,
+    "Problem.type": "What went wrong, as a URI (RFC 9457), one of: "
+    + "; ".join(f"`{PROBLEM_BASE}{kind}`: {text}" for kind, text in TYPES.items()),
+    "Problem.title": "A short summary of the type.",
+    "Problem.status": "The HTTP status code.",
+    "Problem.detail": "What went wrong in this case.",
+    "Problem.instance": "The path of the request.",
+    "Problem.pointer": "The offending field of the body, as a JSON pointer.",
+    "Problem.invalid-params": "Each invalid field or parameter and why.",
+    "InvalidParam.name": "The field (a JSON pointer) or the query parameter's name.",
+    "InvalidParam.reason": "Why it is invalid.",
+    "BatchResult.status": "`success` (all stored) or `partial_success`.",
+    "BatchResult.summary": "How many events were received, stored and refused.",
+    "BatchResult.failed_events": "Each refused event and why.",
+    "BatchSummary.received": "Events in the batch.",
+    "BatchSummary.successful": "Events stored.",
+    "BatchSummary.failed": "Events refused.",
+    "BatchSummary.retriable": "Refused events a retry may store.",
+    "BatchSummary.non_retriable": "Refused events a retry cannot store.",
+    "FailedEvent.index": "Its position in the batch (from 0).",
+    "FailedEvent.reason": "Why it was refused.",
+    "FailedEvent.retriable": "Whether a retry may store it.",
+    "FailedEvent.pointer": "The offending field, as a JSON pointer into the event.",
+    "ExportPage.events": "Events as stored, in log order.",
+}
+
+
 def build_document() -> dict[str, Any]:
     ops = api_operations()
     refs, components = msgspec.json.schema_components(
-        [*(op.response for op in ops), Problem, BatchResult, ExportPage], ref_template=REF
+        [*(op.response for op in ops), Problem, BatchResult, ExportPage, *models.FACET_SCHEMAS],
+        ref_template=REF,
     )
+    components["Facet"] = copy.deepcopy(models.FACET_SCHEMA)
+    _describe(components)
     names = {
         op.operation_id: ref["$ref"].rsplit("/", 1)[1]
         for op, ref in zip(ops, refs[: len(ops)], strict=True)
@@ -362,12 +466,13 @@ def build_document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for op in ops:
         paths.setdefault(PREFIX + op.path, {})[op.method.lower()] = _api_operation(
-            op, names[op.operation_id]
+            op, names[op.operation_id], components
         )
     paths[PREFIX + OPENAPI_OPERATION.path] = {
         "get": {
             "operationId": OPENAPI_OPERATION.operation_id,
             "summary": OPENAPI_OPERATION.summary,
+            "description": OPENAPI_OPERATION.description,
             "tags": ["meta"],
             "security": [{"bearer": ["read"]}],
             "responses": {
@@ -385,25 +490,11 @@ def build_document() -> dict[str, Any]:
             "version": "1.0.0-experimental",
             "description": DESCRIPTION,
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+            "contact": {"name": "Stackable", "url": "https://stackable.tech"},
             "x-experimental": True,
         },
         "servers": [{"url": "/"}],
-        "tags": [
-            {"name": t}
-            for t in (
-                "namespaces",
-                "jobs",
-                "runs",
-                "datasets",
-                "lineage",
-                "search",
-                "status",
-                "meta",
-                "ingest",
-                "export",
-                "health",
-            )
-        ],
+        "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
         "paths": paths,
         "components": {
             "schemas": components,
