@@ -71,7 +71,7 @@ class Problem(msgspec.Struct, omit_defaults=True):
     invalid_params: list[InvalidParam] | None = msgspec.field(name="invalid-params", default=None)
 
 
-_TITLES = {
+TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
@@ -126,7 +126,7 @@ def problem_response(
         invalid_params = [InvalidParam(name=pointer, reason=detail or "")]
     body = Problem(
         type=type_uri(status, kind),
-        title=_TITLES.get(status, "Error"),
+        title=TITLES.get(status, "Error"),
         status=status,
         detail=detail,
         instance=instance,

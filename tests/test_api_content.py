@@ -69,9 +69,7 @@ def test_spark_name_and_hive_symlink_are_one_dataset_trino_another(api: httpx.Cl
     dataset = get(api, f"/datasets/{spark['id']}")
     names = {(n["namespace"], n["name"]): (n["kind"], n["symlink_type"]) for n in dataset["names"]}
     assert names == {SPARK: ("emitted", None), HIVE: ("symlink", "TABLE")}
-    assert [(w["job"]["namespace"], w["job"]["name"]) for w in dataset["producers"]] == [
-        ORDERS_ETL
-    ]
+    assert [(w["job"]["namespace"], w["job"]["name"]) for w in dataset["producers"]] == [ORDERS_ETL]
     assert dataset["producers"][0]["lifecycle_state"] is None  # an ordinary writer
     trino_dataset = get(api, f"/datasets/{trino['id']}")
     assert [(n["namespace"], n["name"]) for n in trino_dataset["names"]] == [TRINO]

@@ -104,6 +104,8 @@ Cursor = Annotated[
     str | None,
     Meta(description="Pass as `cursor` to read the next page; null on the last page."),
 ]
+# Every time in an answer is RFC 3339 in UTC with its offset (`Z`): `format: date-time`.
+Time = Annotated[dt.datetime, Meta(tz=True)]
 RunState = Literal["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER"]
 LifecycleState = Annotated[
     str,
@@ -124,7 +126,7 @@ NameKind = Annotated[
 ]
 Namespace_ = Annotated[str, Meta(examples=["s3a://warehouse"])]
 StartedAt = Annotated[
-    dt.datetime,
+    Time,
     Meta(
         description="The eventTime of the run's START, else (no START seen) the earliest "
         "eventTime of its events: the same rule in every response."
@@ -325,8 +327,8 @@ class Namespace(Struct):
         int,
         Meta(ge=0, description="Datasets with a name in this namespace (symlinks included)."),
     ]
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    first_seen: Time
+    last_seen: Time
 
 
 class NamespacePage(Struct):
@@ -343,9 +345,9 @@ class LatestRun(Struct):
 
     id: uuid.UUID
     state: RunState
-    state_time: dt.datetime
+    state_time: Time
     started_at: StartedAt
-    ended_at: dt.datetime | None
+    ended_at: Time | None
     duration_seconds: Duration
 
 
@@ -358,8 +360,8 @@ class JobSummary(Struct):
     integration: str | None
     description: Description
     parent: JobRef | None
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    first_seen: Time
+    last_seen: Time
     latest_run: LatestRun | None
 
 
@@ -379,8 +381,8 @@ class Job(Struct):
     owners: Owners
     tags: Tags
     facets: JobFacets
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    first_seen: Time
+    last_seen: Time
     parent: JobRef | None
     children: list[JobRef]
     latest_run: LatestRun | None
@@ -407,20 +409,20 @@ class RunSummary(Struct):
     id: uuid.UUID
     job: JobRef
     state: RunState
-    state_time: dt.datetime
+    state_time: Time
     started_at: StartedAt
-    ended_at: dt.datetime | None
+    ended_at: Time | None
     duration_seconds: Duration
-    nominal_start: dt.datetime | None
-    nominal_end: dt.datetime | None
+    nominal_start: Time | None
+    nominal_end: Time | None
     error_message: str | None
     parent: RunRef | None
     root: Annotated[
         RunRef | None,
         Meta(description="The top of its parent chain; null for a run without a parent."),
     ]
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    first_seen: Time
+    last_seen: Time
 
 
 class RunPage(Struct):
@@ -432,16 +434,16 @@ class Run(Struct):
     id: uuid.UUID
     job: JobRef
     state: RunState
-    state_time: dt.datetime
+    state_time: Time
     started_at: StartedAt
-    ended_at: dt.datetime | None
+    ended_at: Time | None
     duration_seconds: Duration
-    nominal_start: dt.datetime | None
-    nominal_end: dt.datetime | None
+    nominal_start: Time | None
+    nominal_end: Time | None
     error_message: str | None
     facets: RunFacets
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    first_seen: Time
+    last_seen: Time
     parent: RunRef | None
     root: Annotated[
         RunRef | None,
@@ -481,7 +483,7 @@ class Lifecycle(Struct):
     """The latest `lifecycleStateChange` reported for the dataset."""
 
     state: LifecycleState
-    changed_at: dt.datetime
+    changed_at: Time
 
 
 class DatasetSummary(Struct):
@@ -504,8 +506,8 @@ class DatasetSummary(Struct):
     ]
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
     lifecycle_state: LifecycleState | None
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    first_seen: Time
+    last_seen: Time
 
 
 class DatasetPage(Struct):
@@ -515,7 +517,7 @@ class DatasetPage(Struct):
 
 class DatasetVersion(Struct):
     version: Annotated[int, Meta(ge=1, description="1 for the first schema seen, then up.")]
-    event_time: Annotated[dt.datetime, Meta(description="When this schema was first seen.")]
+    event_time: Annotated[Time, Meta(description="When this schema was first seen.")]
     fields: SchemaFields
     run: Annotated[
         RunRef | None,
@@ -536,7 +538,7 @@ class RunOfDataset(Struct):
     role: Literal["input", "output"]
     state: RunState
     started_at: StartedAt
-    ended_at: dt.datetime | None
+    ended_at: Time | None
     duration_seconds: Duration
     schema_version: Annotated[
         int | None,
@@ -565,7 +567,7 @@ class DatasetWriter(Struct):
 
     job: JobRef
     last_write_at: Annotated[
-        dt.datetime | None,
+        Time | None,
         Meta(description="Its latest event naming it (null: only declared, a JobEvent)."),
     ]
     lifecycle_state: Annotated[
@@ -591,11 +593,9 @@ class Dataset(Struct):
     dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
     lifecycle: Lifecycle | None
     facets: DatasetFacets
-    first_seen: dt.datetime
-    last_seen: dt.datetime
-    last_write_at: Annotated[
-        dt.datetime | None, Meta(description="The latest event of a job writing it.")
-    ]
+    first_seen: Time
+    last_seen: Time
+    last_write_at: Annotated[Time | None, Meta(description="The latest event of a job writing it.")]
     producers: Annotated[
         list[DatasetWriter],
         Meta(description="Jobs that wrote it (or changed its lifecycle), by name."),
@@ -651,9 +651,7 @@ class DatasetNode(Struct, tag_field="type", tag="dataset"):
     depth: Depth
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
     dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
-    last_write_at: Annotated[
-        dt.datetime | None, Meta(description="The latest event of a job writing it.")
-    ]
+    last_write_at: Annotated[Time | None, Meta(description="The latest event of a job writing it.")]
     lifecycle_state: LifecycleState | None
 
 
@@ -687,7 +685,7 @@ class RunNode(Struct):
     job: JobRef
     state: RunState
     started_at: StartedAt
-    ended_at: dt.datetime | None
+    ended_at: Time | None
     depth: Annotated[int, Meta(ge=0, description="Hops from the start run.")]
 
 
@@ -770,7 +768,7 @@ class LogStatus(Struct):
     events: Annotated[int, Meta(description="Stored events (an estimate above 50,000).")]
     size_bytes: int
     position: Annotated[str, Meta(description="The last readable position (an export cursor).")]
-    last_received_at: dt.datetime | None
+    last_received_at: Time | None
 
 
 class ProjectionStatus(Struct):
@@ -783,7 +781,7 @@ class ProjectionStatus(Struct):
         float, Meta(description="Age of the oldest event it has not folded; 0 when caught up.")
     ]
     dead_letters: int
-    updated_at: dt.datetime
+    updated_at: Time
 
 
 class Status(Struct):

@@ -38,7 +38,7 @@ from metastore.api.examples import example
 from metastore.api.operation import NoParams, Operation
 from metastore.api.responses import json_response
 from metastore.ingest import BatchResult
-from metastore.problems import PROBLEM_BASE, PROBLEM_JSON, TYPES, Problem
+from metastore.problems import PROBLEM_BASE, PROBLEM_JSON, TITLES, TYPES, Problem, type_uri
 
 PREFIX = "/api/v1"
 CHECKED_IN = Path(__file__).resolve().parent.parent / "openapi.json"
@@ -157,27 +157,15 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-_PROBLEM_EXAMPLE = {
-    "type": PROBLEM_BASE + "not-found",
-    "title": "Not Found",
-    "status": 404,
-    "detail": "no job with id 0191a3f2-7c1e-7a41-9b3e-3c6f0e1d01b8",
-}
-
-
 def _problem(
-    description: str, headers: dict[str, Any] | None = None, *, status: int = 0, kind: str = ""
+    description: str, headers: dict[str, Any] | None = None, *, kind: str = ""
 ) -> dict[str, Any]:
-    example = {
-        "type": PROBLEM_BASE + kind if kind else _PROBLEM_EXAMPLE["type"],
-        "title": description.rstrip("."),
-        "status": status or 404,
-        "detail": description,
-    }
+    """A problem answer; `kind` (a key of problems.TYPES) names its example's type."""
+    example = {"type": PROBLEM_BASE + kind} if kind else {}
     answer: dict[str, Any] = {
         "description": description,
         "content": {
-            PROBLEM_JSON: {"schema": {"$ref": REF.format(name="Problem")}, "example": example}
+            PROBLEM_JSON: {"schema": {"$ref": REF.format(name="Problem")}, "x-kind": example}
         },
     }
     if headers:
@@ -334,12 +322,9 @@ _IF_NONE_MATCH = {
 }
 
 
-def _api_operation(op: Operation, schema_name: str, components: dict[str, Any]) -> dict[str, Any]:
+def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
     parameters = _parameters(op.path_params, "path") + _parameters(op.query, "query")
     body = _json({"$ref": REF.format(name=schema_name)}, "OK.")
-    body["content"]["application/json"]["example"] = example(
-        {"$ref": REF.format(name=schema_name)}, components
-    )
     responses: dict[str, Any] = {
         "200": {**body, "headers": _ETAG},
         "304": {"description": "Not modified (the If-None-Match ETag matches).", "headers": _ETAG},
@@ -348,21 +333,17 @@ def _api_operation(op: Operation, schema_name: str, components: dict[str, Any]) 
         responses["400"] = _problem(
             "A parameter is invalid; `invalid-params` names it (type `invalid-request`, or "
             "`invalid-cursor` for a cursor of another list, filter or sort).",
-            status=400,
             kind="invalid-request",
         )
-    responses["401"] = _problem(
-        "No valid bearer token of the `read` scope.", status=401, kind="unauthorized"
-    )
+    responses["401"] = _problem("No valid bearer token of the `read` scope.", kind="unauthorized")
     if op.not_found:
         responses["404"] = _problem(
             "No such id (type `not-found`); with `as_of`, an id whose first event is later "
             "(type `not-yet`).",
-            status=404,
             kind="not-found",
         )
     responses["503"] = _problem(
-        "The database is unavailable; retry.", _RETRY_AFTER, status=503, kind="unavailable"
+        "The database is unavailable; retry.", _RETRY_AFTER, kind="unavailable"
     )
     return {
         "operationId": op.operation_id,
@@ -410,6 +391,24 @@ OPENAPI_OPERATION = Operation(
 
 def api_operations() -> list[Operation]:
     return [op for module in API_RESOURCES for op, _ in module.resource.operations]
+
+
+def _add_examples(paths: dict[str, Any], components: dict[str, Any]) -> None:
+    """An example on every JSON answer that has none: made from its schema."""
+    for operations in paths.values():
+        for operation in operations.values():
+            for code, answer in operation["responses"].items():
+                for media, content in answer.get("content", {}).items():
+                    if media == PROBLEM_JSON:
+                        kind = content.pop("x-kind", {})
+                        content["example"] = {
+                            "type": kind.get("type") or type_uri(int(code)),
+                            "title": TITLES.get(int(code), "Error"),
+                            "status": int(code),
+                            "detail": answer["description"],
+                        }
+                    elif media.endswith("json") and "example" not in content:
+                        content["example"] = example(content["schema"], components)
 
 
 def _describe(components: dict[str, Any]) -> None:
@@ -466,7 +465,7 @@ def build_document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for op in ops:
         paths.setdefault(PREFIX + op.path, {})[op.method.lower()] = _api_operation(
-            op, names[op.operation_id], components
+            op, names[op.operation_id]
         )
     paths[PREFIX + OPENAPI_OPERATION.path] = {
         "get": {
@@ -483,6 +482,7 @@ def build_document() -> dict[str, Any]:
     }
     for other in OTHER_OPERATIONS:
         paths.setdefault(other.path, {})[other.method.lower()] = _other_operation(other)
+    _add_examples(paths, components)
     return {
         "openapi": "3.1.0",
         "info": {
