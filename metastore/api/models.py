@@ -21,7 +21,9 @@ REF = "#/components/schemas/{name}"
 
 # JSON passed through without a decode (stored events, schema fields, facets): the schema
 # describes what the producer is expected to have sent (the OpenLineage spec's shapes).
-JSONObject = Annotated[msgspec.Raw, Meta(extra_json_schema={"type": "object"})]
+JSONObject = Annotated[
+    msgspec.Raw, Meta(extra_json_schema={"type": "object", "additionalProperties": True})
+]
 
 
 def _facets(standard: dict[str, str]) -> dict[str, Any]:

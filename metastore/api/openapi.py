@@ -411,6 +411,16 @@ def _add_examples(paths: dict[str, Any], components: dict[str, Any]) -> None:
                         content["example"] = example(content["schema"], components)
 
 
+def _passed_through(schema: dict[str, Any], is_facet: bool) -> None:
+    """A facet (or a part of one) is JSON as the producer sent it: no defaults are filled
+    in, and a facet has `_producer`, `_schemaURL` and maybe fields of its own."""
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+    if is_facet:
+        schema["properties"] = {**models.FACET_SCHEMA["properties"], **schema["properties"]}
+        schema["additionalProperties"] = True
+
+
 def _describe(components: dict[str, Any]) -> None:
     """Gives every property a description: its own, else the glossary's."""
     for schema_name, schema in components.items():
@@ -457,6 +467,8 @@ def build_document() -> dict[str, Any]:
         ref_template=REF,
     )
     components["Facet"] = copy.deepcopy(models.FACET_SCHEMA)
+    for facet in models.FACET_SCHEMAS:
+        _passed_through(components[facet.__name__], facet.__name__.endswith("Facet"))
     _describe(components)
     names = {
         op.operation_id: ref["$ref"].rsplit("/", 1)[1]
@@ -475,7 +487,10 @@ def build_document() -> dict[str, Any]:
             "tags": ["meta"],
             "security": [{"bearer": ["read"]}],
             "responses": {
-                "200": {**_json({"type": "object"}, "The document."), "headers": _ETAG},
+                "200": {
+                    **_json({"type": "object", "additionalProperties": True}, "The document."),
+                    "headers": _ETAG,
+                },
                 "401": _problem("No valid bearer token of the `read` scope."),
             },
         }
