@@ -103,12 +103,14 @@ SELECT EXISTS (SELECT 1 FROM readmodel.runs WHERE id = %(run_id)s)
 class ListQuery(msgspec.Struct, frozen=True):
     job_id: Annotated[uuid.UUID | None, Meta(description="Only runs of this job.")] = None
     state: Annotated[models.RunState | None, Meta(description="Only runs in this state.")] = None
-    since: Annotated[
-        params.Timestamp | None, Meta(description="Only runs first seen at or after this.")
-    ] = None
-    until: Annotated[
-        params.Timestamp | None, Meta(description="Only runs first seen before this.")
-    ] = None
+    since: (
+        Annotated[dt.datetime, Meta(tz=True, description="Only runs first seen at or after this.")]
+        | None
+    ) = None
+    until: (
+        Annotated[dt.datetime, Meta(tz=True, description="Only runs first seen before this.")]
+        | None
+    ) = None
     sort: Annotated[
         Literal["first_seen", "started", "failed_first"],
         Meta(
