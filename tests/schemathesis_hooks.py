@@ -51,6 +51,8 @@ KEYS: dict[str, tuple[str, Any, bool]] = {
         True,
     ),
     "/api/v1/search": ("search", lambda q: [1, "orders", "job", _ID], True),
+    "/api/v1/jobs/{job_id}/datasets": ("job-datasets", lambda q: ["file", "/tmp", _ID], True),
+    "/api/v1/runs/{run_id}/datasets": ("run-datasets", lambda q: ["file", "/tmp", _ID], True),
 }
 
 

@@ -375,3 +375,22 @@ def test_job_inputs_and_outputs_come_with_their_counts(helper: Counting) -> None
     assert [(d["namespace"], d["name"]) for d in etl["outputs"]] == [HIVE]
     run = helper.get_json(f"/runs/{ETL_RUN}")
     assert (run["input_count"], run["output_count"], run["inputs"]) == (1, 1, etl["inputs"])
+
+
+def test_the_whole_list_behind_the_capped_inputs_and_outputs(helper: Counting) -> None:
+    etl = helper.get_json(f"/jobs/{job(helper, ORDERS_ETL)['id']}")
+    for direction in ("input", "output"):
+        listed = every_small(helper, f"/jobs/{etl['id']}/datasets", direction=direction)
+        assert listed == etl[f"{direction}s"]
+        of_run = every_small(helper, f"/runs/{ETL_RUN}/datasets", direction=direction)
+        assert of_run == listed
+    airflow = every(helper, "/jobs", namespace="airflow")
+    outputs = {
+        j["name"]: every_small(helper, f"/jobs/{j['id']}/datasets", direction="output")
+        for j in airflow
+    }
+    assert sum(len(o) for o in outputs.values()) >= 3
+    assert (
+        helper.get(f"/jobs/{uuid.uuid4()}/datasets", params={"direction": "input"}).status_code
+        == 404
+    )

@@ -17,6 +17,7 @@ from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, decode_cursor, page
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
+    DATASETS_PAGE,
     description,
     duration,
     edge_datasets,
@@ -180,6 +181,32 @@ GET = Operation(
     "as of then; names, facets, parent and children as they are now. A job first seen "
     "after `as_of` answers 404.",
 )
+
+
+class DatasetsQuery(msgspec.Struct, frozen=True):
+    direction: Annotated[
+        Literal["input", "output"],
+        Meta(description="`input`: the datasets it reads; `output`: those it writes."),
+    ]
+    limit: params.Limit = params.DEFAULT_LIMIT
+    cursor: params.Cursor = None
+
+
+DATASETS = Operation(
+    "GET",
+    "/jobs/{job_id}/datasets",
+    "listJobDatasets",
+    "The datasets a job reads or writes",
+    models.DatasetRefPage,
+    tag="jobs",
+    path_params=JobPath,
+    query=DatasetsQuery,
+    not_found=True,
+    description="Every dataset the job reads (`direction=input`) or writes (output), over "
+    "all its runs and its static lineage, by display name: the whole list behind the "
+    "first 100 in /jobs/{job_id}.",
+)
+JOB_EXISTS = "SELECT 1 FROM readmodel.jobs WHERE id = %(id)s"
 resource = Resource()
 
 
@@ -287,4 +314,52 @@ async def get_job(request: Request) -> Response:
             tags=_tags.decode(r[25]),
             run_count=r[26],
         ),
+    )
+
+
+@resource.add(DATASETS)
+async def list_job_datasets(request: Request) -> Response:
+    path: JobPath = DATASETS.parse_path(request)
+    query: DatasetsQuery = DATASETS.parse_query(request)
+    answer = await datasets_page(
+        request,
+        DATASETS_PAGE.format(table="job_edges", key="job_id"),
+        JOB_EXISTS,
+        "job",
+        path.job_id,
+        query,
+        bound_kind("job-datasets", query, path.job_id),
+    )
+    return json_response(request, answer)
+
+
+async def datasets_page(
+    request: Request,
+    sql: str,
+    exists: str,
+    what: str,
+    id_: uuid.UUID,
+    query: Any,
+    kind: str,
+) -> models.DatasetRefPage:
+    """A page of the datasets of a job or run (404 when the job or run is unknown)."""
+    after: tuple[Any, ...] = (None, None, None)
+    if query.cursor is not None:
+        after = decode_cursor(query.cursor, kind, [str, str, uuid.UUID])
+    args = {
+        "id": id_,
+        "direction": query.direction,
+        "after_namespace": after[0],
+        "after_name": after[1],
+        "after_id": after[2],
+        "limit": query.limit + 1,
+    }
+    async with connection(request) as conn:
+        if await row(conn, exists, {"id": id_}) is None:
+            raise not_found(what, id_)
+        found = await rows(conn, sql, args)
+    items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2], r[0]))
+    return models.DatasetRefPage(
+        items=[models.DatasetRef(id=r[0], namespace=r[1], name=r[2]) for r in items],
+        next_cursor=next_cursor,
     )

@@ -801,6 +801,7 @@ ALL: tuple[Any, ...] = (
     DatasetPage,
     Dataset,
     DatasetVersionPage,
+    DatasetRefPage,
     LineageGraph,
     ColumnLineage,
     SearchPage,

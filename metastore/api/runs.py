@@ -13,10 +13,11 @@ from starlette.responses import Response
 
 from metastore.api import models, params
 from metastore.api.db import connection, not_found, row, rows
+from metastore.api.jobs import DatasetsQuery, datasets_page
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, decode_cursor, page
 from metastore.api.responses import json_response
-from metastore.api.sqlparts import duration, edge_datasets, run_ref, started
+from metastore.api.sqlparts import DATASETS_PAGE, duration, edge_datasets, run_ref, started
 from metastore.problems import ProblemError
 from projections.common import job_id
 
@@ -169,6 +170,20 @@ EVENTS = Operation(
     not_found=True,
     description="The run's OpenLineage events exactly as stored, in log order.",
 )
+DATASETS = Operation(
+    "GET",
+    "/runs/{run_id}/datasets",
+    "listRunDatasets",
+    "The datasets a run read or wrote",
+    models.DatasetRefPage,
+    tag="runs",
+    path_params=RunPath,
+    query=DatasetsQuery,
+    not_found=True,
+    description="Every dataset the run read (`direction=input`) or wrote (output), by "
+    "display name: the whole list behind the first 100 in /runs/{run_id}.",
+)
+RUN_EXISTS = "SELECT 1 FROM readmodel.runs WHERE id = %(id)s"
 resource = Resource()
 
 
@@ -292,3 +307,19 @@ async def list_run_events(request: Request) -> Response:
         request,
         models.RunEventPage(items=[msgspec.Raw(r[2]) for r in items], next_cursor=next_cursor),
     )
+
+
+@resource.add(DATASETS)
+async def list_run_datasets(request: Request) -> Response:
+    path: RunPath = DATASETS.parse_path(request)
+    query: DatasetsQuery = DATASETS.parse_query(request)
+    answer = await datasets_page(
+        request,
+        DATASETS_PAGE.format(table="run_edges", key="run_id"),
+        RUN_EXISTS,
+        "run",
+        path.run_id,
+        query,
+        bound_kind("run-datasets", query, path.run_id),
+    )
+    return json_response(request, answer)

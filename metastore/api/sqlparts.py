@@ -25,6 +25,21 @@ coalesce((
 REF_CAP = 100
 
 
+# A page of the datasets a job (job_edges) or run (run_edges) read or wrote, by display
+# name: the whole list behind the capped `inputs` and `outputs`.
+DATASETS_PAGE = """
+SELECT DISTINCT d.id, d.namespace, d.name
+FROM readmodel.{table} e
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+JOIN readmodel.datasets d ON d.id = n.dataset_id
+WHERE e.{key} = %(id)s AND e.direction = %(direction)s
+  AND (%(after_namespace)s::text IS NULL
+       OR (d.namespace, d.name, d.id) > (%(after_namespace)s, %(after_name)s, %(after_id)s::uuid))
+ORDER BY d.namespace, d.name, d.id
+LIMIT %(limit)s
+"""
+
+
 def edge_datasets(table: str, key: str, outer: str, direction: str) -> str:
     """The first REF_CAP datasets a job (job_edges) or a run (run_edges) read or wrote, as
     JSON, and how many there are (two columns)."""
