@@ -101,7 +101,12 @@ def _resolve(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, An
 
 
 def test_every_property_has_a_description_and_every_time_a_format() -> None:
-    components = build_document()["components"]["schemas"]
+    document = build_document()
+    for path, ops in document["paths"].items():
+        for op in ops.values():
+            for parameter in op.get("parameters", []):
+                assert parameter.get("description"), (path, parameter["name"])
+    components = document["components"]["schemas"]
     for name, schema in components.items():
         for prop, sub in schema.get("properties", {}).items():
             assert sub.get("description"), f"{name}.{prop}"

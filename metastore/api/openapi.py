@@ -286,6 +286,14 @@ def _plain_parameter_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+PATH_PARAMETERS = {
+    "dataset_id": "The dataset's id (an id absorbed by a merge answers as the dataset it "
+    "was merged into).",
+    "job_id": "The job's id.",
+    "run_id": "The run's id: its OpenLineage runId.",
+}
+
+
 def _parameters(struct: type[msgspec.Struct], where: str) -> list[dict[str, Any]]:
     if struct is NoParams:
         return []
@@ -299,6 +307,8 @@ def _parameters(struct: type[msgspec.Struct], where: str) -> list[dict[str, Any]
         parameter: dict[str, Any] = {"name": name, "in": where}
         if "description" in schema:
             parameter["description"] = schema.pop("description")
+        elif name in PATH_PARAMETERS:
+            parameter["description"] = PATH_PARAMETERS[name]
         if "examples" in schema:  # the parameter's own `example` is what viewers show
             parameter["example"] = schema["examples"][0]
         parameter["required"] = where == "path" or name in required
