@@ -42,7 +42,7 @@ KEYS: dict[str, tuple[str, Any, bool]] = {
         lambda q: [1, _TIME, _ID] if q.sort == "failed_first" else [_TIME, _ID],
         True,
     ),
-    "/api/v1/runs/{run_id}/events": ("run_events", lambda q: [0, 0], False),
+    "/api/v1/runs/{run_id}/events": ("run_events", lambda q: [0, 0], True),
     "/api/v1/datasets": ("datasets", lambda q: ["file", "/tmp"], True),
     "/api/v1/datasets/{dataset_id}/versions": ("versions", lambda q: [_TIME, 1], True),
     "/api/v1/datasets/{dataset_id}/runs": (

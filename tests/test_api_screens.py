@@ -354,6 +354,9 @@ def test_a_cursor_is_bound_to_its_filters_and_sort(helper: Counting) -> None:
         assert problem["type"] == "https://stackable.tech/metastore/problems/invalid-cursor"
         assert problem["invalid-params"][0]["name"] == "cursor"
     assert helper.get("/jobs", params={"limit": 1, "cursor": cursor}).status_code == 200
+    events = helper.get_json(f"/runs/{ETL_RUN}/events", limit=1)["next_cursor"]
+    other_run = helper.get(f"/runs/{BQ_RUN}/events", params={"limit": 1, "cursor": events})
+    assert other_run.status_code == 400  # a cursor of one run's events is not another's
     datasets = helper.get_json("/datasets", limit=1)["next_cursor"]
     answer = helper.get("/datasets", params={"limit": 1, "cursor": datasets, "q": "orders"})
     assert answer.status_code == 400

@@ -291,8 +291,9 @@ async def list_run_events(request: Request) -> Response:
     path: RunPath = EVENTS.parse_path(request)
     query: PageQuery = EVENTS.parse_query(request)
     tx, seq = 0, 0
+    kind = bound_kind("run_events", query, path.run_id)  # (a cursor of this run's events)
     if query.cursor is not None:
-        tx, seq = decode_cursor(query.cursor, "run_events", [int, int])
+        tx, seq = decode_cursor(query.cursor, kind, [int, int])
         if tx < 0 or seq < 0:
             raise ProblemError(400, "query parameter `cursor` is invalid: out of range")
     args = {"run_id": path.run_id, "tx": tx, "seq": seq, "limit": query.limit + 1}
@@ -302,7 +303,7 @@ async def list_run_events(request: Request) -> Response:
             known = await row(conn, RUN_KNOWN, {"run_id": path.run_id})
             if not known[0]:
                 raise not_found("run", path.run_id)
-    items, next_cursor = page(found, query.limit, "run_events", lambda r: (r[0], r[1]))
+    items, next_cursor = page(found, query.limit, kind, lambda r: (r[0], r[1]))
     return json_response(
         request,
         models.RunEventPage(items=[msgspec.Raw(r[2]) for r in items], next_cursor=next_cursor),
