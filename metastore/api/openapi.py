@@ -56,13 +56,26 @@ still change before it is declared stable.
 
 Conventions of `/api/v1`: lists answer `{"items": [...], "next_cursor": ...}` with
 keyset pagination (`limit`, default 50, at most 500; pass `next_cursor` back as the
-opaque `cursor`; it is null on the last page), stable under concurrent ingest. Every
-answer carries an `ETag` and honours `If-None-Match` (304). Unknown ids answer 404,
-bad parameters 400, both as RFC 9457 `application/problem+json`. Times are RFC 3339 in
-UTC (`Z`), whatever the database server's time zone.
+opaque `cursor`, with the same filters and sort: it is bound to them; it is null on the
+last page), stable under concurrent ingest. Every answer carries an `ETag` and honours
+`If-None-Match` (304). Errors are RFC 9457 `application/problem+json` whose `type` URI
+tells them apart (`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
+`.../invalid-request`, `.../invalid-cursor`, ...). Times are RFC 3339 in UTC (`Z`),
+whatever the database server's time zone.
 
-Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` and
-`/datasets/{dataset_id}/column-lineage` take `as_of` (RFC 3339, for example
+One shape per thing: a run is `id` everywhere; what an answer points at is an embedded
+reference (`{id, namespace, name}`; a run `{id, job, state}`), never a bare id; a run's
+`started_at` is its START eventTime, else its earliest eventTime, in every answer; `root`
+is null for a run without a parent. A dataset answers under its display name, its most
+table-like name (a `symlinks` identifier of type TABLE, else a name an event used), and
+lists all its names with their kind.
+
+Cockpit's screens: namespaces with their counts (`/namespaces`), a lineage graph whose
+nodes carry what it draws (`/lineage`), a dataset page (`/datasets/{dataset_id}` and its
+`/column-lineage`): one or two calls each.
+
+Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` (and its `/versions`,
+`/runs` and `/column-lineage`) take `as_of` (RFC 3339, for example
 `?as_of=2026-11-24T09:00:00Z`) and answer as things were at that moment, by eventTime:
 each job's inputs and outputs are those of its latest run started at or before it (and
 its static lineage declared by then), a dataset's schema its latest version by then. A
