@@ -126,7 +126,7 @@ NameKind = Annotated[
         examples=["symlink"],
     ),
 ]
-Namespace_ = Annotated[str, Meta(examples=["s3a://warehouse"])]
+NamespaceText = Annotated[str, Meta(examples=["s3a://warehouse"])]
 StartedAt = Annotated[
     Time,
     Meta(
@@ -321,7 +321,7 @@ Tags = Annotated[list[Tag], Meta(description="The `tags` facet's tags.")]
 
 
 class Namespace(Struct):
-    name: Namespace_
+    name: NamespaceText
     has_jobs: bool
     has_datasets: bool
     job_count: Annotated[int, Meta(ge=0, description="Jobs in this namespace.")]
@@ -473,7 +473,7 @@ class RunEventPage(Struct):
 
 
 class DatasetName(Struct):
-    namespace: Namespace_
+    namespace: NamespaceText
     name: str
     kind: NameKind
     symlink_type: Annotated[
