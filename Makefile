@@ -37,11 +37,12 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-## lint: ruff and mypy
+## lint: ruff, mypy, and the OpenAPI document (Spectral and Redocly, mk/openapi.mk)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check metastore projections bench tests
 	$(VENV)/bin/ruff format --check metastore projections bench tests
 	$(VENV)/bin/mypy
+	$(MAKE) openapi-lint
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

@@ -9,6 +9,52 @@ from starlette.responses import Response
 
 PROBLEM_JSON = "application/problem+json"
 
+# RFC 9457 `type` URIs: one per kind of error a client tells apart (they identify, they
+# are not fetched). Each status has its own; `not-yet` and `invalid-cursor` refine one.
+PROBLEM_BASE = "https://stackable.tech/metastore/problems/"
+TYPES: dict[str, str] = {
+    "invalid-request": "A parameter or the body is invalid; `invalid-params` names it.",
+    "invalid-cursor": "The `cursor` was not handed out by this list with these filters.",
+    "unauthorized": "No valid bearer token of the path's scope.",
+    "forbidden": "The token's scope does not cover the path.",
+    "not-found": "No such id, or no such path.",
+    "not-yet": "The id is known, but its first event is after `as_of`.",
+    "method-not-allowed": "The path does not take this method.",
+    "not-acceptable": "No answer in an accepted media type.",
+    "request-timeout": "The request was not sent in time.",
+    "conflict": "The request conflicts with the stored state.",
+    "precondition-failed": "A precondition header does not hold.",
+    "too-large": "The body is larger than the limit.",
+    "unsupported-media-type": "The body's media type is not accepted.",
+    "unprocessable": "The body is well-formed but cannot be processed.",
+    "too-many-requests": "Too many requests; retry later.",
+    "internal": "An unexpected error; it is logged.",
+    "unavailable": "The database is unavailable; retry after `Retry-After`.",
+}
+_TYPE_OF_STATUS = {
+    400: "invalid-request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    406: "not-acceptable",
+    408: "request-timeout",
+    409: "conflict",
+    412: "precondition-failed",
+    413: "too-large",
+    415: "unsupported-media-type",
+    422: "unprocessable",
+    429: "too-many-requests",
+    500: "internal",
+    503: "unavailable",
+}
+
+
+def type_uri(status: int, kind: str | None = None) -> str:
+    """The `type` of a problem: `kind` (a key of TYPES), else the status's own."""
+    kind = kind or _TYPE_OF_STATUS.get(status)
+    return PROBLEM_BASE + kind if kind else "about:blank"
+
 
 class InvalidParam(msgspec.Struct, omit_defaults=True):
     name: str  # the field, as a JSON pointer ("/run/runId") or a query parameter name
@@ -16,7 +62,7 @@ class InvalidParam(msgspec.Struct, omit_defaults=True):
 
 
 class Problem(msgspec.Struct, omit_defaults=True):
-    type: str = "about:blank"
+    type: str = "about:blank"  # (always set: type_uri)
     title: str = ""
     status: int = 500
     detail: str | None = None
@@ -25,7 +71,7 @@ class Problem(msgspec.Struct, omit_defaults=True):
     invalid_params: list[InvalidParam] | None = msgspec.field(name="invalid-params", default=None)
 
 
-_TITLES = {
+TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
@@ -57,8 +103,10 @@ class ProblemError(Exception):
         pointer: str | None = None,
         invalid_params: list[InvalidParam] | None = None,
         headers: Mapping[str, str] | None = None,
+        kind: str | None = None,
     ) -> None:
         super().__init__(detail)
+        self.kind = kind  # a key of TYPES when it refines the status's type
         self.status = status
         self.detail = detail
         self.pointer = pointer
@@ -74,11 +122,13 @@ def problem_response(
     invalid_params: list[InvalidParam] | None = None,
     instance: str | None = None,
     headers: Mapping[str, str] | None = None,
+    kind: str | None = None,
 ) -> Response:
     if invalid_params is None and pointer is not None:
         invalid_params = [InvalidParam(name=pointer, reason=detail or "")]
     body = Problem(
-        title=_TITLES.get(status, "Error"),
+        type=type_uri(status, kind),
+        title=TITLES.get(status, "Error"),
         status=status,
         detail=detail,
         instance=instance,
@@ -101,4 +151,5 @@ def from_error(exc: ProblemError, instance: str | None = None) -> Response:
         invalid_params=exc.invalid_params,
         instance=instance,
         headers=exc.headers,
+        kind=exc.kind,
     )

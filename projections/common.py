@@ -60,6 +60,7 @@ class FoldEvent(msgspec.Struct, frozen=True):
     # by the rows it is stored in: never mutated.
     order: list[int] = []
     parent: ParentRef | None = None  # the `parent` run facet of a run event
+    producer: str | None = None  # the event's `producer` URL
 
     @property
     def seq(self) -> int:
@@ -389,6 +390,8 @@ class DatasetRef(msgspec.Struct, frozen=True):
     column_edges: list[ColumnEdge] = []
     # Its name in the metastore behind the engine's catalog, when a catalog rule says so.
     catalog: CatalogLink | None = None
+    # The `lifecycleStateChange` facet's state (CREATE, DROP, ...), of an output.
+    lifecycle: str | None = None
 
 
 # Stored facets (`facets::text` of a read-model row) back to name -> raw JSON.

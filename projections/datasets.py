@@ -11,6 +11,12 @@ of its name seen first in the log, whatever joined the others to it: a map chang
 splits it again (a rebuild) gives each part the id of its own first name, the id it had
 before the join. A name first used by an event that joins a dataset known by another name
 gets a row for its own id too, `merged_into` that dataset: its id answers as the dataset.
+
+A dataset's display name (its `namespace` and `name` columns) is its most table-like
+name: the least `display_key` of its names, a symlink identifier of type TABLE before a
+name an event used, before any other; then the first seen. A name's key only ever falls
+(a name gains a symlink type or becomes emitted, its first_seen moves earlier), so the
+least key is the same whatever order the events come in.
 """
 
 from __future__ import annotations
@@ -32,13 +38,14 @@ from projections.common import (
     json_text,
     loading_cursor,
     merge_facets,
+    micros,
     planner_without,
     row_param,
     rows_select,
 )
 
 NAME = "datasets"
-VERSION = 3  # 2: facets json; 3: names joined by catalog rules, dataset_names.joined_by
+VERSION = 4  # 2: facets json; 3: names joined by catalog rules; 4: display name by display_key
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -53,6 +60,7 @@ DATASET_COLUMNS = (
     "merged_into",
     "first_tx",
     "first_seq",
+    "display_key",
 )
 DATASET_TYPES = (
     "uuid",
@@ -66,6 +74,7 @@ DATASET_TYPES = (
     "uuid",
     "bigint",
     "bigint",
+    "jsonb",
 )
 NAME_COLUMNS = (
     "namespace",
@@ -192,6 +201,24 @@ def name_rank(kind: str, joined_by: str | None) -> int:
     return 2 if kind == "emitted" else 1
 
 
+def display_key(name: dict[str, Any]) -> list[Any]:
+    """How table-like a dataset_names row is, for the display name: least first.
+
+    0: a table's name in its metastore (a symlink of type TABLE, or the metastore's name a
+    catalog rule derived); 1: a name an event used (an engine's name a catalog rule joined
+    is one); 2: any other.
+    """
+    kind = name["kind"]
+    engine = kind == "catalog" and ENGINE_ROLE in (name["joined_by"] or "")
+    if name["symlink_type"] == "TABLE" or (kind == "catalog" and not engine):
+        rank = 0
+    elif kind == "emitted" or engine:
+        rank = 1
+    else:
+        rank = 2
+    return [rank, micros(name["first_seen"]), name["namespace"], name["name"]]
+
+
 class Fold:
     """The rows one batch touches, loaded once, changed in memory, written back once."""
 
@@ -316,6 +343,7 @@ class Fold:
             "merged_into": merged_into,
             "first_tx": event.position.tx,
             "first_seq": event.seq,
+            "display_key": None,
         }
 
     def name(
@@ -340,6 +368,7 @@ class Fold:
                 "joined_by": joined_by,
             }
             self.changed_names.add((ns, n))
+            self.display(did, self.names[(ns, n)])
             return
         symlink = row["symlink_type"] or symlink_type
         rank, stored = name_rank(kind, joined_by), name_rank(row["kind"], row["joined_by"])
@@ -360,6 +389,16 @@ class Fold:
             row["symlink_type"] = symlink
             row["first_seen"] = min(row["first_seen"], when)
             self.changed_names.add((ns, n))
+            self.display(did, row)
+
+    def display(self, did: uuid.UUID, name: dict[str, Any]) -> None:
+        """Makes `name` the display name of dataset `did` if it is the more table-like."""
+        dataset = self.datasets[did]
+        key = display_key(name)
+        if dataset["display_key"] is None or key < dataset["display_key"]:
+            dataset["display_key"] = key
+            dataset["namespace"], dataset["name"] = name["namespace"], name["name"]
+            self.changed_datasets.add(did)
 
     def observe_schema(self, did: uuid.UUID, event: FoldEvent, ref: DatasetRef) -> None:
         fields, key = ref.schema_fields, ref.schema_hash
@@ -404,6 +443,11 @@ class Fold:
                 kept["new_facets"] = True
         kept["first_seen"] = min(kept["first_seen"], gone["first_seen"])
         kept["last_seen"] = max(kept["last_seen"], gone["last_seen"])
+        if gone["display_key"] is not None and (
+            kept["display_key"] is None or gone["display_key"] < kept["display_key"]
+        ):
+            kept["display_key"] = gone["display_key"]
+            kept["namespace"], kept["name"] = gone["namespace"], gone["name"]
         gone["merged_into"] = survivor
         gone["current_fields"] = None  # its schemas are the survivor's now
         self.load_all_versions([loser, survivor])
@@ -474,7 +518,7 @@ class Fold:
                 [json_text(r[c]) if r["new_facets"] else UNCHANGED for r in rows]
                 if c == "facets"
                 else [json_text(r[c]) for r in rows]
-                if c == "facet_times"
+                if c in ("facet_times", "display_key")
                 else [r[c] for r in rows]  # current_fields: JSON text already (or None)
                 for c in DATASET_COLUMNS
             ]

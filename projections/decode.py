@@ -54,6 +54,7 @@ class _Section(msgspec.Struct):
 class _Event(msgspec.Struct):
     """The parts of an event the folds use (everything else is skipped, not decoded)."""
 
+    producer: Any = None
     run: _Section | None = None
     job: _Section | None = None
     inputs: list[_Dataset] | None = None
@@ -107,6 +108,7 @@ def _lenient_event(doc: dict[str, Any]) -> _Event:
         return [d for d in map(_lenient_dataset, as_list(doc.get(key))) if d is not None]
 
     return _Event(
+        doc.get("producer"),
         section("run"),
         section("job"),
         datasets("inputs"),
@@ -146,6 +148,7 @@ def fold_event(
         dataset_refs(kind, doc, catalogs),
         [micros(event_time), position.seq],
         parent_ref(run_facets) if kind == "run" and run_id is not None else None,
+        text(doc.producer),
     )
 
 
@@ -179,6 +182,7 @@ def _add_ref(refs: list[DatasetRef], role: str, ds: _Dataset, catalogs: CatalogM
             # An input's column lineage describes another dataset's fields: not folded.
             lineage_edges(namespace, name, facets) if facets and role != "input" else [],
             catalog_link(namespace, name, facets, catalogs),
+            lifecycle_state(facets) if facets and role == "output" else None,
         )
     )
 
@@ -240,6 +244,14 @@ def _link(
         ),
         json_text({**rule, "role": "metastore", "via": {"namespace": namespace, "name": name}}),
     )
+
+
+def lifecycle_state(facets: Facets | None) -> str | None:
+    """The `lifecycleStateChange` of an output's facet of that name (CREATE, DROP, ...)."""
+    change = facet(facets, "lifecycleStateChange")
+    if change is None or change.get("_deleted") is True:
+        return None
+    return text(change.get("lifecycleStateChange"))
 
 
 def symlink_names(facets: Facets | None) -> list[tuple[str, str, str | None]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -23,7 +24,7 @@ from projections.common import (
 )
 
 NAME = "jobs"
-VERSION = 2  # 2: facets json
+VERSION = 3  # 2: facets json; 3: producer, integration from the producer URL
 TABLES = ("jobs",)
 
 COLUMNS = (
@@ -42,6 +43,8 @@ COLUMNS = (
     "latest_run_id",
     "latest_run_time",
     "latest_run_order",
+    "producer",
+    "producer_order",
 )
 TYPES = (
     "uuid",
@@ -59,8 +62,12 @@ TYPES = (
     "uuid",
     "timestamptz",
     "jsonb",
+    "text",
+    "jsonb",
 )
-JSON_COLUMNS = frozenset({"facets", "facet_times", "parent_order", "latest_run_order"})
+JSON_COLUMNS = frozenset(
+    {"facets", "facet_times", "parent_order", "latest_run_order", "producer_order"}
+)
 
 # facets as text: decoded to name -> raw JSON, never to Python objects (see common.Facets)
 SELECT_JOBS = (
@@ -127,6 +134,8 @@ def new_job(jid: uuid.UUID, event: FoldEvent) -> dict[str, Any]:
         "latest_run_id": None,
         "latest_run_time": None,
         "latest_run_order": None,
+        "producer": None,
+        "producer_order": None,
     }
 
 
@@ -134,11 +143,17 @@ def fold_job_event(row: dict[str, Any], event: FoldEvent) -> None:
     order = event.order
     row["first_seen"] = min(row["first_seen"], event.event_time)
     row["last_seen"] = max(row["last_seen"], event.event_time)
-    if merge_facets(row["facets"], row["facet_times"], event.job_facets, order) & FACETS_CHANGED:
+    producer_changed = False
+    if event.producer and (row["producer_order"] is None or order > row["producer_order"]):
+        producer_changed = row["producer"] != event.producer
+        row["producer"] = event.producer
+        row["producer_order"] = order
+    facets_changed = merge_facets(row["facets"], row["facet_times"], event.job_facets, order)
+    if facets_changed & FACETS_CHANGED or producer_changed:
         job_type = facet(row["facets"], "jobType") or {}
         row["job_type"] = text(job_type.get("jobType"))
         row["processing_type"] = text(job_type.get("processingType"))
-        row["integration"] = text(job_type.get("integration"))
+        row["integration"] = text(job_type.get("integration")) or integration_of(row["producer"])
     if event.kind != "run" or event.run_id is None:
         return
     parent = event.parent
@@ -157,6 +172,26 @@ def fold_job_event(row: dict[str, Any], event: FoldEvent) -> None:
         row["latest_run_id"] = event.run_id
         row["latest_run_time"] = event.event_time
         row["latest_run_order"] = run_order
+
+
+# `.../integration/spark` (the OpenLineage repository's integrations), else a product the
+# URL names (Airflow's provider: `github.com/apache/airflow/tree/providers-openlineage/...`).
+_INTEGRATION_PATH = re.compile(r"/integration/([A-Za-z0-9_-]+)")
+_PRODUCTS = ("airflow", "spark", "trino", "flink", "dbt", "hive", "dagster", "great_expectations")
+
+
+def integration_of(producer: str | None) -> str | None:
+    """The integration a producer URL names, upper-case as the jobType facet writes it."""
+    if not producer:
+        return None
+    match = _INTEGRATION_PATH.search(producer)
+    if match:
+        return match.group(1).upper()
+    lowered = producer.lower()
+    for product in _PRODUCTS:
+        if product in lowered:
+            return product.upper()
+    return None
 
 
 def write(cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:

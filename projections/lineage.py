@@ -16,24 +16,36 @@ import psycopg
 from projections.common import TERMINAL_STATES, FoldEvent, columns_of, row_param, rows_select
 
 NAME = "lineage"
-VERSION = 1
+VERSION = 2  # 2: lifecycle_state of each edge
 TABLES = ("run_edges", "job_edges", "lineage_runs")
 
-RUN_EDGE_TYPES = ("uuid", "uuid", "text", "text", "text", "timestamptz", "timestamptz")
+# The lifecycle state of an edge: the latest `lifecycleStateChange` its events reported
+# (by eventTime; a later report wins, one without the facet changes nothing).
+_LIFECYCLE = """
+    lifecycle_state = CASE WHEN excluded.lifecycle_time >= t.lifecycle_time
+        OR t.lifecycle_time IS NULL THEN coalesce(excluded.lifecycle_state, t.lifecycle_state)
+        ELSE t.lifecycle_state END,
+    lifecycle_time = CASE WHEN excluded.lifecycle_time >= t.lifecycle_time
+        OR t.lifecycle_time IS NULL THEN coalesce(excluded.lifecycle_time, t.lifecycle_time)
+        ELSE t.lifecycle_time END"""
+EDGE_TIMES = ("timestamptz", "timestamptz", "text", "timestamptz")
+RUN_EDGE_TYPES = ("uuid", "uuid", "text", "text", "text", *EDGE_TIMES)
 UPSERT_RUN_EDGES = f"""
-INSERT INTO run_edges AS t (run_id, job_id, direction, namespace, name, first_seen, last_seen)
+INSERT INTO run_edges AS t (run_id, job_id, direction, namespace, name, first_seen, last_seen,
+    lifecycle_state, lifecycle_time)
 {rows_select(RUN_EDGE_TYPES)}
 ON CONFLICT (run_id, direction, namespace, name) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
-    last_seen = greatest(t.last_seen, excluded.last_seen)
+    last_seen = greatest(t.last_seen, excluded.last_seen),{_LIFECYCLE}
 """
-JOB_EDGE_TYPES = ("uuid", "text", "text", "text", "text", "timestamptz", "timestamptz")
+JOB_EDGE_TYPES = ("uuid", "text", "text", "text", "text", *EDGE_TIMES)
 UPSERT_JOB_EDGES = f"""
-INSERT INTO job_edges AS t (job_id, direction, namespace, name, source, first_seen, last_seen)
+INSERT INTO job_edges AS t (job_id, direction, namespace, name, source, first_seen, last_seen,
+    lifecycle_state, lifecycle_time)
 {rows_select(JOB_EDGE_TYPES)}
 ON CONFLICT (job_id, direction, namespace, name, source) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
-    last_seen = greatest(t.last_seen, excluded.last_seen)
+    last_seen = greatest(t.last_seen, excluded.last_seen),{_LIFECYCLE}
 """
 # started_at: the earliest START, else the earliest event of the run.
 LINEAGE_RUN_TYPES = ("uuid", "uuid", "timestamptz", "timestamptz", "boolean")
@@ -52,17 +64,20 @@ ON CONFLICT (run_id) DO UPDATE SET
 DIRECTIONS = {"input": "input", "output": "output"}
 
 
-def _span(spans: dict[Any, list[dt.datetime]], key: Any, when: dt.datetime) -> None:
+def _span(spans: dict[Any, list[Any]], key: Any, when: dt.datetime, lifecycle: str | None) -> None:
+    """[first_seen, last_seen, lifecycle_state, lifecycle_time] of an edge."""
     span = spans.get(key)
     if span is None:
-        spans[key] = [when, when]
-    else:
-        span[0], span[1] = min(span[0], when), max(span[1], when)
+        spans[key] = [when, when, lifecycle, when if lifecycle else None]
+        return
+    span[0], span[1] = min(span[0], when), max(span[1], when)
+    if lifecycle and (span[3] is None or when >= span[3]):
+        span[2], span[3] = lifecycle, when
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
-    run_edges: dict[tuple[uuid.UUID, uuid.UUID, str, str, str], list[dt.datetime]] = {}
-    job_edges: dict[tuple[uuid.UUID, str, str, str, str], list[dt.datetime]] = {}
+    run_edges: dict[tuple[uuid.UUID, uuid.UUID, str, str, str], list[Any]] = {}
+    job_edges: dict[tuple[uuid.UUID, str, str, str, str], list[Any]] = {}
     # run -> [job, started_at, ended_at, has_start]
     runs: dict[uuid.UUID, list[Any]] = {}
     for event in events:
@@ -74,10 +89,12 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         source = "run" if is_run else "static"
         for ref in event.refs:
             direction = DIRECTIONS[ref.role]
-            _span(job_edges, (jid, direction, ref.namespace, ref.name, source), when)
+            job_key = (jid, direction, ref.namespace, ref.name, source)
+            _span(job_edges, job_key, when, ref.lifecycle)
             if is_run:
                 assert event.run_id is not None
-                _span(run_edges, (event.run_id, jid, direction, ref.namespace, ref.name), when)
+                run_key = (event.run_id, jid, direction, ref.namespace, ref.name)
+                _span(run_edges, run_key, when, ref.lifecycle)
         if is_run:
             assert event.run_id is not None
             fold_lineage_run(runs, event.run_id, jid, event)

@@ -32,7 +32,7 @@ from projections.common import (
 )
 
 NAME = "runs"
-VERSION = 2  # 2: facets json
+VERSION = 3  # 2: facets json; 3: index runs_started
 TABLES = ("runs",)
 
 COLUMNS = (

@@ -63,13 +63,14 @@ def test_spark_name_and_hive_symlink_are_one_dataset_trino_another(api: httpx.Cl
     spark, hive, trino = lookup(api, SPARK), lookup(api, HIVE), lookup(api, TRINO)
     assert spark["id"] == hive["id"]
     assert trino["id"] != spark["id"]
-    assert (spark["namespace"], spark["name"]) == SPARK  # its display name: the emitted one
+    # Its display name: the most table-like name, Hive's TABLE symlink, not the storage path.
+    assert (spark["namespace"], spark["name"]) == HIVE
 
     dataset = get(api, f"/datasets/{spark['id']}")
     names = {(n["namespace"], n["name"]): (n["kind"], n["symlink_type"]) for n in dataset["names"]}
     assert names == {SPARK: ("emitted", None), HIVE: ("symlink", "TABLE")}
-    assert [j["name"] for j in dataset["producers"]] == [ORDERS_ETL[1]]
-    assert [j["namespace"] for j in dataset["producers"]] == [ORDERS_ETL[0]]
+    assert [(w["job"]["namespace"], w["job"]["name"]) for w in dataset["producers"]] == [ORDERS_ETL]
+    assert dataset["producers"][0]["lifecycle_state"] is None  # an ordinary writer
     trino_dataset = get(api, f"/datasets/{trino['id']}")
     assert [(n["namespace"], n["name"]) for n in trino_dataset["names"]] == [TRINO]
     assert [j["name"] for j in trino_dataset["consumers"]] == ["20260902_101500_00042_ab3kd"]
@@ -91,7 +92,7 @@ def test_lineage_downstream_of_raw_orders(api: httpx.Client) -> None:
     assert nodes == {
         ("dataset", *RAW_ORDERS): 0,
         ("job", *ORDERS_ETL): 1,
-        ("dataset", *SPARK): 2,
+        ("dataset", *HIVE): 2,  # (under its display name)
     }
     assert {(e["from"], e["to"]) for e in graph["edges"]} == {
         (f"dataset:{raw['id']}", f"job:{etl}"),
@@ -109,7 +110,7 @@ def test_lineage_depth_direction_and_node_limit(api: httpx.Client) -> None:
     assert {(n["namespace"], n["name"]) for n in upstream["nodes"]} == {
         RAW_ORDERS,
         ORDERS_ETL,
-        SPARK,
+        HIVE,
     }
     # Nothing reads raw.db/orders' producer side: upstream of it is itself alone.
     nothing_up = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="upstream")
@@ -119,7 +120,7 @@ def test_lineage_depth_direction_and_node_limit(api: httpx.Client) -> None:
     assert capped["truncated"] is True
     assert [n["depth"] for n in capped["nodes"]] == [0, 1]  # the nearest are kept
     from_job = get(api, "/lineage", node=f"job:{job_id(api, ORDERS_ETL)}", depth=1)
-    assert {n["name"] for n in from_job["nodes"]} == {ORDERS_ETL[1], RAW_ORDERS[1], SPARK[1]}
+    assert {n["name"] for n in from_job["nodes"]} == {ORDERS_ETL[1], RAW_ORDERS[1], HIVE[1]}
 
 
 def test_column_lineage_of_cll_table(api: httpx.Client) -> None:
@@ -142,8 +143,8 @@ def test_column_lineage_of_cll_table(api: httpx.Client) -> None:
     assert {field for *_, field in got} == {"ident", "trans", "agg"}
     assert ("file", "/tmp/cll_test/cll_source2", "c", "agg") in got
     source2 = lookup(api, ("file", "/tmp/cll_test/cll_source2"))
-    assert all(e["to"]["dataset_id"] == tbl1["id"] for e in answer["edges"])
-    assert source2["id"] in {e["from"]["dataset_id"] for e in answer["edges"]}
+    assert all(e["to"]["dataset"]["id"] == tbl1["id"] for e in answer["edges"])
+    assert source2["id"] in {e["from"]["dataset"]["id"] for e in answer["edges"]}
     # Downstream of a source field: the tbl1 fields derived from it.
     down = get(api, f"/datasets/{source2['id']}/column-lineage", direction="downstream")
     assert {(e["from"]["field"], e["to"]["field"]) for e in down["edges"]} == {
@@ -155,12 +156,13 @@ def test_airflow_dag_run_has_its_tasks_as_children(api: httpx.Client) -> None:
     dag = get(api, f"/runs/{BQ_RUN}")
     assert dag["job"]["name"] == "BQ" and dag["state"] == "COMPLETE"
     assert dag["parent"] is None and dag["root"] is None
-    assert {c["id"]: c["job_name"] for c in dag["children"]} == BQ_TASK_RUNS
+    assert {c["id"]: c["job"]["name"] for c in dag["children"]} == BQ_TASK_RUNS
     assert {c["state"] for c in dag["children"]} == {"COMPLETE"}
     for task_run, task in BQ_TASK_RUNS.items():
         run = get(api, f"/runs/{task_run}")
         assert run["job"]["name"] == task
-        assert run["parent"]["id"] == BQ_RUN and run["parent"]["job_name"] == "BQ"
+        assert run["parent"]["id"] == BQ_RUN and run["parent"]["job"]["name"] == "BQ"
+        assert run["parent"]["job"]["id"] == dag["job"]["id"]
         assert run["root"]["id"] == BQ_RUN
         assert run["duration_seconds"] > 0
     job = get(api, f"/jobs/{dag['job']['id']}")
@@ -174,7 +176,7 @@ def test_run_inputs_outputs_and_raw_events_in_log_order(api: httpx.Client) -> No
     run_id = "0191a3f2-7c1e-7a41-9b3e-3c6f0e1d01b8"
     run = get(api, f"/runs/{run_id}")
     assert [(d["namespace"], d["name"]) for d in run["inputs"]] == [RAW_ORDERS]
-    assert [(d["namespace"], d["name"]) for d in run["outputs"]] == [SPARK]
+    assert [(d["namespace"], d["name"]) for d in run["outputs"]] == [HIVE]
     assert run["started_at"] == "2026-09-02T10:00:00Z"
     sent = [e for e in all_scenario_events() if e.get("run", {}).get("runId") == run_id]
     assert get(api, f"/runs/{run_id}/events")["items"] == sent
@@ -192,7 +194,7 @@ def test_run_inputs_outputs_and_raw_events_in_log_order(api: httpx.Client) -> No
 def test_job_detail_and_filters(api: httpx.Client) -> None:
     etl = get(api, f"/jobs/{job_id(api, ORDERS_ETL)}")
     assert [(d["namespace"], d["name"]) for d in etl["inputs"]] == [RAW_ORDERS]
-    assert [(d["namespace"], d["name"]) for d in etl["outputs"]] == [SPARK]
+    assert [(d["namespace"], d["name"]) for d in etl["outputs"]] == [HIVE]
     assert etl["latest_run"]["state"] == "COMPLETE"
     airflow = get(api, "/jobs", namespace="airflow", limit=500)["items"]
     assert {j["namespace"] for j in airflow} == {"airflow"}

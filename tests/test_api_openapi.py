@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import jsonschema
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 from starlette.routing import Route
 
 from metastore import api, ingest
 from metastore.api.openapi import CHECKED_IN, build_document, render
 from metastore.auth import required_scope
+from metastore.problems import PROBLEM_BASE
 from tests.support import running
 
 
@@ -102,3 +106,71 @@ def test_every_schema_is_valid_json_schema_and_errors_are_problem_json() -> None
                 assert parameter["in"] in ("path", "query", "header")
     # Stable bytes: sorted keys, so a regenerated file diffs only where something changed.
     assert json.loads(render(document)) == document
+
+
+def _resolve(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = components[schema["$ref"].rsplit("/", 1)[1]]
+    return schema
+
+
+def test_every_property_has_a_description_and_every_time_a_format() -> None:
+    document = build_document()
+    for path, ops in document["paths"].items():
+        for op in ops.values():
+            for parameter in op.get("parameters", []):
+                assert parameter.get("description"), (path, parameter["name"])
+    components = document["components"]["schemas"]
+    for name, schema in components.items():
+        for prop, sub in schema.get("properties", {}).items():
+            assert sub.get("description"), f"{name}.{prop}"
+            options = [_resolve(s, components) for s in sub.get("anyOf", [sub])]
+            looks_like_time = prop.endswith(("_at", "_seen", "_time")) or prop in (
+                "nominal_start",
+                "nominal_end",
+                "eventTime",
+            )
+            if looks_like_time:
+                formats = {o.get("format") for o in options if o.get("type") == "string"}
+                assert formats == {"date-time"}, f"{name}.{prop}: {options}"
+
+
+def test_every_response_has_an_example_valid_against_its_schema() -> None:
+    document = build_document()
+    components = document["components"]["schemas"]
+    # The examples reference components: validate them with the document as the registry.
+    resource = Resource.from_contents(
+        {"components": {"schemas": components}}, default_specification=DRAFT202012
+    )
+    registry = Registry().with_resource("urn:openapi", resource)
+    for path, ops in document["paths"].items():
+        for method, op in ops.items():
+            for status, answer in op["responses"].items():
+                for media, content in answer.get("content", {}).items():
+                    if not media.endswith("json"):
+                        continue
+                    assert "example" in content, (path, method, status)
+                    schema = {**content["schema"]}
+                    if "$ref" in schema:
+                        schema = {"$ref": "urn:openapi" + schema["$ref"]}
+                    validator = jsonschema.Draft202012Validator(_rebase(schema), registry=registry)
+                    validator.validate(content["example"])
+
+
+def _rebase(schema: Any) -> Any:
+    """`#/components/...` references made absolute against the registry's document."""
+    if isinstance(schema, dict):
+        return {
+            k: ("urn:openapi" + v if k == "$ref" and v.startswith("#") else _rebase(v))
+            for k, v in schema.items()
+        }
+    if isinstance(schema, list):
+        return [_rebase(v) for v in schema]
+    return schema
+
+
+def test_problem_types_tell_errors_apart() -> None:
+    document = build_document()
+    described = document["components"]["schemas"]["Problem"]["properties"]["type"]["description"]
+    for kind in ("not-found", "not-yet", "invalid-cursor", "invalid-request", "unavailable"):
+        assert f"{PROBLEM_BASE}{kind}" in described

@@ -465,7 +465,7 @@ def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
     assert names[TRINO]["joined_by"]["entry"] == 0
     assert names[TRINO]["joined_by"]["via"] == {"namespace": HIVE[0], "name": HIVE[1]}
     assert {j["name"] for j in dataset["consumers"]} == {TRINO_QUERY[1]}
-    assert {j["name"] for j in dataset["producers"]} == {
+    assert {w["job"]["name"] for w in dataset["producers"]} == {
         "orders_etl.execute_replace_table_as_select_command"
     }
 
@@ -474,14 +474,19 @@ def graph_names(graph: dict[str, Any]) -> set[tuple[str, str, str]]:
     return {(n["type"], n["namespace"], n["name"]) for n in graph["nodes"]}
 
 
+def dataset_ids(graph: dict[str, Any]) -> set[str]:
+    """The graph's datasets by id: a node shows its display name, which any name finds."""
+    return {n["id"] for n in graph["nodes"] if n["type"] == "dataset"}
+
+
 def test_lineage_downstream_of_raw_orders_reaches_the_trino_query_and_its_output(
     seed_api: httpx.Client,
 ) -> None:
     raw = api_lookup(seed_api, RAW_ORDERS)
     graph = get(seed_api, "/lineage", node=f"dataset:{raw}", direction="downstream", depth=5)
     assert ("job", *TRINO_QUERY) in graph_names(graph)
-    assert ("dataset", *SUMMARY) in graph_names(graph)
-    assert ("dataset", *SPARK) in graph_names(graph)
+    assert api_lookup(seed_api, SUMMARY) in dataset_ids(graph)
+    assert api_lookup(seed_api, SPARK) in dataset_ids(graph)
     assert len(graph["nodes"]) == 5 and not graph["truncated"]
     # as of a moment between the Spark job and the Trino query, the graph stops at the table
     before = get(
@@ -492,7 +497,7 @@ def test_lineage_downstream_of_raw_orders_reaches_the_trino_query_and_its_output
         depth=5,
         as_of="2026-09-02T10:10:00Z",
     )
-    assert ("dataset", *SPARK) in graph_names(before)
+    assert api_lookup(seed_api, SPARK) in dataset_ids(before)
     assert ("job", *TRINO_QUERY) not in graph_names(before)
     after = get(
         seed_api,
@@ -515,7 +520,7 @@ def test_column_lineage_follows_the_joined_identity(seed_api: httpx.Client) -> N
     assert (*TRINO, "amount", "total") in got
     assert (*RAW_ORDERS, "amount", "amount") in got  # through the Spark side of the table
     joined = api_lookup(seed_api, SPARK)
-    assert joined in {e["from"]["dataset_id"] for e in answer["edges"]}
+    assert joined in {e["from"]["dataset"]["id"] for e in answer["edges"] if e["from"]["dataset"]}
     as_of = get(
         seed_api, f"/datasets/{summary}/column-lineage", depth=3, as_of="2026-09-02T10:20:00Z"
     )

@@ -107,11 +107,12 @@ def test_seed_spark_trino_three_names_two_of_them_one_dataset(conn: Conn) -> Non
     trino = dataset_of(conn, trino_ns, "lakehouse.sales.orders_daily")
     assert spark is not None and spark == hive
     assert trino is not None and trino != spark
-    # The id is not a name: one dataset row, under its first name, found by either name.
+    # The id is not a name: one dataset row, found by either name, displayed under its
+    # most table-like name (the symlink of type TABLE, not the storage path).
     row = conn.execute(
         "SELECT namespace, name, merged_into FROM readmodel.datasets WHERE id = %s", (spark,)
     ).fetchone()
-    assert row == ("s3a://warehouse", "sales.db/orders_daily", None)
+    assert row == ("hive://hive-metastore:9083", "sales.orders_daily", None)
     kinds = dict(
         conn.execute(
             "SELECT name, kind FROM readmodel.dataset_names WHERE dataset_id = %s", (spark,)

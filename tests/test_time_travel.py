@@ -157,7 +157,8 @@ def job_id(api: httpx.Client, name: str) -> str:
 
 
 def names(refs: list[dict[str, Any]]) -> list[str]:
-    return sorted(r["name"] for r in refs)
+    """The names of references (a dataset's writers are {job, ...}: their job's)."""
+    return sorted(r["job"]["name"] if "job" in r else r["name"] for r in refs)
 
 
 def field_edges(api: httpx.Client, dataset: str, **params: Any) -> set[tuple[str, str, str]]:
@@ -236,7 +237,7 @@ def test_a_schema_as_of_before_between_and_after_its_change(api: httpx.Client) -
 def test_the_runs_of_a_dataset_newest_first_with_the_schema_they_met(api: httpx.Client) -> None:
     clean = dataset_id(api, "clean")
     items = get(api, f"/datasets/{clean}/runs")["items"]
-    assert [(i["run_id"], i["role"], i["schema_version"]) for i in items] == [
+    assert [(i["id"], i["role"], i["schema_version"]) for i in items] == [
         (run_id("report2"), "input", 2),  # carried no schema: the one current at its start
         (run_id("run2"), "output", 2),
         (run_id("report1"), "input", 1),
@@ -286,7 +287,7 @@ def test_column_lineage_as_of(api: httpx.Client) -> None:
 
 def test_run_lineage_finds_the_run_that_wrote_what_a_run_read(api: httpx.Client) -> None:
     found = get(api, "/lineage/runs", run_id=run_id("report2"), direction="upstream", depth=5)
-    assert {(n["run_id"], n["depth"]) for n in found["nodes"]} == {
+    assert {(n["id"], n["depth"]) for n in found["nodes"]} == {
         (run_id("report2"), 0),
         (run_id("run2"), 1),
         (run_id("load_b"), 2),
@@ -296,16 +297,16 @@ def test_run_lineage_finds_the_run_that_wrote_what_a_run_read(api: httpx.Client)
         (run_id("load_b"), run_id("run2"), "raw_b"),
     }
     older = get(api, "/lineage/runs", run_id=run_id("report1"), depth=5)
-    assert {n["run_id"] for n in older["nodes"]} == {
+    assert {n["id"] for n in older["nodes"]} == {
         run_id("report1"), run_id("run1"), run_id("load_a"),
     }  # fmt: skip
     # downstream: load_a's write fed run1, and run1's write fed report1 (not report2)
     down = get(api, "/lineage/runs", run_id=run_id("load_a"), direction="downstream", depth=5)
-    assert {n["run_id"] for n in down["nodes"]} == {
+    assert {n["id"] for n in down["nodes"]} == {
         run_id("load_a"), run_id("run1"), run_id("report1"),
     }  # fmt: skip
     one = get(api, "/lineage/runs", run_id=run_id("report2"), depth=1)
-    assert {n["run_id"] for n in one["nodes"]} == {run_id("report2"), run_id("run2")}
+    assert {n["id"] for n in one["nodes"]} == {run_id("report2"), run_id("run2")}
 
 
 def test_a_late_old_event_changes_only_the_past(served: tuple[httpx.Client, str, str]) -> None:

@@ -45,12 +45,15 @@ LATEST_RUN = """(
     WHERE lr.job_id = {job} AND lr.started_at <= %(as_of)s
     ORDER BY lr.started_at DESC, lr.run_id DESC LIMIT 1)"""
 
-# The dataset names job `{job}` read ('input') or wrote ('output') at T: rows (namespace, name).
+# The dataset names job `{job}` read ('input') or wrote ('output') at T: rows (namespace,
+# name, lifecycle_state, lifecycle_time).
 JOB_EDGES_AT = """(
-    SELECT re.namespace, re.name FROM readmodel.run_edges re
+    SELECT re.namespace, re.name, re.lifecycle_state, re.lifecycle_time
+    FROM readmodel.run_edges re
     WHERE re.run_id = {latest} AND re.direction = '{direction}'
   UNION
-    SELECT s.namespace, s.name FROM readmodel.job_edges s
+    SELECT s.namespace, s.name, s.lifecycle_state, s.lifecycle_time
+    FROM readmodel.job_edges s
     WHERE s.job_id = {job} AND s.direction = '{direction}' AND s.source = 'static'
       AND s.first_seen <= %(as_of)s)"""
 
@@ -71,6 +74,28 @@ SCHEMA_AT = """(
         ORDER BY o.event_time DESC, o.seq DESC LIMIT 1) o
     WHERE n.dataset_id = {dataset}
     ORDER BY o.event_time DESC, o.seq DESC LIMIT 1)"""
+
+
+# The state at T of run `lr` (a readmodel.lineage_runs row) from its events up to T (a
+# terminal event wins, as in the runs projection): join it as `s`, then read the columns
+# id, state, state_time, started_at, ended_at, duration_seconds of RUN_AT_COLUMNS.
+RUN_AT_JOIN = """
+LEFT JOIN LATERAL (
+    SELECT l.event_type, l.event_time FROM event_log l
+    WHERE l.run_id = lr.run_id AND l.event_time <= %(as_of)s
+      AND l.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')
+    ORDER BY l.event_type IN ('COMPLETE', 'FAIL', 'ABORT') DESC, l.event_time DESC, l.seq DESC
+    LIMIT 1
+) s ON true"""
+_ENDED_AT = "CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END"
+RUN_AT_COLUMNS = f"""lr.run_id, coalesce(s.event_type, 'RUNNING'),
+       coalesce(s.event_time, lr.started_at), lr.started_at, {_ENDED_AT},
+       extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8"""
+
+
+def latest_run_at_joins(job: str) -> str:
+    """Joins `lr` and `s`: the latest run of job `job` started by T, and its state at T."""
+    return f"LEFT JOIN readmodel.lineage_runs lr ON lr.run_id = {latest_run(job)}{RUN_AT_JOIN}"
 
 
 def latest_run(job: str) -> str:
@@ -98,4 +123,5 @@ def check_seen(
             404,
             f"{kind} {id_} did not exist as of {as_of.isoformat()}: its first event is "
             f"from {first_seen.isoformat()}",
+            kind="not-yet",
         )

@@ -12,27 +12,48 @@ import uuid
 from typing import Any
 
 import msgspec
+from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.api import asof, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import decode_cursor, page
+from metastore.api.pagination import bound_kind, decode_cursor, page
 from metastore.api.responses import json_response
-from metastore.api.sqlparts import like_substring
+from metastore.api.sqlparts import (
+    dataset_type,
+    description,
+    last_write_at,
+    last_write_at_as_of,
+    lifecycle_as_of,
+    lifecycle_state,
+    lifecycle_time,
+    like_substring,
+    name_count,
+    owners,
+    run_ref,
+    tags,
+)
 
-LIST_DATASETS = """
-SELECT d.id, d.namespace, d.name, d.first_seen, d.last_seen, n.namespace, n.name
+NAME_JSON = (
+    "json_build_object('namespace', {n}.namespace, 'name', {n}.name, 'kind', {n}.kind, "
+    "'symlink_type', {n}.symlink_type, 'joined_by', {n}.joined_by)"
+)
+SUMMARY = f"""d.id, d.namespace, d.name, d.first_seen, d.last_seen, {name_count("d")},
+       {lifecycle_state("d.facets")}"""
+
+LIST_DATASETS = f"""
+SELECT {SUMMARY}, n.namespace, n.name, ({{matched}})::text
 FROM readmodel.dataset_names n
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-name lookup: flattened into a join, the planner would
     -- misjudge the display-name test (three correlated equalities) and sort everything.
     SELECT * FROM readmodel.datasets d
-    WHERE d.id = n.dataset_id AND d.merged_into IS NULL {display}
+    WHERE d.id = n.dataset_id AND d.merged_into IS NULL {{display}}
     OFFSET 0
 ) d
-WHERE true {filters}
+WHERE true {{filters}}
 ORDER BY n.namespace, n.name
 LIMIT %(limit)s
 """
@@ -51,15 +72,67 @@ FILTER_EXACT_NAME = """AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
     WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s)"""
 AFTER = "AND (n.namespace, n.name) > (%(after_namespace)s, %(after_name)s)"
+# The name that matched: of `q`, else of `name`, else the walked name of `namespace`.
+MATCHED_BY = """(SELECT {json} FROM readmodel.dataset_names m
+    WHERE m.dataset_id = d.id AND {test} ORDER BY m.namespace, m.name LIMIT 1)"""
+MATCHED_Q = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="lower(m.name) LIKE %(pattern)s")
+MATCHED_NAME = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="m.name = %(name)s")
 
-LOOKUP_DATASET = """
-SELECT d.id, d.namespace, d.name, d.first_seen, d.last_seen
+LOOKUP_DATASET = f"""
+SELECT {SUMMARY}, n.namespace, n.name, {NAME_JSON.format(n="n")}::text
 FROM readmodel.dataset_names n
 JOIN readmodel.datasets d ON d.id = n.dataset_id
 WHERE n.namespace = %(namespace)s AND n.name = %(name)s
 """
 
-JOBS_OF_DATASET = """
+# The jobs that wrote any of its names: when last, and the lifecycle change they last
+# reported. Now: from job_edges; as of T: from the run edges that began by then.
+WRITERS = """
+coalesce((
+    SELECT json_agg(json_build_object(
+               'job', json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name),
+               'last_write_at', x.last_write_at, 'lifecycle_state', x.lifecycle_state)
+           ORDER BY x.namespace, x.name)
+    FROM (SELECT j.id, j.namespace, j.name, max(e.last_seen) AS last_write_at,
+                 (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
+                     AS lifecycle_state
+          FROM readmodel.dataset_names n
+          JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+          JOIN readmodel.jobs j ON j.id = e.job_id
+          WHERE n.dataset_id = d.id AND e.direction = 'output'
+          GROUP BY j.id, j.namespace, j.name) x
+), '[]')::text
+"""
+WRITERS_AS_OF = f"""
+coalesce((
+    SELECT json_agg(json_build_object(
+               'job', json_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name),
+               'last_write_at', (
+                   SELECT max(CASE WHEN re.last_seen <= %(as_of)s THEN re.last_seen
+                                   ELSE re.first_seen END)
+                   FROM readmodel.dataset_names w
+                   JOIN readmodel.run_edges re ON re.namespace = w.namespace
+                    AND re.name = w.name AND re.direction = 'output'
+                   WHERE w.dataset_id = d.id AND re.job_id = j.id
+                     AND re.first_seen <= %(as_of)s),
+               'lifecycle_state', (
+                   SELECT re.lifecycle_state
+                   FROM readmodel.dataset_names w
+                   JOIN readmodel.run_edges re ON re.namespace = w.namespace
+                    AND re.name = w.name AND re.direction = 'output'
+                   WHERE w.dataset_id = d.id AND re.job_id = j.id
+                     AND re.lifecycle_time <= %(as_of)s
+                   ORDER BY re.lifecycle_time DESC LIMIT 1))
+           ORDER BY j.namespace, j.name)
+    FROM (SELECT DISTINCT e.job_id
+          FROM readmodel.dataset_names n
+          JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+          WHERE n.dataset_id = d.id AND e.direction = 'output'
+            AND {asof.edge_held()}) x
+    JOIN readmodel.jobs j ON j.id = x.job_id
+), '[]')::text
+"""
+READERS = """
 coalesce((
     SELECT json_agg(json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name)
                     ORDER BY x.namespace, x.name)
@@ -67,23 +140,24 @@ coalesce((
           FROM readmodel.dataset_names n
           JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
           JOIN readmodel.jobs j ON j.id = e.job_id
-          WHERE n.dataset_id = d.id AND e.direction = '{direction}'{held}) x
+          WHERE n.dataset_id = d.id AND e.direction = 'input'{held}) x
 ), '[]')::text
 """
+NAMES = f"""
+coalesce((
+    SELECT json_agg({NAME_JSON.format(n="n")} ORDER BY n.kind, n.namespace, n.name)
+    FROM readmodel.dataset_names n WHERE n.dataset_id = d.id
+), '[]')::text
+"""
+CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets")},
+       {dataset_type("d.facets")}"""
 
 # An id absorbed by a merge answers as the dataset it was merged into.
 GET_DATASET = f"""
 SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
-       d.first_seen, d.last_seen,
-       coalesce((
-           SELECT json_agg(json_build_object('namespace', n.namespace, 'name', n.name,
-                                             'kind', n.kind, 'symlink_type', n.symlink_type,
-                                             'joined_by', n.joined_by)
-                           ORDER BY n.kind, n.namespace, n.name)
-           FROM readmodel.dataset_names n WHERE n.dataset_id = d.id
-       ), '[]')::text,
-       {JOBS_OF_DATASET.format(direction="output", held="")},
-       {JOBS_OF_DATASET.format(direction="input", held="")}
+       d.first_seen, d.last_seen, {NAMES}, {WRITERS}, {READERS.format(held="")},
+       {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
+       {last_write_at("d")}
 FROM readmodel.datasets d
 WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
@@ -91,7 +165,8 @@ WHERE d.id = coalesce(
 
 # As of T: the schema of the latest observation by then, the jobs whose run at T (or
 # static lineage by then) wrote or read it, and when it was last seen by then (its run
-# edges and schema observations). Names and facets are today's.
+# edges and schema observations), the lifecycle change and write last reported by then.
+# Names, facets and the catalogue fields are today's.
 GET_DATASET_AS_OF = f"""
 SELECT d.id, d.namespace, d.name, v.fields::text, d.facets::text, d.first_seen,
        coalesce((
@@ -106,36 +181,35 @@ SELECT d.id, d.namespace, d.name, v.fields::text, d.facets::text, d.first_seen,
                WHERE o.namespace = n.namespace AND o.name = n.name
                  AND o.event_time <= %(as_of)s
            ) x WHERE n.dataset_id = d.id), d.first_seen),
-       coalesce((
-           SELECT json_agg(json_build_object('namespace', n.namespace, 'name', n.name,
-                                             'kind', n.kind, 'symlink_type', n.symlink_type,
-                                             'joined_by', n.joined_by)
-                           ORDER BY n.kind, n.namespace, n.name)
-           FROM readmodel.dataset_names n WHERE n.dataset_id = d.id
-       ), '[]')::text,
-       {JOBS_OF_DATASET.format(direction="output", held=" AND " + asof.edge_held())},
-       {JOBS_OF_DATASET.format(direction="input", held=" AND " + asof.edge_held())}
+       {NAMES}, {WRITERS_AS_OF}, {READERS.format(held=" AND " + asof.edge_held())},
+       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time, {last_write_at_as_of("d")}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
+LEFT JOIN LATERAL {lifecycle_as_of("d")} lc ON true
 WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
 
-# The runs that read or wrote any of the dataset's names, newest first by start; the page
-# is cut before the per-run schema lookups. A run's schema: the latest its own events
-# carried for the dataset in that role, else (a reader) the latest observed at its start.
+# The runs that read or wrote any of the dataset's names (started by `as_of` when given),
+# newest first by start; the page is cut before the per-run schema lookups. A run's
+# schema: the latest its own events carried for the dataset in that role, else (a reader)
+# the latest observed at its start. Its state: now, or at `as_of` from its events then.
 RUNS_OF_DATASET = f"""
 WITH page AS (
-    SELECT t.run_id, t.direction, lr.started_at, lr.ended_at
-    FROM (SELECT DISTINCT e.run_id, e.direction
+    SELECT t.run_id, t.direction, t.lifecycle_state, lr.started_at
+    FROM (SELECT e.run_id, e.direction,
+                 (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
+                     AS lifecycle_state
           FROM readmodel.dataset_names n
           JOIN readmodel.run_edges e ON e.namespace = n.namespace AND e.name = n.name
-          WHERE n.dataset_id = %(id)s) t
+          WHERE n.dataset_id = %(id)s
+          GROUP BY e.run_id, e.direction) t
     JOIN readmodel.lineage_runs lr ON lr.run_id = t.run_id
-    WHERE %(after_time)s::timestamptz IS NULL
-       OR (lr.started_at, t.run_id, t.direction)
-          < (%(after_time)s, %(after_run)s::uuid, %(after_role)s::text)
+    WHERE (%(as_of)s::timestamptz IS NULL OR lr.started_at <= %(as_of)s)
+      AND (%(after_time)s::timestamptz IS NULL
+           OR (lr.started_at, t.run_id, t.direction)
+              < (%(after_time)s, %(after_run)s::uuid, %(after_role)s::text))
     ORDER BY lr.started_at DESC, t.run_id DESC, t.direction DESC
     LIMIT %(limit)s
 ),
@@ -143,38 +217,52 @@ versions AS (
     SELECT fields_hash, row_number() OVER (ORDER BY event_time, seq) AS version
     FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
 )
-SELECT p.run_id, p.direction, p.started_at, p.ended_at, r.job_id, r.job_namespace,
-       r.job_name, r.state,
+SELECT p.run_id, p.direction, p.started_at, r.job_id, r.job_namespace, r.job_name,
+       {{state}}, {{ended}},
        (SELECT v.version FROM versions v WHERE v.fields_hash = coalesce(
             (SELECT o.fields_hash FROM readmodel.schema_observations o
              JOIN readmodel.dataset_names n ON n.namespace = o.namespace AND n.name = o.name
              WHERE o.run_id = p.run_id AND o.role = p.direction AND n.dataset_id = %(id)s
+               AND (%(as_of)s::timestamptz IS NULL OR o.event_time <= %(as_of)s)
              ORDER BY o.event_time DESC, o.seq DESC LIMIT 1),
-            CASE WHEN p.direction = 'input' THEN {asof.schema_at("%(id)s", "p.started_at")} END))
+            CASE WHEN p.direction = 'input' THEN {asof.schema_at("%(id)s", "p.started_at")} END)),
+       p.lifecycle_state
 FROM page p
 JOIN readmodel.runs r ON r.id = p.run_id
+JOIN readmodel.lineage_runs lr ON lr.run_id = p.run_id {{state_join}}
 ORDER BY p.started_at DESC, p.run_id DESC, p.direction DESC
 """
+RUNS_NOW = RUNS_OF_DATASET.format(state="r.state", ended="r.ended_at", state_join="")
+RUNS_AS_OF = RUNS_OF_DATASET.format(
+    state="coalesce(s.event_type, 'RUNNING')",
+    ended="CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END",
+    state_join=asof.RUN_AT_JOIN,
+)
 
 DATASET_EXISTS = "SELECT 1 FROM readmodel.datasets WHERE id = %(id)s"
 # The id a dataset id answers as (an id absorbed by a merge: the survivor's).
 DATASET_ID = """
-SELECT d.id FROM readmodel.datasets d
+SELECT d.id, d.first_seen FROM readmodel.datasets d
 WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
 
 # Newest first. Version numbers count from the oldest schema, so they are computed over
-# the whole history and the page is cut after.
-LIST_VERSIONS = """
-SELECT version, event_time, seq, fields::text, run_id, job_id FROM (
+# the whole history and the page is cut after. As of T: the versions first seen by then.
+LIST_VERSIONS = f"""
+SELECT v.version, v.event_time, v.seq, v.fields::text, ({run_ref("r")})::text FROM (
     SELECT row_number() OVER (ORDER BY event_time, seq) AS version,
-           event_time, seq, fields, run_id, job_id
+           event_time, seq, fields, run_id
     FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
 ) v
-WHERE %(after_time)s::timestamptz IS NULL OR (event_time, seq) < (%(after_time)s, %(after_seq)s)
-ORDER BY event_time DESC, seq DESC
+LEFT JOIN readmodel.runs r ON r.id = v.run_id
+WHERE (%(after_time)s::timestamptz IS NULL
+       OR (v.event_time, v.seq) < (%(after_time)s, %(after_seq)s))
+  AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
+ORDER BY v.event_time DESC, v.seq DESC
 LIMIT %(limit)s
 """
+# How many versions and runs the dataset page embeds (the first page of each list).
+EMBEDDED = 10
 
 
 class ListQuery(msgspec.Struct, frozen=True):
@@ -190,6 +278,7 @@ class DatasetPath(msgspec.Struct, frozen=True):
 
 
 class PageQuery(msgspec.Struct, frozen=True):
+    as_of: asof.AsOf = None
     limit: params.Limit = params.DEFAULT_LIMIT
     cursor: params.Cursor = None
 
@@ -206,12 +295,12 @@ LIST = Operation(
     models.DatasetPage,
     tag="datasets",
     query=ListQuery,
-    description="Datasets by their display name. `namespace` matches any of a dataset's "
-    "names (symlinks included; then ordered by that name); `q` is a substring of any of "
-    "its names; `name` alone matches any of its names "
-    "exactly, in any namespace. `namespace` and `name` together are the exact lookup: "
-    "it resolves any name of a dataset, symlink names included, and answers one item or "
-    "none.",
+    description="Datasets by their display name (its most table-like name). `namespace` "
+    "matches any of a dataset's names (symlinks included; then ordered by that name); `q` "
+    "is a substring of any of its names; `name` alone matches any of its names exactly, "
+    "in any namespace. `namespace` and `name` together are the exact lookup: it resolves "
+    "any name of a dataset, symlink names included, and answers one item or none. Each "
+    "item says in `matched_name` which of its names matched.",
 )
 GET = Operation(
     "GET",
@@ -223,11 +312,14 @@ GET = Operation(
     path_params=DatasetPath,
     query=DatasetQuery,
     not_found=True,
-    description="All its names with their kind, its current schema, facets, and the jobs "
-    "that produce and consume it. With `as_of`: its schema as of then (the latest version "
-    "seen at or before it), the jobs whose latest run started by then wrote or read it, "
-    "and `last_seen` as of then; names and facets as they are now. A dataset first seen "
-    "after `as_of` answers 404.",
+    description="The dataset page in one answer: all its names with their kind, its "
+    "current schema, description, owners, tags, type, lifecycle state, facets, the jobs "
+    "that write it (with their last write and lifecycle change) and read it, and the "
+    "first page of its schema history (`versions`) and of its runs (`runs`). With "
+    "`as_of`: its schema as of then (the latest version seen at or before it), the jobs "
+    "whose latest run started by then wrote or read it, `last_seen`, the lifecycle "
+    "change and the history as of then; names, facets and the catalogue fields as they "
+    "are now. A dataset first seen after `as_of` answers 404 of type `not-yet`.",
 )
 VERSIONS = Operation(
     "GET",
@@ -239,7 +331,8 @@ VERSIONS = Operation(
     path_params=DatasetPath,
     query=PageQuery,
     not_found=True,
-    description="One version per distinct schema, newest first.",
+    description="One version per distinct schema, newest first, each with the run whose "
+    "output first carried it. With `as_of`: the versions first seen by then.",
 )
 RUNS = Operation(
     "GET",
@@ -253,14 +346,31 @@ RUNS = Operation(
     not_found=True,
     description="Every run that read (`role` input) or wrote (output) the dataset under "
     "any of its names, newest first by start, with the version of the schema it saw or "
-    "produced (as numbered by /versions). A run that did both appears once per role.",
+    "produced (as numbered by /versions) and the lifecycle change it reported (a DROP "
+    "wrote no data). A run that did both appears once per role. With `as_of`: the runs "
+    "started by then, in the state they had then.",
 )
 resource = Resource()
+
+_name = msgspec.json.Decoder(models.DatasetName)
+_names = msgspec.json.Decoder(list[models.DatasetName])
+_jobs = msgspec.json.Decoder(list[models.JobRef])
+_writers = msgspec.json.Decoder(list[models.DatasetWriter])
+_owners = msgspec.json.Decoder(list[models.Owner])
+_tags = msgspec.json.Decoder(list[models.Tag])
+_run_ref = msgspec.json.Decoder(models.RunRef | None)
 
 
 def _summary(r: Any) -> models.DatasetSummary:
     return models.DatasetSummary(
-        id=r[0], namespace=r[1], name=r[2], first_seen=r[3], last_seen=r[4]
+        id=r[0],
+        namespace=r[1],
+        name=r[2],
+        first_seen=r[3],
+        last_seen=r[4],
+        name_count=r[5],
+        lifecycle_state=r[6],
+        matched_name=_name.decode(r[9]) if r[9] is not None else None,
     )
 
 
@@ -277,33 +387,100 @@ async def list_datasets(request: Request) -> Response:
         )
     filters: list[str] = []
     args: dict[str, Any] = {"limit": query.limit + 1}
+    matched = "NULL::json"
     if query.namespace is not None:
         filters.append(FILTER_NAMESPACE)
         args["namespace"] = query.namespace
+        matched = NAME_JSON.format(n="n")
     display = FILTER_DISPLAY_NAME if query.namespace is None else ""
     if query.name is not None:
         filters.append(FILTER_EXACT_NAME)
         args["name"] = query.name
+        matched = MATCHED_NAME
     if query.q:
         filters.append(FILTER_NAME)
         args["pattern"] = like_substring(query.q)
+        matched = MATCHED_Q
+    kind = bound_kind("datasets", query)
     if query.cursor is not None:
-        args["after_namespace"], args["after_name"] = decode_cursor(
-            query.cursor, "datasets", [str, str]
-        )
+        args["after_namespace"], args["after_name"] = decode_cursor(query.cursor, kind, [str, str])
         filters.append(AFTER)
+    sql = LIST_DATASETS.format(display=display, filters="\n  ".join(filters), matched=matched)
     async with connection(request) as conn:
-        found = await rows(
-            conn, LIST_DATASETS.format(display=display, filters="\n  ".join(filters)), args
-        )
-    items, next_cursor = page(found, query.limit, "datasets", lambda r: (r[5], r[6]))
+        found = await rows(conn, sql, args)
+    items, next_cursor = page(found, query.limit, kind, lambda r: (r[7], r[8]))
     return json_response(
         request, models.DatasetPage(items=[_summary(r) for r in items], next_cursor=next_cursor)
     )
 
 
-_names = msgspec.json.Decoder(list[models.DatasetName])
-_jobs = msgspec.json.Decoder(list[models.JobRef])
+async def _versions(
+    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery, kind: str
+) -> models.DatasetVersionPage:
+    after: tuple[Any, ...] = (None, None)
+    if query.cursor is not None:
+        after = decode_cursor(query.cursor, kind, [dt.datetime, int])
+    args = {
+        "id": dataset,
+        "after_time": after[0],
+        "after_seq": after[1],
+        "as_of": query.as_of,
+        "limit": query.limit + 1,
+    }
+    found = await rows(conn, LIST_VERSIONS, args)
+    items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2]))
+    return models.DatasetVersionPage(
+        items=[
+            models.DatasetVersion(
+                version=r[0], event_time=r[1], fields=msgspec.Raw(r[3]), run=_run_ref.decode(r[4])
+            )
+            for r in items
+        ],
+        next_cursor=next_cursor,
+    )
+
+
+async def _runs(
+    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery, kind: str
+) -> models.RunOfDatasetPage:
+    after: tuple[Any, ...] = (None, None, None)
+    if query.cursor is not None:
+        after = decode_cursor(query.cursor, kind, [dt.datetime, uuid.UUID, str])
+    args = {
+        "id": dataset,
+        "after_time": after[0],
+        "after_run": after[1],
+        "after_role": after[2],
+        "as_of": query.as_of,
+        "limit": query.limit + 1,
+    }
+    found = await rows(conn, RUNS_NOW if query.as_of is None else RUNS_AS_OF, args)
+    items, next_cursor = page(found, query.limit, kind, lambda r: (r[2], r[0], r[1]))
+    return models.RunOfDatasetPage(
+        items=[
+            models.RunOfDataset(
+                id=r[0],
+                job=models.JobRef(id=r[3], namespace=r[4], name=r[5]),
+                role=r[1],
+                state=r[6],
+                started_at=r[2],
+                ended_at=r[7],
+                duration_seconds=(r[7] - r[2]).total_seconds() if r[7] is not None else None,
+                schema_version=r[8],
+                lifecycle_state=r[9],
+            )
+            for r in items
+        ],
+        next_cursor=next_cursor,
+    )
+
+
+def _versions_kind(dataset: uuid.UUID, query: PageQuery) -> str:
+    return bound_kind("versions", query, dataset)
+
+
+def _runs_kind(dataset: uuid.UUID, query: PageQuery) -> str:
+    return bound_kind("dataset-runs", query, dataset)
 
 
 @resource.add(GET)
@@ -311,11 +488,17 @@ async def get_dataset(request: Request) -> Response:
     path: DatasetPath = GET.parse_path(request)
     query: DatasetQuery = GET.parse_query(request)
     args = {"id": path.dataset_id, "as_of": query.as_of}
+    first = PageQuery(as_of=query.as_of, limit=EMBEDDED)
     async with connection(request) as conn:
         r = await row(conn, GET_DATASET if query.as_of is None else GET_DATASET_AS_OF, args)
-    if r is None:
-        raise not_found("dataset", path.dataset_id)
-    asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
+        if r is None:
+            raise not_found("dataset", path.dataset_id)
+        asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
+        versions = await _versions(conn, r[0], first, _versions_kind(r[0], first))
+        runs = await _runs(conn, r[0], first, _runs_kind(r[0], first))
+    lifecycle = None
+    if r[14] is not None and r[15] is not None:
+        lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])
     return json_response(
         request,
         models.Dataset(
@@ -327,85 +510,43 @@ async def get_dataset(request: Request) -> Response:
             first_seen=r[5],
             last_seen=r[6],
             names=_names.decode(r[7]),
-            producers=_jobs.decode(r[8]),
+            producers=_writers.decode(r[8]),
             consumers=_jobs.decode(r[9]),
+            description=r[10],
+            owners=_owners.decode(r[11]),
+            tags=_tags.decode(r[12]),
+            dataset_type=r[13],
+            lifecycle=lifecycle,
+            last_write_at=r[16],
+            versions=versions,
+            runs=runs,
         ),
     )
+
+
+async def _dataset_id(conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery) -> Any:
+    ref = await row(conn, DATASET_ID, {"id": dataset})
+    if ref is None:
+        raise not_found("dataset", dataset)
+    asof.check_seen("dataset", dataset, ref[1], query.as_of)
+    return ref[0]
 
 
 @resource.add(VERSIONS)
 async def list_versions(request: Request) -> Response:
     path: DatasetPath = VERSIONS.parse_path(request)
     query: PageQuery = VERSIONS.parse_query(request)
-    after_time: Any = None
-    after_seq: Any = None
-    if query.cursor is not None:
-        after_time, after_seq = decode_cursor(query.cursor, "versions", [dt.datetime, int])
-    args = {
-        "id": path.dataset_id,
-        "after_time": after_time,
-        "after_seq": after_seq,
-        "limit": query.limit + 1,
-    }
     async with connection(request) as conn:
-        found = await rows(conn, LIST_VERSIONS, args)
-        if not found and await row(conn, DATASET_EXISTS, {"id": path.dataset_id}) is None:
-            raise not_found("dataset", path.dataset_id)
-    items, next_cursor = page(found, query.limit, "versions", lambda r: (r[1], r[2]))
-    return json_response(
-        request,
-        models.DatasetVersionPage(
-            items=[
-                models.DatasetVersion(
-                    version=r[0],
-                    event_time=r[1],
-                    fields=msgspec.Raw(r[3]),
-                    run_id=r[4],
-                    job_id=r[5],
-                )
-                for r in items
-            ],
-            next_cursor=next_cursor,
-        ),
-    )
+        dataset = await _dataset_id(conn, path.dataset_id, query)
+        answer = await _versions(conn, dataset, query, _versions_kind(dataset, query))
+    return json_response(request, answer)
 
 
 @resource.add(RUNS)
 async def list_runs(request: Request) -> Response:
     path: DatasetPath = RUNS.parse_path(request)
     query: PageQuery = RUNS.parse_query(request)
-    after: tuple[Any, ...] = (None, None, None)
-    if query.cursor is not None:
-        after = decode_cursor(query.cursor, "dataset-runs", [dt.datetime, uuid.UUID, str])
-    args = {
-        "id": path.dataset_id,
-        "after_time": after[0],
-        "after_run": after[1],
-        "after_role": after[2],
-        "limit": query.limit + 1,
-    }
     async with connection(request) as conn:
-        ref = await row(conn, DATASET_ID, args)
-        if ref is None:
-            raise not_found("dataset", path.dataset_id)
-        args["id"] = ref[0]
-        found = await rows(conn, RUNS_OF_DATASET, args)
-    items, next_cursor = page(found, query.limit, "dataset-runs", lambda r: (r[2], r[0], r[1]))
-    return json_response(
-        request,
-        models.RunOfDatasetPage(
-            items=[
-                models.RunOfDataset(
-                    run_id=r[0],
-                    job=models.JobRef(id=r[4], namespace=r[5], name=r[6]),
-                    role=r[1],
-                    state=r[7],
-                    started_at=r[2],
-                    ended_at=r[3],
-                    schema_version=r[8],
-                )
-                for r in items
-            ],
-            next_cursor=next_cursor,
-        ),
-    )
+        dataset = await _dataset_id(conn, path.dataset_id, query)
+        answer = await _runs(conn, dataset, query, _runs_kind(dataset, query))
+    return json_response(request, answer)

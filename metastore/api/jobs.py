@@ -2,47 +2,99 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.api import asof, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import decode_cursor, page
+from metastore.api.pagination import bound_kind, decode_cursor, page
 from metastore.api.responses import json_response
-from metastore.api.sqlparts import edge_datasets, job_datasets_at, like_substring
+from metastore.api.sqlparts import (
+    DATASETS_PAGE,
+    description,
+    duration,
+    edge_datasets,
+    job_datasets_at,
+    like_substring,
+    owners,
+    started,
+    tags,
+)
 
-LIST_JOBS = """
+# The latest run's columns (id, state, state_time, started_at, ended_at, duration) of
+# readmodel.runs row `r`.
+LATEST_RUN = f"r.id, r.state, r.state_time, {started('r')}, r.ended_at, {duration('r')}"
+
+# Sort keys: name (namespace, name); latest_run (its start, newest first; jobs never run
+# last, at the year 1); failed_first (a latest run that failed or aborted first, then as
+# latest_run).
+NEVER = "'0001-01-01T00:00:00Z'::timestamptz"
+LIST_JOBS = f"""
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
-       j.parent_job_id, j.first_seen, j.last_seen,
-       r.id, r.state, r.state_time, r.started_at, r.ended_at
+       {description("j.facets")}, p.id, p.namespace, p.name, j.first_seen, j.last_seen,
+       {LATEST_RUN},
+       coalesce({started("r")}, {NEVER}) AS sort_time,
+       CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END AS sort_failed
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
-WHERE true {filters}
-ORDER BY j.namespace, j.name
+LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
+WHERE true {{filters}}
+ORDER BY {{order}}
 LIMIT %(limit)s
 """
 FILTER_NAMESPACE = "AND j.namespace = %(namespace)s"
 FILTER_NAME = "AND lower(j.name) LIKE %(pattern)s"
 FILTER_STATE = "AND r.state = %(state)s"
-AFTER = "AND (j.namespace, j.name) > (%(after_namespace)s, %(after_name)s)"
+SORTS: dict[str, tuple[str, str, list[type]]] = {
+    "name": (
+        "j.namespace, j.name",
+        "AND (j.namespace, j.name) > (%(a0)s, %(a1)s)",
+        [str, str],
+    ),
+    "latest_run": (
+        "sort_time DESC, j.namespace, j.name",
+        f"""AND (coalesce({started("r")}, {NEVER}) < %(a0)s
+             OR (coalesce({started("r")}, {NEVER}) = %(a0)s
+                 AND (j.namespace, j.name) > (%(a1)s, %(a2)s)))""",
+        [dt.datetime, str, str],
+    ),
+    "failed_first": (
+        "sort_failed, sort_time DESC, j.namespace, j.name",
+        f"""AND (CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END > %(a0)s
+             OR (CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END = %(a0)s
+                 AND (coalesce({started("r")}, {NEVER}) < %(a1)s
+                      OR (coalesce({started("r")}, {NEVER}) = %(a1)s
+                          AND (j.namespace, j.name) > (%(a2)s, %(a3)s)))))""",
+        [int, dt.datetime, str, str],
+    ),
+}
+
+CHILDREN = """
+coalesce((
+    SELECT json_agg(json_build_object('id', c.id, 'namespace', c.namespace,
+                                      'name', c.name) ORDER BY c.namespace, c.name)
+    FROM readmodel.jobs c WHERE c.parent_job_id = j.id
+), '[]')::text
+"""
+CATALOGUE = f"""{description("j.facets")}, {owners("j.facets")}, {tags("j.facets")}"""
+RUN_COUNT = "(SELECT count(*) FROM readmodel.runs c WHERE c.job_id = j.id)"
 
 GET_JOB = f"""
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        j.facets::text, j.first_seen, j.last_seen,
        p.id, p.namespace, p.name,
-       r.id, r.state, r.state_time, r.started_at, r.ended_at,
-       coalesce((
-           SELECT json_agg(json_build_object('id', c.id, 'namespace', c.namespace,
-                                             'name', c.name) ORDER BY c.namespace, c.name)
-           FROM readmodel.jobs c WHERE c.parent_job_id = j.id
-       ), '[]')::text,
+       {LATEST_RUN},
+       {CHILDREN},
        {edge_datasets("job_edges", "job_id", "j.id", "input")},
-       {edge_datasets("job_edges", "job_id", "j.id", "output")}
+       {edge_datasets("job_edges", "job_id", "j.id", "output")},
+       {CATALOGUE}, {RUN_COUNT}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
@@ -52,7 +104,7 @@ WHERE j.id = %(id)s
 # As of T: the latest run started by then, in the state its events up to T gave it (read
 # from the log: a terminal event wins, as in the runs projection), and the datasets of
 # that run (and static lineage declared by then). Names, facets, parent and children are
-# today's: they say what the job is, not what it did.
+# today's: they say what the job is, not what it did. Runs counted: those started by T.
 GET_JOB_AS_OF = f"""
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        j.facets::text, j.first_seen,
@@ -60,27 +112,16 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
                  WHERE l.job_namespace = j.namespace AND l.job_name = j.name
                    AND l.event_time <= %(as_of)s), j.first_seen),
        p.id, p.namespace, p.name,
-       r.id, coalesce(s.event_type, 'RUNNING'), coalesce(s.event_time, lr.started_at),
-       CASE WHEN r.started_at <= %(as_of)s THEN r.started_at END,
-       CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END,
-       coalesce((
-           SELECT json_agg(json_build_object('id', c.id, 'namespace', c.namespace,
-                                             'name', c.name) ORDER BY c.namespace, c.name)
-           FROM readmodel.jobs c WHERE c.parent_job_id = j.id
-       ), '[]')::text,
+       {asof.RUN_AT_COLUMNS},
+       {CHILDREN},
        {job_datasets_at("j.id", "input")},
-       {job_datasets_at("j.id", "output")}
+       {job_datasets_at("j.id", "output")},
+       {CATALOGUE},
+       (SELECT count(*) FROM readmodel.lineage_runs c
+        WHERE c.job_id = j.id AND c.started_at <= %(as_of)s)
 FROM readmodel.jobs j
 LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
-LEFT JOIN readmodel.lineage_runs lr ON lr.run_id = {asof.latest_run("j.id")}
-LEFT JOIN readmodel.runs r ON r.id = lr.run_id
-LEFT JOIN LATERAL (
-    SELECT l.event_type, l.event_time FROM event_log l
-    WHERE l.run_id = r.id AND l.event_time <= %(as_of)s
-      AND l.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')
-    ORDER BY l.event_type IN ('COMPLETE', 'FAIL', 'ABORT') DESC, l.event_time DESC, l.seq DESC
-    LIMIT 1
-) s ON true
+{asof.latest_run_at_joins("j.id")}
 WHERE j.id = %(id)s
 """
 
@@ -88,7 +129,17 @@ WHERE j.id = %(id)s
 class ListQuery(msgspec.Struct, frozen=True):
     namespace: params.NamespaceName = None
     q: params.Substring = None
-    state: models.RunState | None = None
+    state: Annotated[
+        models.RunState | None, Meta(description="Only jobs whose latest run is in this state.")
+    ] = None
+    sort: Annotated[
+        Literal["name", "latest_run", "failed_first"],
+        Meta(
+            description="`name`: by namespace and name; `latest_run`: the latest run's start, "
+            "newest first (jobs never run last); `failed_first`: jobs whose latest run "
+            "failed or aborted first, then as `latest_run`."
+        ),
+    ] = "name"
     limit: params.Limit = params.DEFAULT_LIMIT
     cursor: params.Cursor = None
 
@@ -109,7 +160,8 @@ LIST = Operation(
     models.JobPage,
     tag="jobs",
     query=ListQuery,
-    description="Jobs by namespace and name. `state` filters on the state of the latest run.",
+    description="Jobs with their latest run (state, start, end, duration), by namespace "
+    "and name, or as `sort` says. `state` filters on the state of the latest run.",
 )
 GET = Operation(
     "GET",
@@ -121,20 +173,53 @@ GET = Operation(
     path_params=JobPath,
     query=JobQuery,
     not_found=True,
-    description="Names, facets, job type, parent and child jobs, latest run, and the "
-    "datasets it reads and writes (over all its runs and its static lineage). With "
+    description="Names, facets, job type, description, owners and tags, parent and child "
+    "jobs, latest run, run count, and the datasets it reads and writes (over all its runs "
+    "and its static lineage; the first 100 of each by name, with their counts). With "
     "`as_of`: its latest run started at or before then, in the state it had then, and the "
     "datasets that run read and wrote (plus static lineage declared by then); `last_seen` "
     "as of then; names, facets, parent and children as they are now. A job first seen "
     "after `as_of` answers 404.",
 )
+
+
+class DatasetsQuery(msgspec.Struct, frozen=True):
+    direction: Annotated[
+        Literal["input", "output"],
+        Meta(description="`input`: the datasets it reads; `output`: those it writes."),
+    ]
+    limit: params.Limit = params.DEFAULT_LIMIT
+    cursor: params.Cursor = None
+
+
+DATASETS = Operation(
+    "GET",
+    "/jobs/{job_id}/datasets",
+    "listJobDatasets",
+    "The datasets a job reads or writes",
+    models.DatasetRefPage,
+    tag="jobs",
+    path_params=JobPath,
+    query=DatasetsQuery,
+    not_found=True,
+    description="Every dataset the job reads (`direction=input`) or writes (output), over "
+    "all its runs and its static lineage, by display name: the whole list behind the "
+    "first 100 in /jobs/{job_id}.",
+)
+JOB_EXISTS = "SELECT 1 FROM readmodel.jobs WHERE id = %(id)s"
 resource = Resource()
 
 
 def _latest_run(r: Any) -> models.LatestRun | None:
     if r[0] is None:
         return None
-    return models.LatestRun(id=r[0], state=r[1], state_time=r[2], started_at=r[3], ended_at=r[4])
+    return models.LatestRun(
+        id=r[0], state=r[1], state_time=r[2], started_at=r[3], ended_at=r[4], duration_seconds=r[5]
+    )
+
+
+def _job_ref(r: Any) -> models.JobRef | None:
+    return models.JobRef(id=r[0], namespace=r[1], name=r[2]) if r[0] is not None else None
 
 
 @resource.add(LIST)
@@ -151,14 +236,20 @@ async def list_jobs(request: Request) -> Response:
     if query.state is not None:
         filters.append(FILTER_STATE)
         args["state"] = query.state
+    order, after, key_types = SORTS[query.sort]
+    kind = bound_kind("jobs", query)
     if query.cursor is not None:
-        args["after_namespace"], args["after_name"] = decode_cursor(
-            query.cursor, "jobs", [str, str]
-        )
-        filters.append(AFTER)
+        key = decode_cursor(query.cursor, kind, key_types)
+        args.update({f"a{i}": v for i, v in enumerate(key)})
+        filters.append(after)
     async with connection(request) as conn:
-        found = await rows(conn, LIST_JOBS.format(filters="\n  ".join(filters)), args)
-    items, next_cursor = page(found, query.limit, "jobs", lambda r: (r[1], r[2]))
+        found = await rows(conn, LIST_JOBS.format(filters="\n  ".join(filters), order=order), args)
+    sort_key = {
+        "name": lambda r: (r[1], r[2]),
+        "latest_run": lambda r: (r[18], r[1], r[2]),
+        "failed_first": lambda r: (r[19], r[18], r[1], r[2]),
+    }[query.sort]
+    items, next_cursor = page(found, query.limit, kind, sort_key)
     return json_response(
         request,
         models.JobPage(
@@ -170,10 +261,11 @@ async def list_jobs(request: Request) -> Response:
                     job_type=r[3],
                     processing_type=r[4],
                     integration=r[5],
-                    parent_job_id=r[6],
-                    first_seen=r[7],
-                    last_seen=r[8],
-                    latest_run=_latest_run(r[9:14]),
+                    description=r[6],
+                    parent=_job_ref(r[7:10]),
+                    first_seen=r[10],
+                    last_seen=r[11],
+                    latest_run=_latest_run(r[12:18]),
                 )
                 for r in items
             ],
@@ -184,6 +276,8 @@ async def list_jobs(request: Request) -> Response:
 
 _refs = msgspec.json.Decoder(list[models.JobRef])
 _datasets = msgspec.json.Decoder(list[models.DatasetRef])
+_owners = msgspec.json.Decoder(list[models.Owner])
+_tags = msgspec.json.Decoder(list[models.Tag])
 
 
 @resource.add(GET)
@@ -208,10 +302,64 @@ async def get_job(request: Request) -> Response:
             facets=msgspec.Raw(r[6]),
             first_seen=r[7],
             last_seen=r[8],
-            parent=models.JobRef(id=r[9], namespace=r[10], name=r[11]) if r[9] else None,
-            latest_run=_latest_run(r[12:17]),
-            children=_refs.decode(r[17]),
-            inputs=_datasets.decode(r[18]),
-            outputs=_datasets.decode(r[19]),
+            parent=_job_ref(r[9:12]),
+            latest_run=_latest_run(r[12:18]),
+            children=_refs.decode(r[18]),
+            inputs=_datasets.decode(r[19]),
+            input_count=r[20],
+            outputs=_datasets.decode(r[21]),
+            output_count=r[22],
+            description=r[23],
+            owners=_owners.decode(r[24]),
+            tags=_tags.decode(r[25]),
+            run_count=r[26],
         ),
+    )
+
+
+@resource.add(DATASETS)
+async def list_job_datasets(request: Request) -> Response:
+    path: JobPath = DATASETS.parse_path(request)
+    query: DatasetsQuery = DATASETS.parse_query(request)
+    answer = await datasets_page(
+        request,
+        DATASETS_PAGE.format(table="job_edges", key="job_id"),
+        JOB_EXISTS,
+        "job",
+        path.job_id,
+        query,
+        bound_kind("job-datasets", query, path.job_id),
+    )
+    return json_response(request, answer)
+
+
+async def datasets_page(
+    request: Request,
+    sql: str,
+    exists: str,
+    what: str,
+    id_: uuid.UUID,
+    query: Any,
+    kind: str,
+) -> models.DatasetRefPage:
+    """A page of the datasets of a job or run (404 when the job or run is unknown)."""
+    after: tuple[Any, ...] = (None, None, None)
+    if query.cursor is not None:
+        after = decode_cursor(query.cursor, kind, [str, str, uuid.UUID])
+    args = {
+        "id": id_,
+        "direction": query.direction,
+        "after_namespace": after[0],
+        "after_name": after[1],
+        "after_id": after[2],
+        "limit": query.limit + 1,
+    }
+    async with connection(request) as conn:
+        if await row(conn, exists, {"id": id_}) is None:
+            raise not_found(what, id_)
+        found = await rows(conn, sql, args)
+    items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2], r[0]))
+    return models.DatasetRefPage(
+        items=[models.DatasetRef(id=r[0], namespace=r[1], name=r[2]) for r in items],
+        next_cursor=next_cursor,
     )

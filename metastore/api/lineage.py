@@ -24,6 +24,16 @@ from metastore.api import asof, models
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
+from metastore.api.sqlparts import (
+    dataset_type,
+    duration,
+    last_write_at,
+    last_write_at_as_of,
+    lifecycle_as_of,
+    lifecycle_state,
+    name_count,
+    started,
+)
 from metastore.problems import InvalidParam, ProblemError
 
 DEFAULT_DEPTH = 3
@@ -96,12 +106,32 @@ cut AS (
     FROM bfs ORDER BY depth DESC LIMIT 1
 )
 SELECT k.kind, k.id, k.depth, coalesce(j.namespace, d.namespace), coalesce(j.name, d.name),
-       (SELECT count(*) FROM reached), (SELECT cut FROM cut), coalesce(j.first_seen, d.first_seen)
+       (SELECT count(*) FROM reached), (SELECT cut FROM cut), coalesce(j.first_seen, d.first_seen),
+       {node_columns}
 FROM kept k
 LEFT JOIN readmodel.jobs j ON k.kind = 'job' AND j.id = k.id
 LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
+{node_joins}
 ORDER BY k.depth, k.kind, k.id
 """
+# What a graph draws a node with: a job's type, integration and latest run (id, state,
+# state_time, started_at, ended_at, duration); a dataset's name count, type, last write
+# and lifecycle state. Now, or as of `%(as_of)s` (a latest run in the state it had then).
+JOB_COLUMNS = "j.job_type, j.processing_type, j.integration"
+NODE_COLUMNS = f"""{JOB_COLUMNS},
+       r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")},
+       CASE WHEN k.kind = 'dataset' THEN {name_count("d")} END, {dataset_type("d.facets")},
+       CASE WHEN k.kind = 'dataset' THEN {last_write_at("d")} END,
+       {lifecycle_state("d.facets")}"""
+NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id"
+NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
+       {asof.RUN_AT_COLUMNS},
+       CASE WHEN k.kind = 'dataset' THEN {name_count("d")} END, {dataset_type("d.facets")},
+       CASE WHEN k.kind = 'dataset' THEN {last_write_at_as_of("d")} END,
+       lc.lifecycle_state"""
+NODE_JOINS_AS_OF = (
+    asof.latest_run_at_joins("j.id") + f"\nLEFT JOIN LATERAL {lifecycle_as_of('d')} lc ON true"
+)
 
 
 def _job_datasets(jobs: str, direction: str, as_of: bool) -> str:
@@ -135,6 +165,8 @@ def _walk(as_of: bool) -> str:
         down_jobs=_dataset_jobs("w.down_ds", "input", as_of),
         up_datasets=_job_datasets("w.up_jobs", "input", as_of),
         up_jobs=_dataset_jobs("w.up_ds", "output", as_of),
+        node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
+        node_joins=NODE_JOINS_AS_OF if as_of else NODE_JOINS,
     )
 
 
@@ -144,14 +176,17 @@ LINEAGE_AS_OF = _walk(as_of=True)
 # The edges between the kept nodes, as a second statement: bound as arrays (constants to
 # the planner, hashed and counted right), where a join against the CTE above would be
 # planned with a guessed row count as a nested loop over every pair.
-LINEAGE_EDGES = """
-SELECT DISTINCT e.direction, e.job_id, n.dataset_id
+# (with the lifecycle change the job last reported for an output: DROP, CREATE, ...)
+LATEST_LIFECYCLE = "(array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]"
+LINEAGE_EDGES = f"""
+SELECT e.direction, e.job_id, n.dataset_id, {LATEST_LIFECYCLE}
 FROM readmodel.job_edges e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 WHERE e.job_id = ANY(%(jobs)s::uuid[]) AND n.dataset_id = ANY(%(datasets)s::uuid[])
+GROUP BY 1, 2, 3
 """
 LINEAGE_EDGES_AS_OF = f"""
-SELECT DISTINCT e.direction, j.id, n.dataset_id
+SELECT e.direction, j.id, n.dataset_id, {LATEST_LIFECYCLE}
 FROM unnest(%(jobs)s::uuid[]) AS j(id)
 CROSS JOIN LATERAL (
     SELECT 'input' AS direction, i.* FROM {asof.job_edges_at("j.id", "input")} i
@@ -160,6 +195,7 @@ CROSS JOIN LATERAL (
 ) e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 WHERE n.dataset_id = ANY(%(datasets)s::uuid[])
+GROUP BY 1, 2, 3
 """
 
 # Field-level: upstream follows `out <- in` from the dataset's fields back to their
@@ -214,10 +250,15 @@ edges AS (
 SELECT e.in_namespace, e.in_name, e.in_field, src.dataset_id,
        e.out_namespace, e.out_name, e.out_field, dst.dataset_id,
        c.transformations::text, c.job_id, e.depth,
-       (SELECT count(*) FROM walked)
+       (SELECT count(*) FROM walked),
+       sd.namespace, sd.name, dd.namespace, dd.name, cj.namespace, cj.name,
+       coalesce((SELECT json_agg(json_build_object('id', j.id, 'namespace', j.namespace,
+                                                   'name', j.name)
+                                 ORDER BY j.namespace, j.name)
+                 FROM readmodel.jobs j WHERE j.id = ANY(c.job_ids)), '[]')::text
 FROM edges e
 CROSS JOIN LATERAL (
-    SELECT c.transformations, c.job_id FROM {edges} c
+    SELECT c.transformations, c.job_id, c.job_ids FROM {edges} c
     WHERE c.out_namespace = e.out_namespace AND c.out_name = e.out_name
       AND c.out_field = e.out_field AND c.in_namespace = e.in_namespace
       AND c.in_name = e.in_name AND c.in_field = e.in_field
@@ -226,6 +267,9 @@ LEFT JOIN readmodel.dataset_names src
   ON src.namespace = e.in_namespace AND src.name = e.in_name
 LEFT JOIN readmodel.dataset_names dst
   ON dst.namespace = e.out_namespace AND dst.name = e.out_name
+LEFT JOIN readmodel.datasets sd ON sd.id = src.dataset_id
+LEFT JOIN readmodel.datasets dd ON dd.id = dst.dataset_id
+LEFT JOIN readmodel.jobs cj ON cj.id = c.job_id
 ORDER BY e.depth, e.out_namespace, e.out_name, e.out_field, e.in_namespace, e.in_name,
          e.in_field
 """
@@ -239,7 +283,7 @@ COLUMN_EDGES_AS_OF = f"""(
                         c.in_field)
            c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
            r.edges -> k.key AS transformations, r.job_id, r.run_id, r.first_seen,
-           r.last_seen, r.last_seq
+           r.last_seen, r.last_seq, c.job_ids
     FROM readmodel.column_lineage c
     CROSS JOIN LATERAL (SELECT replace(c.edge_key::text, '-', '') AS key) k
     JOIN readmodel.run_column_lineage r
@@ -321,8 +365,10 @@ COLUMN_OP = Operation(
     not_found=True,
     description="Field edges from the `columnLineage` facet: upstream, the fields this "
     "dataset's fields derive from (and theirs, up to `depth`); downstream, the fields "
-    "derived from its fields. With `as_of`, the field edges each job's latest run started "
-    "at or before `as_of` reported (in its latest `columnLineage` facet for the dataset), "
+    "derived from its fields. Each edge names its datasets (display name) and the job of "
+    "its latest report (`job`) and every job that ever reported it (`jobs`, all time). "
+    "With `as_of`, the field edges each job's latest run started at or before `as_of` "
+    "reported (in its latest `columnLineage` facet for the dataset), "
     "and those of the job's latest static declaration (JobEvent) if it had made one by "
     "then.",
 )
@@ -333,6 +379,42 @@ _EDGE_LIMIT = 5000
 
 def _key(kind: str, id_: uuid.UUID) -> str:
     return f"{kind}:{id_}"
+
+
+def _node(r: Any) -> models.JobNode | models.DatasetNode:
+    if r[0] == "job":
+        latest = None
+        if r[11] is not None:
+            latest = models.LatestRun(
+                id=r[11],
+                state=r[12],
+                state_time=r[13],
+                started_at=r[14],
+                ended_at=r[15],
+                duration_seconds=r[16],
+            )
+        return models.JobNode(
+            key=_key("job", r[1]),
+            id=r[1],
+            namespace=r[3],
+            name=r[4],
+            depth=r[2],
+            job_type=r[8],
+            processing_type=r[9],
+            integration=r[10],
+            latest_run=latest,
+        )
+    return models.DatasetNode(
+        key=_key("dataset", r[1]),
+        id=r[1],
+        namespace=r[3],
+        name=r[4],
+        depth=r[2],
+        name_count=r[17],
+        dataset_type=r[18],
+        last_write_at=r[19],
+        lifecycle_state=r[20],
+    )
 
 
 @resource.add(LINEAGE_OP)
@@ -370,18 +452,15 @@ async def get_lineage(request: Request) -> Response:
             LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
             {"jobs": jobs, "datasets": datasets, "as_of": query.as_of},
         )
-    nodes = [
-        models.LineageNode(
-            key=_key(r[0], r[1]), type=r[0], id=r[1], namespace=r[3], name=r[4], depth=r[2]
-        )
-        for r in found
-    ]
+    nodes = [_node(r) for r in found]
     edges = sorted(
         (
-            models.LineageEdge(from_=_key("dataset", ds), to=_key("job", job))
+            models.LineageEdge(from_=_key("dataset", ds), to=_key("job", job), lifecycle_state=None)
             if direction == "input"
-            else models.LineageEdge(from_=_key("job", job), to=_key("dataset", ds))
-            for direction, job, ds in links
+            else models.LineageEdge(
+                from_=_key("job", job), to=_key("dataset", ds), lifecycle_state=lifecycle
+            )
+            for direction, job, ds, lifecycle in links
         ),
         key=lambda e: (e.from_, e.to),
     )
@@ -390,6 +469,13 @@ async def get_lineage(request: Request) -> Response:
     return json_response(
         request, models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
     )
+
+
+_jobs = msgspec.json.Decoder(list[models.JobRef])
+
+
+def _dataset_ref(id_: Any, namespace: Any, name: Any) -> models.DatasetRef | None:
+    return models.DatasetRef(id=id_, namespace=namespace, name=name) if id_ else None
 
 
 @resource.add(COLUMN_OP)
@@ -415,10 +501,15 @@ async def get_column_lineage(request: Request) -> Response:
         )
     edges = [
         models.ColumnEdge(
-            from_=models.ColumnRef(dataset_id=r[3], namespace=r[0], name=r[1], field=r[2]),
-            to=models.ColumnRef(dataset_id=r[7], namespace=r[4], name=r[5], field=r[6]),
+            from_=models.ColumnRef(
+                dataset=_dataset_ref(r[3], r[12], r[13]), namespace=r[0], name=r[1], field=r[2]
+            ),
+            to=models.ColumnRef(
+                dataset=_dataset_ref(r[7], r[14], r[15]), namespace=r[4], name=r[5], field=r[6]
+            ),
             transformations=msgspec.Raw(r[8]),
-            job_id=r[9],
+            job=models.JobRef(id=r[9], namespace=r[16], name=r[17]) if r[16] else None,
+            jobs=_jobs.decode(r[18]),
             depth=r[10],
         )
         for r in found

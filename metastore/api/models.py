@@ -1,5 +1,12 @@
 """The response bodies of /api/v1, as msgspec structs: the handlers encode these, and
-openapi.py publishes their JSON Schemas, so the document cannot drift from the answers."""
+openapi.py publishes their JSON Schemas, so the document cannot drift from the answers.
+
+One shape per thing: a run is `id` wherever it is the subject, a job, dataset or run
+another object points at is an embedded reference (`JobRef`, `DatasetRef`, `RunRef`),
+never a bare id, and a field means the same in every response (`started_at`: the START
+eventTime, else the earliest eventTime of the run; `root`: null for a run without a
+parent). Properties without a description of their own get the glossary's in openapi.py.
+"""
 
 from __future__ import annotations
 
@@ -10,80 +17,342 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-# JSON passed through without a decode: stored events, schema fields, facets.
-JSONObject = Annotated[msgspec.Raw, Meta(extra_json_schema={"type": "object"})]
-JSONArray = Annotated[msgspec.Raw, Meta(extra_json_schema={"type": "array"})]
-Facets = Annotated[
+REF = "#/components/schemas/{name}"
+
+# JSON passed through without a decode (stored events, schema fields, facets): the schema
+# describes what the producer is expected to have sent (the OpenLineage spec's shapes).
+JSONObject = Annotated[
+    msgspec.Raw, Meta(extra_json_schema={"type": "object", "additionalProperties": True})
+]
+
+
+def _facets(standard: dict[str, str]) -> dict[str, Any]:
+    """A facets object's schema: the standard facets typed by name, any other a `Facet`."""
+    return {
+        "type": "object",
+        "properties": {
+            name: {"$ref": REF.format(name=schema)} for name, schema in standard.items()
+        },
+        "additionalProperties": {"$ref": REF.format(name="Facet")},
+    }
+
+
+_MERGED = (
+    "Facets by name, merged the OpenLineage way: the latest of each name by eventTime, "
+    'removed by a later `{"_deleted": true}`. Each facet is as the producer sent it; '
+    "the standard ones are described by the OpenLineage facet schemas."
+)
+DatasetFacets = Annotated[
     msgspec.Raw,
     Meta(
-        description=(
-            "Facets by name, merged the OpenLineage way: the latest of each name by eventTime, "
-            'removed by a later `{"_deleted": true}`. Each facet is as the producer sent it.'
+        description=_MERGED,
+        extra_json_schema=_facets(
+            {
+                "schema": "SchemaFacet",
+                "symlinks": "SymlinksFacet",
+                "documentation": "DocumentationFacet",
+                "ownership": "OwnershipFacet",
+                "tags": "TagsFacet",
+                "datasetType": "DatasetTypeFacet",
+                "lifecycleStateChange": "LifecycleStateChangeFacet",
+            }
         ),
-        extra_json_schema={"type": "object"},
+    ),
+]
+JobFacets = Annotated[
+    msgspec.Raw,
+    Meta(
+        description=_MERGED,
+        extra_json_schema=_facets(
+            {
+                "jobType": "JobTypeFacet",
+                "documentation": "DocumentationFacet",
+                "ownership": "OwnershipFacet",
+                "tags": "TagsFacet",
+                "sql": "SqlFacet",
+            }
+        ),
+    ),
+]
+RunFacets = Annotated[
+    msgspec.Raw,
+    Meta(
+        description=_MERGED,
+        extra_json_schema=_facets(
+            {
+                "nominalTime": "NominalTimeFacet",
+                "parent": "ParentFacet",
+                "errorMessage": "ErrorMessageFacet",
+                "tags": "TagsFacet",
+            }
+        ),
+    ),
+]
+SchemaFields = Annotated[
+    msgspec.Raw,
+    Meta(
+        description="The `schema` facet's fields (nested fields in `fields`).",
+        extra_json_schema={"type": "array", "items": {"$ref": REF.format(name="SchemaField")}},
+    ),
+]
+Transformations = Annotated[
+    msgspec.Raw,
+    Meta(
+        description="How the output field is made from the input field (columnLineage).",
+        extra_json_schema={"type": "array", "items": {"$ref": REF.format(name="Transformation")}},
     ),
 ]
 Cursor = Annotated[
     str | None,
     Meta(description="Pass as `cursor` to read the next page; null on the last page."),
 ]
+# Every time in an answer is RFC 3339 in UTC with its offset (`Z`): `format: date-time`.
+Time = Annotated[dt.datetime, Meta(tz=True)]
 RunState = Literal["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER"]
+LifecycleState = Annotated[
+    str,
+    Meta(
+        description="A `lifecycleStateChange`: ALTER, CREATE, DROP, OVERWRITE, RENAME or "
+        "TRUNCATE (as the producer wrote it).",
+        examples=["CREATE"],
+    ),
+]
+NameKind = Annotated[
+    str,
+    Meta(
+        description="Where the name comes from: `emitted` (an event used it), `symlink` (an "
+        "identifier of a `symlinks` facet), `catalog` (joined by a catalog rule, which "
+        "`joined_by` names: an engine's name joined to its metastore's name, or a "
+        "metastore's name known only from one); more kinds may come, so treat an unknown "
+        "kind as a name like the others.",
+        examples=["symlink"],
+    ),
+]
+NamespaceText = Annotated[str, Meta(examples=["s3a://warehouse"])]
+StartedAt = Annotated[
+    Time,
+    Meta(
+        description="The eventTime of the run's START, else (no START seen) the earliest "
+        "eventTime of its events: the same rule in every response."
+    ),
+]
+Duration = Annotated[
+    float | None,
+    Meta(description="Seconds from `started_at` to `ended_at`; null while running."),
+]
 
 
 class Struct(msgspec.Struct, kw_only=True):
     pass
 
 
+# --- facet shapes (documentation of what passes through) -----------------------------
+
+
+# Any facet: a JSON object (its own fields besides these two are the facet's business).
+FACET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A facet as the producer sent it: `_producer` and `_schemaURL`, then "
+    "its own fields.",
+    "properties": {
+        "_producer": {"type": "string", "description": "URI of the software that made it."},
+        "_schemaURL": {"type": "string", "description": "URI of the facet's JSON Schema."},
+    },
+    "additionalProperties": True,
+}
+
+
+class SchemaField(Struct):
+    """A field of a `schema` facet."""
+
+    name: str
+    type: str | None = None
+    description: str | None = None
+    fields: list[SchemaField] | None = None
+
+
+class Transformation(Struct):
+    """A transformation of a columnLineage input field."""
+
+    type: str | None = None
+    subtype: str | None = None
+    description: str | None = None
+    masking: bool | None = None
+
+
+class SchemaFacet(Struct):
+    fields: list[SchemaField] | None = None
+
+
+class SymlinkIdentifier(Struct):
+    namespace: str
+    name: str
+    type: str | None = None
+
+
+class SymlinksFacet(Struct):
+    identifiers: list[SymlinkIdentifier] | None = None
+
+
+class DocumentationFacet(Struct):
+    description: str | None = None
+
+
+class Owner(Struct):
+    name: Annotated[str, Meta(examples=["team:sales-analytics"])]
+    type: str | None = None
+
+
+class OwnershipFacet(Struct):
+    owners: list[Owner] | None = None
+
+
+class Tag(Struct):
+    key: str
+    value: str | None = None
+    source: str | None = None
+
+
+class TagsFacet(Struct):
+    tags: list[Tag] | None = None
+
+
+class DatasetTypeFacet(Struct):
+    datasetType: str | None = None
+    subType: str | None = None
+
+
+class LifecycleStateChangeFacet(Struct):
+    lifecycleStateChange: str | None = None
+
+
+class JobTypeFacet(Struct):
+    processingType: str | None = None
+    integration: str | None = None
+    jobType: str | None = None
+
+
+class SqlFacet(Struct):
+    query: str | None = None
+
+
+class NominalTimeFacet(Struct):
+    nominalStartTime: str | None = None
+    nominalEndTime: str | None = None
+
+
+class ParentRun(Struct):
+    runId: str | None = None
+
+
+class ParentJob(Struct):
+    namespace: str | None = None
+    name: str | None = None
+
+
+class ParentFacet(Struct):
+    run: ParentRun | None = None
+    job: ParentJob | None = None
+
+
+class ErrorMessageFacet(Struct):
+    message: str | None = None
+    programmingLanguage: str | None = None
+    stackTrace: str | None = None
+
+
+FACET_SCHEMAS: tuple[Any, ...] = (
+    SchemaFacet,
+    SymlinksFacet,
+    DocumentationFacet,
+    OwnershipFacet,
+    TagsFacet,
+    DatasetTypeFacet,
+    LifecycleStateChangeFacet,
+    JobTypeFacet,
+    SqlFacet,
+    NominalTimeFacet,
+    ParentFacet,
+    ErrorMessageFacet,
+    SchemaField,
+    Transformation,
+)
+
+
 # --- references -----------------------------------------------------------------------
 
 
 class JobRef(Struct):
+    """A job another object points at."""
+
     id: uuid.UUID
     namespace: str
     name: str
 
 
 class DatasetRef(Struct):
+    """A dataset another object points at, under its display name."""
+
     id: uuid.UUID
     namespace: str
     name: str
 
 
 class RunRef(Struct):
-    """A run another run points at; `job_id` and `state` are null for a run never seen."""
+    """A run another object points at: its job and state (null for a run never seen)."""
 
     id: uuid.UUID
-    job_namespace: str | None
-    job_name: str | None
-    job_id: uuid.UUID | None
+    job: Annotated[
+        JobRef | None,
+        Meta(
+            description="Its job (null when unknown). Job ids derive from the name, so this "
+            "is the job's id even before the job emits events of its own."
+        ),
+    ]
     state: RunState | None
+
+
+# --- catalogue fields (standard facets surfaced) ----------------------------------------
+
+Description = Annotated[str | None, Meta(description="The `documentation` facet's description.")]
+Owners = Annotated[list[Owner], Meta(description="The `ownership` facet's owners.")]
+Tags = Annotated[list[Tag], Meta(description="The `tags` facet's tags.")]
 
 
 # --- namespaces -----------------------------------------------------------------------
 
 
 class Namespace(Struct):
-    name: str
+    name: NamespaceText
     has_jobs: bool
     has_datasets: bool
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    job_count: Annotated[int, Meta(ge=0, description="Jobs in this namespace.")]
+    dataset_count: Annotated[
+        int,
+        Meta(ge=0, description="Datasets with a name in this namespace (symlinks included)."),
+    ]
+    first_seen: Time
+    last_seen: Time
 
 
 class NamespacePage(Struct):
     items: list[Namespace]
     next_cursor: Cursor
+    total: Annotated[int, Meta(ge=0, description="Namespaces in all pages.")]
 
 
 # --- jobs -----------------------------------------------------------------------------
 
 
 class LatestRun(Struct):
+    """A job's latest run (by start): what a graph or list colours a job by."""
+
     id: uuid.UUID
     state: RunState
-    state_time: dt.datetime
-    started_at: dt.datetime | None
-    ended_at: dt.datetime | None
+    state_time: Time
+    started_at: StartedAt
+    ended_at: Time | None
+    duration_seconds: Duration
 
 
 class JobSummary(Struct):
@@ -93,9 +362,10 @@ class JobSummary(Struct):
     job_type: str | None
     processing_type: str | None
     integration: str | None
-    parent_job_id: uuid.UUID | None
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    description: Description
+    parent: JobRef | None
+    first_seen: Time
+    last_seen: Time
     latest_run: LatestRun | None
 
 
@@ -111,14 +381,29 @@ class Job(Struct):
     job_type: str | None
     processing_type: str | None
     integration: str | None
-    facets: Facets
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    description: Description
+    owners: Owners
+    tags: Tags
+    facets: JobFacets
+    first_seen: Time
+    last_seen: Time
     parent: JobRef | None
     children: list[JobRef]
     latest_run: LatestRun | None
-    inputs: list[DatasetRef]
-    outputs: list[DatasetRef]
+    run_count: Annotated[int, Meta(ge=0, description="Its runs (all time).")]
+    inputs: Annotated[
+        list[DatasetRef], Meta(description="The first datasets it reads, by name (capped).")
+    ]
+    input_count: Annotated[int, Meta(ge=0, description="All the datasets it reads.")]
+    outputs: Annotated[
+        list[DatasetRef], Meta(description="The first datasets it writes, by name (capped).")
+    ]
+    output_count: Annotated[int, Meta(ge=0, description="All the datasets it writes.")]
+
+
+class DatasetRefPage(Struct):
+    items: list[DatasetRef]
+    next_cursor: Cursor
 
 
 # --- runs -----------------------------------------------------------------------------
@@ -128,17 +413,20 @@ class RunSummary(Struct):
     id: uuid.UUID
     job: JobRef
     state: RunState
-    state_time: dt.datetime
-    started_at: dt.datetime | None
-    ended_at: dt.datetime | None
-    duration_seconds: float | None
-    nominal_start: dt.datetime | None
-    nominal_end: dt.datetime | None
+    state_time: Time
+    started_at: StartedAt
+    ended_at: Time | None
+    duration_seconds: Duration
+    nominal_start: Time | None
+    nominal_end: Time | None
     error_message: str | None
-    parent_run_id: uuid.UUID | None
-    root_run_id: uuid.UUID | None
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    parent: RunRef | None
+    root: Annotated[
+        RunRef | None,
+        Meta(description="The top of its parent chain; null for a run without a parent."),
+    ]
+    first_seen: Time
+    last_seen: Time
 
 
 class RunPage(Struct):
@@ -150,21 +438,30 @@ class Run(Struct):
     id: uuid.UUID
     job: JobRef
     state: RunState
-    state_time: dt.datetime
-    started_at: dt.datetime | None
-    ended_at: dt.datetime | None
-    duration_seconds: float | None
-    nominal_start: dt.datetime | None
-    nominal_end: dt.datetime | None
+    state_time: Time
+    started_at: StartedAt
+    ended_at: Time | None
+    duration_seconds: Duration
+    nominal_start: Time | None
+    nominal_end: Time | None
     error_message: str | None
-    facets: Facets
-    first_seen: dt.datetime
-    last_seen: dt.datetime
+    facets: RunFacets
+    first_seen: Time
+    last_seen: Time
     parent: RunRef | None
-    root: RunRef | None
-    children: list[RunRef]
-    inputs: list[DatasetRef]
-    outputs: list[DatasetRef]
+    root: Annotated[
+        RunRef | None,
+        Meta(description="The top of its parent chain; null for a run without a parent."),
+    ]
+    children: Annotated[list[RunRef], Meta(description="Its child runs (the first 1,000).")]
+    inputs: Annotated[
+        list[DatasetRef], Meta(description="The first datasets it read, by name (capped).")
+    ]
+    input_count: Annotated[int, Meta(ge=0, description="All the datasets it read.")]
+    outputs: Annotated[
+        list[DatasetRef], Meta(description="The first datasets it wrote, by name (capped).")
+    ]
+    output_count: Annotated[int, Meta(ge=0, description="All the datasets it wrote.")]
 
 
 class RunEventPage(Struct):
@@ -175,19 +472,6 @@ class RunEventPage(Struct):
 
 
 # --- datasets -------------------------------------------------------------------------
-
-
-class DatasetSummary(Struct):
-    id: uuid.UUID
-    namespace: str
-    name: str
-    first_seen: dt.datetime
-    last_seen: dt.datetime
-
-
-class DatasetPage(Struct):
-    items: list[DatasetSummary]
-    next_cursor: Cursor
 
 
 class NameKey(Struct):
@@ -212,7 +496,7 @@ class NameJoin(Struct):
     engine: Annotated[
         str, Meta(description="The entry's engine namespace (exact or a glob), or the facet's.")
     ]
-    catalog: str
+    catalog: Annotated[str, Meta(description="The engine's catalog (the name's first part).")]
     metastore: Annotated[str, Meta(description="The metastore's namespace.")]
     role: Annotated[
         Literal["engine", "metastore"],
@@ -225,43 +509,62 @@ class NameJoin(Struct):
 
 
 class DatasetName(Struct):
-    namespace: str
+    namespace: NamespaceText
     name: str
-    kind: Annotated[
-        Literal["emitted", "symlink", "catalog"],
-        Meta(
-            description="`emitted`: used by an event; `symlink`: from a symlinks facet; "
-            "`catalog`: joined by a catalog rule (`joined_by` says which): an engine's name "
-            "joined to its metastore's name, or a metastore's name known only from one."
-        ),
+    kind: NameKind
+    symlink_type: Annotated[
+        str | None, Meta(description="The symlinks identifier's `type` (TABLE, ...).")
     ]
-    symlink_type: str | None
     joined_by: Annotated[
         NameJoin | None, Meta(description="For kind `catalog`: the rule that joined it.")
     ] = None
 
 
-class Dataset(Struct):
+class Lifecycle(Struct):
+    """The latest `lifecycleStateChange` reported for the dataset."""
+
+    state: LifecycleState
+    changed_at: Time
+
+
+class DatasetSummary(Struct):
     id: uuid.UUID
-    namespace: str
-    name: str
-    names: list[DatasetName]
-    fields: Annotated[
-        JSONArray | None, Meta(description="The `schema` facet fields of the latest version.")
+    namespace: Annotated[str, Meta(description="Namespace of its display name.")]
+    name: Annotated[
+        str,
+        Meta(
+            description="Its display name: the most table-like of its names (the table's "
+            "name in its metastore: a `symlinks` identifier of type TABLE, or the metastore's "
+            "name a catalog rule derived; else a name an event used; else another; the first "
+            "seen among equals)."
+        ),
     ]
-    facets: Facets
-    first_seen: dt.datetime
-    last_seen: dt.datetime
-    producers: list[JobRef]
-    consumers: list[JobRef]
+    matched_name: Annotated[
+        DatasetName | None,
+        Meta(
+            description="The name that matched the list's `namespace`, `name` or `q` "
+            "filter (null without one)."
+        ),
+    ]
+    name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
+    lifecycle_state: LifecycleState | None
+    first_seen: Time
+    last_seen: Time
+
+
+class DatasetPage(Struct):
+    items: list[DatasetSummary]
+    next_cursor: Cursor
 
 
 class DatasetVersion(Struct):
     version: Annotated[int, Meta(ge=1, description="1 for the first schema seen, then up.")]
-    event_time: dt.datetime
-    fields: JSONArray
-    run_id: uuid.UUID | None
-    job_id: uuid.UUID | None
+    event_time: Annotated[Time, Meta(description="When this schema was first seen.")]
+    fields: SchemaFields
+    run: Annotated[
+        RunRef | None,
+        Meta(description="The run whose output first carried it (null: not from a run)."),
+    ]
 
 
 class DatasetVersionPage(Struct):
@@ -272,14 +575,13 @@ class DatasetVersionPage(Struct):
 class RunOfDataset(Struct):
     """A run that read (`role` input) or wrote (output) a dataset, and the schema it met."""
 
-    run_id: uuid.UUID
+    id: uuid.UUID
     job: JobRef
     role: Literal["input", "output"]
     state: RunState
-    started_at: Annotated[
-        dt.datetime, Meta(description="Its START eventTime, else its earliest eventTime.")
-    ]
-    ended_at: dt.datetime | None
+    started_at: StartedAt
+    ended_at: Time | None
+    duration_seconds: Duration
     schema_version: Annotated[
         int | None,
         Meta(
@@ -288,11 +590,70 @@ class RunOfDataset(Struct):
             "at its start; null when unknown."
         ),
     ]
+    lifecycle_state: Annotated[
+        str | None,
+        Meta(
+            description="The `lifecycleStateChange` the run reported for the dataset "
+            "(CREATE, OVERWRITE, DROP, ...); null when none."
+        ),
+    ]
 
 
 class RunOfDatasetPage(Struct):
     items: list[RunOfDataset]
     next_cursor: Cursor
+
+
+class DatasetWriter(Struct):
+    """A job that wrote the dataset, or changed its lifecycle (a DROP writes no data)."""
+
+    job: JobRef
+    last_write_at: Annotated[
+        Time | None,
+        Meta(description="Its latest event naming it (null: only declared, a JobEvent)."),
+    ]
+    lifecycle_state: Annotated[
+        str | None,
+        Meta(
+            description="The latest `lifecycleStateChange` it reported (CREATE, DROP, ...): "
+            "a writer whose latest is DROP dropped the table; null when none."
+        ),
+    ]
+
+
+class Dataset(Struct):
+    id: uuid.UUID
+    namespace: Annotated[str, Meta(description="Namespace of its display name.")]
+    name: Annotated[str, Meta(description="Its display name (the rule in DatasetSummary).")]
+    names: list[DatasetName]
+    fields: Annotated[
+        SchemaFields | None, Meta(description="The `schema` facet fields of the latest version.")
+    ]
+    description: Description
+    owners: Owners
+    tags: Tags
+    dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
+    lifecycle: Lifecycle | None
+    facets: DatasetFacets
+    first_seen: Time
+    last_seen: Time
+    last_write_at: Annotated[Time | None, Meta(description="The latest event of a job writing it.")]
+    producers: Annotated[
+        list[DatasetWriter],
+        Meta(description="Jobs that wrote it (or changed its lifecycle), by name."),
+    ]
+    consumers: list[JobRef]
+    versions: Annotated[
+        DatasetVersionPage,
+        Meta(description="The first page (10) of /datasets/{id}/versions: its history."),
+    ]
+    runs: Annotated[
+        RunOfDatasetPage,
+        Meta(
+            description="The first page (10) of /datasets/{id}/runs: its latest readers "
+            "and writers."
+        ),
+    ]
 
 
 # --- lineage --------------------------------------------------------------------------
@@ -305,15 +666,38 @@ NodeKey = Annotated[
         description="`dataset:<id>` or `job:<id>`, as in the `node` parameter.",
     ),
 ]
+Depth = Annotated[int, Meta(ge=0, description="Hops from the start node.")]
 
 
-class LineageNode(Struct):
+class JobNode(Struct, tag_field="type", tag="job"):
+    """A job in the graph, with what a graph colours it by."""
+
     key: NodeKey
-    type: Literal["dataset", "job"]
     id: uuid.UUID
     namespace: str
     name: str
-    depth: Annotated[int, Meta(ge=0, description="Hops from the start node.")]
+    depth: Depth
+    job_type: str | None
+    processing_type: str | None
+    integration: str | None
+    latest_run: LatestRun | None
+
+
+class DatasetNode(Struct, tag_field="type", tag="dataset"):
+    """A dataset in the graph, under its display name."""
+
+    key: NodeKey
+    id: uuid.UUID
+    namespace: str
+    name: str
+    depth: Depth
+    name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
+    dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
+    last_write_at: Annotated[Time | None, Meta(description="The latest event of a job writing it.")]
+    lifecycle_state: LifecycleState | None
+
+
+LineageNode = JobNode | DatasetNode
 
 
 class LineageEdge(Struct):
@@ -321,6 +705,13 @@ class LineageEdge(Struct):
 
     from_: NodeKey = msgspec.field(name="from")
     to: NodeKey
+    lifecycle_state: Annotated[
+        str | None,
+        Meta(
+            description="On a job -> dataset edge, the latest `lifecycleStateChange` the job "
+            "reported for it (DROP: it dropped the table); null otherwise."
+        ),
+    ]
 
 
 class LineageGraph(Struct):
@@ -332,11 +723,11 @@ class LineageGraph(Struct):
 
 
 class RunNode(Struct):
-    run_id: uuid.UUID
+    id: uuid.UUID
     job: JobRef
     state: RunState
-    started_at: dt.datetime
-    ended_at: dt.datetime | None
+    started_at: StartedAt
+    ended_at: Time | None
     depth: Annotated[int, Meta(ge=0, description="Hops from the start run.")]
 
 
@@ -357,7 +748,11 @@ class RunLineage(Struct):
 
 
 class ColumnRef(Struct):
-    dataset_id: uuid.UUID | None
+    """A field of a dataset, under the name the columnLineage facet used."""
+
+    dataset: Annotated[
+        DatasetRef | None, Meta(description="The dataset of that name (null: never seen).")
+    ]
     namespace: str
     name: str
     field: str
@@ -368,8 +763,9 @@ class ColumnEdge(Struct):
 
     from_: ColumnRef = msgspec.field(name="from")
     to: ColumnRef
-    transformations: JSONArray
-    job_id: uuid.UUID | None
+    transformations: Transformations
+    job: Annotated[JobRef | None, Meta(description="The job of the latest report of this edge.")]
+    jobs: Annotated[list[JobRef], Meta(description="Every job that reported this edge.")]
     depth: Annotated[int, Meta(ge=1)]
 
 
@@ -382,11 +778,20 @@ class ColumnLineage(Struct):
 # --- search ---------------------------------------------------------------------------
 
 
+class MatchedName(Struct):
+    namespace: str
+    name: str
+
+
 class SearchHit(Struct):
     type: Literal["dataset", "job"]
     id: uuid.UUID
     namespace: str
-    name: str
+    name: Annotated[str, Meta(description="Its name (a dataset's display name).")]
+    matched_name: Annotated[
+        MatchedName,
+        Meta(description="The name that matched `q` (for a dataset, maybe not its display name)."),
+    ]
     match: Annotated[
         Literal["exact", "prefix", "substring"],
         Meta(description="How the name matched `q`; results are ranked in this order."),
@@ -405,7 +810,7 @@ class LogStatus(Struct):
     events: Annotated[int, Meta(description="Stored events (an estimate above 50,000).")]
     size_bytes: int
     position: Annotated[str, Meta(description="The last readable position (an export cursor).")]
-    last_received_at: dt.datetime | None
+    last_received_at: Time | None
 
 
 class ProjectionStatus(Struct):
@@ -418,7 +823,7 @@ class ProjectionStatus(Struct):
         float, Meta(description="Age of the oldest event it has not folded; 0 when caught up.")
     ]
     dead_letters: int
-    updated_at: dt.datetime
+    updated_at: Time
 
 
 class Freshness(Struct):
@@ -461,8 +866,95 @@ ALL: tuple[Any, ...] = (
     DatasetPage,
     Dataset,
     DatasetVersionPage,
+    DatasetRefPage,
     LineageGraph,
     ColumnLineage,
     SearchPage,
     Status,
 )
+
+
+# --- the glossary ---------------------------------------------------------------------
+# The description of a property that has none of its own, by `Schema.property`, else by
+# property name: the same name means the same thing in every response.
+GLOSSARY: dict[str, str] = {
+    "id": "Its stable id (a run's: the OpenLineage runId).",
+    "namespace": "The namespace of its name.",
+    "name": "Its name.",
+    "first_seen": "The earliest eventTime of an event naming it.",
+    "last_seen": "The latest eventTime of an event naming it.",
+    "has_jobs": "Whether a job is in this namespace.",
+    "has_datasets": "Whether a dataset name is in this namespace.",
+    "items": "This page's items.",
+    "children": "Its child jobs (jobs whose runs name this job's in their parent facet).",
+    "consumers": "The jobs that read it, by name.",
+    "dataset": "The dataset, under its display name.",
+    "depth": "Hops from the start.",
+    "edges": "The edges between the nodes.",
+    "nodes": "The nodes reached, nearest first.",
+    "truncated": "True when a limit cut the answer short.",
+    "ended_at": "The eventTime of its terminal event (COMPLETE, FAIL, ABORT); null before.",
+    "error_message": "The `errorMessage` run facet's message.",
+    "field": "The field's name.",
+    "from": "Where the flow comes from.",
+    "to": "Where the flow goes.",
+    "integration": "What emitted it: the `jobType` facet's integration, else the one its "
+    "producer URL names (`.../integration/spark` is SPARK; Airflow's provider AIRFLOW).",
+    "job_type": "The `jobType` facet's jobType (QUERY, DAG, TASK, JOB, ...).",
+    "processing_type": "The `jobType` facet's processingType (BATCH or STREAMING).",
+    "job": "The job.",
+    "latest_run": "Its run with the latest start; null when it never ran.",
+    "lifecycle": "The latest lifecycle change reported for it; null when none.",
+    "lifecycle_state": "The latest `lifecycleStateChange` reported for it (CREATE, DROP, "
+    "...); null when none.",
+    "changed_at": "The eventTime of the event that reported it.",
+    "freshness": "Where these answers are read from and how old they can be.",
+    "names": "All its names, each with its kind.",
+    "nominal_start": "The `nominalTime` run facet's nominalStartTime.",
+    "nominal_end": "The `nominalTime` run facet's nominalEndTime.",
+    "parent": "Its parent (from the `parent` run facet); null when none.",
+    "role": "`input`: the run read it; `output`: the run wrote it.",
+    "state": "RunState: START, RUNNING, COMPLETE, FAIL, ABORT or OTHER (the latest event "
+    "by eventTime; a terminal event wins).",
+    "state_time": "The eventTime of the event that set `state`.",
+    "type": "What it is.",
+    "Owner.type": "The owner's kind (MAINTAINER, ...).",
+    "SchemaField.type": "The field's data type, as the producer named it.",
+    "SymlinkIdentifier.type": "The identifier's kind (TABLE, ...).",
+    "Transformation.type": "DIRECT or INDIRECT.",
+    "Transformation.subtype": "IDENTITY, TRANSFORMATION, AGGREGATION, FILTER, JOIN, ...",
+    "Transformation.masking": "Whether the transformation masks the input.",
+    "Transformation.description": "How the field is derived.",
+    "SchemaField.description": "The field's description.",
+    "DocumentationFacet.description": "What it is, in prose.",
+    "fields": "Its fields.",
+    "identifiers": "Other names of the dataset (Hive's, a catalog's, ...).",
+    "datasetType": "TABLE, VIEW, FILE, TOPIC, STREAM, MODEL, ...",
+    "subType": "A producer-specific refinement of datasetType.",
+    "lifecycleStateChange": "ALTER, CREATE, DROP, OVERWRITE, RENAME or TRUNCATE.",
+    "jobType": "QUERY, COMMAND, DAG, TASK, JOB, MODEL, ...",
+    "processingType": "BATCH or STREAMING.",
+    "JobTypeFacet.integration": "SPARK, TRINO, AIRFLOW, DBT, FLINK, ...",
+    "owners": "Its owners.",
+    "tags": "Its tags.",
+    "key": "The tag's key.",
+    "value": "The tag's value.",
+    "source": "Where the tag comes from.",
+    "query": "The SQL text.",
+    "nominalStartTime": "When the run was scheduled to start (RFC 3339).",
+    "nominalEndTime": "When the run's scheduled interval ends (RFC 3339).",
+    "run": "The run.",
+    "runId": "The parent run's runId.",
+    "message": "The error message.",
+    "programmingLanguage": "The language of the failing code.",
+    "stackTrace": "The stack trace.",
+    "log": "The event log.",
+    "projections": "Each read model's progress.",
+    "size_bytes": "The log's size on disk.",
+    "last_received_at": "When the latest event was received; null when none.",
+    "position": "Where it has folded up to (an export cursor).",
+    "version": "The version of its code its tables were built by.",
+    "events_folded": "Events folded since its tables were (re)built.",
+    "dead_letters": "Events it could not fold (kept in the log, counted).",
+    "updated_at": "When it last folded.",
+}

@@ -14,13 +14,21 @@ from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import decode_cursor, page
 from metastore.api.responses import json_response
 
+# Counted per namespace of the page: jobs by the jobs (namespace, name) index, datasets
+# by the dataset_names primary key (a dataset counts once however many names it has there).
 LIST_NAMESPACES = """
-SELECT name, has_jobs, has_datasets, first_seen, last_seen
-FROM readmodel.namespaces
-WHERE (%(after)s::text IS NULL OR name > %(after)s)
-ORDER BY name
+SELECT ns.name, ns.has_jobs, ns.has_datasets,
+       (SELECT count(*) FROM readmodel.jobs j WHERE j.namespace = ns.name),
+       (SELECT count(DISTINCT n.dataset_id) FROM readmodel.dataset_names n
+        WHERE n.namespace = ns.name),
+       ns.first_seen, ns.last_seen,
+       (SELECT count(*) FROM readmodel.namespaces)
+FROM readmodel.namespaces ns
+WHERE (%(after)s::text IS NULL OR ns.name > %(after)s)
+ORDER BY ns.name
 LIMIT %(limit)s
 """
+TOTAL = "SELECT count(*) FROM readmodel.namespaces"
 
 
 class ListQuery(msgspec.Struct, frozen=True):
@@ -36,7 +44,8 @@ LIST = Operation(
     models.NamespacePage,
     tag="namespaces",
     query=ListQuery,
-    description="Every namespace seen in an event, for jobs, datasets or both, by name.",
+    description="Every namespace seen in an event, for jobs, datasets or both, by name, "
+    "with how many jobs and datasets it has, and how many namespaces there are in all.",
 )
 resource = Resource()
 
@@ -49,16 +58,24 @@ async def list_namespaces(request: Request) -> Response:
         (after,) = decode_cursor(query.cursor, "namespaces", [str])
     async with connection(request) as conn:
         found = await rows(conn, LIST_NAMESPACES, {"after": after, "limit": query.limit + 1})
+        total = found[0][7] if found else (await rows(conn, TOTAL))[0][0]
     items, next_cursor = page(found, query.limit, "namespaces", lambda r: (r[0],))
     return json_response(
         request,
         models.NamespacePage(
             items=[
                 models.Namespace(
-                    name=r[0], has_jobs=r[1], has_datasets=r[2], first_seen=r[3], last_seen=r[4]
+                    name=r[0],
+                    has_jobs=r[1],
+                    has_datasets=r[2],
+                    job_count=r[3],
+                    dataset_count=r[4],
+                    first_seen=r[5],
+                    last_seen=r[6],
                 )
                 for r in items
             ],
             next_cursor=next_cursor,
+            total=total,
         ),
     )

@@ -34,10 +34,11 @@ from metastore.api import (
     search,
     status,
 )
+from metastore.api.examples import example
 from metastore.api.operation import NoParams, Operation
 from metastore.api.responses import json_response
 from metastore.ingest import BatchResult
-from metastore.problems import PROBLEM_JSON, Problem
+from metastore.problems import PROBLEM_BASE, PROBLEM_JSON, TITLES, TYPES, Problem, type_uri
 
 PREFIX = "/api/v1"
 CHECKED_IN = Path(__file__).resolve().parent.parent / "openapi.json"
@@ -55,13 +56,26 @@ still change before it is declared stable.
 
 Conventions of `/api/v1`: lists answer `{"items": [...], "next_cursor": ...}` with
 keyset pagination (`limit`, default 50, at most 500; pass `next_cursor` back as the
-opaque `cursor`; it is null on the last page), stable under concurrent ingest. Every
-answer carries an `ETag` and honours `If-None-Match` (304). Unknown ids answer 404,
-bad parameters 400, both as RFC 9457 `application/problem+json`. Times are RFC 3339 in
-UTC (`Z`), whatever the database server's time zone.
+opaque `cursor`, with the same filters and sort: it is bound to them; it is null on the
+last page), stable under concurrent ingest. Every answer carries an `ETag` and honours
+`If-None-Match` (304). Errors are RFC 9457 `application/problem+json` whose `type` URI
+tells them apart (`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
+`.../invalid-request`, `.../invalid-cursor`, ...). Times are RFC 3339 in UTC (`Z`),
+whatever the database server's time zone.
 
-Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` and
-`/datasets/{dataset_id}/column-lineage` take `as_of` (RFC 3339, for example
+One shape per thing: a run is `id` everywhere; what an answer points at is an embedded
+reference (`{id, namespace, name}`; a run `{id, job, state}`), never a bare id; a run's
+`started_at` is its START eventTime, else its earliest eventTime, in every answer; `root`
+is null for a run without a parent. A dataset answers under its display name, its most
+table-like name (a `symlinks` identifier of type TABLE, else a name an event used), and
+lists all its names with their kind.
+
+Cockpit's screens: namespaces with their counts (`/namespaces`), a lineage graph whose
+nodes carry what it draws (`/lineage`), a dataset page (`/datasets/{dataset_id}` and its
+`/column-lineage`): one or two calls each.
+
+Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` (and its `/versions`,
+`/runs` and `/column-lineage`) take `as_of` (RFC 3339, for example
 `?as_of=2026-11-24T09:00:00Z`) and answer as things were at that moment, by eventTime:
 each job's inputs and outputs are those of its latest run started at or before it (and
 its static lineage declared by then), a dataset's schema its latest version by then. A
@@ -121,7 +135,29 @@ OPENLINEAGE_EVENT = {
     "description": "An OpenLineage RunEvent, JobEvent or DatasetEvent "
     "(https://openlineage.io/spec/2-0-2/OpenLineage.json). `schemaURL` may be left out "
     "(as Marquez allows): the kind follows from the event's shape.",
+    "properties": {
+        "eventTime": {
+            "type": "string",
+            "format": "date-time",
+            "description": "When the event happened.",
+        },
+        "producer": {"type": "string", "description": "URI of the software that emitted it."},
+        "schemaURL": {"type": "string", "description": "URI of the spec version it follows."},
+    },
     "required": ["eventTime", "producer"],
+}
+TAGS = {
+    "namespaces": "Namespaces with their job and dataset counts.",
+    "jobs": "Jobs with their latest run.",
+    "runs": "Runs: state, times, parents, inputs and outputs, raw events.",
+    "datasets": "Datasets with all their names, schema history, readers and writers.",
+    "lineage": "The job/dataset graph, field-level lineage, run-level lineage.",
+    "search": "Jobs and datasets by name.",
+    "status": "The event log and the projections' progress.",
+    "meta": "This document.",
+    "ingest": "OpenLineage events in.",
+    "export": "The stored events out, as a pull feed.",
+    "health": "Liveness, readiness and metrics for the platform.",
 }
 
 
@@ -143,10 +179,16 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _problem(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+def _problem(
+    description: str, headers: dict[str, Any] | None = None, *, kind: str = ""
+) -> dict[str, Any]:
+    """A problem answer; `kind` (a key of problems.TYPES) names its example's type."""
+    example = {"type": PROBLEM_BASE + kind} if kind else {}
     answer: dict[str, Any] = {
         "description": description,
-        "content": {PROBLEM_JSON: {"schema": {"$ref": REF.format(name="Problem")}}},
+        "content": {
+            PROBLEM_JSON: {"schema": {"$ref": REF.format(name="Problem")}, "x-kind": example}
+        },
     }
     if headers:
         answer["headers"] = headers
@@ -263,6 +305,7 @@ OTHER_OPERATIONS = (
         "healthz",
         "The process is alive",
         "health",
+        "Answers while the process runs (it checks nothing else).",
         responses={"200": _json(_HEALTH, "Alive.")},
     ),
     OtherOperation(
@@ -271,6 +314,7 @@ OTHER_OPERATIONS = (
         "readyz",
         "The database answers and the schema is current",
         "health",
+        "200 when the database answers and its schema is the code's; 503 otherwise.",
         responses={"200": _json(_HEALTH, "Ready."), "503": _json(_HEALTH, "Not ready.")},
     ),
     OtherOperation(
@@ -279,6 +323,7 @@ OTHER_OPERATIONS = (
         "metrics",
         "Prometheus metrics",
         "health",
+        "The process's metrics in the Prometheus text format.",
         responses={
             "200": {
                 "description": "Prometheus text format.",
@@ -303,6 +348,14 @@ def _plain_parameter_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+PATH_PARAMETERS = {
+    "dataset_id": "The dataset's id (an id absorbed by a merge answers as the dataset it "
+    "was merged into).",
+    "job_id": "The job's id.",
+    "run_id": "The run's id: its OpenLineage runId.",
+}
+
+
 def _parameters(struct: type[msgspec.Struct], where: str) -> list[dict[str, Any]]:
     if struct is NoParams:
         return []
@@ -316,6 +369,8 @@ def _parameters(struct: type[msgspec.Struct], where: str) -> list[dict[str, Any]
         parameter: dict[str, Any] = {"name": name, "in": where}
         if "description" in schema:
             parameter["description"] = schema.pop("description")
+        elif name in PATH_PARAMETERS:
+            parameter["description"] = PATH_PARAMETERS[name]
         if "examples" in schema:  # the parameter's own `example` is what viewers show
             parameter["example"] = schema["examples"][0]
         parameter["required"] = where == "path" or name in required
@@ -345,29 +400,47 @@ def _refusals(scope: str, not_found: str | None) -> dict[str, Any]:
         "401": _problem(
             f"No bearer token, or one that is not valid (the `{scope}` scope is needed).",
             {"WWW-Authenticate": {"description": "`Bearer`.", "schema": {"type": "string"}}},
+            kind="unauthorized",
         ),
         "403": _problem(
             f"The bearer token is valid, but for another scope than `{scope}`; the detail "
-            "names the paths that token is for."
+            "names the paths that token is for.",
+            kind="forbidden",
         ),
         "404": _problem(
             not_found
             or "No such path (a path that differs from this one's, for example by a trailing "
-            "slash); a POST's detail names the ingest path."
+            "slash); a POST's detail names the ingest path.",
+            kind="not-found",
         ),
     }
 
 
 def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
     parameters = _parameters(op.path_params, "path") + _parameters(op.query, "query")
+    body = _json({"$ref": REF.format(name=schema_name)}, "OK.")
     responses: dict[str, Any] = {
-        "200": {**_json({"$ref": REF.format(name=schema_name)}, "OK."), "headers": _ETAG},
+        "200": {**body, "headers": _ETAG},
         "304": {"description": "Not modified (the If-None-Match ETag matches).", "headers": _ETAG},
     }
     if parameters:
-        responses["400"] = _problem("A parameter is invalid; `invalid-params` names it.")
-    responses.update(_refusals("read", "No such id." if op.not_found else None))
-    responses["503"] = _problem("The database is unavailable; retry.", _RETRY_AFTER)
+        responses["400"] = _problem(
+            "A parameter is invalid; `invalid-params` names it (type `invalid-request`, or "
+            "`invalid-cursor` for a cursor of another list, filter or sort).",
+            kind="invalid-request",
+        )
+    responses.update(
+        _refusals(
+            "read",
+            "No such id (type `not-found`); with `as_of`, an id whose first event is later "
+            "(type `not-yet`)."
+            if op.not_found
+            else None,
+        )
+    )
+    responses["503"] = _problem(
+        "The database is unavailable; retry.", _RETRY_AFTER, kind="unavailable"
+    )
     return {
         "operationId": op.operation_id,
         "summary": op.summary,
@@ -422,11 +495,83 @@ def api_operations() -> list[Operation]:
     return [op for module in API_RESOURCES for op, _ in module.resource.operations]
 
 
+def _add_examples(paths: dict[str, Any], components: dict[str, Any]) -> None:
+    """An example on every JSON answer that has none: made from its schema."""
+    for operations in paths.values():
+        for operation in operations.values():
+            for code, answer in operation["responses"].items():
+                for media, content in answer.get("content", {}).items():
+                    if media == PROBLEM_JSON:
+                        kind = content.pop("x-kind", {})
+                        content["example"] = {
+                            "type": kind.get("type") or type_uri(int(code)),
+                            "title": TITLES.get(int(code), "Error"),
+                            "status": int(code),
+                            "detail": answer["description"],
+                        }
+                    elif media.endswith("json") and "example" not in content:
+                        content["example"] = example(content["schema"], components)
+
+
+def _passed_through(schema: dict[str, Any], is_facet: bool) -> None:
+    """A facet (or a part of one) is JSON as the producer sent it: no defaults are filled
+    in, and a facet has `_producer`, `_schemaURL` and maybe fields of its own."""
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+    if is_facet:
+        schema["properties"] = {**models.FACET_SCHEMA["properties"], **schema["properties"]}
+        schema["additionalProperties"] = True
+
+
+def _describe(components: dict[str, Any]) -> None:
+    """Gives every property a description: its own, else the glossary's."""
+    for schema_name, schema in components.items():
+        for prop, sub in schema.get("properties", {}).items():
+            if "description" in sub:
+                continue
+            text = GLOSSARY.get(f"{schema_name}.{prop}") or GLOSSARY.get(prop)
+            assert text, f"no description for {schema_name}.{prop}: add it to GLOSSARY"
+            sub["description"] = text
+
+
+GLOSSARY = {
+    **models.GLOSSARY,
+    "Problem.type": "What went wrong, as a URI (RFC 9457), one of: "
+    + "; ".join(f"`{PROBLEM_BASE}{kind}`: {text}" for kind, text in TYPES.items()),
+    "Problem.title": "A short summary of the type.",
+    "Problem.status": "The HTTP status code.",
+    "Problem.detail": "What went wrong in this case.",
+    "Problem.instance": "The path of the request.",
+    "Problem.pointer": "The offending field of the body, as a JSON pointer.",
+    "Problem.invalid-params": "Each invalid field or parameter and why.",
+    "InvalidParam.name": "The field (a JSON pointer) or the query parameter's name.",
+    "InvalidParam.reason": "Why it is invalid.",
+    "BatchResult.status": "`success` (all stored) or `partial_success`.",
+    "BatchResult.summary": "How many events were received, stored and refused.",
+    "BatchResult.failed_events": "Each refused event and why.",
+    "BatchSummary.received": "Events in the batch.",
+    "BatchSummary.successful": "Events stored.",
+    "BatchSummary.failed": "Events refused.",
+    "BatchSummary.retriable": "Refused events a retry may store.",
+    "BatchSummary.non_retriable": "Refused events a retry cannot store.",
+    "FailedEvent.index": "Its position in the batch (from 0).",
+    "FailedEvent.reason": "Why it was refused.",
+    "FailedEvent.retriable": "Whether a retry may store it.",
+    "FailedEvent.pointer": "The offending field, as a JSON pointer into the event.",
+    "ExportPage.events": "Events as stored, in log order.",
+}
+
+
 def build_document() -> dict[str, Any]:
     ops = api_operations()
     refs, components = msgspec.json.schema_components(
-        [*(op.response for op in ops), Problem, BatchResult, ExportPage], ref_template=REF
+        [*(op.response for op in ops), Problem, BatchResult, ExportPage, *models.FACET_SCHEMAS],
+        ref_template=REF,
     )
+    components["Facet"] = copy.deepcopy(models.FACET_SCHEMA)
+    for facet in models.FACET_SCHEMAS:
+        _passed_through(components[facet.__name__], facet.__name__.endswith("Facet"))
+    _describe(components)
     names = {
         op.operation_id: ref["$ref"].rsplit("/", 1)[1]
         for op, ref in zip(ops, refs[: len(ops)], strict=True)
@@ -440,16 +585,21 @@ def build_document() -> dict[str, Any]:
         "get": {
             "operationId": OPENAPI_OPERATION.operation_id,
             "summary": OPENAPI_OPERATION.summary,
+            "description": OPENAPI_OPERATION.description,
             "tags": ["meta"],
             "security": [{"bearer": ["read"]}],
             "responses": {
-                "200": {**_json({"type": "object"}, "The document."), "headers": _ETAG},
+                "200": {
+                    **_json({"type": "object", "additionalProperties": True}, "The document."),
+                    "headers": _ETAG,
+                },
                 **_refusals("read", None),
             },
         }
     }
     for other in OTHER_OPERATIONS:
         paths.setdefault(other.path, {})[other.method.lower()] = _other_operation(other)
+    _add_examples(paths, components)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -457,25 +607,11 @@ def build_document() -> dict[str, Any]:
             "version": "1.0.0-experimental",
             "description": DESCRIPTION,
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+            "contact": {"name": "Stackable", "url": "https://stackable.tech"},
             "x-experimental": True,
         },
         "servers": [{"url": "/"}],
-        "tags": [
-            {"name": t}
-            for t in (
-                "namespaces",
-                "jobs",
-                "runs",
-                "datasets",
-                "lineage",
-                "search",
-                "status",
-                "meta",
-                "ingest",
-                "export",
-                "health",
-            )
-        ],
+        "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
         "paths": paths,
         "components": {
             "schemas": components,

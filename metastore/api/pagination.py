@@ -2,7 +2,8 @@
 
 Pages are read `WHERE key > last ORDER BY key LIMIT n+1`, never with OFFSET, so items
 written meanwhile neither shift a page nor repeat one. The cursor names the list it
-belongs to, so a cursor of one list is refused by another (400, not a wrong page).
+belongs to and the filters and sort it was made for (`bound_kind`), so a cursor of one
+list, or of the same list filtered or sorted otherwise, is refused (400, not a wrong page).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import hashlib
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -29,6 +31,18 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def bound_kind(kind: str, query: msgspec.Struct, *extra: Any) -> str:
+    """The list name a cursor carries: `kind` and a hash of the query's parameters (all
+    but `cursor` and `limit`) and of `extra` (a path parameter)."""
+    values = {
+        name: _plain(getattr(query, name))
+        for name in query.__struct_fields__
+        if name not in ("cursor", "limit")
+    }
+    raw = msgspec.json.encode([values, [_plain(v) for v in extra]], order="sorted")
+    return f"{kind}.{hashlib.blake2b(raw, digest_size=6).hexdigest()}"
+
+
 def encode_cursor(kind: str, key: Sequence[Any]) -> str:
     raw = msgspec.json.encode([kind, *(_plain(v) for v in key)])
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -45,11 +59,12 @@ def decode_cursor(cursor: str, kind: str, types: Sequence[type]) -> tuple[Any, .
             msgspec.convert(p, t) for p, t in zip(parts[1:], types, strict=True)
         )
     except (ValueError, binascii.Error, msgspec.MsgspecError, TypeError):
-        reason = "not a cursor handed out by this list"
+        reason = "not a cursor handed out by this list with these filters and sort"
         raise ProblemError(
             400,
             f"query parameter `cursor` is invalid: {reason}",
             invalid_params=[InvalidParam(name="cursor", reason=reason)],
+            kind="invalid-cursor",
         ) from None
     for value in key:
         if isinstance(value, int) and not -(2**63) <= value < 2**63:

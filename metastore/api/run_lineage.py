@@ -149,7 +149,7 @@ async def get_run_lineage(request: Request) -> Response:
         request,
         models.RunLineage(
             nodes=sorted(
-                (_node(r, depth_of[r[0]]) for r in nodes), key=lambda n: (n.depth, str(n.run_id))
+                (_node(r, depth_of[r[0]]) for r in nodes), key=lambda n: (n.depth, str(n.id))
             ),
             edges=[
                 models.RunLink(from_=w, to=r, dataset=refs[d])
@@ -163,7 +163,7 @@ async def get_run_lineage(request: Request) -> Response:
 
 def _node(r: Any, depth: int) -> models.RunNode:
     return models.RunNode(
-        run_id=r[0],
+        id=r[0],
         job=models.JobRef(id=r[1], namespace=r[2], name=r[3]),
         state=r[4],
         started_at=r[5],

@@ -4,60 +4,83 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.api import models, params
 from metastore.api.db import connection, not_found, row, rows
+from metastore.api.jobs import DatasetsQuery, datasets_page
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import decode_cursor, page
+from metastore.api.pagination import bound_kind, decode_cursor, page
 from metastore.api.responses import json_response
-from metastore.api.sqlparts import edge_datasets
+from metastore.api.sqlparts import DATASETS_PAGE, duration, edge_datasets, run_ref, started
 from metastore.problems import ProblemError
+from projections.common import job_id
 
-RUN_COLUMNS = """
-r.id, r.job_id, r.job_namespace, r.job_name, r.state, r.state_time, r.started_at,
-r.ended_at, extract(epoch FROM r.ended_at - r.started_at)::float8, r.nominal_start,
-r.nominal_end, r.error_message, r.parent_run_id, r.root_run_id, r.first_seen, r.last_seen
+RUN_COLUMNS = f"""
+r.id, r.job_id, r.job_namespace, r.job_name, r.state, r.state_time, {started("r")},
+r.ended_at, {duration("r")}, r.nominal_start, r.nominal_end, r.error_message,
+r.parent_run_id, r.parent_job_namespace, r.parent_job_name, p.state,
+r.root_run_id, rt.job_id, rt.job_namespace, rt.job_name, rt.state, r.first_seen, r.last_seen
+"""
+RUN_JOINS = """
+LEFT JOIN readmodel.runs p ON p.id = r.parent_run_id
+LEFT JOIN readmodel.runs rt ON rt.id = r.root_run_id AND r.parent_run_id IS NOT NULL
 """
 
-# Newest first; (first_seen DESC, id) is the order of the runs_* indexes.
+# Newest first by the earliest eventTime (first_seen), by start, or failed and aborted
+# runs first (then by start). (first_seen DESC, id) is the order of the runs_* indexes,
+# (start DESC, id) of runs_started.
 LIST_RUNS = f"""
-SELECT {RUN_COLUMNS}
+SELECT {RUN_COLUMNS}, {started("r")} AS sort_time,
+       CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END AS sort_failed
 FROM readmodel.runs r
+{RUN_JOINS}
 WHERE true {{filters}}
-ORDER BY r.first_seen DESC, r.id
+ORDER BY {{order}}
 LIMIT %(limit)s
 """
 FILTER_JOB = "AND r.job_id = %(job_id)s"
 FILTER_STATE = "AND r.state = %(state)s"
 FILTER_SINCE = "AND r.first_seen >= %(since)s"
 FILTER_UNTIL = "AND r.first_seen < %(until)s"
-AFTER = (
-    "AND (r.first_seen < %(after_time)s OR (r.first_seen = %(after_time)s AND r.id > %(after_id)s))"
-)
+_FAILED = "CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END"
+SORTS: dict[str, tuple[str, str, list[type]]] = {
+    "first_seen": (
+        "r.first_seen DESC, r.id",
+        "AND (r.first_seen < %(a0)s OR (r.first_seen = %(a0)s AND r.id > %(a1)s))",
+        [dt.datetime, uuid.UUID],
+    ),
+    "started": (
+        f"{started('r')} DESC, r.id",
+        f"AND ({started('r')} < %(a0)s OR ({started('r')} = %(a0)s AND r.id > %(a1)s))",
+        [dt.datetime, uuid.UUID],
+    ),
+    "failed_first": (
+        f"sort_failed, {started('r')} DESC, r.id",
+        f"""AND ({_FAILED} > %(a0)s OR ({_FAILED} = %(a0)s
+             AND ({started("r")} < %(a1)s OR ({started("r")} = %(a1)s AND r.id > %(a2)s))))""",
+        [int, dt.datetime, uuid.UUID],
+    ),
+}
 
-RUN_REF = """
-coalesce((SELECT json_agg(json_build_object(
-    'id', c.id, 'job_namespace', c.job_namespace, 'job_name', c.job_name,
-    'job_id', c.job_id, 'state', c.state) ORDER BY c.first_seen, c.id)
+CHILDREN = f"""
+coalesce((SELECT json_agg({run_ref("c")} ORDER BY c.first_seen, c.id)
   FROM (SELECT * FROM readmodel.runs c WHERE c.parent_run_id = r.id
         ORDER BY c.first_seen, c.id LIMIT 1000) c), '[]')::text
 """
 
 GET_RUN = f"""
 SELECT {RUN_COLUMNS}, r.facets::text,
-       r.parent_job_namespace, r.parent_job_name, p.job_id, p.state,
-       rt.job_namespace, rt.job_name, rt.job_id, rt.state,
-       {RUN_REF},
+       {CHILDREN},
        {edge_datasets("run_edges", "run_id", "r.id", "input")},
        {edge_datasets("run_edges", "run_id", "r.id", "output")}
 FROM readmodel.runs r
-LEFT JOIN readmodel.runs p ON p.id = r.parent_run_id
-LEFT JOIN readmodel.runs rt ON rt.id = r.root_run_id
+{RUN_JOINS}
 WHERE r.id = %(id)s
 """
 
@@ -79,10 +102,24 @@ SELECT EXISTS (SELECT 1 FROM readmodel.runs WHERE id = %(run_id)s)
 
 
 class ListQuery(msgspec.Struct, frozen=True):
-    job_id: uuid.UUID | None = None
-    state: models.RunState | None = None
-    since: params.Timestamp | None = None
-    until: params.Timestamp | None = None
+    job_id: Annotated[uuid.UUID | None, Meta(description="Only runs of this job.")] = None
+    state: Annotated[models.RunState | None, Meta(description="Only runs in this state.")] = None
+    since: (
+        Annotated[dt.datetime, Meta(tz=True, description="Only runs first seen at or after this.")]
+        | None
+    ) = None
+    until: (
+        Annotated[dt.datetime, Meta(tz=True, description="Only runs first seen before this.")]
+        | None
+    ) = None
+    sort: Annotated[
+        Literal["first_seen", "started", "failed_first"],
+        Meta(
+            description="`first_seen`: newest first by their earliest eventTime; `started`: "
+            "newest first by `started_at`; `failed_first`: failed and aborted runs first, "
+            "then by `started_at`, newest first."
+        ),
+    ] = "first_seen"
     limit: params.Limit = params.DEFAULT_LIMIT
     cursor: params.Cursor = None
 
@@ -104,8 +141,8 @@ LIST = Operation(
     models.RunPage,
     tag="runs",
     query=ListQuery,
-    description="Runs, newest first (by the earliest eventTime of their events); `since` "
-    "and `until` bound that time (since <= t < until).",
+    description="Runs, newest first (by the earliest eventTime of their events, or as "
+    "`sort` says); `since` and `until` bound that time (since <= t < until).",
 )
 GET = Operation(
     "GET",
@@ -118,7 +155,8 @@ GET = Operation(
     not_found=True,
     description="A run by its OpenLineage runId: state, times, duration, nominal time, "
     "error message, facets, parent, root and child runs (up to 1,000), inputs and "
-    "outputs. `root` is null for a run without a parent.",
+    "outputs (the first 100 of each, with their counts). `root` is null for a run "
+    "without a parent; `started_at` is its START eventTime, else its earliest eventTime.",
 )
 EVENTS = Operation(
     "GET",
@@ -132,10 +170,43 @@ EVENTS = Operation(
     not_found=True,
     description="The run's OpenLineage events exactly as stored, in log order.",
 )
+DATASETS = Operation(
+    "GET",
+    "/runs/{run_id}/datasets",
+    "listRunDatasets",
+    "The datasets a run read or wrote",
+    models.DatasetRefPage,
+    tag="runs",
+    path_params=RunPath,
+    query=DatasetsQuery,
+    not_found=True,
+    description="Every dataset the run read (`direction=input`) or wrote (output), by "
+    "display name: the whole list behind the first 100 in /runs/{run_id}.",
+)
+RUN_EXISTS = "SELECT 1 FROM readmodel.runs WHERE id = %(id)s"
 resource = Resource()
 
 
+def _run_ref(
+    run: uuid.UUID | None,
+    job: uuid.UUID | None,
+    namespace: str | None,
+    name: str | None,
+    state: Any,
+) -> models.RunRef | None:
+    if run is None:
+        return None
+    ref = None
+    if namespace is not None and name is not None:
+        ref = models.JobRef(id=job or job_id(namespace, name), namespace=namespace, name=name)
+    return models.RunRef(id=run, job=ref, state=state)
+
+
 def _summary(r: Any) -> dict[str, Any]:
+    parent = root = None
+    if r[12] is not None:
+        parent = _run_ref(r[12], None, r[13], r[14], r[15])
+        root = _run_ref(r[16], r[17], r[18], r[19], r[20])
     return {
         "id": r[0],
         "job": models.JobRef(id=r[1], namespace=r[2], name=r[3]),
@@ -147,8 +218,10 @@ def _summary(r: Any) -> dict[str, Any]:
         "nominal_start": r[9],
         "nominal_end": r[10],
         "error_message": r[11],
-        "first_seen": r[14],
-        "last_seen": r[15],
+        "parent": parent,
+        "root": root,
+        "first_seen": r[21],
+        "last_seen": r[22],
     }
 
 
@@ -166,22 +239,24 @@ async def list_runs(request: Request) -> Response:
         if value is not None:
             filters.append(clause)
             args[name] = value
+    order, after, key_types = SORTS[query.sort]
+    kind = bound_kind("runs", query)
     if query.cursor is not None:
-        args["after_time"], args["after_id"] = decode_cursor(
-            query.cursor, "runs", [dt.datetime, uuid.UUID]
-        )
-        filters.append(AFTER)
+        key = decode_cursor(query.cursor, kind, key_types)
+        args.update({f"a{i}": v for i, v in enumerate(key)})
+        filters.append(after)
     async with connection(request) as conn:
-        found = await rows(conn, LIST_RUNS.format(filters="\n  ".join(filters)), args)
-    items, next_cursor = page(found, query.limit, "runs", lambda r: (r[14], r[0]))
+        found = await rows(conn, LIST_RUNS.format(filters="\n  ".join(filters), order=order), args)
+    sort_key = {
+        "first_seen": lambda r: (r[21], r[0]),
+        "started": lambda r: (r[23], r[0]),
+        "failed_first": lambda r: (r[24], r[23], r[0]),
+    }[query.sort]
+    items, next_cursor = page(found, query.limit, kind, sort_key)
     return json_response(
         request,
         models.RunPage(
-            items=[
-                models.RunSummary(**_summary(r), parent_run_id=r[12], root_run_id=r[13])
-                for r in items
-            ],
-            next_cursor=next_cursor,
+            items=[models.RunSummary(**_summary(r)) for r in items], next_cursor=next_cursor
         ),
     )
 
@@ -197,25 +272,16 @@ async def get_run(request: Request) -> Response:
         r = await row(conn, GET_RUN, {"id": path.run_id})
     if r is None:
         raise not_found("run", path.run_id)
-    parent = root = None
-    if r[12] is not None:
-        parent = models.RunRef(
-            id=r[12], job_namespace=r[17], job_name=r[18], job_id=r[19], state=r[20]
-        )
-    if r[13] is not None and r[13] != r[0]:
-        root = models.RunRef(
-            id=r[13], job_namespace=r[21], job_name=r[22], job_id=r[23], state=r[24]
-        )
     return json_response(
         request,
         models.Run(
             **_summary(r),
-            facets=msgspec.Raw(r[16]),
-            parent=parent,
-            root=root,
-            children=_run_refs.decode(r[25]),
-            inputs=_datasets.decode(r[26]),
+            facets=msgspec.Raw(r[23]),
+            children=_run_refs.decode(r[24]),
+            inputs=_datasets.decode(r[25]),
+            input_count=r[26],
             outputs=_datasets.decode(r[27]),
+            output_count=r[28],
         ),
     )
 
@@ -225,8 +291,9 @@ async def list_run_events(request: Request) -> Response:
     path: RunPath = EVENTS.parse_path(request)
     query: PageQuery = EVENTS.parse_query(request)
     tx, seq = 0, 0
+    kind = bound_kind("run_events", query, path.run_id)  # (a cursor of this run's events)
     if query.cursor is not None:
-        tx, seq = decode_cursor(query.cursor, "run_events", [int, int])
+        tx, seq = decode_cursor(query.cursor, kind, [int, int])
         if tx < 0 or seq < 0:
             raise ProblemError(400, "query parameter `cursor` is invalid: out of range")
     args = {"run_id": path.run_id, "tx": tx, "seq": seq, "limit": query.limit + 1}
@@ -236,8 +303,24 @@ async def list_run_events(request: Request) -> Response:
             known = await row(conn, RUN_KNOWN, {"run_id": path.run_id})
             if not known[0]:
                 raise not_found("run", path.run_id)
-    items, next_cursor = page(found, query.limit, "run_events", lambda r: (r[0], r[1]))
+    items, next_cursor = page(found, query.limit, kind, lambda r: (r[0], r[1]))
     return json_response(
         request,
         models.RunEventPage(items=[msgspec.Raw(r[2]) for r in items], next_cursor=next_cursor),
     )
+
+
+@resource.add(DATASETS)
+async def list_run_datasets(request: Request) -> Response:
+    path: RunPath = DATASETS.parse_path(request)
+    query: DatasetsQuery = DATASETS.parse_query(request)
+    answer = await datasets_page(
+        request,
+        DATASETS_PAGE.format(table="run_edges", key="run_id"),
+        RUN_EXISTS,
+        "run",
+        path.run_id,
+        query,
+        bound_kind("run-datasets", query, path.run_id),
+    )
+    return json_response(request, answer)

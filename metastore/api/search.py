@@ -18,24 +18,29 @@ from starlette.responses import Response
 from metastore.api import models, params
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import decode_cursor, page
+from metastore.api.pagination import bound_kind, decode_cursor, page
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
 
+# A dataset hit's matched name: its best-ranked name that matched (then by name).
 SEARCH = """
-SELECT type, id, namespace, name, rank, sort_name FROM (
+SELECT type, id, namespace, name, rank, sort_name, matched_namespace, matched_name FROM (
     SELECT 'job' AS type, j.id, j.namespace, j.name, lower(j.name) AS sort_name,
            CASE WHEN lower(j.name) = %(exact)s THEN 0
-                WHEN lower(j.name) LIKE %(prefix)s THEN 1 ELSE 2 END AS rank
+                WHEN lower(j.name) LIKE %(prefix)s THEN 1 ELSE 2 END AS rank,
+           j.namespace AS matched_namespace, j.name AS matched_name
     FROM readmodel.jobs j
     WHERE lower(j.name) LIKE %(pattern)s
   UNION ALL
-    SELECT 'dataset', d.id, d.namespace, d.name, lower(d.name),
-           min(CASE WHEN lower(n.name) = %(exact)s THEN 0
-                    WHEN lower(n.name) LIKE %(prefix)s THEN 1 ELSE 2 END)
-    FROM readmodel.dataset_names n
+    SELECT 'dataset', d.id, d.namespace, d.name, lower(d.name), min(n.rank),
+           (array_agg(n.namespace ORDER BY n.rank, n.namespace, n.name))[1],
+           (array_agg(n.name ORDER BY n.rank, n.namespace, n.name))[1]
+    FROM (SELECT n.dataset_id, n.namespace, n.name,
+                 CASE WHEN lower(n.name) = %(exact)s THEN 0
+                      WHEN lower(n.name) LIKE %(prefix)s THEN 1 ELSE 2 END AS rank
+          FROM readmodel.dataset_names n
+          WHERE lower(n.name) LIKE %(pattern)s) n
     JOIN readmodel.datasets d ON d.id = n.dataset_id
-    WHERE lower(n.name) LIKE %(pattern)s
     GROUP BY d.id, d.namespace, d.name
 ) hits
 WHERE true {after}
@@ -72,7 +77,9 @@ SEARCH_OP = Operation(
     tag="search",
     query=SearchQuery,
     description="Jobs and datasets whose name contains `q` (case-insensitive), ranked: "
-    "exact names, then names starting with `q`, then the rest, each by name.",
+    "exact names, then names starting with `q`, then the rest, each by name. A dataset "
+    "matches on any of its names and answers under its display name, with the name that "
+    "matched in `matched_name`.",
 )
 resource = Resource()
 
@@ -89,17 +96,25 @@ async def search(request: Request) -> Response:
     after = ""
     if query.cursor is not None:
         (args["after_rank"], args["after_name"], args["after_type"], args["after_id"]) = (
-            decode_cursor(query.cursor, "search", [int, str, str, uuid.UUID])
+            decode_cursor(query.cursor, bound_kind("search", query), [int, str, str, uuid.UUID])
         )
         after = AFTER
     async with connection(request) as conn:
         found = await rows(conn, SEARCH.format(after=after), args)
-    items, next_cursor = page(found, query.limit, "search", lambda r: (r[4], r[5], r[0], r[1]))
+    kind = bound_kind("search", query)
+    items, next_cursor = page(found, query.limit, kind, lambda r: (r[4], r[5], r[0], r[1]))
     return json_response(
         request,
         models.SearchPage(
             items=[
-                models.SearchHit(type=r[0], id=r[1], namespace=r[2], name=r[3], match=MATCH[r[4]])
+                models.SearchHit(
+                    type=r[0],
+                    id=r[1],
+                    namespace=r[2],
+                    name=r[3],
+                    matched_name=models.MatchedName(namespace=r[6], name=r[7]),
+                    match=MATCH[r[4]],
+                )
                 for r in items
             ],
             next_cursor=next_cursor,

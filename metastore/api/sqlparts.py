@@ -14,23 +14,45 @@ coalesce((
     FROM (SELECT DISTINCT d.id, d.namespace, d.name
           FROM {edges} e
           JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-          JOIN readmodel.datasets d ON d.id = n.dataset_id) x
-), '[]')::text
+          JOIN readmodel.datasets d ON d.id = n.dataset_id
+          ORDER BY d.namespace, d.name, d.id LIMIT {cap}) x
+), '[]')::text,
+(SELECT count(DISTINCT n.dataset_id)
+ FROM {edges} e
+ JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name)
+"""
+# How many of a job's or run's datasets its answer embeds (the rest: the counts, the graph).
+REF_CAP = 100
+
+
+# A page of the datasets a job (job_edges) or run (run_edges) read or wrote, by display
+# name: the whole list behind the capped `inputs` and `outputs`.
+DATASETS_PAGE = """
+SELECT DISTINCT d.id, d.namespace, d.name
+FROM readmodel.{table} e
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+JOIN readmodel.datasets d ON d.id = n.dataset_id
+WHERE e.{key} = %(id)s AND e.direction = %(direction)s
+  AND (%(after_namespace)s::text IS NULL
+       OR (d.namespace, d.name, d.id) > (%(after_namespace)s, %(after_name)s, %(after_id)s::uuid))
+ORDER BY d.namespace, d.name, d.id
+LIMIT %(limit)s
 """
 
 
 def edge_datasets(table: str, key: str, outer: str, direction: str) -> str:
-    """The datasets a job (job_edges) or a run (run_edges) read or wrote, as JSON."""
+    """The first REF_CAP datasets a job (job_edges) or a run (run_edges) read or wrote, as
+    JSON, and how many there are (two columns)."""
     edges = (
         f"(SELECT namespace, name FROM readmodel.{table} "
         f"WHERE {key} = {outer} AND direction = '{direction}')"
     )
-    return DATASET_REFS.format(edges=edges)
+    return DATASET_REFS.format(edges=edges, cap=REF_CAP)
 
 
 def job_datasets_at(job: str, direction: str) -> str:
-    """The datasets job `job` read or wrote as of `%(as_of)s`, as JSON."""
-    return DATASET_REFS.format(edges=asof.job_edges_at(job, direction))
+    """The datasets job `job` read or wrote as of `%(as_of)s`, as JSON, and their count."""
+    return DATASET_REFS.format(edges=asof.job_edges_at(job, direction), cap=REF_CAP)
 
 
 def like_substring(text: str) -> str:
@@ -42,3 +64,113 @@ def like_substring(text: str) -> str:
 def like_prefix(text: str) -> str:
     escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"{escaped}%"
+
+
+# --- one rule everywhere --------------------------------------------------------------
+# A run's start: its START eventTime, else (no START seen) its earliest eventTime. `r` is a
+# readmodel.runs row (started_at holds START's eventTime, first_seen the earliest).
+
+
+def started(r: str) -> str:
+    return f"coalesce({r}.started_at, {r}.first_seen)"
+
+
+def duration(r: str) -> str:
+    return f"extract(epoch FROM {r}.ended_at - {started(r)})::float8"
+
+
+def run_ref(r: str) -> str:
+    """A RunRef as JSON of readmodel.runs row `r` (its job's id derives from its name)."""
+    return (
+        f"json_build_object('id', {r}.id, 'job', json_build_object('id', {r}.job_id, "
+        f"'namespace', {r}.job_namespace, 'name', {r}.job_name), 'state', {r}.state)"
+    )
+
+
+# --- standard facets surfaced as fields -----------------------------------------------
+# Read from a facets column (json) with every shape checked: a facet as a producer sent it
+# may have any shape, and a wrong one reads as absent, never as an error.
+
+
+def _string(value: str) -> str:
+    # (json_build_array(x)->>0: the string unquoted, and no braces to trip str.format)
+    return f"CASE WHEN json_typeof({value}) = 'string' THEN json_build_array({value})->>0 END"
+
+
+def description(facets: str) -> str:
+    return _string(f"{facets}->'documentation'->'description'")
+
+
+def dataset_type(facets: str) -> str:
+    return _string(f"{facets}->'datasetType'->'datasetType'")
+
+
+def lifecycle_state(facets: str) -> str:
+    return _string(f"{facets}->'lifecycleStateChange'->'lifecycleStateChange'")
+
+
+def lifecycle_time(facet_times: str) -> str:
+    """When the lifecycle facet was reported (facet_times holds [eventTime µs, seq])."""
+    return (
+        f"timestamptz 'epoch' + ({facet_times}->'lifecycleStateChange'->>0)::bigint "
+        "* interval '1 microsecond'"
+    )
+
+
+def _objects(facets: str, facet: str, field: str, build: str, key: str) -> str:
+    items = f"{facets}->'{facet}'->'{field}'"
+    return f"""coalesce((
+    SELECT json_agg({build})
+    FROM json_array_elements(CASE WHEN json_typeof({items}) = 'array' THEN {items}
+                                  ELSE '[]' END) o
+    WHERE json_typeof(o->'{key}') = 'string'), '[]')::text"""
+
+
+def owners(facets: str) -> str:
+    kind = _string("o->'type'")
+    build = f"json_build_object('name', o->>'name', 'type', {kind})"
+    return _objects(facets, "ownership", "owners", build, "name")
+
+
+def tags(facets: str) -> str:
+    value, source = _string("o->'value'"), _string("o->'source'")
+    build = f"json_build_object('key', o->>'key', 'value', {value}, 'source', {source})"
+    return _objects(facets, "tags", "tags", build, "key")
+
+
+# --- what a dataset shows in a list, a graph node and its page --------------------------
+# `d` is a readmodel.datasets row.
+
+
+def name_count(d: str) -> str:
+    return f"(SELECT count(*) FROM readmodel.dataset_names c WHERE c.dataset_id = {d}.id)"
+
+
+def last_write_at(d: str) -> str:
+    """The latest event of a job writing any of its names (job_edges: one row a writer)."""
+    return f"""(SELECT max(e.last_seen) FROM readmodel.dataset_names w
+    JOIN readmodel.job_edges e ON e.namespace = w.namespace AND e.name = w.name
+     AND e.direction = 'output'
+    WHERE w.dataset_id = {d}.id)"""
+
+
+def last_write_at_as_of(d: str) -> str:
+    """As of `%(as_of)s`: from the run edges that began by then (a run that spans the
+    moment counts from its first event)."""
+    return f"""(SELECT max(CASE WHEN e.last_seen <= %(as_of)s THEN e.last_seen
+                          ELSE e.first_seen END)
+    FROM readmodel.dataset_names w
+    JOIN readmodel.run_edges e ON e.namespace = w.namespace AND e.name = w.name
+     AND e.direction = 'output' AND e.first_seen <= %(as_of)s
+    WHERE w.dataset_id = {d}.id)"""
+
+
+def lifecycle_as_of(d: str) -> str:
+    """A LATERAL subquery (lifecycle_state, lifecycle_time): the latest lifecycle change
+    its writers reported by `%(as_of)s`."""
+    return f"""(SELECT e.lifecycle_state, e.lifecycle_time
+    FROM readmodel.dataset_names w
+    JOIN readmodel.run_edges e ON e.namespace = w.namespace AND e.name = w.name
+     AND e.direction = 'output' AND e.lifecycle_time <= %(as_of)s
+    WHERE w.dataset_id = {d}.id
+    ORDER BY e.lifecycle_time DESC LIMIT 1)"""

@@ -10,6 +10,7 @@ CREATE TABLE column_lineage (
     transformations jsonb       NOT NULL DEFAULT '[]',  -- [{type, subtype, description, masking}]
     job_id          uuid,
     run_id          uuid,                               -- the latest run that reported it
+    job_ids         uuid[]      NOT NULL DEFAULT '{}',  -- every job that reported it
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
     last_seq        bigint      NOT NULL,   -- seq of the latest report (ties in last_seen)

@@ -8,8 +8,8 @@
 -- are keyed by names, so they follow without a rewrite.
 CREATE TABLE datasets (
     id              uuid        PRIMARY KEY,   -- uuid5 of the first name it was seen under
-    namespace       text        NOT NULL,      -- its display name: the first name seen
-    name            text        NOT NULL,
+    namespace       text        NOT NULL,      -- its display name: its most table-like
+    name            text        NOT NULL,      -- name (least display_key)
     -- json, not jsonb: kept as the fold wrote it (each facet as sent), so a facet sent
     -- again compares equal byte for byte after a load, and PostgreSQL only checks it is
     -- JSON instead of parsing it into jsonb (projections.common, "writing rows")
@@ -22,7 +22,10 @@ CREATE TABLE datasets (
     -- log position (tx, seq) of the first event that named it: on a merge, the dataset
     -- first seen in the log survives (so a replay picks the same id)
     first_tx        bigint      NOT NULL,
-    first_seq       bigint      NOT NULL
+    first_seq       bigint      NOT NULL,
+    -- the display name's [rank, first_seen µs, namespace, name]; rank 0: a symlink of type
+    -- TABLE, 1: a name an event used, 2: another (projections.datasets.display_key)
+    display_key     jsonb
 );
 CREATE INDEX datasets_merged_into ON datasets (merged_into) WHERE merged_into IS NOT NULL;
 

@@ -8,7 +8,7 @@ CREATE TABLE jobs (
     facet_times     jsonb       NOT NULL DEFAULT '{}',  -- facet name -> [eventTime, seq] it came from
     job_type        text,       -- jobType facet: jobType
     processing_type text,       -- jobType facet: processingType (BATCH | STREAMING)
-    integration     text,       -- jobType facet: integration (SPARK, AIRFLOW, ...)
+    integration     text,       -- jobType facet: integration, else from the producer URL
     parent_job_id   uuid,       -- from the parent facet of its runs
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
@@ -17,6 +17,8 @@ CREATE TABLE jobs (
     -- projector bookkeeping: the order keys ([eventTime µs, seq]) the values above came from
     parent_order    jsonb,
     latest_run_order jsonb,     -- [1 if START else 0, eventTime µs, seq]
+    producer        text,       -- the `producer` URL of its latest event (integration's fallback)
+    producer_order  jsonb,
     UNIQUE (namespace, name)
 );
 CREATE INDEX jobs_parent ON jobs (parent_job_id) WHERE parent_job_id IS NOT NULL;

@@ -12,6 +12,9 @@ CREATE TABLE run_edges (
     name            text        NOT NULL,
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
+    -- the latest `lifecycleStateChange` (CREATE, OVERWRITE, DROP, ...) its events reported
+    lifecycle_state text,
+    lifecycle_time  timestamptz,
     PRIMARY KEY (run_id, direction, namespace, name)
 );
 CREATE INDEX run_edges_dataset ON run_edges (namespace, name, direction);
@@ -25,6 +28,8 @@ CREATE TABLE job_edges (
     source          text        NOT NULL,  -- 'run' | 'static' (JobEvent)
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
+    lifecycle_state text,                  -- as in run_edges, over the job's events
+    lifecycle_time  timestamptz,
     PRIMARY KEY (job_id, direction, namespace, name, source)
 );
 CREATE INDEX job_edges_dataset ON job_edges (namespace, name, direction);

@@ -30,3 +30,5 @@ CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL
 CREATE INDEX runs_root ON runs (root_run_id);
 CREATE INDEX runs_state ON runs (state, first_seen DESC);
 CREATE INDEX runs_first_seen ON runs (first_seen DESC, id);
+-- `sort=started` of /runs: its start (START's eventTime, else the earliest), newest first
+CREATE INDEX runs_started ON runs ((coalesce(started_at, first_seen)) DESC, id);

@@ -312,7 +312,14 @@ def url_for(
         elif p["name"] == name:
             query[p["name"]] = value
         elif p.get("required"):
-            query[p["name"]] = "job:" + str(uuid.uuid4()) if p["name"] == "node" else CONTROL
+            choices = p.get("schema", {}).get("enum")  # (a required choice: its first)
+            query[p["name"]] = (
+                "job:" + str(uuid.uuid4())
+                if p["name"] == "node"
+                else choices[0]
+                if choices
+                else CONTROL
+            )
     return path, query
 
 

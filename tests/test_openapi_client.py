@@ -1,0 +1,99 @@
+"""A TypeScript client on types generated from the OpenAPI document, as Cockpit builds one.
+
+openapi-typescript turns metastore/openapi.json into types; `tsc --strict` (with
+noUncheckedIndexedAccess and exactOptionalPropertyTypes) type-checks
+tools/openapi/client/screens.ts, which draws the three Cockpit screens and reads a
+facet's field and a schema field's type without a cast; then node runs the compiled
+client against a server loaded with the conformance scenarios, and the screens must take
+the calls they promise. The node tools are the pinned ones of tools/openapi
+(package-lock.json, installed with `npm ci` by `make openapi-tools`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.apiserver import scenario_api
+from tests.support import all_scenario_events
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = ROOT / "tools" / "openapi"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None or shutil.which("npm") is None,
+    reason="node and npm are needed to generate and type-check the TypeScript client",
+)
+
+
+def run(*command: str, cwd: Path = TOOLS, timeout: float = 600) -> str:
+    done = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{' '.join(command)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Path:
+    run("make", "openapi-tools", cwd=ROOT)
+    run(
+        "npx",
+        "--no-install",
+        "openapi-typescript",
+        "../../metastore/openapi.json",
+        "-o",
+        "build/schema.d.ts",
+    )
+    types = (TOOLS / "build" / "schema.d.ts").read_text()
+    members = [line for line in types.splitlines() if not line.startswith("export type")]
+    assert not [line for line in members if "Record<string, never>" in line]  # facets too
+    assert "unknown[]" not in types  # schema fields and transformations are typed
+    run("npx", "--no-install", "tsc", "-p", "tsconfig.json", "--strict")
+    lines = (TOOLS / "client" / "screens.ts").read_text().splitlines()
+    code = "\n".join(line for line in lines if not line.strip().startswith("//"))
+    assert not re.search(r"\bas\s+[A-Za-z_{\[(]", code)  # no casts
+    return TOOLS / "build" / "js" / "client" / "screens.js"
+
+
+def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
+    compiled: Path, pg_server: Any, template_db: str, tmp_path: Path
+) -> None:
+    with scenario_api(pg_server, template_db, tmp_path, all_scenario_events()) as (url, _):
+        base = url + "/api/v1"
+
+        def lookup(namespace: str, name: str) -> str:
+            page = httpx.get(base + "/datasets", params={"namespace": namespace, "name": name})
+            return page.json()["items"][0]["id"]  # type: ignore[no-any-return]
+
+        raw = lookup("s3a://warehouse", "raw.db/orders")
+        tbl1 = lookup("file", "/tmp/cll_test/tbl1")
+        out = run("node", str(compiled), base, f"dataset:{raw}", tbl1, "2026-09-02T10:01:00Z")
+    screens = json.loads(out)
+    assert {name: s["calls"] for name, s in screens.items()} == {
+        "namespaces": 1,
+        "graph": 1,
+        "graphAsOf": 1,
+        "dataset": 2,
+    }
+    rows = {r["name"]: r for r in screens["namespaces"]["view"]["rows"]}
+    assert rows["airflow"]["jobs"] == 16 and rows["s3a://warehouse"]["datasets"] == 2
+    nodes = {n["label"]: n["colour"] for n in screens["graph"]["view"]["nodes"]}
+    assert nodes["orders_etl.execute_replace_table_as_select_command [SPARK]"] == "green"
+    assert "hive://hive-metastore:9083/sales.orders_daily (2 names)" in nodes
+    then = {n["label"]: n["colour"] for n in screens["graphAsOf"]["view"]["nodes"]}
+    assert then["orders_etl.execute_replace_table_as_select_command [SPARK]"] == "blue"
+    page = screens["dataset"]["view"]
+    assert page["title"] == "file:/tmp/cll_test/default.tbl1"
+    assert page["schema"] == ["ident: integer", "trans: string", "agg: long"]
+    assert page["firstSymlink"] == "default.tbl1"
+    assert page["facetProducer"].endswith("/integration/spark")
+    assert page["lifecycle"] == "CREATE" and page["versions"][0] >= 1
+    assert any(c.startswith("default.cll_source2.c -> agg by ") for c in page["columns"])
