@@ -249,7 +249,12 @@ WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(i
 # Newest first. Version numbers count from the oldest schema, so they are computed over
 # the whole history and the page is cut after. As of T: the versions first seen by then.
 LIST_VERSIONS = f"""
-SELECT v.version, v.event_time, v.seq, v.fields::text, ({run_ref("r")})::text FROM (
+SELECT v.version, v.event_time, v.seq, v.fields::text,
+       -- no run carried it (a DatasetEvent, an input): null; a run never seen: its id alone
+       coalesce((CASE WHEN v.run_id IS NULL THEN NULL
+                      WHEN r.id IS NULL THEN json_build_object('id', v.run_id, 'job', NULL,
+                                                               'state', NULL)
+                      ELSE {run_ref("r")} END)::text, 'null') FROM (
     SELECT row_number() OVER (ORDER BY event_time, seq) AS version,
            event_time, seq, fields, run_id
     FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
