@@ -37,7 +37,7 @@ import msgspec
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from metastore.problems import Problem, problem_response
+from metastore.problems import Problem, problem_response, type_uri
 
 log = logging.getLogger("metastore.access")
 
@@ -60,7 +60,8 @@ LINGER_S = 2.0
 
 def closing_answer(status: int, reason: str, detail: str) -> bytes:
     """A whole problem+json answer that closes the connection, written by the protocol."""
-    body = msgspec.json.encode(Problem(title=reason, status=status, detail=detail))
+    problem = Problem(type=type_uri(status), title=reason, status=status, detail=detail)
+    body = msgspec.json.encode(problem)
     return (
         b"HTTP/1.1 %d %b\r\n"
         b"content-type: application/problem+json\r\n"

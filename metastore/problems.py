@@ -28,6 +28,8 @@ TYPES: dict[str, str] = {
     "unsupported-media-type": "The body's media type is not accepted.",
     "unprocessable": "The body is well-formed but cannot be processed.",
     "too-many-requests": "Too many requests; retry later.",
+    "header-too-large": "The request line and headers are larger than the limit.",
+    "not-implemented": "A transfer coding the server does not apply.",
     "internal": "An unexpected error; it is logged.",
     "unavailable": "The database is unavailable; retry after `Retry-After`.",
 }
@@ -45,7 +47,9 @@ _TYPE_OF_STATUS = {
     415: "unsupported-media-type",
     422: "unprocessable",
     429: "too-many-requests",
+    431: "header-too-large",
     500: "internal",
+    501: "not-implemented",
     503: "unavailable",
 }
 

@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from metastore.auth import BearerAuth
 from metastore.config import load_settings
 from metastore.http_protocol import HEAD_LIMIT
+from metastore.problems import type_uri
 from tests.conftest import Server
 from tests.reliability.conftest import log_size, rss_bytes, run_event
 from tests.support import Process, running
@@ -79,6 +80,7 @@ class Answer:
         assert self.headers["content-type"] == PROBLEM
         problem: dict[str, Any] = json.loads(self.body)
         assert problem["status"] == status and problem["detail"]
+        assert problem["type"] == type_uri(status) != "about:blank"  # clients tell them apart
         return problem
 
 
