@@ -16,7 +16,7 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, models, params
+from metastore.api import asof, facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, decode_cursor, page
@@ -511,7 +511,7 @@ async def get_dataset(request: Request) -> Response:
             namespace=r[1],
             name=r[2],
             fields=msgspec.Raw(r[3]) if r[3] is not None else None,
-            facets=msgspec.Raw(r[4]),
+            facets=facets.served(r[4], facets.DATASET),
             first_seen=r[5],
             last_seen=r[6],
             names=_names.decode(r[7]),

@@ -11,7 +11,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, models, params
+from metastore.api import asof, facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, decode_cursor, page
@@ -299,7 +299,7 @@ async def get_job(request: Request) -> Response:
             job_type=r[3],
             processing_type=r[4],
             integration=r[5],
-            facets=msgspec.Raw(r[6]),
+            facets=facets.served(r[6], facets.JOB),
             first_seen=r[7],
             last_seen=r[8],
             parent=_job_ref(r[9:12]),

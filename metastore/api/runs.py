@@ -11,7 +11,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import models, params
+from metastore.api import facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.jobs import DatasetsQuery, datasets_page
 from metastore.api.operation import Operation, Resource
@@ -276,7 +276,7 @@ async def get_run(request: Request) -> Response:
         request,
         models.Run(
             **_summary(r),
-            facets=msgspec.Raw(r[23]),
+            facets=facets.served(r[23], facets.RUN),
             children=_run_refs.decode(r[24]),
             inputs=_datasets.decode(r[25]),
             input_count=r[26],
