@@ -127,13 +127,17 @@ def text(value: Any) -> str | None:
 
 
 def facet(facets: Facets | None, name: str) -> dict[str, Any] | None:
-    """The decoded facet `name`, or None when absent or not a JSON object (counted)."""
+    """The decoded facet `name`, or None when absent, not a JSON object, or holding what
+    Python cannot decode (a number beyond float64, like 1e400; counted)."""
     if not facets:
         return None
     raw = facets.get(name)
     if raw is None:
         return None
-    value = msgspec.json.decode(raw)
+    try:
+        value = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        value = None
     if isinstance(value, dict):
         return value
     malformed(name)
@@ -144,7 +148,10 @@ def _is_deletion(view: memoryview) -> bool:
     # A deletion marker is tiny: `{"_deleted": true}` (and maybe _producer, _schemaURL).
     if len(view) > 512 or b'"_deleted"' not in view.tobytes():
         return False
-    value = msgspec.json.decode(view)
+    try:
+        value = msgspec.json.decode(view)
+    except msgspec.DecodeError:  # (1e400 beside it: not the marker, a facet)
+        return False
     return isinstance(value, dict) and value.get("_deleted") is True
 
 

@@ -13,6 +13,7 @@ A malformed facet is counted here, once per event read.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import uuid
 from typing import Any
 
@@ -59,6 +60,10 @@ class _Event(msgspec.Struct):
 
 
 _event_decoder = msgspec.json.Decoder(_Event)
+# The lenient path decodes the whole event: numbers as Decimal (as sent), so one beyond
+# float64 (1e400) anywhere does not fail it, and the facets are encoded back as sent.
+_lenient_decoder = msgspec.json.Decoder(float_hook=decimal.Decimal)
+_lenient_encoder = msgspec.json.Encoder(decimal_format="number")
 
 
 def decode_event(event_json: str | bytes) -> _Event:
@@ -68,7 +73,7 @@ def decode_event(event_json: str | bytes) -> _Event:
     except msgspec.ValidationError:
         pass
     try:
-        doc = msgspec.json.decode(event_json)
+        doc = _lenient_decoder.decode(event_json)
     except msgspec.DecodeError:
         return _Event()
     return _lenient_event(doc if isinstance(doc, dict) else {})
@@ -80,7 +85,7 @@ def _lenient_facets(value: Any, where: str) -> Facets | None:
     if not isinstance(value, dict):
         malformed(where)
         return None
-    return {k: msgspec.Raw(msgspec.json.encode(v)) for k, v in value.items()}
+    return {k: msgspec.Raw(_lenient_encoder.encode(v)) for k, v in value.items()}
 
 
 def _lenient_dataset(value: Any) -> _Dataset | None:
