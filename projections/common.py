@@ -200,14 +200,18 @@ def merge_facets(
 
 
 def parse_time(value: Any) -> dt.datetime | None:
-    """An ISO-8601 timestamp (zone-less means UTC), or None."""
+    """An ISO-8601 timestamp in UTC (zone-less means UTC), or None.
+
+    In UTC: PostgreSQL refuses an offset beyond 15:59 ("+23:59" is valid ISO 8601), and an
+    offset can carry a time past year 1 or 9999, which then has no UTC value here (None).
+    """
     if not isinstance(value, str):
         return None
     try:
         parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
+        return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    except (ValueError, OverflowError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def parse_uuid(value: Any) -> uuid.UUID | None:

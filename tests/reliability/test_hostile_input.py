@@ -8,9 +8,11 @@ the ingest and export operations (tests/test_schemathesis.py covers /api/v1).
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -872,3 +874,194 @@ def test_ndjson_is_one_whole_event_a_line_whatever_the_stored_text(
         assert same_json(line, body)
         assert json.loads(line)["job"]["name"] != "forged"
     assert b"\n" not in lines[0] and lines[2] == bodies[2]  # one line already: as stored
+
+
+# --- Property: whatever ingest accepts is folded or dead-lettered, and exported ----------
+
+# Numbers as written: beyond float64, beyond int64, exponents, negative zero, long fractions.
+RAW_NUMBERS = ["1e400", "-1e999", "1.8e308", "4.9e-325", "-0", "0.1000000000000000055", "1E+2"]
+any_text = st.text(
+    st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12
+) | st.sampled_from(["\n", "\u2028", "\u0085", '"}\n{"', "\\", "x:y"])
+raw_number = st.sampled_from(RAW_NUMBERS).map(lambda n: f"@num:{n}")
+any_number = (
+    st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | raw_number
+)
+any_leaf = st.none() | st.booleans() | any_number | any_text
+any_value = st.recursive(
+    any_leaf,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
+    max_leaves=10,
+)
+# Offsets as producers write them; the instant stays within years 1-9999 in UTC.
+offsets = st.sampled_from(["Z", "", "+00:00", "-14:00", "+14:00", "+05:30", "-00:00", "+23:59"])
+
+
+@st.composite
+def event_times(draw: st.DrawFn) -> str:
+    offset = draw(offsets)
+    local = draw(
+        st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30))
+        | st.sampled_from([dt.datetime(1, 1, 2), dt.datetime(9999, 12, 30, 23, 59, 59, 999999)])
+    )
+    text = local.isoformat(
+        timespec=draw(st.sampled_from(["seconds", "milliseconds", "microseconds"]))
+    )
+    return text + offset
+
+
+def standard_facet(draw: st.DrawFn, name: str) -> Any:
+    """A standard facet in its spec's shape, a value of it replaced by anything, or anything."""
+    names = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=8)
+    shapes: dict[str, Any] = {
+        "schema": lambda: facet(
+            fields=[
+                {"name": draw(names), "type": draw(names), "description": draw(any_value)}
+                for _ in range(draw(st.integers(0, 3)))
+            ]
+        ),
+        "symlinks": lambda: facet(
+            identifiers=[
+                {"namespace": draw(names), "name": draw(names), "type": "TABLE"}
+                for _ in range(draw(st.integers(0, 2)))
+            ]
+        ),
+        "columnLineage": lambda: facet(
+            fields={
+                draw(names): {
+                    "inputFields": [
+                        {
+                            "namespace": draw(names),
+                            "name": draw(names),
+                            "field": draw(names),
+                            "transformations": [{"type": "DIRECT", "subtype": draw(any_value)}],
+                        }
+                    ]
+                }
+                for _ in range(draw(st.integers(0, 2)))
+            }
+        ),
+        "parent": lambda: facet(
+            run={"runId": str(draw(st.uuids()))},
+            job={"namespace": draw(names), "name": draw(names)},
+            root={"run": {"runId": draw(st.uuids().map(str) | any_value)}},
+        ),
+        "nominalTime": lambda: facet(nominalStartTime=draw(event_times() | any_value)),
+        "errorMessage": lambda: facet(message=draw(any_text), programmingLanguage="python"),
+        "jobType": lambda: facet(
+            processingType=draw(st.sampled_from(["BATCH", "STREAMING"]) | any_value),
+            integration=draw(names),
+            jobType=draw(names),
+        ),
+        "dataSource": lambda: facet(name=draw(names), uri=draw(any_text)),
+        "documentation": lambda: facet(description=draw(any_text)),
+    }
+    value = shapes[name]()
+    how = draw(st.sampled_from(["as-spec", "as-spec", "a-field-replaced", "anything", "deleted"]))
+    if how == "a-field-replaced" and isinstance(value, dict):
+        value[draw(st.sampled_from(sorted(value)))] = draw(any_value)
+    elif how == "anything":
+        value = draw(any_value)
+    elif how == "deleted":
+        value = {"_deleted": True}
+    return value
+
+
+@st.composite
+def accepted_events(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
+    """An event ingest accepts (varied times, numbers, strings, nesting, facet shapes) and
+    whether to send it pretty-printed."""
+    names = st.text(
+        st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=10
+    )
+
+    def facets(*choices: str) -> dict[str, Any]:
+        chosen = draw(st.lists(st.sampled_from(choices), max_size=3, unique=True))
+        result = {name: standard_facet(draw, name) for name in chosen}
+        result.update(draw(st.dictionaries(any_text, any_value, max_size=2)))
+        return result
+
+    def dataset() -> dict[str, Any]:
+        return {
+            "namespace": draw(names),
+            "name": draw(names),
+            "facets": facets("schema", "symlinks", "columnLineage", "dataSource"),
+        }
+
+    kind = draw(st.sampled_from(["run", "run", "job", "dataset"]))
+    event: dict[str, Any] = {
+        "eventTime": draw(event_times()),
+        "producer": draw(any_text),
+        "schemaURL": RUN_SCHEMA,
+    }
+    if kind in ("run", "job"):
+        event["job"] = {
+            "namespace": draw(names),
+            "name": draw(names),
+            "facets": facets("jobType", "documentation"),
+        }
+        event["inputs"] = draw(st.lists(st.builds(dataset), max_size=2))
+        event["outputs"] = draw(st.lists(st.builds(dataset), max_size=2))
+    if kind == "run":
+        event["run"] = {
+            "runId": str(draw(st.uuids())),
+            "facets": facets("parent", "nominalTime", "errorMessage"),
+        }
+        event["eventType"] = draw(
+            st.sampled_from(["START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"])
+        )
+    if kind == "dataset":
+        event["dataset"] = dataset()
+    event["extra"] = draw(any_value)
+    return event, draw(st.booleans())
+
+
+def event_body(event: dict[str, Any], pretty: bool) -> bytes:
+    text = json.dumps(event, indent=2 if pretty else None, ensure_ascii=not pretty)
+    return re.sub(r'"@num:([^"]+)"', r"\1", text).encode()
+
+
+@settings(
+    max_examples=int(os.environ.get("RELIABILITY_PROPERTY_EXAMPLES", "30")),
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(batch=st.lists(accepted_events(), min_size=1, max_size=6))
+def test_whatever_ingest_accepts_is_folded_or_dead_lettered_and_exported(
+    pipeline: tuple[Process, Process], database_url: str, batch: list[tuple[dict[str, Any], bool]]
+) -> None:
+    api_process, _ = pipeline
+    bodies = [event_body(event, pretty) for event, pretty in batch]
+    with httpx.Client(base_url=api_process.base_url, timeout=60) as client:
+        answer = client.post(BATCH, content=b"[" + b",".join(bodies) + b"]", headers=JSON)
+        assert answer.status_code == 200, answer.text[:2000]
+        assert answer.json()["failed_events"] == [], (answer.text[:2000], bodies)
+        wait_until_folded(client, database_url)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            letters = conn.execute("SELECT projection, seq, error FROM dead_letters").fetchall()
+            seqs = {
+                str(run_id): seq
+                for run_id, seq in conn.execute(
+                    "SELECT run_id, seq FROM event_log WHERE run_id IS NOT NULL"
+                )
+            }
+        dead = {(p, s) for p, s, _ in letters}
+        for event, _ in batch:
+            if "run" in event:  # folded: its run is served; or dead-lettered
+                run_id = event["run"]["runId"]
+                found = client.get(f"/api/v1/runs/{run_id}")
+                assert found.status_code == 200 or ("runs", seqs[run_id]) in dead, found.text
+        # No event that ingest accepts should need a dead letter: each is a fold bug.
+        assert letters == [], letters
+        pages, lines = export_everything(client, limit=7)
+    stored = stored_texts(database_url)
+    assert len(pages) == len(lines) == len(stored)
+    for (_, text), page_event, line in zip(stored, pages, lines, strict=True):
+        assert page_event == json.loads(text, parse_float=Decimal, parse_int=Decimal)
+        assert same_json(line, text)
