@@ -19,6 +19,8 @@ from typing import Any
 
 import msgspec
 import psycopg
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 from psycopg.rows import tuple_row
 
 from metastore import pgarray
@@ -328,7 +330,15 @@ ORDER BY event_log.tx, event_log.seq
 
 class EventText(msgspec.Struct, frozen=True):
     position: Position
-    text: str  # the stored JSON text
+    text: bytes  # the stored JSON text, UTF-8
+
+
+class _TextAsBytes(Loader):
+    """Loads `text` as its UTF-8 bytes: the export sends the bytes it reads, and a str
+    (then encoded) made two more copies of every page (64 MB of a 32 MB event)."""
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
 
 
 async def read_texts_after_async(
@@ -360,6 +370,7 @@ async def read_texts_after_async(
         last = Position(sizes[taken - 1][0], sizes[taken - 1][1])
         where, params = _filter_sql(filters)
         params.update(tx=after.tx, seq=after.seq, u_tx=last.tx, u_seq=last.seq)
+        cur.adapters.register_loader("text", _TextAsBytes)
         await cur.execute(READ_TEXTS_AFTER.format(filters=where), params)
         rows = await cur.fetchall()
     return [EventText(Position(r[0], r[1]), r[2]) for r in rows], taken < len(sizes)

@@ -72,6 +72,8 @@ STREAM_PAGE = 500
 # A page is then at most max(PAGE_BYTES, the largest event: 32 MB by default), and the
 # API holds it about three times while answering (the rows' text, its bytes, the body).
 PAGE_BYTES = 4 * 1024 * 1024
+# An NDJSON line this long is sent on its own rather than joined with others (a copy).
+SEND_ALONE = 256 * 1024
 # While the LISTEN connection is down, waiting requests look at the log this often.
 POLL_WITHOUT_LISTENER_S = 1.0
 # After a NOTIFY the new row can still be hidden behind an older running transaction (the
@@ -297,11 +299,14 @@ async def wait_for_page(
 
 
 def _json_body(events: Sequence[EventText], next_cursor: Position) -> bytes:
-    texts = [e.text.encode() for e in events]
-    return b'{"events":[%b],"next_cursor":"%b"}' % (
-        b",".join(texts),
-        next_cursor.encode().encode(),
-    )
+    # One join, so a page is copied once (a page can be 32 MB).
+    parts = [b'{"events":[']
+    for event in events:
+        parts += (event.text, b",")
+    if events:
+        parts.pop()
+    parts += (b'],"next_cursor":"', next_cursor.encode().encode(), b'"}')
+    return b"".join(parts)
 
 
 async def _stream_bound(
@@ -325,11 +330,26 @@ async def _stream_lines(
             )
         if not page:
             return
-        yield b"".join(ndjson_line(e.text.encode()) for e in page)
-        EXPORT_EVENTS.labels("ndjson").inc(len(page))
-        if len(page) < STREAM_PAGE and not capped:
+        read, cursor = len(page), page[-1].position
+        # Small lines go out joined (one send for many); a large one alone, uncopied. Each
+        # stored text is let go as its line is made, so a page is held about once.
+        page.reverse()
+        parts: list[bytes] = []
+        while page:
+            line = ndjson_line(page.pop().text)
+            if len(line) < SEND_ALONE:
+                parts += (line, b"\n")
+                continue
+            if parts:
+                yield b"".join(parts)
+                parts = []
+            yield line
+            del line
+            parts.append(b"\n")
+        yield b"".join(parts)
+        EXPORT_EVENTS.labels("ndjson").inc(read)
+        if read < STREAM_PAGE and not capped:
             return
-        cursor = page[-1].position
 
 
 # A JSON string (escapes included) or a run of whitespace: removing every whitespace run
@@ -345,7 +365,7 @@ _LINE_BREAKS_IN_STRINGS = (
 
 
 def ndjson_line(text: bytes) -> bytes:
-    """A stored event's JSON as one NDJSON line: one whole event, ending in one newline.
+    """A stored event's JSON as one NDJSON line (without its newline): one whole event.
 
     JSON allows whitespace (and so line breaks) only between tokens, and a raw control
     character nowhere in a string, so a text without CR or LF is one line as stored; one
@@ -357,7 +377,7 @@ def ndjson_line(text: bytes) -> bytes:
     if b"\xc2\x85" in text or b"\xe2\x80" in text:
         for raw, escaped in _LINE_BREAKS_IN_STRINGS:
             text = text.replace(raw, escaped)
-    return text + b"\n"
+    return text
 
 
 async def openlineage_events(request: Request) -> Response:
