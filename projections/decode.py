@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from metastore.envelope import MAX_NAME_BYTES
 from metastore.eventlog import Position
 from projections.common import (
     ColumnEdge,
@@ -182,6 +183,16 @@ def _add_ref(refs: list[DatasetRef], role: str, ds: _Dataset) -> None:
     )
 
 
+def indexable(namespace: str, name: str) -> bool:
+    """Whether a dataset name is within what ingest takes for one (MAX_NAME_BYTES each):
+    a facet naming a longer one could not be stored (the names are index keys), so that
+    part of the facet is malformed, where ingest refuses such a name in the envelope."""
+    limit = MAX_NAME_BYTES
+    return (len(namespace) * 4 <= limit or len(namespace.encode()) <= limit) and (
+        len(name) * 4 <= limit or len(name.encode()) <= limit
+    )
+
+
 def symlink_names(facets: Facets | None) -> list[tuple[str, str, str | None]]:
     """(namespace, name, type) of each identifier of a `symlinks` dataset facet."""
     symlinks = facet(facets, "symlinks")
@@ -193,7 +204,7 @@ def symlink_names(facets: Facets | None) -> list[tuple[str, str, str | None]]:
             malformed("symlinks")
             continue
         namespace, name = text(ident.get("namespace")), text(ident.get("name"))
-        if namespace is None or name is None:
+        if namespace is None or name is None or not indexable(namespace, name):
             malformed("symlinks")
             continue
         names.append((namespace, name, text(ident.get("type"))))
@@ -281,7 +292,12 @@ def column_edges(namespace: str, name: str, lineage: dict[str, Any]) -> list[Col
                 if source
                 else (None, None, None)
             )
-            if in_namespace is None or in_name is None or in_field is None:
+            if (
+                in_namespace is None
+                or in_name is None
+                or in_field is None
+                or not indexable(in_namespace, in_name)
+            ):
                 malformed("columnLineage")
                 continue
             assert source is not None

@@ -12,9 +12,11 @@ import datetime as dt
 import gzip
 import json
 import os
+import random
 import re
 import signal
 import socket
+import string
 import subprocess
 import sys
 import time
@@ -523,7 +525,8 @@ def test_schemathesis_negative_mode_on_ingest_and_export(api: Process, tmp_path:
 
 
 def _long(size: int) -> str:
-    return "".join(chr(0x61 + (i * 7919) % 26) for i in range(size))
+    """A name of `size` letters that does not compress (as an index key would be)."""
+    return "".join(random.Random(size).choices(string.ascii_letters + string.digits, k=size))
 
 
 STORE_LIMITS: list[tuple[str, bytes, str]] = [
@@ -714,6 +717,25 @@ def poison_facet_events() -> list[tuple[str, bytes]]:
         "error-number": run(
             "error-number",
             run={"runId": str(uuid.uuid4()), "facets": {"errorMessage": facet(message="1e400")}},
+        ),
+        # names no index holds, in facets (ingest refuses them in the envelope only)
+        "symlinks-long-name": run(
+            "symlinks-long-name",
+            outputs=dataset_facets(
+                symlinks=facet(identifiers=[{"namespace": "hive://h", "name": _long(12_000)}])
+            ),
+        ),
+        "column-lineage-long-name": run(
+            "column-lineage-long-name",
+            outputs=dataset_facets(
+                columnLineage=facet(
+                    fields={
+                        "a": {
+                            "inputFields": [{"namespace": _long(12_000), "name": "t", "field": "f"}]
+                        }
+                    }
+                )
+            ),
         ),
     }
     return [(name, with_raw_numbers(event)) for name, event in events.items()]
