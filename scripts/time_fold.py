@@ -7,7 +7,7 @@ a throwaway PostgreSQL, then folds them `--rounds` times into fresh copies of th
 database, alternating this checkout's code with the code in `--other` (a source tree, e.g.
 `git archive main | tar -x -C /tmp/main-src`), each fold in a child process. Prints the
 fold rate of each run and the envelope check's µs an event (best of five passes over the
-events, in-process for this checkout, a child for the other). A shared machine drifts: read
+events, in a child process, alternating too). A shared machine drifts: read
 the pairs, not one figure.
 """
 
@@ -95,10 +95,10 @@ def main() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".ndjson") as lines:
         lines.write("\n".join(texts))
         lines.flush()
-        for name, src in trees:
-            print(
-                f"envelope check ({name}): {float(child(src, CHECK, lines.name)):.2f} µs an event"
-            )
+        for round_ in range(args.rounds):
+            for name, src in trees if round_ % 2 == 0 else trees[::-1]:
+                micros = float(child(src, CHECK, lines.name))
+                print(f"round {round_ + 1} envelope check ({name}): {micros:.2f} µs an event")
     pg = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="time-fold-", dir="/tmp")), fast_unsafe=True)
     url = pg.start()
     try:
