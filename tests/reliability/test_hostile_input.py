@@ -4,6 +4,11 @@ Nothing is answered with a 5xx, nothing hangs, nothing is half-written: each hos
 request leaves the log as it was (a mixed batch adds exactly its valid events).
 Hypothesis generates envelopes around the spec; schemathesis runs negative mode against
 the ingest and export operations (tests/test_schemathesis.py covers /api/v1).
+
+And the pipeline's guarantee, with a real `metastore projector` beside the API: what the
+store cannot hold is refused 422 naming the field; an event that ingest accepts (or that is
+in the log already) is folded or dead-lettered, and the projector, a restart, a replay and
+the export feed go on past it (a hypothesis property over events ingest accepts).
 """
 
 from __future__ import annotations
