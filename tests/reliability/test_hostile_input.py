@@ -892,6 +892,7 @@ def test_ndjson_is_one_whole_event_a_line_whatever_the_stored_text(
     with httpx.Client(base_url=api_process.base_url, timeout=60) as client:
         for body in bodies:
             assert client.post(EVENT, content=body, headers=JSON).status_code == 200
+        wait_until_folded(client, database_url)  # (a folding transaction holds the horizon)
         answer = client.get(FEED, headers={"Accept": "application/x-ndjson"})
     assert answer.status_code == 200
     lines = answer.content.split(b"\n")
