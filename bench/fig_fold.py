@@ -24,8 +24,8 @@ from metastore.eventlog import START
 from projections.fold import BATCH_SIZE, read_batch
 with psycopg.connect(sys.argv[1], autocommit=True) as conn:
     after, read = START, 0
-    while batch := read_batch(conn, after, BATCH_SIZE):
-        read, after = read + len(batch), batch[-1].position
+    while (batch := read_batch(conn, after, BATCH_SIZE)).last is not None:
+        read, after = read + batch.read, batch.last
 print(read)
 """
 

@@ -9,6 +9,12 @@ but Marquez accepts events without it (its own fixtures have some) and hand-writ
 emitters leave it out, and the kind follows from the shape anyway. Facets are not looked
 at: the event is stored exactly as sent.
 
+What the store and the read side cannot represent is refused here, so that every event
+accepted can be folded and exported: an `eventTime` outside years 1-9999 in UTC (Python's
+datetime and so every reader), a job or dataset name or namespace over MAX_NAME_BYTES (the
+indexes that key them), a key twice in one JSON object (consumers would read it apart),
+U+0000 and numbers beyond `numeric` (jsonb).
+
 The structs below are for checking only; the log keeps the original JSON text, so fields
 we do not know survive. The digest (sha256 of the canonical JSON: sorted keys, numbers
 normalized) makes a retry that differs only in key order or whitespace the same event.
@@ -20,6 +26,7 @@ import contextlib
 import datetime as dt
 import decimal
 import hashlib
+import json
 import re
 import threading
 import uuid
@@ -29,6 +36,14 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from metastore.eventlog import LogRecord
+
+# A job's or dataset's namespace and name each at most this many bytes (UTF-8). They key
+# btree indexes of the log and the read models (event_log_job, dataset_names, jobs, the
+# edges), whose entries hold at most 2,704 bytes: two names at the limit and the other key
+# columns fit, whatever the names' compressibility. A longer name was stored, then
+# dead-lettered by the projections that index it (an incompressible job name was refused
+# by PostgreSQL only, with its error).
+MAX_NAME_BYTES = 1024
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 EventType = Literal["START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"]
@@ -231,9 +246,20 @@ def _record(text: bytes, document: Any, beyond_numeric: bool) -> LogRecord:
         if unstorable is not None:
             pointer, detail = unstorable
             raise EnvelopeError(422, detail, pointer=pointer)
-    if event_time.tzinfo is None:
-        event_time = event_time.replace(tzinfo=dt.UTC)
-    digest = hashlib.sha256(_canonical.encode(document)).digest()
+    event_time = _storable_time(event_time)
+    _check_names(document, kind)
+    canonical = _canonical.encode(document)
+    if _may_repeat_a_key(text, canonical):
+        repeated = _find_repeated_key(text)
+        if repeated is not None:
+            pointer, key = repeated
+            raise EnvelopeError(
+                422,
+                f"the key {key!r} occurs more than once in one JSON object; consumers "
+                "would read such an event differently (first or last wins)",
+                pointer=pointer,
+            )
+    digest = hashlib.sha256(canonical).digest()
     return LogRecord(
         event_time=event_time,
         kind=kind,
@@ -245,6 +271,105 @@ def _record(text: bytes, document: Any, beyond_numeric: bool) -> LogRecord:
         digest=digest,
         event_json=text,
     )
+
+
+# The instants every reader holds: Python's datetime (psycopg loads timestamptz into one)
+# stops at years 1 and 9999; PostgreSQL's timestamptz holds more, so a stored
+# "9999-12-31T23:59:59-14:00" (year 10000 in UTC) stopped the projector and the export.
+_EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
+_LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
+_TIME_RANGE = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z"
+
+
+def _storable_time(event_time: dt.datetime) -> dt.datetime:
+    """`eventTime` in UTC (zone-less read as UTC), or a 422 when UTC cannot hold it."""
+    if event_time.tzinfo is None:
+        return event_time.replace(tzinfo=dt.UTC)
+    try:
+        return event_time.astimezone(dt.UTC)
+    except OverflowError:  # (an offset carried it past year 1 or 9999)
+        raise EnvelopeError(
+            422, f"eventTime is outside what can be stored ({_TIME_RANGE} in UTC)", "/eventTime"
+        ) from None
+
+
+def _check_names(document: dict[str, Any], kind: str) -> None:
+    """A 422 for the first job or dataset namespace or name over MAX_NAME_BYTES."""
+    places: list[tuple[str, Any]] = []
+    if kind == "dataset":
+        places.append(("/dataset", document["dataset"]))
+    else:
+        places.append(("/job", document["job"]))
+        for role in ("inputs", "outputs"):
+            for index, ref in enumerate(document.get(role) or ()):
+                places.append((f"/{role}/{index}", ref))
+    for where, ref in places:
+        for field in ("namespace", "name"):
+            value = ref[field]
+            # (a character is at most 4 bytes: most names need no encoding to pass)
+            if len(value) * 4 > MAX_NAME_BYTES and len(value.encode()) > MAX_NAME_BYTES:
+                raise EnvelopeError(
+                    422,
+                    f"the {field} is {len(value.encode()):,} bytes long; a namespace or name "
+                    f"holds at most {MAX_NAME_BYTES:,} bytes (UTF-8)",
+                    pointer=f"{where}/{field}",
+                )
+
+
+def _may_repeat_a_key(text: bytes, canonical: bytes) -> bool:
+    """False when no JSON object in `text` has a key twice; True when it may have.
+
+    Exact in the False direction: each key is followed by one `:` outside strings, a `:`
+    inside a string stays one `:` in the re-encoding, and nothing else writes one, so a
+    key and value that decoding dropped (a repeated key: the last one wins) leave `text`
+    with more colons than `canonical`. Only `\\u003a` (an escaped colon) makes a colon
+    appear; an escape in that range is left to the exact check. Two scans of the bytes in
+    C: about 1 µs for a 3 KB event, where the exact check (`_find_repeated_key`) parses the
+    text again (25 µs for the conformance events).
+    """
+    if text.count(b":") != canonical.count(b":"):
+        return True
+    return b"\\" in text and b"\\u003" in text
+
+
+class _Repeated:
+    """What `_pairs` puts in place of an object with a repeated key."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> Any:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return _Repeated(key)
+        seen.add(key)
+    return dict(pairs)
+
+
+def _find_repeated_key(text: bytes) -> tuple[str, str] | None:
+    """(the JSON pointer of the first key that occurs twice in one object, the key), or None."""
+    try:  # numbers as text: nothing here needs their value (and no digit limit applies)
+        document = json.loads(text, object_pairs_hook=_pairs, parse_int=str, parse_float=str)
+    except RecursionError:
+        raise EnvelopeError(400, "the JSON is nested too deeply") from None
+    stack: list[tuple[str, Any]] = [("", document)]
+    while stack:
+        pointer, value = stack.pop()
+        if isinstance(value, _Repeated):
+            return pointer + "/" + _escape(value.key), value.key
+        if isinstance(value, dict):
+            stack.extend((pointer + "/" + _escape(k), v) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{pointer}/{i}", v) for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _convert(document: dict[str, Any], shape: type[msgspec.Struct]) -> Any:

@@ -19,6 +19,8 @@ from typing import Any
 
 import msgspec
 import psycopg
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 from psycopg.rows import tuple_row
 
 from metastore import pgarray
@@ -71,8 +73,9 @@ class StoredEvent(msgspec.Struct, frozen=True):
     """An event read back from the log."""
 
     position: Position
-    received_at: dt.datetime
-    event_time: dt.datetime
+    # None only when read with guard_times=True and the time is outside what Python holds.
+    received_at: dt.datetime | None
+    event_time: dt.datetime | None
     kind: str
     event_type: str | None
     run_id: uuid.UUID | None
@@ -183,7 +186,7 @@ ENSURE_PARTITIONS = "SELECT event_log_ensure_partitions(%(months_ahead)s)"
 # ORDER BY names the table's columns: a bare `tx` would mean the output column
 # `tx::text::bigint`, which no index has, and every read would sort the whole log.
 READ_AFTER = """
-SELECT tx::text::bigint, seq, received_at, event_time, kind, event_type, run_id,
+SELECT tx::text::bigint, seq, {times}, kind, event_type, run_id,
        job_namespace, job_name, {event}
 FROM event_log
 WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
@@ -223,17 +226,35 @@ def _filter_sql(filters: Filters | None) -> tuple[str, dict[str, Any]]:
     return "\n  ".join(clauses), params
 
 
+TIMES = "received_at, event_time"
+# Python's datetime (psycopg's timestamptz loader) holds years 1 to 9999 only; PostgreSQL
+# holds more, and one such value fails the whole read. Guarded, those read as NULL.
+_IN_RANGE = (
+    "CASE WHEN {0} BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00' "
+    "THEN {0} END"
+)
+GUARDED_TIMES = f"{_IN_RANGE.format('received_at')}, {_IN_RANGE.format('event_time')}"
+
 READ_UNTIL = "AND (tx, seq) <= (%(u_tx)s::text::xid8, %(u_seq)s)"
 
 
 def _read_query(
-    after: Position, limit: int, filters: Filters | None, raw: bool, until: Position | None
+    after: Position,
+    limit: int,
+    filters: Filters | None,
+    raw: bool,
+    until: Position | None,
+    guard_times: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     where, params = _filter_sql(filters)
     if until is not None:
         where = f"{where}\n  {READ_UNTIL}"
         params.update(u_tx=until.tx, u_seq=until.seq)
-    query = READ_AFTER.format(event="event::text" if raw else "event", filters=where)
+    query = READ_AFTER.format(
+        times=GUARDED_TIMES if guard_times else TIMES,
+        event="event::text" if raw else "event",
+        filters=where,
+    )
     return query, {"tx": after.tx, "seq": after.seq, "limit": limit, **params}
 
 
@@ -251,13 +272,16 @@ def read_events_after(
     filters: Filters | None = None,
     raw: bool = False,
     until: Position | None = None,
+    guard_times: bool = False,
 ) -> list[StoredEvent]:
     """Reads up to `limit` committed events past `after` (and at or before `until`), in log order.
 
     With `raw=True` the event is the JSON text as PostgreSQL renders it (no decode/encode
-    round trip in Python, for the export feed); otherwise the decoded document.
+    round trip in Python, for the export feed); otherwise the decoded document. With
+    `guard_times=True` a time Python cannot hold is None instead of failing the read
+    (psycopg.DataError).
     """
-    query, params = _read_query(after, limit, filters, raw, until)
+    query, params = _read_query(after, limit, filters, raw, until, guard_times)
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query, params)
         return _stored_events(cur.fetchall())
@@ -276,6 +300,77 @@ async def read_events_after_async(
     async with conn.cursor(row_factory=tuple_row) as cur:
         await cur.execute(query, params)
         return _stored_events(await cur.fetchall())
+
+
+# The export feed's page: positions and sizes first, then the texts of those that fit a
+# byte budget, so an event past the budget is never read into the API (ten 30 MB events in
+# one page took it to 1.65 GB). Only the position and the text: no time is loaded, so no
+# stored value can fail the read.
+READ_SIZES_AFTER = """
+SELECT tx::text::bigint, seq, size_bytes
+FROM event_log
+WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
+  AND tx < pg_snapshot_xmin(pg_current_snapshot())
+  {filters}
+ORDER BY event_log.tx, event_log.seq
+LIMIT %(limit)s
+"""
+READ_TEXTS_AFTER = """
+SELECT tx::text::bigint, seq, event::text
+FROM event_log
+WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
+  AND (tx, seq) <= (%(u_tx)s::text::xid8, %(u_seq)s)
+  {filters}
+ORDER BY event_log.tx, event_log.seq
+"""
+
+
+class EventText(msgspec.Struct, frozen=True):
+    position: Position
+    text: bytes  # the stored JSON text, UTF-8
+
+
+class _TextAsBytes(Loader):
+    """Loads `text` as its UTF-8 bytes: the export sends the bytes it reads, and a str
+    (then encoded) made two more copies of every page (64 MB of a 32 MB event)."""
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+async def read_texts_after_async(
+    conn: psycopg.AsyncConnection[Any],
+    after: Position,
+    limit: int,
+    max_bytes: int,
+    filters: Filters | None = None,
+    until: Position | None = None,
+) -> tuple[list[EventText], bool]:
+    """Up to `limit` events past `after` (at or before `until`), in log order, as long as
+    their stored sizes add up to at most `max_bytes` (the first one whatever its size);
+    and whether the budget ended the page before `limit` or `until`."""
+    where, params = _filter_sql(filters)
+    if until is not None:
+        where = f"{where}\n  {READ_UNTIL}"
+        params.update(u_tx=until.tx, u_seq=until.seq)
+    params.update(tx=after.tx, seq=after.seq, limit=limit)
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(READ_SIZES_AFTER.format(filters=where), params)
+        sizes = await cur.fetchall()
+        if not sizes:
+            return [], False
+        taken, total = 0, 0
+        for _, _, size in sizes:
+            if taken and total + size > max_bytes:
+                break
+            taken, total = taken + 1, total + size
+        last = Position(sizes[taken - 1][0], sizes[taken - 1][1])
+        where, params = _filter_sql(filters)
+        params.update(tx=after.tx, seq=after.seq, u_tx=last.tx, u_seq=last.seq)
+        cur.adapters.register_loader("text", _TextAsBytes)
+        await cur.execute(READ_TEXTS_AFTER.format(filters=where), params)
+        rows = await cur.fetchall()
+    return [EventText(Position(r[0], r[1]), r[2]) for r in rows], taken < len(sizes)
 
 
 WATERMARK = """

@@ -128,13 +128,17 @@ def text(value: Any) -> str | None:
 
 
 def facet(facets: Facets | None, name: str) -> dict[str, Any] | None:
-    """The decoded facet `name`, or None when absent or not a JSON object (counted)."""
+    """The decoded facet `name`, or None when absent, not a JSON object, or holding what
+    Python cannot decode (a number beyond float64, like 1e400; counted)."""
     if not facets:
         return None
     raw = facets.get(name)
     if raw is None:
         return None
-    value = msgspec.json.decode(raw)
+    try:
+        value = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        value = None
     if isinstance(value, dict):
         return value
     malformed(name)
@@ -145,7 +149,10 @@ def _is_deletion(view: memoryview) -> bool:
     # A deletion marker is tiny: `{"_deleted": true}` (and maybe _producer, _schemaURL).
     if len(view) > 512 or b'"_deleted"' not in view.tobytes():
         return False
-    value = msgspec.json.decode(view)
+    try:
+        value = msgspec.json.decode(view)
+    except msgspec.DecodeError:  # (1e400 beside it: not the marker, a facet)
+        return False
     return isinstance(value, dict) and value.get("_deleted") is True
 
 
@@ -194,14 +201,18 @@ def merge_facets(
 
 
 def parse_time(value: Any) -> dt.datetime | None:
-    """An ISO-8601 timestamp (zone-less means UTC), or None."""
+    """An ISO-8601 timestamp in UTC (zone-less means UTC), or None.
+
+    In UTC: PostgreSQL refuses an offset beyond 15:59 ("+23:59" is valid ISO 8601), and an
+    offset can carry a time past year 1 or 9999, which then has no UTC value here (None).
+    """
     if not isinstance(value, str):
         return None
     try:
         parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
+        return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    except (ValueError, OverflowError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def parse_uuid(value: Any) -> uuid.UUID | None:

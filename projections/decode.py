@@ -14,12 +14,14 @@ A malformed facet is counted here, once per event read.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import uuid
 from typing import Any
 
 import msgspec
 
 from metastore.catalogs import NO_CATALOGS, CatalogMap, metastore_namespace
+from metastore.envelope import MAX_NAME_BYTES
 from metastore.eventlog import Position
 from projections.common import (
     CatalogLink,
@@ -63,6 +65,10 @@ class _Event(msgspec.Struct):
 
 
 _event_decoder = msgspec.json.Decoder(_Event)
+# The lenient path decodes the whole event: numbers as Decimal (as sent), so one beyond
+# float64 (1e400) anywhere does not fail it, and the facets are encoded back as sent.
+_lenient_decoder = msgspec.json.Decoder(float_hook=decimal.Decimal)
+_lenient_encoder = msgspec.json.Encoder(decimal_format="number")
 
 
 def decode_event(event_json: str | bytes) -> _Event:
@@ -72,7 +78,7 @@ def decode_event(event_json: str | bytes) -> _Event:
     except msgspec.ValidationError:
         pass
     try:
-        doc = msgspec.json.decode(event_json)
+        doc = _lenient_decoder.decode(event_json)
     except msgspec.DecodeError:
         return _Event()
     return _lenient_event(doc if isinstance(doc, dict) else {})
@@ -84,7 +90,7 @@ def _lenient_facets(value: Any, where: str) -> Facets | None:
     if not isinstance(value, dict):
         malformed(where)
         return None
-    return {k: msgspec.Raw(msgspec.json.encode(v)) for k, v in value.items()}
+    return {k: msgspec.Raw(_lenient_encoder.encode(v)) for k, v in value.items()}
 
 
 def _lenient_dataset(value: Any) -> _Dataset | None:
@@ -254,6 +260,16 @@ def lifecycle_state(facets: Facets | None) -> str | None:
     return text(change.get("lifecycleStateChange"))
 
 
+def indexable(namespace: str, name: str) -> bool:
+    """Whether a dataset name is within what ingest takes for one (MAX_NAME_BYTES each):
+    a facet naming a longer one could not be stored (the names are index keys), so that
+    part of the facet is malformed, where ingest refuses such a name in the envelope."""
+    limit = MAX_NAME_BYTES
+    return (len(namespace) * 4 <= limit or len(namespace.encode()) <= limit) and (
+        len(name) * 4 <= limit or len(name.encode()) <= limit
+    )
+
+
 def symlink_names(facets: Facets | None) -> list[tuple[str, str, str | None]]:
     """(namespace, name, type) of each identifier of a `symlinks` dataset facet."""
     symlinks = facet(facets, "symlinks")
@@ -265,7 +281,7 @@ def symlink_names(facets: Facets | None) -> list[tuple[str, str, str | None]]:
             malformed("symlinks")
             continue
         namespace, name = text(ident.get("namespace")), text(ident.get("name"))
-        if namespace is None or name is None:
+        if namespace is None or name is None or not indexable(namespace, name):
             malformed("symlinks")
             continue
         names.append((namespace, name, text(ident.get("type"))))
@@ -353,7 +369,12 @@ def column_edges(namespace: str, name: str, lineage: dict[str, Any]) -> list[Col
                 if source
                 else (None, None, None)
             )
-            if in_namespace is None or in_name is None or in_field is None:
+            if (
+                in_namespace is None
+                or in_name is None
+                or in_field is None
+                or not indexable(in_namespace, in_name)
+            ):
                 malformed("columnLineage")
                 continue
             assert source is not None

@@ -75,23 +75,55 @@ def store_dead_letter(cur: psycopg.Cursor[Any], letter: DeadLetter) -> None:
 # switched off for this one statement; the fold's own queries keep the session's plans.
 
 
+class Unreadable(msgspec.Struct, frozen=True):
+    """An event of the log that could not be read or decoded for the folds, and why.
+
+    Every projection that has not folded past it dead-letters it; the cursors move on.
+    """
+
+    position: Position
+    error: str
+
+
+class Batch(msgspec.Struct):
+    """What `read_batch` read: the events decoded, those that could not be, in log order."""
+
+    events: list[FoldEvent]
+    unreadable: list[Unreadable]
+    read: int  # rows read (events and unreadable ones): fewer than asked means the end
+    last: Position | None  # the last row's position (None: nothing read)
+    received_at: dt.datetime | None  # the last row's append time
+
+
 def read_batch(
     conn: psycopg.Connection[Any],
     after: Position,
     limit: int,
     catalogs: CatalogMap = NO_CATALOGS,
-) -> list[FoldEvent]:
+) -> Batch:
     """The next `limit` events past `after`, decoded for the folds (with `catalogs`).
 
     In the caller's transaction (the setting is reset after the read), or in a
-    transaction of its own on an autocommit connection (the prefetcher's).
+    transaction of its own on an autocommit connection (the prefetcher's). What cannot be
+    read or decoded is handed back as `unreadable`, never raised: a time PostgreSQL holds
+    and Python does not (stored before ingest refused it, or written by other means) fails
+    the whole read, which is then done again with such times as NULL (only then: the
+    guard costs nothing while every row loads); a decoding that raises fails its event.
     """
-    with conn.transaction(), planner_without(conn, "enable_sort"):
-        stored_events = read_events_after(conn, after, limit, raw=True)
-    events = []
+    try:
+        with conn.transaction(), planner_without(conn, "enable_sort"):
+            stored_events = read_events_after(conn, after, limit, raw=True)
+    except psycopg.DataError:
+        with conn.transaction(), planner_without(conn, "enable_sort"):
+            stored_events = read_events_after(conn, after, limit, raw=True, guard_times=True)
+    events: list[FoldEvent] = []
+    unreadable: list[Unreadable] = []
     for stored in stored_events:
-        events.append(
-            fold_event(
+        if stored.event_time is None or stored.received_at is None:
+            unreadable.append(Unreadable(stored.position, UNREADABLE_TIME))
+            continue
+        try:
+            event = fold_event(
                 stored.position,
                 stored.received_at,
                 stored.event_time,
@@ -103,8 +135,28 @@ def read_batch(
                 stored.event,
                 catalogs,
             )
-        )
-    return events
+        except Exception as exc:  # (no cost while nothing raises)
+            unreadable.append(Unreadable(stored.position, _error_text(exc)))
+            continue
+        events.append(event)
+    last = stored_events[-1] if stored_events else None
+    return Batch(
+        events,
+        unreadable,
+        len(stored_events),
+        last.position if last else None,
+        last.received_at if last else None,
+    )
+
+
+UNREADABLE_TIME = (
+    "the event's eventTime (or append time) is outside years 1-9999 in UTC, "
+    "which no reader holds; ingest refuses such events now"
+)
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:2000]
 
 
 # The collector's thresholds while folding. A batch is hundreds of thousands of small
@@ -230,9 +282,9 @@ class Prefetcher:
         self.catalogs = catalogs
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
         self.conn: psycopg.Connection[Any] | None = None
-        self.pending: tuple[Position, int, Future[list[FoldEvent]]] | None = None
+        self.pending: tuple[Position, int, Future[Batch]] | None = None
 
-    def _read(self, after: Position, limit: int) -> list[FoldEvent]:
+    def _read(self, after: Position, limit: int) -> Batch:
         if self.conn is None or self.conn.closed:
             self.conn = psycopg.connect(self.database_url, autocommit=True, connect_timeout=10)
             utc_session(self.conn)
@@ -242,7 +294,7 @@ class Prefetcher:
         self.discard()
         self.pending = (after, limit, self.executor.submit(self._read, after, limit))
 
-    def take(self, after: Position, limit: int) -> list[FoldEvent] | None:
+    def take(self, after: Position, limit: int) -> Batch | None:
         """The prefetched batch past `after`, or None when there is none for that position."""
         pending, self.pending = self.pending, None
         if pending is None or pending[:2] != (after, limit):
@@ -299,17 +351,17 @@ def fold_batch(
     and the caller saves their cursors there and commits it after `conn`.
     """
     start = min(cursors[p.NAME] for p in projections)
-    events = prefetcher.take(start, limit) if prefetcher else None
-    if events is None:
-        events = read_batch(conn, start, limit, catalogs)
-    result = BatchResult(read=len(events), folded={})
-    if not events:
+    batch = prefetcher.take(start, limit) if prefetcher else None
+    if batch is None:
+        batch = read_batch(conn, start, limit, catalogs)
+    result = BatchResult(read=batch.read, folded={})
+    if batch.last is None:
         return result
-    last = events[-1].position
+    events, last = batch.events, batch.last
     read_next = None
-    if prefetcher is not None and len(events) == limit:
+    if prefetcher is not None and batch.read == limit:
         read_next = functools.partial(prefetcher.request, last, limit)
-    result.received_at = events[-1].received_at
+    result.received_at = batch.received_at
     with contextlib.ExitStack() as stack:
         cur = stack.enter_context(conn.cursor(row_factory=tuple_row))
         side_cur = stack.enter_context(side.cursor(row_factory=tuple_row)) if side else cur
@@ -319,10 +371,13 @@ def fold_batch(
         for projection in projections:
             cursor = cursors[projection.NAME]
             mine = events if cursor == start else [e for e in events if e.position > cursor]
+            on = cur if folding_connection(projection.NAME, conn, side) is conn else side_cur
+            lost = [u for u in batch.unreadable if u.position > cursor]
+            for unreadable in lost:
+                dead_letter_unreadable(on, projection.NAME, unreadable, dead_letter)
             if mine:
-                on = cur if folding_connection(projection.NAME, conn, side) is conn else side_cur
                 work.append(Work(projection, mine, on))
-            result.folded[projection.NAME] = len(mine)
+            result.folded[projection.NAME] = len(mine) + len(lost)
             cursors[projection.NAME] = max(last, cursor)
         if not fold_pipelined(work, read_next):
             for item in work:
@@ -330,6 +385,20 @@ def fold_batch(
     for item in work:
         FOLDED_EVENTS.labels(projection=item.projection.NAME).inc(len(item.events))
     return result
+
+
+def dead_letter_unreadable(
+    cur: psycopg.Cursor[Any], projection: str, unreadable: Unreadable, dead_letter: DeadLetterSink
+) -> None:
+    log.error(
+        "event unreadable; dead-lettered",
+        extra={"projection": projection, "seq": unreadable.position.seq, "error": unreadable.error},
+    )
+    DEAD_LETTERS.labels(projection=projection).inc()
+    dead_letter(
+        cur,
+        DeadLetter(projection, unreadable.position.seq, unreadable.position.tx, unreadable.error),
+    )
 
 
 class Work(NamedTuple):
@@ -416,7 +485,7 @@ def fold_isolated(
         except Exception as exc:
             if conn.broken or conn.closed:
                 raise
-            error = f"{type(exc).__name__}: {exc}"[:2000]
+            error = _error_text(exc)
             log.error(
                 "event fold failed; dead-lettered",
                 extra={"projection": projection.NAME, "seq": event.seq, "error": error},

@@ -313,3 +313,136 @@ def test_a_batch_that_is_not_an_array_is_refused(body: bytes, status: int) -> No
     with pytest.raises(EnvelopeError) as info:
         split_batch(body)
     assert info.value.status == status
+
+
+@pytest.mark.parametrize(
+    "event_time",
+    [
+        "9999-12-31T23:59:59-14:00",  # year 10000 in UTC
+        "9999-12-31T23:00:00-01:00",
+        "0001-01-01T00:00:00+14:00",  # year 0 in UTC
+        "0001-01-01T00:59:59+01:00",
+    ],
+)
+def test_an_event_time_outside_years_1_to_9999_in_utc_is_refused(event_time: str) -> None:
+    error = refusal(encode(run_event(eventTime=event_time)))
+    assert (error.status, error.pointer) == (422, "/eventTime")
+    assert "9999" in error.detail
+
+
+@pytest.mark.parametrize(
+    ("event_time", "utc"),
+    [
+        ("9999-12-31T23:59:59.999999Z", dt.datetime.max.replace(tzinfo=dt.UTC)),
+        ("9999-12-31T23:59:59", dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)),
+        ("0001-01-01T00:00:00Z", dt.datetime.min.replace(tzinfo=dt.UTC)),
+        ("0001-01-01T10:00:00+10:00", dt.datetime.min.replace(tzinfo=dt.UTC)),
+    ],
+)
+def test_event_times_at_the_ends_of_the_range_are_stored_in_utc(
+    event_time: str, utc: dt.datetime
+) -> None:
+    record = parse_event(encode(run_event(eventTime=event_time)))
+    assert record.event_time == utc and record.event_time.utcoffset() == dt.timedelta(0)
+
+
+def spliced(event: dict[str, Any], where: str, extra: str) -> bytes:
+    """The event's JSON with raw `extra` put right after the text `where`."""
+    text = json.dumps(event)
+    assert text.count(where) == 1
+    return text.replace(where, where + extra).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "pointer", "key"),
+    [
+        (
+            spliced(run_event(), '"eventType": "START"', ', "eventType": "FAIL"'),
+            "/eventType",
+            "eventType",
+        ),
+        (
+            spliced(
+                run_event(), '"name": "etl.orders"}', ', "job": {"namespace": "x", "name": "y"}'
+            ),
+            "/job",
+            "job",
+        ),
+        (spliced(run_event(), '"name": "etl.orders"', ', "name": "other"'), "/job/name", "name"),
+        (
+            spliced(
+                run_event(run={"runId": RUN_ID, "facets": {"a/b": {"x": [1, {"k": 1}]}}}),
+                '{"k": 1',
+                ', "k": 2',
+            ),
+            "/run/facets/a~1b/x/1/k",
+            "k",
+        ),
+        # an escaped colon in one string and a repeated key elsewhere: the colons balance
+        (
+            spliced(
+                run_event(producer="ab"), '"eventType": "START"', ', "eventType": "START"'
+            ).replace(b'"ab"', b'"a\\u003ab"'),
+            "/eventType",
+            "eventType",
+        ),
+    ],
+)
+def test_a_key_twice_in_one_object_is_refused_naming_it(
+    body: bytes, pointer: str, key: str
+) -> None:
+    error = refusal(body)
+    assert (error.status, error.pointer) == (422, pointer)
+    assert repr(key) in error.detail
+    with pytest.raises(EnvelopeError):
+        parse_element(body)
+
+
+def test_the_same_key_in_different_objects_and_escaped_colons_are_accepted() -> None:
+    event = run_event(
+        run={"runId": RUN_ID, "facets": {"a": {"name": "x:y"}, "b": {"name": "\u003a"}}},
+        producer="urn:a:b",
+    )
+    assert parse_event(encode(event)).run_id == uuid.UUID(RUN_ID)
+    assert parse_event(json.dumps(event, indent=2, ensure_ascii=True).encode())
+    assert parse_event(encode(event).replace(b'"x:y"', b'"x\\u003ay"'))
+
+
+@pytest.mark.parametrize(
+    ("changes", "pointer"),
+    [
+        ({"job": {"namespace": "spark", "name": "j" * 1025}}, "/job/name"),
+        ({"job": {"namespace": "n" * 1025, "name": "j"}}, "/job/namespace"),
+        (
+            {
+                "inputs": [
+                    {"namespace": "s3://x", "name": "a"},
+                    {"namespace": "s3://x", "name": "é" * 513},
+                ]
+            },
+            "/inputs/1/name",
+        ),
+        ({"outputs": [{"namespace": "s" * 5000, "name": "a"}]}, "/outputs/0/namespace"),
+    ],
+)
+def test_a_name_or_namespace_over_1024_bytes_is_refused_naming_it(
+    changes: dict[str, Any], pointer: str
+) -> None:
+    error = refusal(encode(run_event(**changes)))
+    assert (error.status, error.pointer) == (422, pointer)
+    assert "1,024 bytes" in error.detail
+
+
+def test_a_dataset_event_name_over_the_limit_is_refused_and_at_the_limit_accepted() -> None:
+    def dataset_event(name: str) -> bytes:
+        return encode(
+            {
+                "eventTime": "2024-05-01T10:00:00Z",
+                "dataset": {"namespace": "trino://t:8080", "name": name},
+                "producer": "https://example.com/p",
+                "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json",
+            }
+        )
+
+    assert refusal(dataset_event("d" * 1025)).pointer == "/dataset/name"
+    assert parse_event(dataset_event("é" * 512)).kind == "dataset"  # 1,024 bytes

@@ -343,3 +343,27 @@ def test_ndjson_streams_100000_events_with_flat_memory(database_url: str, api: P
     )
     assert count == total
     assert growth < streamed / 4, (growth, streamed)
+
+
+def test_a_page_ends_at_4_mib_of_events_and_its_cursor_goes_on(
+    database_url: str, api: Process
+) -> None:
+    # 1.5 MiB events: two fit in a page's 4 MiB, a third would not; a 6 MiB one is a page
+    # of its own. With filters the page ends at the cap the same way.
+    mib = 1024 * 1024
+    sizes = [mib * 3 // 2] * 5 + [6 * mib] + [100] * 3
+    events = [run_event(i, padding=size) for i, size in enumerate(sizes)]
+    append(database_url, events)
+    cursor, pages = "", []
+    while True:
+        page = httpx.get(api.base_url + FEED, params={"cursor": cursor, "limit": 10}, timeout=30)
+        assert page.status_code == 200
+        body = page.json()
+        if not body["events"]:
+            break
+        pages.append([e["run"]["facets"]["test"]["i"] for e in body["events"]])
+        cursor = body["next_cursor"]
+    assert pages == [[0, 1], [2, 3], [4], [5], [6, 7, 8]]
+    assert read_all(api.base_url, limit=10, namespace="feed") == events
+    streamed = httpx.get(api.base_url + FEED, headers=NDJSON, timeout=30)
+    assert [json.loads(line) for line in streamed.text.splitlines()] == events

@@ -278,13 +278,16 @@ OTHER_OPERATIONS = (
         "exportEvents",
         "Read the stored events",
         "export",
-        "The log as a pull feed, in log order: a cursor never skips an event.",
+        "The log as a pull feed, in log order: a cursor never skips an event. A JSON page "
+        "ends early once it holds 4 MiB of events (its first event whatever its size): "
+        "continue from `next_cursor`. Events go out as stored.",
         scope="export",
         query=ExportQuery,
         responses={
             "200": {
                 "description": "A page of events; with `Accept: application/x-ndjson`, one "
-                "stored event a line, resuming at the `X-Next-Cursor` header.",
+                "whole stored event a line (one stored with line breaks has its whitespace "
+                "between tokens removed), resuming at the `X-Next-Cursor` header.",
                 "content": {
                     "application/json": {"schema": {"$ref": REF.format(name="ExportPage")}},
                     "application/x-ndjson": {"schema": {"type": "string"}},

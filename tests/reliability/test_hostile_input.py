@@ -4,18 +4,30 @@ Nothing is answered with a 5xx, nothing hangs, nothing is half-written: each hos
 request leaves the log as it was (a mixed batch adds exactly its valid events).
 Hypothesis generates envelopes around the spec; schemathesis runs negative mode against
 the ingest and export operations (tests/test_schemathesis.py covers /api/v1).
+
+And the pipeline's guarantee, with a real `metastore projector` beside the API: what the
+store cannot hold is refused 422 naming the field; an event that ingest accepts (or that is
+in the log already) is folded or dead-lettered, and the projector, a restart, a replay and
+the export feed go on past it (a hypothesis property over events ingest accepts).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
+import os
+import random
+import re
+import signal
 import socket
+import string
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -26,6 +38,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metastore.eventlog import START, Position
 from projections.runner import catch_up
 from tests.conftest import Server
 from tests.logdata import append
@@ -518,3 +531,572 @@ def test_schemathesis_negative_mode_on_ingest_and_export(api: Process, tmp_path:
     summary = [line for line in result.stdout.splitlines() if "passed" in line or "failed" in line]
     print("\nschemathesis negative:", *summary[-3:], sep="\n  ")
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+
+
+# --- What ingest refuses because the read side could not hold it -----------------------
+
+
+def _long(size: int) -> str:
+    """A name of `size` letters that does not compress (as an index key would be)."""
+    return "".join(random.Random(size).choices(string.ascii_letters + string.digits, k=size))
+
+
+STORE_LIMITS: list[tuple[str, bytes, str]] = [
+    ("year-10000-in-utc", event_text(eventTime='"9999-12-31T23:59:59-14:00"'), "/eventTime"),
+    ("year-0-in-utc", event_text(eventTime='"0001-01-01T00:00:00+14:00"'), "/eventTime"),
+    ("job-twice", event_text(job='{"namespace": "a", "name": "b"}'), "/job"),
+    (
+        "nested-key-twice",
+        event_text(x='{"a": [1, {"k": 1, "z": 2, "k": 1}]}'),
+        "/x/a/1/k",
+    ),
+    (
+        "dataset-name-10-kb",
+        json.dumps(
+            run_event(job="long") | {"inputs": [{"namespace": "s3://x", "name": _long(10_240)}]}
+        ).encode(),
+        "/inputs/0/name",
+    ),
+    (
+        "dataset-namespace-2-kb",
+        json.dumps(
+            run_event(job="long") | {"outputs": [{"namespace": _long(2048), "name": "t"}]}
+        ).encode(),
+        "/outputs/0/namespace",
+    ),
+    (
+        "dataset-event-name-10-kb",
+        json.dumps(
+            {
+                "eventTime": "2024-05-01T10:00:00Z",
+                "dataset": {"namespace": "trino://t:8080", "name": _long(10_240)},
+                "producer": PRODUCER,
+                "schemaURL": PRODUCER,
+            }
+        ).encode(),
+        "/dataset/name",
+    ),
+    ("job-name-10-kb", json.dumps(run_event(job=_long(10_240))).encode(), "/job/name"),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "pointer"), [c[1:] for c in STORE_LIMITS], ids=[c[0] for c in STORE_LIMITS]
+)
+def test_what_the_store_cannot_hold_is_refused_422_naming_the_field(
+    http: httpx.Client, hostile_db: str, body: bytes, pointer: str
+) -> None:
+    before = log_size(hostile_db)
+    problem = assert_problem(http.post(EVENT, content=body, headers=JSON), 422)
+    assert problem["pointer"] == pointer, problem
+    # in a batch, the element alone fails, naming the same field
+    good = json.dumps(run_event(job="beside")).encode()
+    answer = http.post(BATCH, content=b"[" + good + b"," + body + b"]", headers=JSON)
+    assert answer.status_code == 200, answer.text
+    (failed,) = answer.json()["failed_events"]
+    assert failed["index"] == 1 and failed["pointer"] == pointer, failed
+    assert log_size(hostile_db) == before + 1
+
+
+# --- Events ingest accepts, and events already in the log: the read side goes on --------
+
+PROJECTION_NAMES = (
+    "column_lineage",
+    "datasets",
+    "history",
+    "jobs",
+    "lineage",
+    "namespaces",
+    "runs",
+)
+
+
+@pytest.fixture
+def pipeline(database_url: str, tmp_path: Path) -> Iterator[tuple[Process, Process]]:
+    """A real `metastore api` and `metastore projector` on a database of this test's own."""
+    with (
+        running("api", database_url, tmp_path) as api_process,
+        running("projector", database_url, tmp_path) as projector,
+    ):
+        yield api_process, projector
+
+
+def wait_until_folded(
+    client: httpx.Client, database_url: str, timeout: float = 120.0
+) -> dict[str, Any]:
+    """Waits until every projection's cursor is at the last event of the log (committed,
+    and readable: no folding transaction holds the read horizon back); returns /status."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT tx::text::bigint, seq FROM event_log ORDER BY tx DESC, seq DESC LIMIT 1"
+        ).fetchone()
+    last = Position(*row).encode() if row else START.encode()
+    deadline = time.monotonic() + timeout
+    while True:
+        status: dict[str, Any] = client.get("/api/v1/status").json()
+        at_end = [p["position"] == last for p in status["projections"]]
+        if (
+            status["log"]["position"] == last
+            and len(at_end) == len(PROJECTION_NAMES)
+            and all(at_end)
+        ):
+            return status
+        assert time.monotonic() < deadline, f"the projector did not reach the end: {status}"
+        time.sleep(0.1)
+
+
+def metric(base_url: str, name: str, label: str) -> float:
+    """The value of the sample `name{label}` of a process's /metrics (0 when absent)."""
+    for line in httpx.get(base_url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith(f"{name}{{{label}}} "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def dataset_facets(**facets: Any) -> list[dict[str, Any]]:
+    return [{"namespace": "s3://poison", "name": "out", "facets": facets}]
+
+
+def facet(**fields: Any) -> dict[str, Any]:
+    return {"_producer": PRODUCER, "_schemaURL": "https://example.com/facet.json", **fields}
+
+
+# Facets that ingest stores (they are facets: not checked) and the folds read, each holding
+# a number beyond float64 or a value of the wrong type somewhere.
+NUMBER_TEXTS = {"1e400": "1e400", "-1e999": "-1e999", "1.8e308": "1.8e308"}
+
+
+def with_raw_numbers(event: dict[str, Any]) -> bytes:
+    """The event's JSON with the strings "1e400" etc. written as bare numbers."""
+    text = json.dumps(event)
+    for word, number in NUMBER_TEXTS.items():
+        text = text.replace(f'"{word}"', number)
+    return text.encode()
+
+
+def poison_facet_events() -> list[tuple[str, bytes]]:
+    def run(name: str, **changes: Any) -> dict[str, Any]:
+        event = run_event(job=f"poison-{name}", event_type="COMPLETE")
+        event.update(changes)
+        return event
+
+    lineage = facet(
+        fields={"a": {"inputFields": [{"namespace": "s3://in", "name": "in", "field": "1.8e308"}]}}
+    )
+    parent = facet(run={"runId": "1e400"}, job={"namespace": "-1e999", "name": "p"})
+    events = {
+        "schema-number": run(
+            "schema-number",
+            outputs=dataset_facets(
+                schema=facet(fields=[{"name": "a", "type": "int", "x": "1e400"}])
+            ),
+        ),
+        "schema-type": run("schema-type", outputs=dataset_facets(schema=facet(fields="1e400"))),
+        "symlinks-number": run(
+            "symlinks-number",
+            outputs=dataset_facets(
+                symlinks=facet(
+                    identifiers=[{"namespace": "-1e999", "name": "1e400", "type": "TABLE"}]
+                )
+            ),
+        ),
+        "symlinks-type": run(
+            "symlinks-type", outputs=dataset_facets(symlinks=facet(identifiers=7))
+        ),
+        "column-lineage-number": run(
+            "column-lineage-number", outputs=dataset_facets(columnLineage=lineage)
+        ),
+        "column-lineage-type": run(
+            "column-lineage-type", outputs=dataset_facets(columnLineage=facet(fields=[1]))
+        ),
+        "parent-number": run(
+            "parent-number", run={"runId": str(uuid.uuid4()), "facets": {"parent": parent}}
+        ),
+        "parent-type": run(
+            "parent-type", run={"runId": str(uuid.uuid4()), "facets": {"parent": [1]}}
+        ),
+        "deleted-number": run(
+            "deleted-number", outputs=dataset_facets(schema={"_deleted": True, "n": "1e400"})
+        ),
+        "job-type-number": run(
+            "job-type-number",
+            job={
+                "namespace": "reliability",
+                "name": "poison-job-type-number",
+                "facets": {"jobType": facet(jobType="1e400", integration=1.5)},
+            },
+        ),
+        "error-number": run(
+            "error-number",
+            run={"runId": str(uuid.uuid4()), "facets": {"errorMessage": facet(message="1e400")}},
+        ),
+        # names no index holds, in facets (ingest refuses them in the envelope only)
+        "symlinks-long-name": run(
+            "symlinks-long-name",
+            outputs=dataset_facets(
+                symlinks=facet(identifiers=[{"namespace": "hive://h", "name": _long(12_000)}])
+            ),
+        ),
+        "column-lineage-long-name": run(
+            "column-lineage-long-name",
+            outputs=dataset_facets(
+                columnLineage=facet(
+                    fields={
+                        "a": {
+                            "inputFields": [{"namespace": _long(12_000), "name": "t", "field": "f"}]
+                        }
+                    }
+                )
+            ),
+        ),
+    }
+    return [(name, with_raw_numbers(event)) for name, event in events.items()]
+
+
+def stored_texts(db_url: str) -> list[tuple[int, str]]:
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        return conn.execute("SELECT seq, event::text FROM event_log ORDER BY tx, seq").fetchall()
+
+
+def same_json(a: str | bytes, b: str | bytes) -> bool:
+    """Whether two JSON texts are the same document (numbers compared as written)."""
+
+    def load(text: str | bytes) -> Any:
+        return json.loads(text, parse_float=Decimal, parse_int=Decimal, parse_constant=Decimal)
+
+    return bool(load(a) == load(b))
+
+
+def export_everything(client: httpx.Client, limit: int = 3) -> tuple[list[Any], list[bytes]]:
+    """Every event of the feed through JSON pages of `limit`, and through NDJSON lines."""
+    pages: list[Any] = []
+    cursor = ""
+    while True:
+        answer = client.get(FEED, params={"limit": limit, **({"cursor": cursor} if cursor else {})})
+        assert answer.status_code == 200, answer.text[:500]
+        body = json.loads(answer.content, parse_float=Decimal, parse_int=Decimal)
+        pages += body["events"]
+        if not body["events"]:
+            break
+        cursor = body["next_cursor"]
+    answer = client.get(FEED, headers={"Accept": "application/x-ndjson"})
+    assert answer.status_code == 200, answer.text[:500]
+    assert answer.content.endswith(b"\n") or not answer.content
+    return pages, answer.content.split(b"\n")[:-1]
+
+
+def test_events_no_reader_could_hold_are_dead_lettered_and_everything_goes_on(
+    pipeline: tuple[Process, Process], database_url: str, tmp_path: Path
+) -> None:
+    api_process, projector = pipeline
+    client = httpx.Client(base_url=api_process.base_url, timeout=60)
+    before, after = str(uuid.uuid4()), str(uuid.uuid4())
+    assert client.post(EVENT, json=run_event(before, job="before")).status_code == 200
+    # Stored before ingest refused them (or by other means): times PostgreSQL holds and
+    # Python does not. Both halted the projector and failed the export's page with a 500.
+    late = run_event(job="poison-late") | {"eventTime": "9999-12-31T23:59:59-14:00"}
+    early = run_event(job="poison-early") | {"eventTime": "0001-01-01T00:00:00+14:00"}
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        append(conn, [late])
+        append(conn, [early])
+    # Accepted by ingest: facets the folds read, holding 1e400 or the wrong type.
+    for name, body in poison_facet_events():
+        answer = client.post(EVENT, content=body, headers=JSON)
+        assert answer.status_code == 200, (name, answer.text)
+    assert (
+        client.post(EVENT, json=run_event(after, job="after", event_type="COMPLETE")).status_code
+        == 200
+    )
+    total = log_size(database_url)
+
+    status = wait_until_folded(client, database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        letters = conn.execute(
+            "SELECT projection, seq, error FROM dead_letters ORDER BY projection, seq"
+        ).fetchall()
+        poisoned = [
+            r[0]
+            for r in conn.execute(
+                "SELECT seq FROM event_log"
+                " WHERE job_name IN ('poison-late', 'poison-early') ORDER BY seq"
+            )
+        ]
+    # The two unreadable events, in every projection, with their positions and why; nothing else.
+    assert sorted((p, s) for p, s, _ in letters) == sorted(
+        (p, s) for p in PROJECTION_NAMES for s in poisoned
+    )
+    assert all("eventTime" in error for _, _, error in letters)
+    assert {p["name"]: p["dead_letters"] for p in status["projections"]} == dict.fromkeys(
+        PROJECTION_NAMES, 2
+    )
+    for name in PROJECTION_NAMES:
+        assert (
+            metric(
+                projector.base_url, "metastore_projector_dead_letters_total", f'projection="{name}"'
+            )
+            == 2
+        )
+    # The facets were ignored where they were used, and counted.
+    for label in ("schema", "symlinks", "columnLineage", "parent"):
+        assert (
+            metric(
+                projector.base_url, "metastore_projector_malformed_facets_total", f'facet="{label}"'
+            )
+            >= 1
+        ), label
+    # The events around them were folded.
+    for run_id, state in ((before, "START"), (after, "COMPLETE")):
+        answer = client.get(f"/api/v1/runs/{run_id}")
+        assert answer.status_code == 200 and answer.json()["state"] == state, answer.text
+    jobs = client.get("/api/v1/jobs", params={"namespace": "reliability", "limit": 100}).json()[
+        "items"
+    ]
+    assert {j["name"] for j in jobs} >= {f"poison-{name}" for name, _ in poison_facet_events()}
+
+    # The export feed pages through all of them, JSON and NDJSON, as stored.
+    pages, lines = export_everything(client)
+    stored = stored_texts(database_url)
+    assert len(pages) == len(lines) == len(stored) == total
+    for (_, text), page_event, line in zip(stored, pages, lines, strict=True):
+        assert page_event == json.loads(text, parse_float=Decimal, parse_int=Decimal)
+        assert same_json(line, text)
+
+    # A restarted projector and a replay go on past them too, with the same dead letters.
+    projector.kill(signal.SIGTERM)
+    with running("projector", database_url, tmp_path):
+        client.post(EVENT, json=run_event(job="after-restart"))
+        wait_until_folded(client, database_url)
+        replay = subprocess.run(
+            [sys.executable, "-m", "metastore", "replay"],
+            env={**os.environ, "METASTORE_DATABASE_URL": database_url},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert replay.returncode == 0, replay.stderr[-3000:]
+        wait_until_folded(client, database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        again = conn.execute(
+            "SELECT projection, seq, error FROM dead_letters ORDER BY projection, seq"
+        ).fetchall()
+    assert again == letters
+    client.close()
+
+
+def test_ndjson_is_one_whole_event_a_line_whatever_the_stored_text(
+    pipeline: tuple[Process, Process], database_url: str
+) -> None:
+    api_process, _ = pipeline
+    victim = str(uuid.uuid4())
+    forged = run_event(victim, event_type="FAIL", job="forged")
+    # Valid JSON whose second line is a complete event of its own: joined with newlines as
+    # stored, a line-by-line consumer read a FAIL of the victim's run that nobody sent.
+    crafted = json.dumps(run_event(job="crafted"))[:-1] + ',\n"x":\n' + json.dumps(forged) + "\n}"
+    pretty = json.dumps(
+        run_event(job="pretty") | {"note": "a\u2028b\u0085c\u2029d"}, indent=2, ensure_ascii=False
+    )
+    bodies = [crafted.encode(), pretty.encode(), json.dumps(run_event(job="plain")).encode()]
+    with httpx.Client(base_url=api_process.base_url, timeout=60) as client:
+        for body in bodies:
+            assert client.post(EVENT, content=body, headers=JSON).status_code == 200
+        wait_until_folded(client, database_url)  # (a folding transaction holds the horizon)
+        answer = client.get(FEED, headers={"Accept": "application/x-ndjson"})
+    assert answer.status_code == 200
+    lines = answer.content.split(b"\n")
+    assert lines[-1] == b"" and len(lines) - 1 == len(bodies)
+    assert len(answer.text.splitlines()) == len(bodies)  # also at U+0085, U+2028, U+2029
+    for line, body in zip(lines, bodies, strict=False):
+        assert same_json(line, body)
+        assert json.loads(line)["job"]["name"] != "forged"
+    assert b"\n" not in lines[0] and lines[2] == bodies[2]  # one line already: as stored
+
+
+# --- Property: whatever ingest accepts is folded or dead-lettered, and exported ----------
+
+# Numbers as written: beyond float64, beyond int64, exponents, negative zero, long fractions.
+RAW_NUMBERS = ["1e400", "-1e999", "1.8e308", "4.9e-325", "-0", "0.1000000000000000055", "1E+2"]
+any_text = st.text(
+    st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12
+) | st.sampled_from(["\n", "\u2028", "\u0085", '"}\n{"', "\\", "x:y"])
+raw_number = st.sampled_from(RAW_NUMBERS).map(lambda n: f"@num:{n}")
+any_number = (
+    st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | raw_number
+)
+any_leaf = st.none() | st.booleans() | any_number | any_text
+any_value = st.recursive(
+    any_leaf,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
+    max_leaves=10,
+)
+# Offsets as producers write them; the instant stays within years 1-9999 in UTC.
+offsets = st.sampled_from(["Z", "", "+00:00", "-14:00", "+14:00", "+05:30", "-00:00", "+23:59"])
+
+
+@st.composite
+def event_times(draw: st.DrawFn) -> str:
+    offset = draw(offsets)
+    local = draw(
+        st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30))
+        | st.sampled_from([dt.datetime(1, 1, 2), dt.datetime(9999, 12, 30, 23, 59, 59, 999999)])
+    )
+    text = local.isoformat(
+        timespec=draw(st.sampled_from(["seconds", "milliseconds", "microseconds"]))
+    )
+    return text + offset
+
+
+def standard_facet(draw: st.DrawFn, name: str) -> Any:
+    """A standard facet in its spec's shape, a value of it replaced by anything, or anything."""
+    names = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=8)
+    shapes: dict[str, Any] = {
+        "schema": lambda: facet(
+            fields=[
+                {"name": draw(names), "type": draw(names), "description": draw(any_value)}
+                for _ in range(draw(st.integers(0, 3)))
+            ]
+        ),
+        "symlinks": lambda: facet(
+            identifiers=[
+                {"namespace": draw(names), "name": draw(names), "type": "TABLE"}
+                for _ in range(draw(st.integers(0, 2)))
+            ]
+        ),
+        "columnLineage": lambda: facet(
+            fields={
+                draw(names): {
+                    "inputFields": [
+                        {
+                            "namespace": draw(names),
+                            "name": draw(names),
+                            "field": draw(names),
+                            "transformations": [{"type": "DIRECT", "subtype": draw(any_value)}],
+                        }
+                    ]
+                }
+                for _ in range(draw(st.integers(0, 2)))
+            }
+        ),
+        "parent": lambda: facet(
+            run={"runId": str(draw(st.uuids()))},
+            job={"namespace": draw(names), "name": draw(names)},
+            root={"run": {"runId": draw(st.uuids().map(str) | any_value)}},
+        ),
+        "nominalTime": lambda: facet(nominalStartTime=draw(event_times() | any_value)),
+        "errorMessage": lambda: facet(message=draw(any_text), programmingLanguage="python"),
+        "jobType": lambda: facet(
+            processingType=draw(st.sampled_from(["BATCH", "STREAMING"]) | any_value),
+            integration=draw(names),
+            jobType=draw(names),
+        ),
+        "dataSource": lambda: facet(name=draw(names), uri=draw(any_text)),
+        "documentation": lambda: facet(description=draw(any_text)),
+    }
+    value = shapes[name]()
+    how = draw(st.sampled_from(["as-spec", "as-spec", "a-field-replaced", "anything", "deleted"]))
+    if how == "a-field-replaced" and isinstance(value, dict):
+        value[draw(st.sampled_from(sorted(value)))] = draw(any_value)
+    elif how == "anything":
+        value = draw(any_value)
+    elif how == "deleted":
+        value = {"_deleted": True}
+    return value
+
+
+@st.composite
+def accepted_events(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
+    """An event ingest accepts (varied times, numbers, strings, nesting, facet shapes) and
+    whether to send it pretty-printed."""
+    names = st.text(
+        st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=10
+    )
+
+    def facets(*choices: str) -> dict[str, Any]:
+        chosen = draw(st.lists(st.sampled_from(choices), max_size=3, unique=True))
+        result = {name: standard_facet(draw, name) for name in chosen}
+        result.update(draw(st.dictionaries(any_text, any_value, max_size=2)))
+        return result
+
+    def dataset() -> dict[str, Any]:
+        return {
+            "namespace": draw(names),
+            "name": draw(names),
+            "facets": facets("schema", "symlinks", "columnLineage", "dataSource"),
+        }
+
+    kind = draw(st.sampled_from(["run", "run", "job", "dataset"]))
+    event: dict[str, Any] = {
+        "eventTime": draw(event_times()),
+        "producer": draw(any_text),
+        "schemaURL": RUN_SCHEMA,
+    }
+    if kind in ("run", "job"):
+        event["job"] = {
+            "namespace": draw(names),
+            "name": draw(names),
+            "facets": facets("jobType", "documentation"),
+        }
+        event["inputs"] = draw(st.lists(st.builds(dataset), max_size=2))
+        event["outputs"] = draw(st.lists(st.builds(dataset), max_size=2))
+    if kind == "run":
+        event["run"] = {
+            "runId": str(draw(st.uuids())),
+            "facets": facets("parent", "nominalTime", "errorMessage"),
+        }
+        event["eventType"] = draw(
+            st.sampled_from(["START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"])
+        )
+    if kind == "dataset":
+        event["dataset"] = dataset()
+    event["extra"] = draw(any_value)
+    return event, draw(st.booleans())
+
+
+def event_body(event: dict[str, Any], pretty: bool) -> bytes:
+    text = json.dumps(event, indent=2 if pretty else None, ensure_ascii=not pretty)
+    return re.sub(r'"@num:([^"]+)"', r"\1", text).encode()
+
+
+@settings(
+    max_examples=int(os.environ.get("RELIABILITY_PROPERTY_EXAMPLES", "30")),
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(batch=st.lists(accepted_events(), min_size=1, max_size=6))
+def test_whatever_ingest_accepts_is_folded_or_dead_lettered_and_exported(
+    pipeline: tuple[Process, Process], database_url: str, batch: list[tuple[dict[str, Any], bool]]
+) -> None:
+    api_process, _ = pipeline
+    bodies = [event_body(event, pretty) for event, pretty in batch]
+    with httpx.Client(base_url=api_process.base_url, timeout=60) as client:
+        answer = client.post(BATCH, content=b"[" + b",".join(bodies) + b"]", headers=JSON)
+        assert answer.status_code == 200, answer.text[:2000]
+        assert answer.json()["failed_events"] == [], (answer.text[:2000], bodies)
+        wait_until_folded(client, database_url)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            letters = conn.execute("SELECT projection, seq, error FROM dead_letters").fetchall()
+            seqs = {
+                str(run_id): seq
+                for run_id, seq in conn.execute(
+                    "SELECT run_id, seq FROM event_log WHERE run_id IS NOT NULL"
+                )
+            }
+        dead = {(p, s) for p, s, _ in letters}
+        for event, _ in batch:
+            if "run" in event:  # folded: its run is served; or dead-lettered
+                run_id = event["run"]["runId"]
+                found = client.get(f"/api/v1/runs/{run_id}")
+                assert found.status_code == 200 or ("runs", seqs[run_id]) in dead, found.text
+        # No event that ingest accepts should need a dead letter: each is a fold bug.
+        assert letters == [], letters
+        pages, lines = export_everything(client, limit=7)
+    stored = stored_texts(database_url)
+    assert len(pages) == len(lines) == len(stored)
+    for (_, text), page_event, line in zip(stored, pages, lines, strict=True):
+        assert page_event == json.loads(text, parse_float=Decimal, parse_int=Decimal)
+        assert same_json(line, text)
