@@ -155,8 +155,8 @@ class FeedRequest(msgspec.Struct, frozen=True):
     ndjson: bool
 
 
-def _bad(name: str, reason: str) -> ProblemError:
-    return ProblemError(400, f"query parameter {name!r}: {reason}", pointer=name)
+def _bad(name: str, reason: str, kind: str | None = None) -> ProblemError:
+    return ProblemError(400, f"query parameter {name!r}: {reason}", pointer=name, kind=kind)
 
 
 def _parse_since(raw: str) -> dt.datetime:
@@ -221,7 +221,9 @@ def parse_feed_request(request: Request) -> FeedRequest:
         try:
             cursor = Position.decode(query["cursor"])
         except ValueError:
-            raise _bad("cursor", "not a cursor handed out by this feed") from None
+            raise _bad(
+                "cursor", "not a cursor handed out by this feed", kind="invalid-cursor"
+            ) from None
     run_id = None
     if "run_id" in query:
         try:

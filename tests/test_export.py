@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from metastore.eventlog import LogRecord, Position, append_events
+from metastore.problems import type_uri
 from tests.support import Process, running, start_process
 
 FEED = "/export/openlineage/events"
@@ -200,6 +201,9 @@ def test_a_bad_parameter_is_a_400_naming_it(api: Process, query: dict[str, str],
     assert answer.headers["content-type"] == "application/problem+json"
     problem = answer.json()
     assert problem["pointer"] == name and name in problem["detail"]
+    # the read API's type for a cursor it did not hand out, the same here
+    kind = "invalid-cursor" if name == "cursor" else "invalid-request"
+    assert problem["type"] == type_uri(400, kind)
 
 
 def test_a_parameter_given_twice_is_a_400(api: Process) -> None:
