@@ -125,3 +125,19 @@ def running(command: str, database_url: str, log_dir: Path, **kwargs: Any) -> It
         yield process
     finally:
         process.stop()
+
+
+@contextmanager
+def open_service(
+    pg_server: Any, template_db: str, log_dir: Path, prefix: str
+) -> Iterator[tuple[Process, httpx.Client]]:
+    """A fresh migrated database with `metastore api` and `metastore projector` on it (no
+    tokens), and a client of the API."""
+    env = {"METASTORE_AUTH": "disabled"}
+    with (
+        pg_server.database(prefix, template_db) as url,
+        running("api", url, log_dir, env=env) as api,
+        running("projector", url, log_dir, env=env),
+        httpx.Client(base_url=api.base_url, timeout=30) as client,
+    ):
+        yield api, client

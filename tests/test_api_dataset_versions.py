@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import Server
-from tests.support import running
+from tests.support import open_service
 
 PRODUCER = "https://example.com/a-hand-written-producer"
 NAMESPACE = "postgres://db:5432"
@@ -33,13 +33,9 @@ def schema(*fields: str) -> dict[str, Any]:
 def api(
     pg_server: Server, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[httpx.Client]:
-    log_dir = tmp_path_factory.mktemp("versions")
-    env = {"METASTORE_AUTH": "disabled"}
-    with (
-        pg_server.database("versions", template_db) as url,
-        running("api", url, log_dir, env=env) as api,
-        running("projector", url, log_dir, env=env),
-        httpx.Client(base_url=api.base_url, timeout=30) as client,
+    with open_service(pg_server, template_db, tmp_path_factory.mktemp("versions"), "versions") as (
+        _,
+        client,
     ):
         yield client
 

@@ -20,7 +20,7 @@ from referencing.jsonschema import DRAFT202012
 
 from metastore.api.openapi import build_document
 from tests.conftest import Server
-from tests.support import conformance_events, running
+from tests.support import conformance_events, open_service
 
 PRODUCER = "https://example.com/a-careless-producer"
 RUN_ID = str(uuid.uuid4())
@@ -64,16 +64,11 @@ def api(
     pg_server: Server, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[httpx.Client]:
     log_dir = tmp_path_factory.mktemp("facets")
-    env = {"METASTORE_AUTH": "disabled"}
-    with (
-        pg_server.database("facets", template_db) as url,
-        running("api", url, log_dir, env=env) as api,
-        running("projector", url, log_dir, env=env),
-        httpx.Client(base_url=api.base_url + "/api/v1", timeout=30) as client,
-    ):
+    with open_service(pg_server, template_db, log_dir, "facets") as (_, client):
         for event in [*conformance_events("facet_invalid"), HAND_MADE]:
-            posted = client.post(api.base_url + "/ingest/openlineage", json=event)
+            posted = client.post("/ingest/openlineage", json=event)
             assert posted.status_code == 200, posted.text
+        client.base_url = client.base_url.join("/api/v1/")
         deadline = time.monotonic() + 60
         while (
             client.get("/status").json()["projections"][0]["lag_seconds"] > 0
