@@ -12,6 +12,10 @@ splits it again (a rebuild) gives each part the id of its own first name, the id
 before the join. A name first used by an event that joins a dataset known by another name
 gets a row for its own id too, `merged_into` that dataset: its id answers as the dataset.
 
+Facets and schemas describe the data as written: an output of a run event that does not
+write it (a START, a FAIL: the run only attempted it; see FoldEvent.writes) gives the
+dataset its names but no facets and no schema version.
+
 A dataset's display name (its `namespace` and `name` columns) is its most table-like
 name: the least `display_key` of its names, a symlink identifier of type TABLE before a
 name an event used, before any other; then the first seen. A name's key only ever falls
@@ -45,7 +49,9 @@ from projections.common import (
 )
 
 NAME = "datasets"
-VERSION = 4  # 2: facets json; 3: names joined by catalog rules; 4: display name by display_key
+# 2: facets json; 3: names joined by catalog rules; 4: display name by display_key;
+# 5: an output a run only attempted (not written) makes no version and merges no facets
+VERSION = 5
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -318,11 +324,13 @@ class Fold:
         dataset = self.datasets[did]
         dataset["first_seen"] = min(dataset["first_seen"], when)
         dataset["last_seen"] = max(dataset["last_seen"], when)
+        self.changed_datasets.add(did)
+        if not event.observes(ref):
+            return  # an attempted output: its names, but no facets and no version
         if merge_facets(dataset["facets"], dataset["facet_times"], ref.facets, event.order) & (
             FACETS_CHANGED
         ):
             dataset["new_facets"] = True
-        self.changed_datasets.add(did)
         self.observe_schema(did, event, ref)
 
     @staticmethod
@@ -552,7 +560,7 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Fold | None:
             if ref.catalog is not None:
                 names.append((ref.catalog.namespace, ref.catalog.name))
             keys.update(names)
-            if ref.schema_hash is not None:
+            if ref.schema_hash is not None and event.observes(ref):
                 schemas.update((k, ref.schema_hash) for k in names)
     return Fold(cur, keys, schemas) if keys else None
 
