@@ -21,6 +21,7 @@ from metastore.db import (
     create_pool,
     database_unavailable,
     tune_ingest_session,
+    tune_read_session,
 )
 from metastore.group_commit import WORKERS, GroupCommitter
 from metastore.inflight import InflightBudget
@@ -75,7 +76,7 @@ def _no_slash_redirects(router: Router) -> None:
 def create_app(settings: Settings) -> ASGIApp:
     # /api/v1 and the export feed read through `pool`: from the streaming replica when
     # METASTORE_READ_DATABASE_URL names one; ingest and the log notifier keep the primary.
-    pool = create_pool(settings, url=settings.read_database_url)
+    pool = create_pool(settings, url=settings.read_database_url, configure=tune_read_session)
     # /readyz asks the primary: through `pool` when that is the primary, else on a connection
     # of its own (the committer's are for appends, and a probe must not queue behind them).
     primary_pool = pool

@@ -62,6 +62,16 @@ def create_pool(
     )
 
 
+async def tune_read_session(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Session settings of the read API's connections: no JIT compilation.
+
+    The graph's statements (a walk, then per node its freshness and latest run) are index
+    probes the planner prices by their subqueries' row guesses, past `jit_above_cost`:
+    compiling them took 600 ms for an answer that runs in 5 (docs/PERFORMANCE.md).
+    """
+    await conn.execute("SET jit = off")
+
+
 # A full group (group_commit.MAX_GROUP_BYTES, 4 MB of JSON) is hashed and sorted by the
 # append; with the default 4 MB of work_mem both spilled to temporary files under load.
 INGEST_WORK_MEM = "16MB"

@@ -9,8 +9,10 @@ from starlette.routing import BaseRoute
 
 from metastore.api import (
     datasets,
+    impact,
     jobs,
     lineage,
+    lineage_diff,
     namespaces,
     openapi,
     run_lineage,
@@ -24,7 +26,9 @@ routes: list[BaseRoute] = [
     *jobs.resource.routes,
     *runs.resource.routes,
     *datasets.resource.routes,
+    *lineage_diff.resource.routes,
     *lineage.resource.routes,
+    *impact.resource.routes,
     *run_lineage.resource.routes,
     *search.resource.routes,
     *status.resource.routes,

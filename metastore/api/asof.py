@@ -8,6 +8,10 @@ event about the past changes the past and nothing after it. At a moment T:
 - a dataset's schema is the latest `schema` observation at or before T
   (readmodel.schema_observations), with its fields from dataset_versions;
 - a job's field-level lineage is that of the same run (readmodel.run_column_lineage).
+- a dataset's names are those first seen by T: a name first seen later is not shown,
+  counted or used as its display name (names joined by a rule stay joined in the past);
+- a write is a successful one by T (run_edges.first_write_at, last_write_at), never an
+  attempt of a run that failed.
 Every fragment binds `%(as_of)s`; the ones that take a job are formatted with the SQL
 expression of its id.
 """
@@ -76,6 +80,21 @@ SCHEMA_AT = """(
     ORDER BY o.event_time DESC, o.seq DESC LIMIT 1)"""
 
 
+# The display name of dataset `{dataset}` at T and how many names it had then: rows
+# (namespace, name, names), one. Its most table-like name first seen by T, by the rule of
+# projections.datasets.display_key (0: a TABLE symlink or a metastore's name a catalog
+# rule derived, 1: a name an event used, 2: another; then the first seen).
+DISPLAY_NAME_AT = """(
+    SELECT n.namespace, n.name, count(*) OVER () AS names
+    FROM readmodel.dataset_names n
+    WHERE n.dataset_id = {dataset} AND n.first_seen <= %(as_of)s
+    ORDER BY CASE WHEN n.symlink_type = 'TABLE' OR (n.kind = 'catalog'
+                       AND (n.joined_by->>'role') IS DISTINCT FROM 'engine') THEN 0
+                  WHEN n.kind IN ('emitted', 'catalog') THEN 1 ELSE 2 END,
+             n.first_seen, n.namespace, n.name
+    LIMIT 1)"""
+
+
 # The state at T of run `lr` (a readmodel.lineage_runs row) from its events up to T (a
 # terminal event wins, as in the runs projection): join it as `s`, then read the columns
 # id, state, state_time, started_at, ended_at, duration_seconds of RUN_AT_COLUMNS.
@@ -108,6 +127,10 @@ def job_edges_at(job: str, direction: str) -> str:
 
 def edge_held(job: str = "e.job_id") -> str:
     return EDGE_HELD.format(latest=latest_run(job))
+
+
+def display_name_at(dataset: str) -> str:
+    return DISPLAY_NAME_AT.format(dataset=dataset)
 
 
 def schema_at(dataset: str, moment: str = "%(as_of)s") -> str:

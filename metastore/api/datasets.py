@@ -16,7 +16,7 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, facets, models, params
+from metastore.api import asof, facets, freshness, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, decode_cursor, page
@@ -24,8 +24,6 @@ from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     dataset_type,
     description,
-    last_write_at,
-    last_write_at_as_of,
     lifecycle_as_of,
     lifecycle_state,
     lifecycle_time,
@@ -93,7 +91,7 @@ coalesce((
                'job', json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name),
                'last_write_at', x.last_write_at, 'lifecycle_state', x.lifecycle_state)
            ORDER BY x.namespace, x.name)
-    FROM (SELECT j.id, j.namespace, j.name, max(e.last_seen) AS last_write_at,
+    FROM (SELECT j.id, j.namespace, j.name, max(e.last_write_at) AS last_write_at,
                  (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
                      AS lifecycle_state
           FROM readmodel.dataset_names n
@@ -108,13 +106,13 @@ coalesce((
     SELECT json_agg(json_build_object(
                'job', json_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name),
                'last_write_at', (
-                   SELECT max(CASE WHEN re.last_seen <= %(as_of)s THEN re.last_seen
-                                   ELSE re.first_seen END)
+                   SELECT max(CASE WHEN re.last_write_at <= %(as_of)s THEN re.last_write_at
+                                   ELSE re.first_write_at END)
                    FROM readmodel.dataset_names w
                    JOIN readmodel.run_edges re ON re.namespace = w.namespace
                     AND re.name = w.name AND re.direction = 'output'
                    WHERE w.dataset_id = d.id AND re.job_id = j.id
-                     AND re.first_seen <= %(as_of)s),
+                     AND re.first_write_at <= %(as_of)s),
                'lifecycle_state', (
                    SELECT re.lifecycle_state
                    FROM readmodel.dataset_names w
@@ -146,7 +144,7 @@ coalesce((
 NAMES = f"""
 coalesce((
     SELECT json_agg({NAME_JSON.format(n="n")} ORDER BY n.kind, n.namespace, n.name)
-    FROM readmodel.dataset_names n WHERE n.dataset_id = d.id
+    FROM readmodel.dataset_names n WHERE n.dataset_id = d.id{{seen}}
 ), '[]')::text
 """
 CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets")},
@@ -155,9 +153,9 @@ CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets
 # An id absorbed by a merge answers as the dataset it was merged into.
 GET_DATASET = f"""
 SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
-       d.first_seen, d.last_seen, {NAMES}, {WRITERS}, {READERS.format(held="")},
+       d.first_seen, d.last_seen, {NAMES.format(seen="")}, {WRITERS}, {READERS.format(held="")},
        {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
-       {last_write_at("d")}
+       {freshness.freshness("d.id", as_of=False)}
 FROM readmodel.datasets d
 WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
@@ -165,10 +163,12 @@ WHERE d.id = coalesce(
 
 # As of T: the schema of the latest observation by then, the jobs whose run at T (or
 # static lineage by then) wrote or read it, and when it was last seen by then (its run
-# edges and schema observations), the lifecycle change and write last reported by then.
-# Names, facets and the catalogue fields are today's.
+# edges and schema observations), the lifecycle change and freshness by then, its names
+# first seen by then (and its display name among them). Facets and the catalogue fields
+# are today's.
 GET_DATASET_AS_OF = f"""
-SELECT d.id, d.namespace, d.name, v.fields::text, d.facets::text, d.first_seen,
+SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.fields::text,
+       d.facets::text, d.first_seen,
        coalesce((
            SELECT max(x.t) FROM readmodel.dataset_names n CROSS JOIN LATERAL (
                SELECT max(CASE WHEN e.last_seen <= %(as_of)s THEN e.last_seen
@@ -181,12 +181,15 @@ SELECT d.id, d.namespace, d.name, v.fields::text, d.facets::text, d.first_seen,
                WHERE o.namespace = n.namespace AND o.name = n.name
                  AND o.event_time <= %(as_of)s
            ) x WHERE n.dataset_id = d.id), d.first_seen),
-       {NAMES}, {WRITERS_AS_OF}, {READERS.format(held=" AND " + asof.edge_held())},
-       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time, {last_write_at_as_of("d")}
+       {NAMES.format(seen=" AND n.first_seen <= %(as_of)s")}, {WRITERS_AS_OF},
+       {READERS.format(held=" AND " + asof.edge_held())},
+       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time,
+       {freshness.freshness("d.id", as_of=True)}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
 LEFT JOIN LATERAL {lifecycle_as_of("d")} lc ON true
+LEFT JOIN LATERAL {asof.display_name_at("d.id")} dn ON true
 WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
@@ -501,6 +504,7 @@ async def get_dataset(request: Request) -> Response:
         asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
         versions = await _versions(conn, r[0], first, _versions_kind(r[0], first))
         runs = await _runs(conn, r[0], first, _runs_kind(r[0], first))
+    fresh = freshness.decode(r[16])
     lifecycle = None
     if r[14] is not None and r[15] is not None:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])
@@ -522,7 +526,8 @@ async def get_dataset(request: Request) -> Response:
             tags=_tags.decode(r[12]),
             dataset_type=r[13],
             lifecycle=lifecycle,
-            last_write_at=r[16],
+            last_write_at=fresh.last_write.at if fresh.last_write else None,
+            freshness=fresh,
             versions=versions,
             runs=runs,
         ),

@@ -12,26 +12,27 @@ lineage_runs) can sit beside them.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
+from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, models
+from metastore.api import asof, freshness, models
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     dataset_type,
     duration,
-    last_write_at,
-    last_write_at_as_of,
     lifecycle_as_of,
     lifecycle_state,
     name_count,
+    owners,
     started,
 )
 from metastore.problems import InvalidParam, ProblemError
@@ -115,22 +116,40 @@ LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
 ORDER BY k.depth, k.kind, k.id
 """
 # What a graph draws a node with: a job's type, integration and latest run (id, state,
-# state_time, started_at, ended_at, duration); a dataset's name count, type, last write
-# and lifecycle state. Now, or as of `%(as_of)s` (a latest run in the state it had then).
+# state_time, started_at, ended_at, duration); a dataset's name count, type, freshness
+# (its last write), lifecycle state and owners, and (as of T) its display name then.
+# Now, or as of `%(as_of)s` (a latest run in the state it had then).
 JOB_COLUMNS = "j.job_type, j.processing_type, j.integration"
+DATASET_COLUMNS = """CASE WHEN k.kind = 'dataset' THEN {name_count} END,
+       {dataset_type},
+       CASE WHEN k.kind = 'dataset' THEN {freshness} END,
+       {lifecycle},
+       CASE WHEN k.kind = 'dataset' THEN {owners} END"""
+DATASET_NOW = DATASET_COLUMNS.format(
+    name_count=name_count("d"),
+    dataset_type=dataset_type("d.facets"),
+    freshness=freshness.freshness("d.id", as_of=False),
+    lifecycle=lifecycle_state("d.facets"),
+    owners=owners("d.facets"),
+)
+DATASET_AS_OF = DATASET_COLUMNS.format(
+    name_count="dn.names",
+    dataset_type=dataset_type("d.facets"),
+    freshness=freshness.freshness("d.id", as_of=True),
+    lifecycle="lc.lifecycle_state",
+    owners=owners("d.facets"),
+)
 NODE_COLUMNS = f"""{JOB_COLUMNS},
        r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")},
-       CASE WHEN k.kind = 'dataset' THEN {name_count("d")} END, {dataset_type("d.facets")},
-       CASE WHEN k.kind = 'dataset' THEN {last_write_at("d")} END,
-       {lifecycle_state("d.facets")}"""
+       {DATASET_NOW}, NULL::text, NULL::text"""
 NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id"
 NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
        {asof.RUN_AT_COLUMNS},
-       CASE WHEN k.kind = 'dataset' THEN {name_count("d")} END, {dataset_type("d.facets")},
-       CASE WHEN k.kind = 'dataset' THEN {last_write_at_as_of("d")} END,
-       lc.lifecycle_state"""
+       {DATASET_AS_OF}, dn.namespace, dn.name"""
 NODE_JOINS_AS_OF = (
-    asof.latest_run_at_joins("j.id") + f"\nLEFT JOIN LATERAL {lifecycle_as_of('d')} lc ON true"
+    asof.latest_run_at_joins("j.id")
+    + f"\nLEFT JOIN LATERAL {lifecycle_as_of('d')} lc ON true"
+    + f"\nLEFT JOIN LATERAL {asof.display_name_at('d.id')} dn ON true"
 )
 
 
@@ -159,9 +178,9 @@ def _dataset_jobs(datasets: str, direction: str, as_of: bool) -> str:
               WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'{held}"""
 
 
-def _walk(as_of: bool) -> str:
+def _walk(as_of: bool, down_datasets: str | None = None) -> str:
     return LINEAGE_WALK.format(
-        down_datasets=_job_datasets("w.down_jobs", "output", as_of),
+        down_datasets=down_datasets or _job_datasets("w.down_jobs", "output", as_of),
         down_jobs=_dataset_jobs("w.down_ds", "input", as_of),
         up_datasets=_job_datasets("w.up_jobs", "input", as_of),
         up_jobs=_dataset_jobs("w.up_ds", "output", as_of),
@@ -172,6 +191,20 @@ def _walk(as_of: bool) -> str:
 
 LINEAGE = _walk(as_of=False)
 LINEAGE_AS_OF = _walk(as_of=True)
+# From a run (its job's node, kind 'job'): the first hop downstream goes to the datasets
+# it wrote or attempted (`%(run_outputs)s`) instead of all its job's outputs.
+RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
+              UNION ALL
+              SELECT * FROM ({job_datasets}) x WHERE w.depth > 0"""
+
+
+def _walk_from_run(as_of: bool) -> str:
+    job_datasets = _job_datasets("w.down_jobs", "output", as_of)
+    return _walk(as_of, down_datasets=RUN_OUTPUTS.format(job_datasets=job_datasets))
+
+
+FROM_RUN = _walk_from_run(as_of=False)
+FROM_RUN_AS_OF = _walk_from_run(as_of=True)
 
 # The edges between the kept nodes, as a second statement: bound as arrays (constants to
 # the planner, hashed and counted right), where a join against the CTE above would be
@@ -251,7 +284,7 @@ SELECT e.in_namespace, e.in_name, e.in_field, src.dataset_id,
        e.out_namespace, e.out_name, e.out_field, dst.dataset_id,
        c.transformations::text, c.job_id, e.depth,
        (SELECT count(*) FROM walked),
-       sd.namespace, sd.name, dd.namespace, dd.name, cj.namespace, cj.name,
+       {names}, cj.namespace, cj.name,
        coalesce((SELECT json_agg(json_build_object('id', j.id, 'namespace', j.namespace,
                                                    'name', j.name)
                                  ORDER BY j.namespace, j.name)
@@ -268,7 +301,7 @@ LEFT JOIN readmodel.dataset_names src
 LEFT JOIN readmodel.dataset_names dst
   ON dst.namespace = e.out_namespace AND dst.name = e.out_name
 LEFT JOIN readmodel.datasets sd ON sd.id = src.dataset_id
-LEFT JOIN readmodel.datasets dd ON dd.id = dst.dataset_id
+LEFT JOIN readmodel.datasets dd ON dd.id = dst.dataset_id{name_joins}
 LEFT JOIN readmodel.jobs cj ON cj.id = c.job_id
 ORDER BY e.depth, e.out_namespace, e.out_name, e.out_field, e.in_namespace, e.in_name,
          e.in_field
@@ -292,10 +325,28 @@ COLUMN_EDGES_AS_OF = f"""(
                ELSE r.run_id = {asof.latest_run("r.job_id")} END
     ORDER BY c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
              r.last_seen DESC, r.last_seq DESC)"""
-COLUMN_LINEAGE = COLUMN_LINEAGE_WALK.format(edges="readmodel.column_lineage")
-COLUMN_LINEAGE_AS_OF = COLUMN_LINEAGE_WALK.format(edges=COLUMN_EDGES_AS_OF)
+COLUMN_LINEAGE = COLUMN_LINEAGE_WALK.format(
+    edges="readmodel.column_lineage",
+    names="sd.namespace, sd.name, dd.namespace, dd.name",
+    name_joins="",
+)
+# (as of T, the datasets' display names then)
+COLUMN_LINEAGE_AS_OF = COLUMN_LINEAGE_WALK.format(
+    edges=COLUMN_EDGES_AS_OF,
+    names="coalesce(sdn.namespace, sd.namespace), coalesce(sdn.name, sd.name), "
+    "coalesce(ddn.namespace, dd.namespace), coalesce(ddn.name, dd.name)",
+    name_joins=f"""
+LEFT JOIN LATERAL {asof.display_name_at("sd.id")} sdn ON true
+LEFT JOIN LATERAL {asof.display_name_at("dd.id")} ddn ON true""",
+)
 DATASET_REF = """
 SELECT d.id, d.namespace, d.name, d.first_seen FROM readmodel.datasets d
+WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
+"""
+DATASET_REF_AS_OF = f"""
+SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), d.first_seen
+FROM readmodel.datasets d
+LEFT JOIN LATERAL {asof.display_name_at("d.id")} dn ON true
 WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
 
@@ -307,12 +358,16 @@ Depth = Annotated[int, Meta(ge=0, le=MAX_DEPTH, description="Hops from the start
 _DIRS = {"upstream": ["up"], "downstream": ["down"], "both": ["up", "down"]}
 
 
+NODE_PATTERN = (
+    "^(dataset|job):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
+
+
 class LineageQuery(msgspec.Struct, frozen=True):
     node: Annotated[
         str,
         Meta(
-            pattern="^(dataset|job):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
-            "[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+            pattern=NODE_PATTERN,
             description="The start node: `dataset:<id>` or `job:<id>`.",
         ),
     ]
@@ -375,13 +430,15 @@ COLUMN_OP = Operation(
 resource = Resource()
 
 _EDGE_LIMIT = 5000
+_owners = msgspec.json.Decoder(list[models.Owner])
 
 
 def _key(kind: str, id_: uuid.UUID) -> str:
     return f"{kind}:{id_}"
 
 
-def _node(r: Any) -> models.JobNode | models.DatasetNode:
+def node(r: Any) -> models.JobNode | models.DatasetNode:
+    """A graph node from a row of the walk (or of its node columns)."""
     if r[0] == "job":
         latest = None
         if r[11] is not None:
@@ -404,55 +461,81 @@ def _node(r: Any) -> models.JobNode | models.DatasetNode:
             integration=r[10],
             latest_run=latest,
         )
+    fresh = freshness.decode(r[19])
     return models.DatasetNode(
         key=_key("dataset", r[1]),
         id=r[1],
-        namespace=r[3],
-        name=r[4],
+        namespace=r[22] or r[3],  # (as of a moment: its display name then)
+        name=r[23] or r[4],
         depth=r[2],
         name_count=r[17],
         dataset_type=r[18],
-        last_write_at=r[19],
+        last_write_at=fresh.last_write.at if fresh.last_write else None,
         lifecycle_state=r[20],
+        owners=_owners.decode(r[21]),
+        freshness=fresh,
     )
 
 
-@resource.add(LINEAGE_OP)
-async def get_lineage(request: Request) -> Response:
-    query: LineageQuery = LINEAGE_OP.parse_query(request)
-    kind, _, id_text = query.node.partition(":")
+def parse_node(node: str, kinds: str = "`dataset:<uuid>` or `job:<uuid>`") -> tuple[str, uuid.UUID]:
+    """A `node` parameter (its pattern checked) as (kind, id)."""
+    kind, _, id_text = node.partition(":")
     try:
-        start = uuid.UUID(id_text)
+        return kind, uuid.UUID(id_text)
     except ValueError:
-        reason = "not `dataset:<uuid>` or `job:<uuid>`"
+        reason = f"not {kinds}"
         raise ProblemError(
             400,
             f"query parameter `node` is invalid: {reason}",
             invalid_params=[InvalidParam(name="node", reason=reason)],
         ) from None
+
+
+async def walk(
+    conn: AsyncConnection[Any],
+    kind: str,
+    start: uuid.UUID,
+    *,
+    up: bool,
+    down: bool,
+    depth: int,
+    max_nodes: int,
+    as_of: dt.datetime | None,
+    run_outputs: list[uuid.UUID] | None = None,
+) -> models.LineageGraph:
+    """The graph around job or dataset `start` (404 when unknown, or first seen after
+    `as_of`). `run_outputs`: the walk starts at job `start` as a run of it that wrote (or
+    attempted) these datasets: its first hop downstream is to them alone."""
     args = {
-        "down": query.direction != "upstream",
-        "up": query.direction != "downstream",
+        "down": down,
+        "up": up,
         "kind": kind,
         "id": start,
-        "depth": query.depth,
-        "max_nodes": query.max_nodes,
-        "as_of": query.as_of,
+        "depth": depth,
+        "max_nodes": max_nodes,
+        "as_of": as_of,
+        "run_outputs": run_outputs,
     }
-    timeless = query.as_of is None
-    async with connection(request) as conn:
-        found = await rows(conn, LINEAGE if timeless else LINEAGE_AS_OF, args)
-        if not found or found[0][3] is None:  # the start node: no read model knows it
-            raise not_found(kind, start)
-        asof.check_seen(kind, start, found[0][7], query.as_of)
-        jobs = [r[1] for r in found if r[0] == "job"]
-        datasets = [r[1] for r in found if r[0] == "dataset"]
-        links = await rows(
-            conn,
-            LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
-            {"jobs": jobs, "datasets": datasets, "as_of": query.as_of},
-        )
-    nodes = [_node(r) for r in found]
+    timeless = as_of is None
+    if run_outputs is None:
+        statement = LINEAGE if timeless else LINEAGE_AS_OF
+    else:
+        statement = FROM_RUN if timeless else FROM_RUN_AS_OF
+    found = await rows(conn, statement, args)
+    if not found or found[0][3] is None:  # the start node: no read model knows it
+        raise not_found(kind, start)
+    asof.check_seen(kind, start, found[0][7], as_of)
+    jobs = [r[1] for r in found if r[0] == "job"]
+    datasets = [r[1] for r in found if r[0] == "dataset"]
+    links = await rows(
+        conn,
+        LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
+        {"jobs": jobs, "datasets": datasets, "as_of": as_of},
+    )
+    if run_outputs is not None:  # the run's job: only the run's own outputs
+        wrote = set(run_outputs)
+        links = [x for x in links if x[1] != start or x[0] != "output" or x[2] in wrote]
+    nodes = [node(r) for r in found]
     edges = sorted(
         (
             models.LineageEdge(from_=_key("dataset", ds), to=_key("job", job), lifecycle_state=None)
@@ -466,9 +549,25 @@ async def get_lineage(request: Request) -> Response:
     )
     reached, cut = found[0][5], found[0][6]
     truncated = reached > len(nodes) or bool(cut)
-    return json_response(
-        request, models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
-    )
+    return models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
+
+
+@resource.add(LINEAGE_OP)
+async def get_lineage(request: Request) -> Response:
+    query: LineageQuery = LINEAGE_OP.parse_query(request)
+    kind, start = parse_node(query.node)
+    async with connection(request) as conn:
+        graph = await walk(
+            conn,
+            kind,
+            start,
+            up=query.direction != "downstream",
+            down=query.direction != "upstream",
+            depth=query.depth,
+            max_nodes=query.max_nodes,
+            as_of=query.as_of,
+        )
+    return json_response(request, graph)
 
 
 _jobs = msgspec.json.Decoder(list[models.JobRef])
@@ -491,7 +590,7 @@ async def get_column_lineage(request: Request) -> Response:
         "as_of": query.as_of,
     }
     async with connection(request) as conn:
-        dataset = await rows(conn, DATASET_REF, args)
+        dataset = await rows(conn, DATASET_REF if query.as_of is None else DATASET_REF_AS_OF, args)
         if not dataset:
             raise not_found("dataset", path.dataset_id)
         asof.check_seen("dataset", path.dataset_id, dataset[0][3], query.as_of)

@@ -25,8 +25,10 @@ from starlette.responses import Response
 from metastore import export
 from metastore.api import (
     datasets,
+    impact,
     jobs,
     lineage,
+    lineage_diff,
     models,
     namespaces,
     run_lineage,
@@ -44,7 +46,18 @@ PREFIX = "/api/v1"
 CHECKED_IN = Path(__file__).resolve().parent.parent / "openapi.json"
 REF = "#/components/schemas/{name}"
 
-API_RESOURCES = (namespaces, jobs, runs, datasets, lineage, run_lineage, search, status)
+API_RESOURCES = (
+    namespaces,
+    jobs,
+    runs,
+    datasets,
+    lineage,
+    lineage_diff,
+    run_lineage,
+    impact,
+    search,
+    status,
+)
 
 DESCRIPTION = """\
 The metastore of the Stackable Data Platform: OpenLineage events in (`/ingest`), the
