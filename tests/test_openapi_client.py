@@ -2,10 +2,11 @@
 
 openapi-typescript turns metastore/openapi.json into types; `tsc --strict` (with
 noUncheckedIndexedAccess and exactOptionalPropertyTypes) type-checks
-tools/openapi/client/screens.ts, which draws the three Cockpit screens and reads a
-facet's field and a schema field's type without a cast; then node runs the compiled
-client against a server loaded with the conformance scenarios, and the screens must take
-the calls they promise. The node tools are the pinned ones of tools/openapi
+tools/openapi/client/screens.ts, which draws the three Cockpit screens, "what broke" and
+"what changed", and reads a facet's field and a schema field's type without a cast; then
+node runs the compiled client against a server loaded with the conformance scenarios and
+the brief's example after a failed Trino run, and the screens must take the calls they
+promise. The node tools are the pinned ones of tools/openapi
 (package-lock.json, installed with `npm ci` by `make openapi-tools`).
 """
 
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from tests.apiserver import scenario_api
-from tests.support import all_scenario_events
+from tests.support import FAILED_TRINO_RUN, TRINO, all_scenario_events, failed_trino_events
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools" / "openapi"
@@ -66,7 +67,8 @@ def compiled() -> Path:
 def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
     compiled: Path, pg_server: Any, template_db: str, tmp_path: Path
 ) -> None:
-    with scenario_api(pg_server, template_db, tmp_path, all_scenario_events()) as (url, _):
+    events = all_scenario_events() + failed_trino_events()
+    with scenario_api(pg_server, template_db, tmp_path, events) as (url, _):
         base = url + "/api/v1"
 
         def lookup(namespace: str, name: str) -> str:
@@ -75,13 +77,48 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
 
         raw = lookup("s3a://warehouse", "raw.db/orders")
         tbl1 = lookup("file", "/tmp/cll_test/tbl1")
-        out = run("node", str(compiled), base, f"dataset:{raw}", tbl1, "2026-09-02T10:01:00Z")
+        summary = lookup(TRINO, "lakehouse.sales.orders_summary")
+        out = run(
+            "node",
+            str(compiled),
+            base,
+            f"dataset:{raw}",
+            tbl1,
+            "2026-09-02T10:01:00Z",
+            FAILED_TRINO_RUN,
+            f"dataset:{summary}",
+            "2026-09-02T12:00:00Z",
+            "2026-09-04T00:00:00Z",
+        )
     screens = json.loads(out)
     assert {name: s["calls"] for name, s in screens.items()} == {
         "namespaces": 1,
         "graph": 1,
         "graphAsOf": 1,
         "dataset": 2,
+        "whatBroke": 1,
+        "whatChanged": 1,
+    }
+    broke = screens["whatBroke"]["view"]
+    assert broke["run"] == "FAIL" and broke["truncated"] is False
+    assert broke["datasets"] == [
+        "lakehouse.sales.orders_summary [team:sales-analytics]: written "
+        "2026-09-02T10:15:03.870000Z by 20260902_101500_00042_ab3kd, FAIL at "
+        "2026-09-03T10:15:41.002000Z (stale: writer failed)",
+        "lakehouse.marts.revenue_by_region [team:finance]: written 2026-09-02T11:02:30Z by "
+        "analytics.revenue_by_region",
+    ]
+    assert broke["jobs"] == [
+        "20260903_101500_00051_cm7qz: red",
+        "analytics.revenue_by_region: green",
+    ]
+    changed = screens["whatChanged"]["view"]
+    assert changed == {
+        "added": ["job 20260903_101500_00051_cm7qz"],
+        "removed": [],
+        "edgesAdded": 2,
+        "edgesRemoved": 0,
+        "schema": [],
     }
     rows = {r["name"]: r for r in screens["namespaces"]["view"]["rows"]}
     assert rows["airflow"]["jobs"] == 16 and rows["s3a://warehouse"]["datasets"] == 2
