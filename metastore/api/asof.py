@@ -55,7 +55,7 @@ JOB_EDGES_AT = """(
     SELECT re.namespace, re.name, re.lifecycle_state, re.lifecycle_time
     FROM readmodel.run_edges re
     WHERE re.run_id = {latest} AND re.direction = '{direction}'
-  UNION
+  {union}
     SELECT s.namespace, s.name, s.lifecycle_state, s.lifecycle_time
     FROM readmodel.job_edges s
     WHERE s.job_id = {job} AND s.direction = '{direction}' AND s.source = 'static'
@@ -121,8 +121,10 @@ def latest_run(job: str) -> str:
     return LATEST_RUN.format(job=job)
 
 
-def job_edges_at(job: str, direction: str) -> str:
-    return JOB_EDGES_AT.format(job=job, latest=latest_run(job), direction=direction)
+def job_edges_at(job: str, direction: str, union: str = "UNION") -> str:
+    """`union`: UNION ALL where the caller removes duplicates itself (a UNION per job
+    builds a hash table each time)."""
+    return JOB_EDGES_AT.format(job=job, latest=latest_run(job), direction=direction, union=union)
 
 
 def edge_held(job: str = "e.job_id") -> str:

@@ -154,8 +154,7 @@ CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets
 GET_DATASET = f"""
 SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
        d.first_seen, d.last_seen, {NAMES.format(seen="")}, {WRITERS}, {READERS.format(held="")},
-       {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
-       {freshness.freshness("d.id", as_of=False)}
+       {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")}
 FROM readmodel.datasets d
 WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
@@ -183,8 +182,7 @@ SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.f
            ) x WHERE n.dataset_id = d.id), d.first_seen),
        {NAMES.format(seen=" AND n.first_seen <= %(as_of)s")}, {WRITERS_AS_OF},
        {READERS.format(held=" AND " + asof.edge_held())},
-       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time,
-       {freshness.freshness("d.id", as_of=True)}
+       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
@@ -504,7 +502,7 @@ async def get_dataset(request: Request) -> Response:
         asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
         versions = await _versions(conn, r[0], first, _versions_kind(r[0], first))
         runs = await _runs(conn, r[0], first, _runs_kind(r[0], first))
-    fresh = freshness.decode(r[16])
+        fresh = (await freshness.of(conn, [r[0]], query.as_of))[r[0]]
     lifecycle = None
     if r[14] is not None and r[15] is not None:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])

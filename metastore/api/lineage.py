@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -122,27 +123,34 @@ ORDER BY k.depth, k.kind, k.id
 JOB_COLUMNS = "j.job_type, j.processing_type, j.integration"
 DATASET_COLUMNS = """CASE WHEN k.kind = 'dataset' THEN {name_count} END,
        {dataset_type},
-       CASE WHEN k.kind = 'dataset' THEN {freshness} END,
        {lifecycle},
        CASE WHEN k.kind = 'dataset' THEN {owners} END"""
 DATASET_NOW = DATASET_COLUMNS.format(
     name_count=name_count("d"),
-    dataset_type=dataset_type("d.facets"),
-    freshness=freshness.freshness("d.id", as_of=False),
-    lifecycle=lifecycle_state("d.facets"),
-    owners=owners("d.facets"),
+    dataset_type=dataset_type("df.facets"),
+    lifecycle=lifecycle_state("df.facets"),
+    owners=owners("df.facets"),
 )
 DATASET_AS_OF = DATASET_COLUMNS.format(
     name_count="dn.names",
-    dataset_type=dataset_type("d.facets"),
-    freshness=freshness.freshness("d.id", as_of=True),
+    dataset_type=dataset_type("df.facets"),
     lifecycle="lc.lifecycle_state",
-    owners=owners("d.facets"),
+    owners=owners("df.facets"),
 )
+# The standard facets a dataset node shows, taken out of its facets document once: the
+# document (kilobytes: schema, column lineage) was parsed again for every `->` on it,
+# six times a node, most of the graph's cost (docs/PERFORMANCE.md).
+NODE_FACETS = """
+LEFT JOIN LATERAL (
+    SELECT json_build_object('datasetType', x."datasetType",
+                             'lifecycleStateChange', x."lifecycleStateChange",
+                             'ownership', x.ownership) AS facets
+    FROM json_to_record(d.facets)
+         AS x("datasetType" json, "lifecycleStateChange" json, ownership json)) df ON true"""
 NODE_COLUMNS = f"""{JOB_COLUMNS},
        r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")},
        {DATASET_NOW}, NULL::text, NULL::text"""
-NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id"
+NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id" + NODE_FACETS
 NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
        {asof.RUN_AT_COLUMNS},
        {DATASET_AS_OF}, dn.namespace, dn.name"""
@@ -150,6 +158,7 @@ NODE_JOINS_AS_OF = (
     asof.latest_run_at_joins("j.id")
     + f"\nLEFT JOIN LATERAL {lifecycle_as_of('d')} lc ON true"
     + f"\nLEFT JOIN LATERAL {asof.display_name_at('d.id')} dn ON true"
+    + NODE_FACETS
 )
 
 
@@ -437,8 +446,11 @@ def _key(kind: str, id_: uuid.UUID) -> str:
     return f"{kind}:{id_}"
 
 
-def node(r: Any) -> models.JobNode | models.DatasetNode:
-    """A graph node from a row of the walk (or of its node columns)."""
+def node(
+    r: Any, freshness_of: Mapping[uuid.UUID, models.DatasetFreshness]
+) -> models.JobNode | models.DatasetNode:
+    """A graph node from a row of the walk (or of its node columns), a dataset with its
+    freshness from `freshness_of` (freshness.of)."""
     if r[0] == "job":
         latest = None
         if r[11] is not None:
@@ -461,18 +473,18 @@ def node(r: Any) -> models.JobNode | models.DatasetNode:
             integration=r[10],
             latest_run=latest,
         )
-    fresh = freshness.decode(r[19])
+    fresh = freshness_of[r[1]]
     return models.DatasetNode(
         key=_key("dataset", r[1]),
         id=r[1],
-        namespace=r[22] or r[3],  # (as of a moment: its display name then)
-        name=r[23] or r[4],
+        namespace=r[21] or r[3],  # (as of a moment: its display name then)
+        name=r[22] or r[4],
         depth=r[2],
         name_count=r[17],
         dataset_type=r[18],
         last_write_at=fresh.last_write.at if fresh.last_write else None,
-        lifecycle_state=r[20],
-        owners=_owners.decode(r[21]),
+        lifecycle_state=r[19],
+        owners=_owners.decode(r[20]),
         freshness=fresh,
     )
 
@@ -527,15 +539,19 @@ async def walk(
     asof.check_seen(kind, start, found[0][7], as_of)
     jobs = [r[1] for r in found if r[0] == "job"]
     datasets = [r[1] for r in found if r[0] == "dataset"]
-    links = await rows(
-        conn,
-        LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
-        {"jobs": jobs, "datasets": datasets, "as_of": as_of},
-    )
+    # the edges and the datasets' freshness in one round trip
+    async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as fresh_rows:
+        await links_at.execute(
+            LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
+            {"jobs": jobs, "datasets": datasets, "as_of": as_of},
+        )
+        await fresh_rows.execute(freshness.statement(as_of), {"datasets": datasets, "as_of": as_of})
+        links = await links_at.fetchall()
+        fresh = freshness.build(await fresh_rows.fetchall(), datasets)
     if run_outputs is not None:  # the run's job: only the run's own outputs
         wrote = set(run_outputs)
         links = [x for x in links if x[1] != start or x[0] != "output" or x[2] in wrote]
-    nodes = [node(r) for r in found]
+    nodes = [node(r, fresh) for r in found]
     edges = sorted(
         (
             models.LineageEdge(from_=_key("dataset", ds), to=_key("job", job), lifecycle_state=None)

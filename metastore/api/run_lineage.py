@@ -21,9 +21,15 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import models
+from metastore.api import freshness, models
 from metastore.api.db import connection, not_found, row, rows
-from metastore.api.lineage import DATASET_NOW, DEFAULT_DEPTH, MAX_DEPTH, NODE_LIMIT
+from metastore.api.lineage import (
+    DATASET_NOW,
+    DEFAULT_DEPTH,
+    MAX_DEPTH,
+    NODE_FACETS,
+    NODE_LIMIT,
+)
 from metastore.api.lineage import node as lineage_node
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -100,7 +106,7 @@ SELECT 'dataset' AS kind, d.id, 0, d.namespace, d.name, 0, false, d.first_seen,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        {DATASET_NOW}, NULL::text, NULL::text
 FROM readmodel.datasets d
-CROSS JOIN (SELECT 'dataset' AS kind) k
+CROSS JOIN (SELECT 'dataset' AS kind) k{NODE_FACETS}
 WHERE d.id = ANY(%(ids)s::uuid[])
 """
 
@@ -177,7 +183,9 @@ async def get_run_lineage(request: Request) -> Response:
         datasets = await rows(conn, DATASET_REFS, {"ids": list({d for _, _, d in links})})
         drawn = [query.run_id, *leaves(depth_of, links)]
         io = await rows(conn, RUN_DATASETS, {"runs": drawn})
-        dataset_nodes = await rows(conn, DATASET_NODES, {"ids": list({d for _, d, _, _ in io})})
+        ids = list({d for _, d, _, _ in io})
+        dataset_nodes = await rows(conn, DATASET_NODES, {"ids": ids})
+        fresh = await freshness.of(conn, ids, None)
     refs = {d[0]: models.DatasetRef(id=d[0], namespace=d[1], name=d[2]) for d in datasets}
     dataset_depth: dict[uuid.UUID, int] = {}
     for run, dataset, _, _ in io:
@@ -196,7 +204,7 @@ async def get_run_lineage(request: Request) -> Response:
             datasets=sorted(
                 (
                     msgspec.structs.replace(node, depth=dataset_depth[node.id])
-                    for node in map(dataset_node, dataset_nodes)
+                    for node in (dataset_node(r, fresh) for r in dataset_nodes)
                 ),
                 key=lambda n: (n.depth, n.namespace, n.name, str(n.id)),
             ),
@@ -221,8 +229,8 @@ def leaves(
     return sorted((run for run, depth in depth_of.items() if depth and run not in inner), key=str)
 
 
-def dataset_node(r: Any) -> models.DatasetNode:
-    node = lineage_node(r)
+def dataset_node(r: Any, fresh: dict[uuid.UUID, models.DatasetFreshness]) -> models.DatasetNode:
+    node = lineage_node(r, fresh)
     assert isinstance(node, models.DatasetNode)
     return node
 
