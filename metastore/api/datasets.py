@@ -319,13 +319,15 @@ GET = Operation(
     query=DatasetQuery,
     not_found=True,
     description="The dataset page in one answer: all its names with their kind, its "
-    "current schema, description, owners, tags, type, lifecycle state, facets, the jobs "
-    "that write it (with their last write and lifecycle change) and read it, and the "
-    "first page of its schema history (`versions`) and of its runs (`runs`). With "
-    "`as_of`: its schema as of then (the latest version seen at or before it), the jobs "
-    "whose latest run started by then wrote or read it, `last_seen`, the lifecycle "
-    "change and the history as of then; names, facets and the catalogue fields as they "
-    "are now. A dataset first seen after `as_of` answers 404 of type `not-yet`.",
+    "current schema, description, owners, tags, type, lifecycle state, facets, its "
+    "freshness (last successful write, a failed attempt after it, stale and why), the "
+    "jobs that write it (with their last successful write and lifecycle change) and read "
+    "it, and the first page of its schema history (`versions`) and of its runs (`runs`). "
+    "With `as_of`: its schema as of then (the latest version seen at or before it), the "
+    "jobs whose latest run started by then wrote or read it, `last_seen`, the lifecycle "
+    "change, freshness and history as of then, the names first seen by then (its display "
+    "name among them); facets and the catalogue fields as they are now. A dataset first "
+    "seen after `as_of` answers 404 of type `not-yet`. " + models.WRITE_RULE,
 )
 VERSIONS = Operation(
     "GET",
@@ -338,7 +340,8 @@ VERSIONS = Operation(
     query=PageQuery,
     not_found=True,
     description="One version per distinct schema, newest first, each with the run whose "
-    "output first carried it. With `as_of`: the versions first seen by then.",
+    "output first carried it (a schema only a failed or aborted run reported is no "
+    "version). With `as_of`: the versions first seen by then.",
 )
 RUNS = Operation(
     "GET",

@@ -413,9 +413,12 @@ LINEAGE_OP = Operation(
     "upstream, downstream or both, with the edges between them (dataset -> job: the job "
     "reads it; job -> dataset: the job writes it). Node keys are `dataset:<id>` and "
     "`job:<id>`. Past `max_nodes` nodes (default and most 1,000) the nearest are kept and "
-    "`truncated` is true. With `as_of`, the graph as it was then: each job's edges are "
-    "those of its latest run started at or before `as_of` (and its static lineage "
-    "declared by then); a node first seen after `as_of` answers 404.",
+    "`truncated` is true. Dataset nodes carry their freshness and owners, job nodes their "
+    "latest run. With `as_of`, the graph as it was then: each job's edges are those of "
+    "its latest run started at or before `as_of` (and its static lineage declared by "
+    "then), names and freshness those of then; a node first seen after `as_of` answers "
+    "404. A job whose run failed keeps its edges: the failure shows in its latest run and "
+    "in its outputs' freshness.",
 )
 COLUMN_OP = Operation(
     "GET",
