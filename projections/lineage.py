@@ -75,6 +75,8 @@ ON CONFLICT (run_id, direction, namespace, name) DO UPDATE SET
 """
 WRITE = ("last_write_at", "last_write_run")
 ATTEMPT = ("attempt_at", "attempt_run", "attempt_state")
+_LATEST_WRITE, _LATEST_ATTEMPT = _latest(WRITE), _latest(ATTEMPT)
+_LATEST_FAILURE = _latest(("failed_at", "failed_state"))
 JOB_EDGE_TYPES = (
     "uuid", "text", "text", "text", "text", *EDGE_TIMES,
     "timestamptz", "uuid", "timestamptz", "uuid", "text",
@@ -85,9 +87,8 @@ INSERT INTO job_edges AS t (job_id, direction, namespace, name, source, first_se
 {rows_select(JOB_EDGE_TYPES)}
 ON CONFLICT (job_id, direction, namespace, name, source) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
-    last_seen = greatest(t.last_seen, excluded.last_seen),{_LIFECYCLE},{_latest(WRITE)},{
-    _latest(ATTEMPT)
-}
+    last_seen = greatest(t.last_seen, excluded.last_seen),{_LIFECYCLE},{_LATEST_WRITE},
+    {_LATEST_ATTEMPT.lstrip()}
 """
 # started_at: the earliest START, else the earliest event of the run. The completion
 # (first and last COMPLETE) and the latest failure (FAIL or ABORT, and which).
@@ -107,9 +108,7 @@ ON CONFLICT (run_id) DO UPDATE SET
     has_start = t.has_start OR excluded.has_start,
     ended_at = greatest(t.ended_at, excluded.ended_at),
     first_complete = least(t.first_complete, excluded.first_complete),
-    last_complete = greatest(t.last_complete, excluded.last_complete),{
-    _latest(("failed_at", "failed_state"))
-}
+    last_complete = greatest(t.last_complete, excluded.last_complete),{_LATEST_FAILURE}
 """
 # A run's completion writes all its outputs, those named in other batches included.
 SETTLE_RUN_WRITES = """
