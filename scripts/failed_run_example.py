@@ -41,7 +41,9 @@ from tests.support import (  # noqa: E402
 def main() -> None:
     catalogs = parse_catalog_map(BRIEF_CATALOGS, "catalogs.yaml")
     with tempfile.TemporaryDirectory(prefix="metastore-example-") as tmp:
-        pg = EmbeddedPostgres(Path(tmp) / "pg", fast_unsafe=True)
+        # (a data directory of its own: mkdtemp's, which the postgres user can enter when
+        # we are root, where TemporaryDirectory's parent it could not)
+        pg = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="metastore-example-")), fast_unsafe=True)
         try:
             url = pg.start()
             apply_migrations(url)

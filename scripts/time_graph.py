@@ -105,26 +105,26 @@ def main() -> None:
     sides = {"this": statements(ROOT)}
     if args.other:
         sides["other"] = statements(args.other)
-    with tempfile.TemporaryDirectory(prefix="metastore-graph-") as tmp:
-        pg = EmbeddedPostgres(Path(tmp) / "pg", fast_unsafe=True)
-        try:
-            url = pg.start()
-            prepare_database(url)
-            graph_model = datagen.build_graph(args.nodes, SEED)
-            gen = datagen.Generator(graph_model, SEED)
-            copy_records(url, (datagen.to_record(b) for b in gen.events(args.events)))
-            catch_up(url)
-            middle = datagen.START_TIME + (gen.clock - datagen.START_TIME) / 2
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("VACUUM ANALYZE")
-                conn.execute("SET jit = off")
-                conn.execute("SET TimeZone = 'UTC'")
-                nodes = conn.execute(STARTS).fetchall()
-                starts = random.Random(5).sample(nodes, min(len(nodes), args.queries))
-                for as_of in (None, middle):
-                    report(conn, sides, starts, as_of)
-        finally:
-            pg.destroy()
+    # (a data directory the postgres user can enter when we are root: mkdtemp's own)
+    pg = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="metastore-graph-")), fast_unsafe=True)
+    try:
+        url = pg.start()
+        prepare_database(url)
+        graph_model = datagen.build_graph(args.nodes, SEED)
+        gen = datagen.Generator(graph_model, SEED)
+        copy_records(url, (datagen.to_record(b) for b in gen.events(args.events)))
+        catch_up(url)
+        middle = datagen.START_TIME + (gen.clock - datagen.START_TIME) / 2
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+            conn.execute("SET jit = off")
+            conn.execute("SET TimeZone = 'UTC'")
+            nodes = conn.execute(STARTS).fetchall()
+            starts = random.Random(5).sample(nodes, min(len(nodes), args.queries))
+            for as_of in (None, middle):
+                report(conn, sides, starts, as_of)
+    finally:
+        pg.destroy()
 
 
 def report(

@@ -47,7 +47,8 @@ SELECT n.dataset_id, e.last_write_at AS write_at, e.last_write_run AS run_id
 FROM readmodel.dataset_names n
 JOIN readmodel.job_edges e
   ON e.namespace = n.namespace AND e.name = n.name AND e.direction = 'output'
-WHERE n.dataset_id = ANY(ARRAY(SELECT DISTINCT input FROM inputs))"""
+WHERE n.dataset_id = ANY(ARRAY(SELECT DISTINCT input FROM inputs
+                               WHERE input <> ALL(%(datasets)s::uuid[])))"""
 INPUT_OUTS_AS_OF = """
 SELECT n.dataset_id,
        CASE WHEN re.last_write_at <= %(as_of)s THEN re.last_write_at
@@ -55,7 +56,8 @@ SELECT n.dataset_id,
 FROM readmodel.dataset_names n
 JOIN readmodel.run_edges re
   ON re.namespace = n.namespace AND re.name = n.name AND re.direction = 'output'
-WHERE n.dataset_id = ANY(ARRAY(SELECT DISTINCT input FROM inputs))
+WHERE n.dataset_id = ANY(ARRAY(SELECT DISTINCT input FROM inputs
+                               WHERE input <> ALL(%(datasets)s::uuid[])))
   AND re.first_write_at <= %(as_of)s"""
 # The writers of each dataset (rows dataset_id, job_id): now every job with an output
 # edge to it; as of T, those whose edge held then (asof.EDGE_HELD, with each job's latest
@@ -127,9 +129,14 @@ pairs AS MATERIALIZED ({pairs}),
 failed AS MATERIALIZED ({failed}),
 inputs AS MATERIALIZED ({inputs}),
 input_writes AS MATERIALIZED (
-    SELECT DISTINCT ON (dataset_id) dataset_id AS input, write_at AS at, run_id AS run
-    FROM ({input_outs}) o
-    WHERE write_at IS NOT NULL ORDER BY dataset_id, write_at DESC, run_id DESC),
+    -- (an input that is one of the datasets asked about: its write is known already)
+    SELECT dataset_id AS input, at, run FROM writes
+    WHERE dataset_id IN (SELECT input FROM inputs)
+  UNION ALL
+    SELECT * FROM (
+        SELECT DISTINCT ON (dataset_id) dataset_id AS input, write_at AS at, run_id AS run
+        FROM ({input_outs}) o
+        WHERE write_at IS NOT NULL ORDER BY dataset_id, write_at DESC, run_id DESC) o),
 found AS (
     SELECT 'write' AS kind, dataset_id, at, run, NULL::text AS state, NULL::uuid AS input
     FROM writes
