@@ -7,10 +7,10 @@ Generates the benchmark workload (bench/datagen.py), folds it with this checkout
 projector into a throwaway PostgreSQL, then runs the statements `GET /api/v1/lineage`
 runs (depth 5, both directions; now and as of the middle of the log's event times) for
 random start nodes, on one connection, as prepared statements, without JIT (as the API
-does). With `--other` (a source tree, e.g. `git archive <commit> | tar -x -C /tmp/other`)
-the other tree's statements run too, alternating with this checkout's per start node, on
-the same database. Prints p50 and p95 per side and the median of each statement. A shared
-machine drifts: read the ratios.
+does; `--jit` leaves it on). With `--other` (a source tree, e.g. `git archive <commit> |
+tar -x -C /tmp/other`) the other tree's statements run too, alternating with this
+checkout's per start node, on the same database. Prints p50 and p95 per side and the
+median of each statement. A shared machine drifts: read the ratios.
 """
 
 from __future__ import annotations
@@ -101,6 +101,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=20_000)
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--other", type=Path, help="another source tree to compare with")
+    parser.add_argument(
+        "--jit", action="store_true", help="leave JIT compilation on (the server's default)"
+    )
     args = parser.parse_args()
     sides = {"this": statements(ROOT)}
     if args.other:
@@ -117,7 +120,8 @@ def main() -> None:
         middle = datagen.START_TIME + (gen.clock - datagen.START_TIME) / 2
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
-            conn.execute("SET jit = off")
+            if not args.jit:
+                conn.execute("SET jit = off")  # (as the API's read pool: metastore/db.py)
             conn.execute("SET TimeZone = 'UTC'")
             nodes = conn.execute(STARTS).fetchall()
             starts = random.Random(5).sample(nodes, min(len(nodes), args.queries))
