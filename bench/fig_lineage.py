@@ -79,32 +79,17 @@ def rows(ctx: Context) -> list[Row]:
             command=cmd,
             client=client,
         ),
-        Row(
-            f"as-of lineage depth {d} p95, ms",
-            "ms",
-            baseline_label=bare + " (p95)",
-            target="< 25",
-            check=below(25),
-            command=cmd,
-            client=client,
-        ),
-        Row(
-            f"impact depth {d} p95, ms",
-            "ms",
-            baseline_label=bare + " (p95)",
-            target="< 25",
-            check=below(25),
-            command=cmd,
-            client=client,
-        ),
-        Row(
-            f"lineage diff depth {d} p95, ms",
-            "ms",
-            baseline_label=bare + " (p95)",
-            target="< 25",
-            check=below(25),
-            command=cmd,
-            client=client,
+        *(
+            Row(
+                f"{what} depth {d} p95, ms",
+                "ms",
+                baseline_label=bare + " (p95)",
+                target="< 25",
+                check=below(25),
+                command=cmd,
+                client=client,
+            )
+            for what in ("as-of lineage", "impact", "lineage diff")
         ),
     ]
 

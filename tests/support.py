@@ -189,7 +189,8 @@ def _facet(producer: str, schema: str, **body: Any) -> dict[str, Any]:
     }
 
 
-def _schema(producer: str, fields: list[tuple[str, str]]) -> dict[str, Any]:
+def schema_facet(producer: str, fields: list[tuple[str, str]]) -> dict[str, Any]:
+    """A `schema` dataset facet of (name, type) fields."""
     return _facet(
         producer,
         "1-1-1/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
@@ -197,7 +198,8 @@ def _schema(producer: str, fields: list[tuple[str, str]]) -> dict[str, Any]:
     )
 
 
-def _owners(producer: str, owner: str) -> dict[str, Any]:
+def ownership_facet(producer: str, owner: str) -> dict[str, Any]:
+    """An `ownership` dataset facet naming one maintainer."""
     return _facet(
         producer,
         "1-0-1/OwnershipDatasetFacet.json#/$defs/OwnershipDatasetFacet",
@@ -209,7 +211,7 @@ SUMMARY_V1 = [("order_date", "date"), ("region", "varchar"), ("revenue", "decima
 SUMMARY_V2 = [*SUMMARY_V1, ("channel", "varchar")]
 
 
-def _run_event(
+def run_event(
     kind: str,
     when: str,
     producer: str,
@@ -239,21 +241,21 @@ def failed_trino_events() -> list[dict[str, Any]]:
     read_summary = {
         **summary,
         "facets": {
-            "schema": _schema(DBT_PRODUCER, SUMMARY_V1),
-            "ownership": _owners(DBT_PRODUCER, "team:sales-analytics"),
+            "schema": schema_facet(DBT_PRODUCER, SUMMARY_V1),
+            "ownership": ownership_facet(DBT_PRODUCER, "team:sales-analytics"),
         },
     }
     revenue = {
         "namespace": TRINO,
         "name": "lakehouse.marts.revenue_by_region",
         "facets": {
-            "schema": _schema(DBT_PRODUCER, [("region", "varchar"), ("revenue", "decimal")]),
-            "ownership": _owners(DBT_PRODUCER, "team:finance"),
+            "schema": schema_facet(DBT_PRODUCER, [("region", "varchar"), ("revenue", "decimal")]),
+            "ownership": ownership_facet(DBT_PRODUCER, "team:finance"),
         },
     }
     dbt = ("dbt://prod", "analytics.revenue_by_region")
     failed = ("prod-lineage", "20260903_101500_00051_cm7qz")
-    attempted = {**summary, "facets": {"schema": _schema(TRINO_PRODUCER, SUMMARY_V2)}}
+    attempted = {**summary, "facets": {"schema": schema_facet(TRINO_PRODUCER, SUMMARY_V2)}}
     error = _facet(
         TRINO_PRODUCER,
         "1-0-1/ErrorMessageRunFacet.json#/$defs/ErrorMessageRunFacet",
@@ -262,18 +264,18 @@ def failed_trino_events() -> list[dict[str, Any]]:
     )
     return [
         *conformance_events("scenarios/seed_spark_trino"),
-        _run_event(
+        run_event(
             "START", "2026-09-02T11:00:00Z", DBT_PRODUCER, dbt, DBT_RUN, [read_summary], []
         ),
-        _run_event(
+        run_event(
             "COMPLETE", "2026-09-02T11:02:30Z", DBT_PRODUCER, dbt, DBT_RUN,
             [read_summary], [revenue],
         ),
-        _run_event(
+        run_event(
             "START", "2026-09-03T10:15:00.210Z", TRINO_PRODUCER, failed, FAILED_TRINO_RUN,
             [daily], [attempted],
         ),
-        _run_event(
+        run_event(
             "FAIL", "2026-09-03T10:15:41.002Z", TRINO_PRODUCER, failed, FAILED_TRINO_RUN,
             [daily], [attempted], {"errorMessage": error},
         ),

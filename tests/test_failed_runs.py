@@ -31,12 +31,14 @@ from tests.support import (
     TRINO,
     failed_trino_events,
     open_service,
+    ownership_facet,
+    run_event,
+    schema_facet,
     wait_until_folded,
 )
 
 NS, DS_NS = "fw", "s3://fw"
 PRODUCER = "https://github.com/stackabletech/metastore/tests"
-SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 T0, TM = "2026-05-01T00:00:00Z", "2026-05-02T12:00:00Z"
 T1_END, T2_END, T3_END = "2026-05-02T00:10:00Z", "2026-05-03T00:05:00Z", "2026-05-04T00:10:00Z"
 V1 = [("id", "BIGINT"), ("amount", "DOUBLE")]
@@ -52,33 +54,16 @@ def dataset(
 ) -> dict[str, Any]:
     facets: dict[str, Any] = {}
     if fields is not None:
-        facets["schema"] = {
-            "_producer": PRODUCER,
-            "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
-            "fields": [{"name": n, "type": t} for n, t in fields],
-        }
+        facets["schema"] = schema_facet(PRODUCER, fields)
     if owner is not None:
-        facets["ownership"] = {
-            "_producer": PRODUCER,
-            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/OwnershipDatasetFacet.json",
-            "owners": [{"name": owner, "type": "MAINTAINER"}],
-        }
+        facets["ownership"] = ownership_facet(PRODUCER, owner)
     return {"namespace": DS_NS, "name": name, "facets": facets}
 
 
 def event(
     kind: str, when: str, job: str, label: str, inputs: list[Any], outputs: list[Any]
 ) -> dict[str, Any]:
-    return {
-        "eventType": kind,
-        "eventTime": when,
-        "producer": PRODUCER,
-        "schemaURL": SCHEMA_URL,
-        "run": {"runId": run_id(label)},
-        "job": {"namespace": NS, "name": job},
-        "inputs": inputs,
-        "outputs": outputs,
-    }
+    return run_event(kind, when, PRODUCER, (NS, job), run_id(label), inputs, outputs)
 
 
 BEFORE_T2 = [

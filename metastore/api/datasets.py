@@ -16,7 +16,7 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, facets, freshness, models, params
+from metastore.api import asof, dataset_nodes, facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, decode_cursor, page
@@ -505,7 +505,7 @@ async def get_dataset(request: Request) -> Response:
         asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
         versions = await _versions(conn, r[0], first, _versions_kind(r[0], first))
         runs = await _runs(conn, r[0], first, _runs_kind(r[0], first))
-        fresh = (await freshness.of(conn, [r[0]], query.as_of))[r[0]]
+        fresh = (await dataset_nodes.of(conn, [r[0]], query.as_of))[r[0]].freshness
     lifecycle = None
     if r[14] is not None and r[15] is not None:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])

@@ -23,19 +23,11 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, freshness, models
+from metastore.api import asof, dataset_nodes, models
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
-from metastore.api.sqlparts import (
-    dataset_type,
-    duration,
-    lifecycle_as_of,
-    lifecycle_state,
-    name_count,
-    owners,
-    started,
-)
+from metastore.api.sqlparts import duration, started
 from metastore.problems import InvalidParam, ProblemError
 
 DEFAULT_DEPTH = 3
@@ -116,50 +108,17 @@ LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
 {node_joins}
 ORDER BY k.depth, k.kind, k.id
 """
-# What a graph draws a node with: a job's type, integration and latest run (id, state,
-# state_time, started_at, ended_at, duration); a dataset's name count, type, freshness
-# (its last write), lifecycle state and owners, and (as of T) its display name then.
-# Now, or as of `%(as_of)s` (a latest run in the state it had then).
+# What a graph draws a job node with: its type, integration and latest run (id, state,
+# state_time, started_at, ended_at, duration), now or as of `%(as_of)s` (a latest run in
+# the state it had then). A dataset node's details come from dataset_nodes.py, for all the
+# graph's datasets in one statement.
 JOB_COLUMNS = "j.job_type, j.processing_type, j.integration"
-DATASET_COLUMNS = """CASE WHEN k.kind = 'dataset' THEN {name_count} END,
-       {dataset_type},
-       {lifecycle},
-       CASE WHEN k.kind = 'dataset' THEN {owners} END"""
-DATASET_NOW = DATASET_COLUMNS.format(
-    name_count=name_count("d"),
-    dataset_type=dataset_type("df.facets"),
-    lifecycle=lifecycle_state("df.facets"),
-    owners=owners("df.facets"),
-)
-DATASET_AS_OF = DATASET_COLUMNS.format(
-    name_count="dn.names",
-    dataset_type=dataset_type("df.facets"),
-    lifecycle="lc.lifecycle_state",
-    owners=owners("df.facets"),
-)
-# The standard facets a dataset node shows, taken out of its facets document once: the
-# document (kilobytes: schema, column lineage) was parsed again for every `->` on it,
-# six times a node, most of the graph's cost (docs/PERFORMANCE.md).
-NODE_FACETS = """
-LEFT JOIN LATERAL (
-    SELECT json_build_object('datasetType', x."datasetType",
-                             'lifecycleStateChange', x."lifecycleStateChange",
-                             'ownership', x.ownership) AS facets
-    FROM json_to_record(d.facets)
-         AS x("datasetType" json, "lifecycleStateChange" json, ownership json)) df ON true"""
 NODE_COLUMNS = f"""{JOB_COLUMNS},
-       r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")},
-       {DATASET_NOW}, NULL::text, NULL::text"""
-NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id" + NODE_FACETS
+       r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")}"""
+NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id"
 NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
-       {asof.RUN_AT_COLUMNS},
-       {DATASET_AS_OF}, dn.namespace, dn.name"""
-NODE_JOINS_AS_OF = (
-    asof.latest_run_at_joins("j.id")
-    + f"\nLEFT JOIN LATERAL {lifecycle_as_of('d')} lc ON true"
-    + f"\nLEFT JOIN LATERAL {asof.display_name_at('d.id')} dn ON true"
-    + NODE_FACETS
-)
+       {asof.RUN_AT_COLUMNS}"""
+NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
 def _job_datasets(jobs: str, direction: str, as_of: bool) -> str:
@@ -442,18 +401,16 @@ COLUMN_OP = Operation(
 resource = Resource()
 
 _EDGE_LIMIT = 5000
-_owners = msgspec.json.Decoder(list[models.Owner])
+LineageNode = models.JobNode | models.DatasetNode
 
 
 def _key(kind: str, id_: uuid.UUID) -> str:
     return f"{kind}:{id_}"
 
 
-def node(
-    r: Any, freshness_of: Mapping[uuid.UUID, models.DatasetFreshness]
-) -> models.JobNode | models.DatasetNode:
-    """A graph node from a row of the walk (or of its node columns), a dataset with its
-    freshness from `freshness_of` (freshness.of)."""
+def node(r: Any, datasets: Mapping[uuid.UUID, dataset_nodes.Details]) -> LineageNode:
+    """A graph node from a row of the walk, a dataset with its details from `datasets`
+    (dataset_nodes.of)."""
     if r[0] == "job":
         latest = None
         if r[11] is not None:
@@ -476,18 +433,25 @@ def node(
             integration=r[10],
             latest_run=latest,
         )
-    fresh = freshness_of[r[1]]
+    return dataset_node(r[1], r[2], r[3], r[4], datasets[r[1]])
+
+
+def dataset_node(
+    id_: uuid.UUID, depth: int, namespace: str, name: str, details: dataset_nodes.Details
+) -> models.DatasetNode:
+    """A dataset node: under its display name (as of a moment, then's, when it had one)."""
+    fresh = details.freshness
     return models.DatasetNode(
-        key=_key("dataset", r[1]),
-        id=r[1],
-        namespace=r[21] or r[3],  # (as of a moment: its display name then)
-        name=r[22] or r[4],
-        depth=r[2],
-        name_count=r[17],
-        dataset_type=r[18],
+        key=_key("dataset", id_),
+        id=id_,
+        namespace=details.namespace or namespace,
+        name=details.name or name,
+        depth=depth,
+        name_count=max(details.name_count, 1),
+        dataset_type=details.dataset_type,
         last_write_at=fresh.last_write.at if fresh.last_write else None,
-        lifecycle_state=r[19],
-        owners=_owners.decode(r[20]),
+        lifecycle_state=details.lifecycle_state,
+        owners=details.owners,
         freshness=fresh,
     )
 
@@ -542,19 +506,21 @@ async def walk(
     asof.check_seen(kind, start, found[0][7], as_of)
     jobs = [r[1] for r in found if r[0] == "job"]
     datasets = [r[1] for r in found if r[0] == "dataset"]
-    # the edges and the datasets' freshness in one round trip
-    async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as fresh_rows:
+    # the edges and the datasets' details in one round trip
+    async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
         await links_at.execute(
             LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
             {"jobs": jobs, "datasets": datasets, "as_of": as_of},
         )
-        await fresh_rows.execute(freshness.statement(as_of), {"datasets": datasets, "as_of": as_of})
+        await details_at.execute(
+            dataset_nodes.statement(as_of), {"datasets": datasets, "as_of": as_of}
+        )
         links = await links_at.fetchall()
-        fresh = freshness.build(await fresh_rows.fetchall(), datasets)
+        details = dataset_nodes.build(await details_at.fetchall())
     if run_outputs is not None:  # the run's job: only the run's own outputs
         wrote = set(run_outputs)
         links = [x for x in links if x[1] != start or x[0] != "output" or x[2] in wrote]
-    nodes = [node(r, fresh) for r in found]
+    nodes = [node(r, details) for r in found]
     edges = sorted(
         (
             models.LineageEdge(from_=_key("dataset", ds), to=_key("job", job), lifecycle_state=None)

@@ -341,15 +341,15 @@ class StaleReason(Struct):
         Meta(
             description="`writer_failed`: the latest run of a job that writes it failed "
             "(or aborted) after its last successful write; `input_rewritten`: a dataset "
-            "its writers read (one hop) was successfully written after it."
+            "the run that wrote it last read (one hop) was successfully written since."
         ),
     ]
     at: Annotated[Time, Meta(description="When the writer's run failed, or the input was written.")]
     run: Annotated[
-        RunRef,
+        RunRef | None,
         Meta(
-            description="`writer_failed`: the writer's failed run; `input_rewritten`: the "
-            "run that wrote the input."
+            description="`writer_failed`: the writer's failed run; `input_rewritten`: "
+            "null (the input's own `freshness` names the run that wrote it)."
         ),
     ]
     dataset: Annotated[
@@ -381,8 +381,8 @@ FreshnessField = Annotated[
     DatasetFreshness,
     Meta(
         description="Its last successful write, a later failed attempt, and whether it is "
-        "stale: a writer's latest run failed after that write, or an input its writers read "
-        "was successfully written after it (one hop). With `as_of`: as of that moment. "
+        "stale: a writer's latest run failed after that write, or an input of the run that "
+        "made it was successfully written since (one hop). With `as_of`: as of that moment. "
         + WRITE_RULE
     ),
 ]

@@ -21,16 +21,9 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import freshness, models
+from metastore.api import dataset_nodes, models
 from metastore.api.db import connection, not_found, row, rows
-from metastore.api.lineage import (
-    DATASET_NOW,
-    DEFAULT_DEPTH,
-    MAX_DEPTH,
-    NODE_FACETS,
-    NODE_LIMIT,
-)
-from metastore.api.lineage import node as lineage_node
+from metastore.api.lineage import DEFAULT_DEPTH, MAX_DEPTH, NODE_LIMIT, dataset_node
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 
@@ -100,14 +93,9 @@ FROM readmodel.run_edges e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 WHERE e.run_id = ANY(%(runs)s::uuid[])
 """
-# Those datasets as graph nodes (the columns of the lineage graph's dataset nodes).
-DATASET_NODES = f"""
-SELECT 'dataset' AS kind, d.id, 0, d.namespace, d.name, 0, false, d.first_seen,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       {DATASET_NOW}, NULL::text, NULL::text
-FROM readmodel.datasets d
-CROSS JOIN (SELECT 'dataset' AS kind) k{NODE_FACETS}
-WHERE d.id = ANY(%(ids)s::uuid[])
+# Those datasets, under their display names (their details: dataset_nodes.of).
+DATASET_NAMES = """
+SELECT id, namespace, name FROM readmodel.datasets WHERE id = ANY(%(ids)s::uuid[])
 """
 
 
@@ -184,8 +172,8 @@ async def get_run_lineage(request: Request) -> Response:
         drawn = [query.run_id, *leaves(depth_of, links)]
         io = await rows(conn, RUN_DATASETS, {"runs": drawn})
         ids = list({d for _, d, _, _ in io})
-        dataset_nodes = await rows(conn, DATASET_NODES, {"ids": ids})
-        fresh = await freshness.of(conn, ids, None)
+        names = await rows(conn, DATASET_NAMES, {"ids": ids})
+        details = await dataset_nodes.of(conn, ids, None)
     refs = {d[0]: models.DatasetRef(id=d[0], namespace=d[1], name=d[2]) for d in datasets}
     dataset_depth: dict[uuid.UUID, int] = {}
     for run, dataset, _, _ in io:
@@ -203,8 +191,8 @@ async def get_run_lineage(request: Request) -> Response:
             ],
             datasets=sorted(
                 (
-                    msgspec.structs.replace(node, depth=dataset_depth[node.id])
-                    for node in (dataset_node(r, fresh) for r in dataset_nodes)
+                    dataset_node(i, dataset_depth[i], namespace, name, details[i])
+                    for i, namespace, name in names
                 ),
                 key=lambda n: (n.depth, n.namespace, n.name, str(n.id)),
             ),
@@ -227,12 +215,6 @@ def leaves(
         if depth_of[far] > depth_of[near]:
             inner.add(near)
     return sorted((run for run, depth in depth_of.items() if depth and run not in inner), key=str)
-
-
-def dataset_node(r: Any, fresh: dict[uuid.UUID, models.DatasetFreshness]) -> models.DatasetNode:
-    node = lineage_node(r, fresh)
-    assert isinstance(node, models.DatasetNode)
-    return node
 
 
 def _node(r: Any, depth: int) -> models.RunNode:
