@@ -80,18 +80,24 @@ SCHEMA_AT = """(
     ORDER BY o.event_time DESC, o.seq DESC LIMIT 1)"""
 
 
-# The display name of dataset `{dataset}` at T and how many names it had then: rows
-# (namespace, name, names), one. Its most table-like name first seen by T, by the rule of
-# projections.datasets.display_key (0: a TABLE symlink or a metastore's name a catalog
-# rule derived, 1: a name an event used, 2: another; then the first seen).
+# The display name of dataset `{dataset}` at T: rows (namespace, name), one. Its most
+# table-like name first seen by T, by the rule of projections.datasets.display_key (0: a
+# TABLE symlink or a metastore's name a catalog rule derived, 1: a name an event used, 2:
+# another; then the first seen). Most often its display name now, seen by T already (the
+# second element of its display_key): then the names are not read.
 DISPLAY_NAME_AT = """(
-    SELECT n.namespace, n.name, count(*) OVER () AS names
-    FROM readmodel.dataset_names n
-    WHERE n.dataset_id = {dataset} AND n.first_seen <= %(as_of)s
-    ORDER BY CASE WHEN n.symlink_type = 'TABLE' OR (n.kind = 'catalog'
-                       AND (n.joined_by->>'role') IS DISTINCT FROM 'engine') THEN 0
-                  WHEN n.kind IN ('emitted', 'catalog') THEN 1 ELSE 2 END,
-             n.first_seen, n.namespace, n.name
+    (SELECT d0.namespace, d0.name FROM readmodel.datasets d0
+     WHERE d0.id = {dataset}
+       AND (d0.display_key->>1)::bigint <= (extract(epoch FROM %(as_of)s) * 1000000)::bigint)
+  UNION ALL
+    (SELECT n.namespace, n.name
+     FROM readmodel.dataset_names n
+     WHERE n.dataset_id = {dataset} AND n.first_seen <= %(as_of)s
+     ORDER BY CASE WHEN n.symlink_type = 'TABLE' OR (n.kind = 'catalog'
+                        AND (n.joined_by->>'role') IS DISTINCT FROM 'engine') THEN 0
+                   WHEN n.kind IN ('emitted', 'catalog') THEN 1 ELSE 2 END,
+              n.first_seen, n.namespace, n.name
+     LIMIT 1)
     LIMIT 1)"""
 
 

@@ -88,19 +88,18 @@ JOIN readmodel.lineage_runs lr ON lr.run_id = {asof.latest_run("w.job_id")}
 WHERE lr.failed_at <= %(as_of)s
   AND (lr.last_complete IS NULL OR lr.last_complete > %(as_of)s
        OR lr.last_complete < lr.failed_at)"""
-# A node's display name (rows dataset_id, namespace, name): now the dataset's own; as of T
-# the most table-like of its names then (projections.datasets.display_key's rule, as
-# asof.DISPLAY_NAME_AT).
-DISPLAY_NOW = """
-SELECT id AS dataset_id, namespace, name FROM readmodel.datasets
-WHERE id = ANY(%(datasets)s::uuid[])"""
+# A node's display name as of T: the most table-like of its names then (rows dataset_id,
+# namespace, name; projections.datasets.display_key's rule, as asof.DISPLAY_NAME_AT).
+# Now it is the dataset's own.
 DISPLAY_AS_OF = """
-SELECT DISTINCT ON (dataset_id) dataset_id, namespace, name FROM names
-ORDER BY dataset_id,
-         CASE WHEN symlink_type = 'TABLE' OR (kind = 'catalog'
-              AND (joined_by->>'role') IS DISTINCT FROM 'engine') THEN 0
-              WHEN kind IN ('emitted', 'catalog') THEN 1 ELSE 2 END,
-         first_seen, namespace, name"""
+LEFT JOIN (
+    SELECT DISTINCT ON (dataset_id) dataset_id, namespace, name FROM names
+    ORDER BY dataset_id,
+             CASE WHEN symlink_type = 'TABLE' OR (kind = 'catalog'
+                  AND (joined_by->>'role') IS DISTINCT FROM 'engine') THEN 0
+                  WHEN kind IN ('emitted', 'catalog') THEN 1 ELSE 2 END,
+             first_seen, namespace, name) dn
+  ON dn.dataset_id = d.id"""
 # A stale reason's input under its display name (joined as `ind`).
 INPUT_NAME_NOW = "LEFT JOIN readmodel.datasets ind ON ind.id = f.input"
 INPUT_NAME_AS_OF = f"LEFT JOIN LATERAL {asof.display_name_at('f.input')} ind ON true"
@@ -170,11 +169,11 @@ LEFT JOIN readmodel.runs r ON r.id = f.run
 {input_name}
 UNION ALL
 SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       c.names, dn.namespace, dn.name, {dataset_type}, {lifecycle}, {owners}
+       c.names, {display}, {dataset_type}, {lifecycle}, {owners}
 FROM readmodel.datasets d
 LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names GROUP BY dataset_id) c
   ON c.dataset_id = d.id
-LEFT JOIN ({display}) dn ON dn.dataset_id = d.id{facets}{lifecycle_join}
+{display_join}{facets}{lifecycle_join}
 WHERE d.id = ANY(%(datasets)s::uuid[])
 """
 # The standard facets a node shows, taken out of its facets document once: the document
@@ -195,7 +194,8 @@ def _statement(as_of: bool) -> str:
         outs=OUTS_AS_OF if as_of else OUTS_NOW,
         failed=FAILED_AS_OF if as_of else FAILED_NOW,
         input_outs=INPUT_OUTS_AS_OF if as_of else INPUT_OUTS_NOW,
-        display=DISPLAY_AS_OF if as_of else DISPLAY_NOW,
+        display="dn.namespace, dn.name" if as_of else "d.namespace, d.name",
+        display_join=DISPLAY_AS_OF if as_of else "",
         input_name=INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW,
         dataset_type=dataset_type("df.facets"),
         lifecycle="lc.lifecycle_state" if as_of else lifecycle_state("df.facets"),
