@@ -65,9 +65,9 @@ def create_pool(
 async def tune_read_session(conn: psycopg.AsyncConnection[Any]) -> None:
     """Session settings of the read API's connections: no JIT compilation.
 
-    The graph's statements (a walk, then per node its freshness and latest run) are index
-    probes the planner prices by their subqueries' row guesses, past `jit_above_cost`:
-    compiling them took 600 ms for an answer that runs in 5 (docs/PERFORMANCE.md).
+    The API's statements are index probes that compilation never pays for, priced by row
+    guesses: on a small, freshly folded read model a graph statement was priced past
+    `jit_above_cost`, and compiling it took 600 ms of a 677 ms answer (docs/PERFORMANCE.md).
     """
     await conn.execute("SET jit = off")
 
