@@ -104,8 +104,15 @@ def test_lineage_downstream_of_raw_orders(api: httpx.Client) -> None:
 
 def test_lineage_depth_direction_and_node_limit(api: httpx.Client) -> None:
     raw, daily = lookup(api, RAW_ORDERS), lookup(api, SPARK)
-    one_hop = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="downstream", depth=1)
-    assert [n["type"] for n in one_hop["nodes"]] == ["dataset", "job"]
+    # `depth` counts jobs, so a graph ends on datasets: depth 1 is a job and its outputs.
+    one_job = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="downstream", depth=1)
+    assert [(n["type"], n["depth"]) for n in one_job["nodes"]] == [
+        ("dataset", 0),
+        ("job", 1),
+        ("dataset", 2),
+    ]
+    alone = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="downstream", depth=0)
+    assert [n["id"] for n in alone["nodes"]] == [raw["id"]]
     upstream = get(api, "/lineage", node=f"dataset:{daily['id']}", direction="upstream")
     assert {(n["namespace"], n["name"]) for n in upstream["nodes"]} == {
         RAW_ORDERS,
@@ -119,7 +126,8 @@ def test_lineage_depth_direction_and_node_limit(api: httpx.Client) -> None:
     capped = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="both", max_nodes=2)
     assert capped["truncated"] is True
     assert [n["depth"] for n in capped["nodes"]] == [0, 1]  # the nearest are kept
-    from_job = get(api, "/lineage", node=f"job:{job_id(api, ORDERS_ETL)}", depth=1)
+    # From a job, depth 0 is the job and its datasets.
+    from_job = get(api, "/lineage", node=f"job:{job_id(api, ORDERS_ETL)}", depth=0)
     assert {n["name"] for n in from_job["nodes"]} == {ORDERS_ETL[1], RAW_ORDERS[1], HIVE[1]}
 
 

@@ -178,10 +178,11 @@ def test_the_seed_with_the_map_is_one_dataset_for_the_three_names(
     assert spark == dataset_id(*SPARK)  # the id of the name seen first
     assert dataset_of(conn, HIVE) == spark and dataset_of(conn, TRINO) == spark
     names = names_of(conn, spark)
+    # Trino's name is one an event used: `emitted`, and joined_by says the map joined it.
     assert {name: kind for name, (kind, _) in names.items()} == {
         SPARK: "emitted",
         HIVE: "symlink",
-        TRINO: "catalog",
+        TRINO: "emitted",
     }
     assert names[TRINO][1] == {
         "rule": "map",
@@ -245,7 +246,7 @@ def test_a_catalog_facet_naming_the_metastore_joins_without_a_map(conn: Conn) ->
     spark = dataset_of(conn, SPARK)
     assert dataset_of(conn, TRINO) == spark and dataset_of(conn, HIVE) == spark
     kind, joined_by = names_of(conn, spark)[TRINO]
-    assert kind == "catalog"
+    assert kind == "emitted"
     assert joined_by == {
         "rule": "facet",
         "entry": None,
@@ -460,7 +461,7 @@ def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
     assert set(names) == {SPARK, HIVE, TRINO}
     assert names[SPARK]["kind"] == "emitted" and names[SPARK]["joined_by"] is None
     assert names[HIVE]["kind"] == "symlink" and names[HIVE]["symlink_type"] == "TABLE"
-    assert names[TRINO]["kind"] == "catalog"
+    assert names[TRINO]["kind"] == "emitted"
     assert names[TRINO]["joined_by"]["rule"] == "map"
     assert names[TRINO]["joined_by"]["entry"] == 0
     assert names[TRINO]["joined_by"]["via"] == {"namespace": HIVE[0], "name": HIVE[1]}

@@ -195,14 +195,25 @@ def _problem(
     return answer
 
 
+_UNKNOWN_PARAMETER = (
+    "A query parameter was given: this operation takes none; `invalid-params` names it."
+)
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "string"}}}
 _INGESTED = {"type": "object", "properties": {"status": {"const": "success"}}}
+# Probes and scrapers are configured by others and filter nothing: parameters are ignored.
+_PROBE = " It takes no query parameters and ignores any (probes and scrapers add their own)."
 _HEALTH = {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]}
 
 _UNSUPPORTED = _problem("Content-Type is not JSON or Content-Encoding not gzip or identity.")
+# Ingest takes no query parameters and ignores any: emitters can be configured to add some
+# (the Java client's `urlParams`), and one refused would only log a warning and lose events.
+_IGNORES_PARAMETERS = (
+    " Query parameters are ignored (emitters may add some, such as the Java client's "
+    "`urlParams`; refusing them would lose events)."
+)
 _EVENT_DESCRIPTION = (
     "Validates the envelope and appends the event, unchanged, to the log. 200 means it "
-    "is committed (a retry of the same event is stored once)."
+    "is committed (a retry of the same event is stored once)." + _IGNORES_PARAMETERS
 )
 _EVENT_RESPONSES = {
     "200": _json(_INGESTED, "Stored (committed to the log)."),
@@ -213,7 +224,7 @@ _EVENT_RESPONSES = {
 }
 _BATCH_DESCRIPTION = (
     "Each event is validated and stored on its own; the answer says which "
-    "failed and whether retrying them can help."
+    "failed and whether retrying them can help." + _IGNORES_PARAMETERS
 )
 _BATCH_RESPONSES = {
     "200": _json({"$ref": REF.format(name="BatchResult")}, "Per-event results."),
@@ -280,7 +291,8 @@ OTHER_OPERATIONS = (
         "export",
         "The log as a pull feed, in log order: a cursor never skips an event. A JSON page "
         "ends early once it holds 4 MiB of events (its first event whatever its size): "
-        "continue from `next_cursor`. Events go out as stored.",
+        "continue from `next_cursor`. Events go out as stored. An unknown query parameter "
+        "is a 400 naming it.",
         scope="export",
         query=ExportQuery,
         responses={
@@ -299,7 +311,11 @@ OTHER_OPERATIONS = (
                     }
                 },
             },
-            "400": _problem("A parameter is invalid."),
+            "400": _problem(
+                "A parameter is invalid, or not one of this operation's; `invalid-params` "
+                "names it.",
+                kind="invalid-request",
+            ),
         },
     ),
     OtherOperation(
@@ -308,7 +324,7 @@ OTHER_OPERATIONS = (
         "healthz",
         "The process is alive",
         "health",
-        "Answers while the process runs (it checks nothing else).",
+        "Answers while the process runs (it checks nothing else)." + _PROBE,
         responses={"200": _json(_HEALTH, "Alive.")},
     ),
     OtherOperation(
@@ -317,7 +333,7 @@ OTHER_OPERATIONS = (
         "readyz",
         "The database answers and the schema is current",
         "health",
-        "200 when the database answers and its schema is the code's; 503 otherwise.",
+        "200 when the database answers and its schema is the code's; 503 otherwise." + _PROBE,
         responses={"200": _json(_HEALTH, "Ready."), "503": _json(_HEALTH, "Not ready.")},
     ),
     OtherOperation(
@@ -326,7 +342,7 @@ OTHER_OPERATIONS = (
         "metrics",
         "Prometheus metrics",
         "health",
-        "The process's metrics in the Prometheus text format.",
+        "The process's metrics in the Prometheus text format." + _PROBE,
         responses={
             "200": {
                 "description": "Prometheus text format.",
@@ -377,6 +393,8 @@ def _parameters(struct: type[msgspec.Struct], where: str) -> list[dict[str, Any]
         if "examples" in schema:  # the parameter's own `example` is what viewers show
             parameter["example"] = schema["examples"][0]
         parameter["required"] = where == "path" or name in required
+        if schema.get("type") == "array":  # one parameter, comma-separated: state=FAIL,ABORT
+            parameter["style"], parameter["explode"] = "form", False
         parameter["schema"] = schema
         parameters.append(parameter)
     return parameters
@@ -426,12 +444,16 @@ def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
         "200": {**body, "headers": _ETAG},
         "304": {"description": "Not modified (the If-None-Match ETag matches).", "headers": _ETAG},
     }
-    if parameters:
-        responses["400"] = _problem(
-            "A parameter is invalid; `invalid-params` names it (type `invalid-request`, or "
-            "`invalid-cursor` for a cursor of another list, filter or sort).",
-            kind="invalid-request",
+    responses["400"] = _problem(
+        (
+            "A parameter is invalid, or not one of this operation's; `invalid-params` names "
+            "it (type `invalid-request`, or `invalid-cursor` for a cursor of another list, "
+            "filter or sort)."
         )
+        if parameters
+        else _UNKNOWN_PARAMETER,
+        kind="invalid-request",
+    )
     responses.update(
         _refusals(
             "read",
@@ -511,6 +533,9 @@ def _add_examples(paths: dict[str, Any], components: dict[str, Any]) -> None:
                             "title": TITLES.get(int(code), "Error"),
                             "status": int(code),
                             "detail": answer["description"],
+                            "instance": None,
+                            "pointer": None,
+                            "invalid-params": None,
                         }
                     elif media.endswith("json") and "example" not in content:
                         content["example"] = example(content["schema"], components)
@@ -596,6 +621,7 @@ def build_document() -> dict[str, Any]:
                     **_json({"type": "object", "additionalProperties": True}, "The document."),
                     "headers": _ETAG,
                 },
+                "400": _problem(_UNKNOWN_PARAMETER, kind="invalid-request"),
                 **_refusals("read", None),
             },
         }
