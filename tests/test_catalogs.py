@@ -193,6 +193,8 @@ def test_the_seed_with_the_map_is_one_dataset_for_the_three_names(
         "role": "engine",
         "via": {"namespace": HIVE[0], "name": HIVE[1]},
     }
+    # Hive's name is a symlink Spark sent, and the map derived it too: joined_by says so
+    assert names[HIVE][1]["role"] == "metastore" and names[SPARK][1] is None
     # the Trino output has its Hive name too, known from the map alone
     summary = dataset_of(conn, SUMMARY)
     assert summary == dataset_id(*SUMMARY) and dataset_of(conn, HIVE_SUMMARY) == summary
@@ -469,6 +471,34 @@ def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
     assert {w["job"]["name"] for w in dataset["producers"]} == {
         "orders_etl.execute_replace_table_as_select_command"
     }
+
+
+def test_each_dataset_counts_in_one_namespace_by_a_name_an_event_used(
+    seed_api: httpx.Client,
+) -> None:
+    counts = {n["name"]: n["dataset_count"] for n in get(seed_api, "/namespaces")["items"]}
+    listed = get(seed_api, "/datasets")
+    assert sum(counts.values()) == listed["total"] == 3  # raw orders, orders_daily, summary
+    # Hive's namespace lists the table Spark named there (a symlink), not the summary
+    # whose Hive name only the map derived.
+    in_hive = get(seed_api, "/datasets", namespace=HIVE[0])["items"]
+    assert [(d["namespace"], d["name"]) for d in in_hive] == [HIVE]
+    # The summary counts in Trino's, by the name Trino's event emitted, and shows under
+    # its metastore name.
+    (summary,) = get(seed_api, "/datasets", namespace=TRINO_NS)["items"]
+    assert (summary["namespace"], summary["name"]) == HIVE_SUMMARY
+    matched = summary["matched_name"]
+    assert (matched["namespace"], matched["name"], matched["kind"]) == (*SUMMARY, "emitted")
+    assert matched["joined_by"]["role"] == "engine"
+    names = {
+        (n["namespace"], n["name"]): n for n in get(seed_api, f"/datasets/{summary['id']}")["names"]
+    }
+    assert {name: n["kind"] for name, n in names.items()} == {
+        SUMMARY: "emitted",
+        HIVE_SUMMARY: "catalog",
+    }
+    assert names[HIVE_SUMMARY]["joined_by"]["role"] == "metastore"
+    assert counts == {RAW_ORDERS[0]: 1, HIVE[0]: 1, TRINO_NS: 1, "prod-lineage": 0}
 
 
 def graph_names(graph: dict[str, Any]) -> set[tuple[str, str, str]]:

@@ -57,22 +57,35 @@ still change before it is declared stable.
 Conventions of `/api/v1`: lists answer `{"items": [...], "next_cursor": ...}` with
 keyset pagination (`limit`, default 50, at most 500; pass `next_cursor` back as the
 opaque `cursor`, with the same filters and sort: it is bound to them; it is null on the
-last page), stable under concurrent ingest. Every answer carries an `ETag` and honours
-`If-None-Match` (304). Errors are RFC 9457 `application/problem+json` whose `type` URI
-tells them apart (`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
-`.../invalid-request`, `.../invalid-cursor`, ...). Times are RFC 3339 in UTC (`Z`),
-whatever the database server's time zone.
+last page), stable under concurrent ingest; `/runs`, `/jobs`, `/datasets`, `/search` and
+`/namespaces` add `total`, exact up to 10,000 (`total_is_exact`; beyond, 10,000 and
+false: at least that many). Every answer carries an `ETag` and honours `If-None-Match`
+(304). Errors are RFC 9457 `application/problem+json` whose `type` (an enum) tells them
+apart (`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
+`.../invalid-request`, `.../invalid-cursor`, ...); every member of a problem is sent,
+null when it does not apply. Times are RFC 3339 in UTC (`Z`), whatever the database
+server's time zone.
+
+Parameters are strict: a query parameter an operation does not take is a 400 naming it
+in `invalid-params` (a typo never answers unfiltered data), and so is a parameter given
+twice. A list is one comma-separated parameter (`state=FAIL,ABORT`). A time parameter
+(`as_of`, `since`, `until`) whose `+` offset arrived as a space (sent unencoded) is read
+with the `+`.
 
 One shape per thing: a run is `id` everywhere; what an answer points at is an embedded
-reference (`{id, namespace, name}`; a run `{id, job, state}`), never a bare id; a run's
-`started_at` is its START eventTime, else its earliest eventTime, in every answer; `root`
-is null for a run without a parent. A dataset answers under its display name, its most
-table-like name (a `symlinks` identifier of type TABLE, else a name an event used), and
-lists all its names with their kind.
+reference (`{id, namespace, name}`; a run `{id, job, state}`; a job's parent and
+children and a dataset's writers and readers add the job's `latest_run`, as graph nodes
+do), never a bare id; a run's `started_at` is its START eventTime, else its earliest
+eventTime, in every answer; `root` is null for a run without a parent. A dataset answers
+under its display name, its most table-like name (a `symlinks` identifier of type TABLE,
+else a name an event used), lists all its names with their kind, and counts in one
+namespace (that of its most table-like name an event used), so namespace counts add up.
 
-Cockpit's screens: namespaces with their counts (`/namespaces`), a lineage graph whose
-nodes carry what it draws (`/lineage`), a dataset page (`/datasets/{dataset_id}` and its
-`/column-lineage`): one or two calls each.
+Cockpit's screens: namespaces with their counts (`/namespaces`), a namespace's recent
+failures (`/runs?namespace=...&state=FAIL,ABORT`), a lineage graph whose nodes carry
+what it draws and what lies beyond (`/lineage`), a dataset page (`/datasets/{dataset_id}`
+and its `/column-lineage`), a job page (`/jobs/{job_id}` and `/runs?job_id=`): one or two
+calls each.
 
 Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` (and its `/versions`,
 `/runs` and `/column-lineage`) take `as_of` (RFC 3339, for example
