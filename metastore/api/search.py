@@ -17,7 +17,14 @@ from starlette.responses import Response
 from metastore.api import models, params
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, total
+from metastore.api.pagination import (
+    TOTAL_CAP,
+    bound_kind,
+    count_capped,
+    decode_cursor,
+    page,
+    total,
+)
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
 
@@ -58,14 +65,19 @@ HITS_ANYWHERE = {
     "dataset": DATASET_HITS.format(namespace=""),
     "namespace": NAMESPACE_HITS.format(namespace=""),
 }
+# Every hit is ranked before a page is cut, so they are counted in the same pass (the
+# total of all pages, the cursor's condition applied after the count).
 SEARCH = """
-SELECT type, key, id, namespace, name, rank, sort_name, matched_namespace, matched_name
-FROM ({hits}) hits (type, key, id, namespace, name, rank, sort_name, matched_namespace,
-                   matched_name)
+SELECT type, key, id, namespace, name, rank, sort_name, matched_namespace, matched_name,
+       total
+FROM (SELECT *, count(*) OVER () AS total
+      FROM ({hits}) hits (type, key, id, namespace, name, rank, sort_name,
+                         matched_namespace, matched_name)) hits
 WHERE true {after}
 ORDER BY rank, sort_name, type, key
 LIMIT %(limit)s
 """
+# (a page after the last hit has no row to carry the total)
 COUNT = count_capped("SELECT 1 FROM ({hits}) hits")
 AFTER = (
     "AND (rank, sort_name, type, key) > "
@@ -149,8 +161,11 @@ async def search(request: Request) -> Response:
     async with connection(request) as conn:
         found = await rows(conn, SEARCH.format(hits=hits, after=after), args)
         items, next_cursor = page(found, query.limit, kind, lambda r: (r[5], r[6], r[0], r[1]))
-        whole = items if query.cursor is None and next_cursor is None else None
-        count, exact = await total(conn, COUNT.format(hits=hits), args, whole)
+        if found:
+            count, exact = min(found[0][9], TOTAL_CAP), found[0][9] <= TOTAL_CAP
+        else:  # no hits, or a cursor past the last one
+            whole = None if query.cursor else found
+            count, exact = await total(conn, COUNT.format(hits=hits), args, whole)
     return json_response(
         request,
         models.SearchPage(
