@@ -46,29 +46,34 @@ NAME_JSON = (
 SUMMARY = f"""d.id, d.namespace, d.name, d.first_seen, d.last_seen, {name_count("d")},
        {lifecycle_state("d.facets")}"""
 
-LIST_FROM = """
+# Without a namespace the list walks dataset_names in its primary key order, the row of
+# each dataset's display name; with one, the datasets whose home (the one name a dataset
+# counts in a namespace by: its most table-like name an event used) is there, in the
+# order of the datasets_home index. Each walk orders by `key`, the walked name.
+DISPLAY_WALK = """
 FROM readmodel.dataset_names n
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-name lookup: flattened into a join, the planner would
     -- misjudge the display-name test (three correlated equalities) and sort everything.
     SELECT * FROM readmodel.datasets d
-    WHERE d.id = n.dataset_id AND d.merged_into IS NULL {walked}
+    WHERE d.id = n.dataset_id AND d.merged_into IS NULL
+      AND n.namespace = d.namespace AND n.name = d.name
     OFFSET 0
 ) d
 WHERE true {filters}"""
+DISPLAY_KEY = "n.namespace, n.name"
+HOME_WALK = """
+FROM readmodel.datasets d
+WHERE d.merged_into IS NULL AND d.home_namespace = %(namespace)s {filters}"""
+HOME_KEY = "d.home_namespace, d.home_name"
 LIST_DATASETS = f"""
-SELECT {SUMMARY}, n.namespace, n.name, ({{matched}})::text
-{LIST_FROM}
-ORDER BY n.namespace, n.name
+SELECT {SUMMARY}, {{key}}, ({{matched}})::text
+{{walk}}
+ORDER BY {{key}}
 LIMIT %(limit)s
 """
-COUNT_DATASETS = count_capped("SELECT 1" + LIST_FROM)
-# The list walks dataset_names in its primary key order, one row a dataset: without a
-# namespace, the row of its display name; with one, the row of its home name, the one
-# name it counts in a namespace by (its most table-like name an event used).
-FILTER_DISPLAY_NAME = "AND n.namespace = d.namespace AND n.name = d.name"
-FILTER_HOME_NAME = "AND n.namespace = d.home_namespace AND n.name = d.home_name"
-FILTER_NAMESPACE = "AND n.namespace = %(namespace)s"
+# (every live dataset has one display name: unfiltered, the list counts the datasets)
+COUNT_ALL = count_capped("SELECT 1 FROM readmodel.datasets d WHERE d.merged_into IS NULL")
 FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
     SELECT 1 FROM readmodel.dataset_names n
     WHERE n.dataset_id = d.id AND lower(n.name) LIKE %(pattern)s))"""
@@ -76,8 +81,10 @@ FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
 FILTER_EXACT_NAME = """AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
     WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s)"""
-AFTER = "AND (n.namespace, n.name) > (%(after_namespace)s, %(after_name)s)"
-# The name that matched: of `q`, else of `name`, else the walked name of `namespace`.
+AFTER = "AND ({key}) > (%(after_namespace)s, %(after_name)s)"
+# The name that matched: of `q`, else of `name`, else the home name in `namespace`.
+MATCHED_HOME = f"""(SELECT {NAME_JSON.format(n="h")} FROM readmodel.dataset_names h
+    WHERE h.namespace = d.home_namespace AND h.name = d.home_name)"""
 MATCHED_BY = """(SELECT {json} FROM readmodel.dataset_names m
     WHERE m.dataset_id = d.id AND {test} ORDER BY m.namespace, m.name LIMIT 1)"""
 MATCHED_Q = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="lower(m.name) LIKE %(pattern)s")
@@ -452,14 +459,12 @@ async def list_datasets(request: Request) -> Response:
             ),
         )
     filters: list[str] = []
-    args: dict[str, Any] = {"limit": query.limit + 1}
+    args: dict[str, Any] = {"limit": query.limit + 1, "namespace": query.namespace}
     matched = "NULL::json"
-    walked = FILTER_DISPLAY_NAME
+    walk, key = DISPLAY_WALK, DISPLAY_KEY
     if query.namespace is not None:
-        filters.append(FILTER_NAMESPACE)
-        args["namespace"] = query.namespace
-        matched = NAME_JSON.format(n="n")
-        walked = FILTER_HOME_NAME
+        walk, key = HOME_WALK, HOME_KEY
+        matched = MATCHED_HOME
     if query.name is not None:
         filters.append(FILTER_EXACT_NAME)
         args["name"] = query.name
@@ -468,12 +473,16 @@ async def list_datasets(request: Request) -> Response:
         filters.append(FILTER_NAME)
         args["pattern"] = like_substring(query.q)
         matched = MATCHED_Q
-    counted = COUNT_DATASETS.format(walked=walked, filters="\n  ".join(filters))
+    if filters or query.namespace is not None:
+        counted = count_capped("SELECT 1" + walk.format(filters="\n  ".join(filters)))
+    else:
+        counted = COUNT_ALL
     kind = bound_kind("datasets", query)
     if query.cursor is not None:
         args["after_namespace"], args["after_name"] = decode_cursor(query.cursor, kind, [str, str])
-        filters.append(AFTER)
-    sql = LIST_DATASETS.format(walked=walked, filters="\n  ".join(filters), matched=matched)
+        filters.append(AFTER.format(key=key))
+    where = walk.format(filters="\n  ".join(filters))
+    sql = LIST_DATASETS.format(walk=where, key=key, matched=matched)
     async with connection(request) as conn:
         found = await rows(conn, sql, args)
         items, next_cursor = page(found, query.limit, kind, lambda r: (r[7], r[8]))

@@ -15,15 +15,13 @@ from metastore.api.pagination import decode_cursor, page
 from metastore.api.responses import json_response
 
 # Counted per namespace of the page: jobs by the jobs (namespace, name) index, datasets
-# by the dataset_names primary key: those whose home name (the one they count by, in one
-# namespace) is there, so the counts of all namespaces add up to the datasets.
+# by the datasets_home index: those whose home name (the one name a dataset counts in a
+# namespace by) is there, so the counts of all namespaces add up to the datasets.
 LIST_NAMESPACES = """
 SELECT ns.name, ns.has_jobs, ns.has_datasets,
        (SELECT count(*) FROM readmodel.jobs j WHERE j.namespace = ns.name),
-       (SELECT count(*) FROM readmodel.dataset_names n
-        JOIN readmodel.datasets d ON d.id = n.dataset_id
-        WHERE n.namespace = ns.name AND d.merged_into IS NULL
-          AND d.home_namespace = n.namespace AND d.home_name = n.name),
+       (SELECT count(*) FROM readmodel.datasets d
+        WHERE d.home_namespace = ns.name AND d.merged_into IS NULL),
        ns.first_seen, ns.last_seen,
        (SELECT count(*) FROM readmodel.namespaces)
 FROM readmodel.namespaces ns

@@ -34,6 +34,8 @@ CREATE TABLE datasets (
     home_key        jsonb
 );
 CREATE INDEX datasets_merged_into ON datasets (merged_into) WHERE merged_into IS NOT NULL;
+-- a namespace's datasets (/datasets?namespace=, /namespaces' counts), by their home name
+CREATE INDEX datasets_home ON datasets (home_namespace, home_name) WHERE merged_into IS NULL;
 
 CREATE TABLE dataset_names (
     namespace       text        NOT NULL,
