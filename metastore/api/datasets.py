@@ -20,7 +20,7 @@ from starlette.responses import Response
 from metastore.api import asof, facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, total
+from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     dataset_type,
@@ -484,10 +484,9 @@ async def list_datasets(request: Request) -> Response:
     where = walk.format(filters="\n  ".join(filters))
     sql = LIST_DATASETS.format(walk=where, key=key, matched=matched)
     async with connection(request) as conn:
-        found = await rows(conn, sql, args)
-        items, next_cursor = page(found, query.limit, kind, lambda r: (r[7], r[8]))
-        whole = items if query.cursor is None and next_cursor is None else None
-        count, exact = await total(conn, counted, args, whole)
+        items, next_cursor, count, exact = await page_with_total(
+            conn, sql, counted, args, query, kind, lambda r: (r[7], r[8])
+        )
     return json_response(
         request,
         models.DatasetPage(

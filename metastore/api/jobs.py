@@ -14,7 +14,7 @@ from starlette.responses import Response
 from metastore.api import asof, facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, total
+from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     DATASETS_PAGE,
@@ -263,11 +263,11 @@ async def list_jobs(request: Request) -> Response:
         "latest_run": lambda r: (r[18], r[1], r[2]),
         "failed_first": lambda r: (r[19], r[18], r[1], r[2]),
     }[query.sort]
+    sql = LIST_JOBS.format(filters="\n  ".join(filters), order=order)
     async with connection(request) as conn:
-        found = await rows(conn, LIST_JOBS.format(filters="\n  ".join(filters), order=order), args)
-        items, next_cursor = page(found, query.limit, kind, sort_key)
-        whole = items if query.cursor is None and next_cursor is None else None
-        count, exact = await total(conn, counted, args, whole)
+        items, next_cursor, count, exact = await page_with_total(
+            conn, sql, counted, args, query, kind, sort_key
+        )
     return json_response(
         request,
         models.JobPage(

@@ -109,27 +109,21 @@ def _names(struct: type[msgspec.Struct]) -> frozenset[str]:
 
 
 @functools.cache
+def _taking(struct: type[msgspec.Struct], kind: type[msgspec.inspect.Type]) -> frozenset[str]:
+    """The parameters of `struct` that take a `kind`: a ListType (a list, sent
+    comma-separated: OpenAPI's form style without explode) or a DateTimeType."""
+    return frozenset(
+        f.encode_name for f in _fields(struct) if any(isinstance(t, kind) for t in _options(f))
+    )
+
+
 def _list_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
-    """Parameters that take a list, sent comma-separated (OpenAPI: form, explode false)."""
-    return frozenset(
-        f.encode_name
-        for f in _fields(struct)
-        if any(isinstance(t, msgspec.inspect.ListType) for t in _options(f))
-    )
-
-
-@functools.cache
-def _datetime_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
-    return frozenset(
-        f.encode_name
-        for f in _fields(struct)
-        if any(isinstance(t, msgspec.inspect.DateTimeType) for t in _options(f))
-    )
+    return _taking(struct, msgspec.inspect.ListType)
 
 
 def _convert(values: dict[str, Any], struct: type[msgspec.Struct], where: str) -> Any:
     values = dict(values)
-    for name in _datetime_fields(struct) & values.keys():
+    for name in _taking(struct, msgspec.inspect.DateTimeType) & values.keys():
         values[name] = plus_for_space(values[name])  # `+00:00` sent unencoded
         # Lax conversion would read a number as a Unix time; the API takes RFC 3339 only.
         if not _RFC3339.match(values[name]):

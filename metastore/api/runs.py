@@ -15,7 +15,7 @@ from metastore.api import facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.jobs import DatasetsQuery, datasets_page
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, total
+from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import DATASETS_PAGE, duration, edge_datasets, run_ref, started
 from metastore.problems import ProblemError
@@ -265,11 +265,11 @@ async def list_runs(request: Request) -> Response:
         "started": lambda r: (r[23], r[0]),
         "failed_first": lambda r: (r[24], r[23], r[0]),
     }[query.sort]
+    sql = LIST_RUNS.format(filters="\n  ".join(filters), order=order)
     async with connection(request) as conn:
-        found = await rows(conn, LIST_RUNS.format(filters="\n  ".join(filters), order=order), args)
-        items, next_cursor = page(found, query.limit, kind, sort_key)
-        whole = items if query.cursor is None and next_cursor is None else None
-        count, exact = await total(conn, counted, args, whole)
+        items, next_cursor, count, exact = await page_with_total(
+            conn, sql, counted, args, query, kind, sort_key
+        )
     return json_response(
         request,
         models.RunPage(
