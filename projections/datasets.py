@@ -13,10 +13,17 @@ before the join. A name first used by an event that joins a dataset known by ano
 gets a row for its own id too, `merged_into` that dataset: its id answers as the dataset.
 
 A dataset's display name (its `namespace` and `name` columns) is its most table-like
-name: the least `display_key` of its names, a symlink identifier of type TABLE before a
-name an event used, before any other; then the first seen. A name's key only ever falls
-(a name gains a symlink type or becomes emitted, its first_seen moves earlier), so the
-least key is the same whatever order the events come in.
+name: the least `display_key` of its names, a symlink identifier of type TABLE or a
+metastore's name a catalog rule derived before a name an event used, before any other;
+then the first seen. Its home (`home_namespace`, `home_name`: the one namespace it counts
+in) is the least key among the names an event used (kind `emitted` or `symlink`): the
+display name unless only a catalog rule derived that. A name's key only ever falls (a name
+gains a symlink type, a rule or an event, its first_seen moves earlier), so the least keys
+are the same whatever order the events come in.
+
+A name's kind says where it comes from: `emitted` when an event used it, else `symlink`
+when a symlinks facet named it, else `catalog` (only a rule derived it); `joined_by`, the
+rule that joined it, is independent of the kind.
 """
 
 from __future__ import annotations
@@ -45,7 +52,9 @@ from projections.common import (
 )
 
 NAME = "datasets"
-VERSION = 4  # 2: facets json; 3: names joined by catalog rules; 4: display name by display_key
+# 2: facets json; 3: names joined by catalog rules; 4: display name by display_key;
+# 5: a name an event used is `emitted` whatever joined it, and each dataset's home name
+VERSION = 5
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -61,6 +70,9 @@ DATASET_COLUMNS = (
     "first_tx",
     "first_seq",
     "display_key",
+    "home_namespace",
+    "home_name",
+    "home_key",
 )
 DATASET_TYPES = (
     "uuid",
@@ -74,6 +86,9 @@ DATASET_TYPES = (
     "uuid",
     "bigint",
     "bigint",
+    "jsonb",
+    "text",
+    "text",
     "jsonb",
 )
 NAME_COLUMNS = (
@@ -188,17 +203,11 @@ NameKey = tuple[str, str]
 # (namespace, name, kind, symlink type, joined_by): a name as one event gives it.
 GivenName = tuple[str, str, str, str | None, str | None]
 
-# Which kind a name keeps when it comes several ways: the engine's name a catalog rule
-# joins (its `catalog` kind says why it is in the dataset) over the name an event uses,
-# over a symlink, over a metastore name known only by a catalog rule. joined_by is JSON
-# the fold wrote itself (decode.catalog_link), so its role reads as text.
-ENGINE_ROLE = '"role":"engine"'
-
-
-def name_rank(kind: str, joined_by: str | None) -> int:
-    if kind == "catalog":
-        return 3 if joined_by is not None and ENGINE_ROLE in joined_by else 0
-    return 2 if kind == "emitted" else 1
+# Which kind a name keeps when it comes several ways: the name an event used, over a
+# symlink, over a metastore's name only a catalog rule derived. joined_by is JSON the fold
+# wrote itself (decode.catalog_link), so its role reads as text.
+KIND_RANK = {"emitted": 2, "symlink": 1, "catalog": 0}
+METASTORE_ROLE = '"role":"metastore"'
 
 
 def display_key(name: dict[str, Any]) -> list[Any]:
@@ -208,11 +217,9 @@ def display_key(name: dict[str, Any]) -> list[Any]:
     catalog rule derived); 1: a name an event used (an engine's name a catalog rule joined
     is one); 2: any other.
     """
-    kind = name["kind"]
-    engine = kind == "catalog" and ENGINE_ROLE in (name["joined_by"] or "")
-    if name["symlink_type"] == "TABLE" or (kind == "catalog" and not engine):
+    if name["symlink_type"] == "TABLE" or METASTORE_ROLE in (name["joined_by"] or ""):
         rank = 0
-    elif kind == "emitted" or engine:
+    elif name["kind"] == "emitted":
         rank = 1
     else:
         rank = 2
@@ -279,11 +286,8 @@ class Fold:
     def fold_ref(self, event: FoldEvent, ref: DatasetRef) -> None:
         when = event.event_time
         link = ref.catalog
-        names: list[GivenName] = [
-            (ref.namespace, ref.name, "emitted", None, None)
-            if link is None
-            else (ref.namespace, ref.name, "catalog", None, link.engine_joined_by)
-        ]
+        engine_joined_by = None if link is None else link.engine_joined_by
+        names: list[GivenName] = [(ref.namespace, ref.name, "emitted", None, engine_joined_by)]
         names += [(ns, n, "symlink", kind, None) for ns, n, kind in ref.symlinks]
         if link is not None:
             names.append((link.namespace, link.name, "catalog", None, link.metastore_joined_by))
@@ -344,6 +348,9 @@ class Fold:
             "first_tx": event.position.tx,
             "first_seq": event.seq,
             "display_key": None,
+            "home_namespace": None,
+            "home_name": None,
+            "home_key": None,
         }
 
     def name(
@@ -371,20 +378,25 @@ class Fold:
             self.display(did, self.names[(ns, n)])
             return
         symlink = row["symlink_type"] or symlink_type
-        rank, stored = name_rank(kind, joined_by), name_rank(row["kind"], row["joined_by"])
-        # The kind ranked highest; among catalog rules of one rank, the earliest event's.
-        takes_kind = rank > stored or (
-            rank == stored and joined_by != row["joined_by"] and when < row["first_seen"]
+        # The kind ranked highest; the rule that joined it, if any did: among several, the
+        # earliest event's.
+        takes_kind = KIND_RANK[kind] > KIND_RANK[row["kind"]]
+        takes_rule = (
+            joined_by is not None
+            and joined_by != row["joined_by"]
+            and (row["joined_by"] is None or when < row["first_seen"])
         )
         if (
             row["dataset_id"] != did
             or takes_kind
+            or takes_rule
             or symlink != row["symlink_type"]
             or when < row["first_seen"]
         ):
             row["dataset_id"] = did
             if takes_kind:
                 row["kind"] = kind
+            if takes_rule:
                 row["joined_by"] = joined_by
             row["symlink_type"] = symlink
             row["first_seen"] = min(row["first_seen"], when)
@@ -392,12 +404,17 @@ class Fold:
             self.display(did, row)
 
     def display(self, did: uuid.UUID, name: dict[str, Any]) -> None:
-        """Makes `name` the display name of dataset `did` if it is the more table-like."""
+        """Makes `name` the display name of dataset `did` if it is the more table-like, and
+        its home if it is that among the names an event used."""
         dataset = self.datasets[did]
         key = display_key(name)
         if dataset["display_key"] is None or key < dataset["display_key"]:
             dataset["display_key"] = key
             dataset["namespace"], dataset["name"] = name["namespace"], name["name"]
+            self.changed_datasets.add(did)
+        if name["kind"] != "catalog" and (dataset["home_key"] is None or key < dataset["home_key"]):
+            dataset["home_key"] = key
+            dataset["home_namespace"], dataset["home_name"] = name["namespace"], name["name"]
             self.changed_datasets.add(did)
 
     def observe_schema(self, did: uuid.UUID, event: FoldEvent, ref: DatasetRef) -> None:
@@ -448,6 +465,11 @@ class Fold:
         ):
             kept["display_key"] = gone["display_key"]
             kept["namespace"], kept["name"] = gone["namespace"], gone["name"]
+        if gone["home_key"] is not None and (
+            kept["home_key"] is None or gone["home_key"] < kept["home_key"]
+        ):
+            kept["home_key"] = gone["home_key"]
+            kept["home_namespace"], kept["home_name"] = gone["home_namespace"], gone["home_name"]
         gone["merged_into"] = survivor
         gone["current_fields"] = None  # its schemas are the survivor's now
         self.load_all_versions([loser, survivor])
@@ -518,7 +540,7 @@ class Fold:
                 [json_text(r[c]) if r["new_facets"] else UNCHANGED for r in rows]
                 if c == "facets"
                 else [json_text(r[c]) for r in rows]
-                if c in ("facet_times", "display_key")
+                if c in ("facet_times", "display_key", "home_key")
                 else [r[c] for r in rows]  # current_fields: JSON text already (or None)
                 for c in DATASET_COLUMNS
             ]

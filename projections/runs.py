@@ -32,7 +32,7 @@ from projections.common import (
 )
 
 NAME = "runs"
-VERSION = 3  # 2: facets json; 3: index runs_started
+VERSION = 4  # 2: facets json; 3: index runs_started; 4: index runs_namespace
 TABLES = ("runs",)
 
 COLUMNS = (

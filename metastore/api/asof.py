@@ -91,6 +91,12 @@ _ENDED_AT = "CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.even
 RUN_AT_COLUMNS = f"""lr.run_id, coalesce(s.event_type, 'RUNNING'),
        coalesce(s.event_time, lr.started_at), lr.started_at, {_ENDED_AT},
        extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8"""
+# The same as a LatestRun in JSON (null when the job had not run by T).
+RUN_AT_JSON = f"""CASE WHEN lr.run_id IS NOT NULL THEN json_build_object(
+    'id', lr.run_id, 'state', coalesce(s.event_type, 'RUNNING'),
+    'state_time', coalesce(s.event_time, lr.started_at), 'started_at', lr.started_at,
+    'ended_at', {_ENDED_AT},
+    'duration_seconds', extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8) END"""
 
 
 def latest_run_at_joins(job: str) -> str:

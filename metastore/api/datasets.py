@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
@@ -19,13 +20,15 @@ from starlette.responses import Response
 from metastore.api import asof, facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, decode_cursor, page
+from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     dataset_type,
     description,
+    jobs_with_runs,
     last_write_at,
     last_write_at_as_of,
+    latest_run,
     lifecycle_as_of,
     lifecycle_state,
     lifecycle_time,
@@ -43,27 +46,34 @@ NAME_JSON = (
 SUMMARY = f"""d.id, d.namespace, d.name, d.first_seen, d.last_seen, {name_count("d")},
        {lifecycle_state("d.facets")}"""
 
-LIST_DATASETS = f"""
-SELECT {SUMMARY}, n.namespace, n.name, ({{matched}})::text
+# Without a namespace the list walks dataset_names in its primary key order, the row of
+# each dataset's display name; with one, the datasets whose home (the one name a dataset
+# counts in a namespace by: its most table-like name an event used) is there, in the
+# order of the datasets_home index. Each walk orders by `key`, the walked name.
+DISPLAY_WALK = """
 FROM readmodel.dataset_names n
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-name lookup: flattened into a join, the planner would
     -- misjudge the display-name test (three correlated equalities) and sort everything.
     SELECT * FROM readmodel.datasets d
-    WHERE d.id = n.dataset_id AND d.merged_into IS NULL {{display}}
+    WHERE d.id = n.dataset_id AND d.merged_into IS NULL
+      AND n.namespace = d.namespace AND n.name = d.name
     OFFSET 0
 ) d
-WHERE true {{filters}}
-ORDER BY n.namespace, n.name
+WHERE true {filters}"""
+DISPLAY_KEY = "n.namespace, n.name"
+HOME_WALK = """
+FROM readmodel.datasets d
+WHERE d.merged_into IS NULL AND d.home_namespace = %(namespace)s {filters}"""
+HOME_KEY = "d.home_namespace, d.home_name"
+LIST_DATASETS = f"""
+SELECT {SUMMARY}, {{key}}, ({{matched}})::text
+{{walk}}
+ORDER BY {{key}}
 LIMIT %(limit)s
 """
-# The list walks dataset_names in its primary key order: without a namespace, the row of
-# each dataset's display name; with one, each dataset's first name in that namespace
-# (a dataset is in a namespace when any of its names is, symlinks included).
-FILTER_DISPLAY_NAME = "AND n.namespace = d.namespace AND n.name = d.name"
-FILTER_NAMESPACE = """AND n.namespace = %(namespace)s AND NOT EXISTS (
-    SELECT 1 FROM readmodel.dataset_names o
-    WHERE o.dataset_id = n.dataset_id AND o.namespace = n.namespace AND o.name < n.name)"""
+# (every live dataset has one display name: unfiltered, the list counts the datasets)
+COUNT_ALL = count_capped("SELECT 1 FROM readmodel.datasets d WHERE d.merged_into IS NULL")
 FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
     SELECT 1 FROM readmodel.dataset_names n
     WHERE n.dataset_id = d.id AND lower(n.name) LIKE %(pattern)s))"""
@@ -71,8 +81,10 @@ FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
 FILTER_EXACT_NAME = """AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
     WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s)"""
-AFTER = "AND (n.namespace, n.name) > (%(after_namespace)s, %(after_name)s)"
-# The name that matched: of `q`, else of `name`, else the walked name of `namespace`.
+AFTER = "AND ({key}) > (%(after_namespace)s, %(after_name)s)"
+# The name that matched: of `q`, else of `name`, else the home name in `namespace`.
+MATCHED_HOME = f"""(SELECT {NAME_JSON.format(n="h")} FROM readmodel.dataset_names h
+    WHERE h.namespace = d.home_namespace AND h.name = d.home_name)"""
 MATCHED_BY = """(SELECT {json} FROM readmodel.dataset_names m
     WHERE m.dataset_id = d.id AND {test} ORDER BY m.namespace, m.name LIMIT 1)"""
 MATCHED_Q = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="lower(m.name) LIKE %(pattern)s")
@@ -87,26 +99,30 @@ WHERE n.namespace = %(namespace)s AND n.name = %(name)s
 
 # The jobs that wrote any of its names: when last, and the lifecycle change they last
 # reported. Now: from job_edges; as of T: from the run edges that began by then.
-WRITERS = """
+# (each job with its latest run: `jr` now, `lr` and `s` at T)
+JOB_WITH_RUN = """json_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name,
+                              'latest_run', {run})"""
+WRITERS = f"""
 coalesce((
     SELECT json_agg(json_build_object(
-               'job', json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name),
+               'job', {JOB_WITH_RUN.format(run=latest_run("jr"))},
                'last_write_at', x.last_write_at, 'lifecycle_state', x.lifecycle_state)
-           ORDER BY x.namespace, x.name)
-    FROM (SELECT j.id, j.namespace, j.name, max(e.last_seen) AS last_write_at,
+           ORDER BY j.namespace, j.name)
+    FROM (SELECT e.job_id, max(e.last_seen) AS last_write_at,
                  (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
                      AS lifecycle_state
           FROM readmodel.dataset_names n
           JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-          JOIN readmodel.jobs j ON j.id = e.job_id
           WHERE n.dataset_id = d.id AND e.direction = 'output'
-          GROUP BY j.id, j.namespace, j.name) x
+          GROUP BY e.job_id) x
+    JOIN readmodel.jobs j ON j.id = x.job_id
+    LEFT JOIN readmodel.runs jr ON jr.id = j.latest_run_id
 ), '[]')::text
 """
 WRITERS_AS_OF = f"""
 coalesce((
     SELECT json_agg(json_build_object(
-               'job', json_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name),
+               'job', {JOB_WITH_RUN.format(run=asof.RUN_AT_JSON)},
                'last_write_at', (
                    SELECT max(CASE WHEN re.last_seen <= %(as_of)s THEN re.last_seen
                                    ELSE re.first_seen END)
@@ -130,19 +146,15 @@ coalesce((
           WHERE n.dataset_id = d.id AND e.direction = 'output'
             AND {asof.edge_held()}) x
     JOIN readmodel.jobs j ON j.id = x.job_id
+    {asof.latest_run_at_joins("j.id")}
 ), '[]')::text
 """
-READERS = """
-coalesce((
-    SELECT json_agg(json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name)
-                    ORDER BY x.namespace, x.name)
-    FROM (SELECT DISTINCT j.id, j.namespace, j.name
-          FROM readmodel.dataset_names n
-          JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-          JOIN readmodel.jobs j ON j.id = e.job_id
-          WHERE n.dataset_id = d.id AND e.direction = 'input'{held}) x
-), '[]')::text
-"""
+READ_BY = """j.id IN (
+    SELECT e.job_id FROM readmodel.dataset_names n
+    JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+    WHERE n.dataset_id = d.id AND e.direction = 'input'{held})"""
+READERS = jobs_with_runs("j", READ_BY.format(held=""), as_of=False)
+READERS_AS_OF = jobs_with_runs("j", READ_BY.format(held=" AND " + asof.edge_held()), as_of=True)
 NAMES = f"""
 coalesce((
     SELECT json_agg({NAME_JSON.format(n="n")} ORDER BY n.kind, n.namespace, n.name)
@@ -155,7 +167,7 @@ CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets
 # An id absorbed by a merge answers as the dataset it was merged into.
 GET_DATASET = f"""
 SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
-       d.first_seen, d.last_seen, {NAMES}, {WRITERS}, {READERS.format(held="")},
+       d.first_seen, d.last_seen, {NAMES}, {WRITERS}, {READERS},
        {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
        {last_write_at("d")}
 FROM readmodel.datasets d
@@ -181,7 +193,7 @@ SELECT d.id, d.namespace, d.name, v.fields::text, d.facets::text, d.first_seen,
                WHERE o.namespace = n.namespace AND o.name = n.name
                  AND o.event_time <= %(as_of)s
            ) x WHERE n.dataset_id = d.id), d.first_seen),
-       {NAMES}, {WRITERS_AS_OF}, {READERS.format(held=" AND " + asof.edge_held())},
+       {NAMES}, {WRITERS_AS_OF}, {READERS_AS_OF},
        {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time, {last_write_at_as_of("d")}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
@@ -191,11 +203,14 @@ WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
 
-# The runs that read or wrote any of the dataset's names (started by `as_of` when given),
-# newest first by start; the page is cut before the per-run schema lookups. A run's
-# schema: the latest its own events carried for the dataset in that role, else (a reader)
-# the latest observed at its start. Its state: now, or at `as_of` from its events then.
-RUNS_OF_DATASET = f"""
+# The runs that read or wrote any of the dataset's names (started by `as_of` when given,
+# of one role when `direction` is given), newest first by start (writers first with sort
+# `writers_first`); the page is cut before the per-run schema lookups. A run's schema: the
+# latest its own events carried for the dataset in that role, else (a reader) the latest
+# observed at its start. Its state: now, or at `as_of` from its events then.
+# Formatted with `state`, `ended` and `state_join` (now or at T), `key` and `outer_key`
+# (the sort's key over `t`/`lr` and over `p`), `after` (the cursor's condition, or none).
+RUNS_OF_DATASET = """
 WITH page AS (
     SELECT t.run_id, t.direction, t.lifecycle_state, lr.started_at
     FROM (SELECT e.run_id, e.direction,
@@ -204,13 +219,11 @@ WITH page AS (
           FROM readmodel.dataset_names n
           JOIN readmodel.run_edges e ON e.namespace = n.namespace AND e.name = n.name
           WHERE n.dataset_id = %(id)s
+            AND (%(direction)s::text IS NULL OR e.direction = %(direction)s::text)
           GROUP BY e.run_id, e.direction) t
     JOIN readmodel.lineage_runs lr ON lr.run_id = t.run_id
-    WHERE (%(as_of)s::timestamptz IS NULL OR lr.started_at <= %(as_of)s)
-      AND (%(after_time)s::timestamptz IS NULL
-           OR (lr.started_at, t.run_id, t.direction)
-              < (%(after_time)s, %(after_run)s::uuid, %(after_role)s::text))
-    ORDER BY lr.started_at DESC, t.run_id DESC, t.direction DESC
+    WHERE (%(as_of)s::timestamptz IS NULL OR lr.started_at <= %(as_of)s) {after}
+    ORDER BY {key}
     LIMIT %(limit)s
 ),
 versions AS (
@@ -218,26 +231,47 @@ versions AS (
     FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
 )
 SELECT p.run_id, p.direction, p.started_at, r.job_id, r.job_namespace, r.job_name,
-       {{state}}, {{ended}},
+       {state}, {ended},
        (SELECT v.version FROM versions v WHERE v.fields_hash = coalesce(
             (SELECT o.fields_hash FROM readmodel.schema_observations o
              JOIN readmodel.dataset_names n ON n.namespace = o.namespace AND n.name = o.name
              WHERE o.run_id = p.run_id AND o.role = p.direction AND n.dataset_id = %(id)s
                AND (%(as_of)s::timestamptz IS NULL OR o.event_time <= %(as_of)s)
              ORDER BY o.event_time DESC, o.seq DESC LIMIT 1),
-            CASE WHEN p.direction = 'input' THEN {asof.schema_at("%(id)s", "p.started_at")} END)),
+            CASE WHEN p.direction = 'input' THEN {schema_at} END)),
        p.lifecycle_state
 FROM page p
 JOIN readmodel.runs r ON r.id = p.run_id
-JOIN readmodel.lineage_runs lr ON lr.run_id = p.run_id {{state_join}}
-ORDER BY p.started_at DESC, p.run_id DESC, p.direction DESC
+JOIN readmodel.lineage_runs lr ON lr.run_id = p.run_id {state_join}
+ORDER BY {outer_key}
 """
-RUNS_NOW = RUNS_OF_DATASET.format(state="r.state", ended="r.ended_at", state_join="")
-RUNS_AS_OF = RUNS_OF_DATASET.format(
-    state="coalesce(s.event_type, 'RUNNING')",
-    ended="CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END",
-    state_join=asof.RUN_AT_JOIN,
-)
+RUN_STATE_NOW = {"state": "r.state", "ended": "r.ended_at", "state_join": ""}
+RUN_STATE_AS_OF = {
+    "state": "coalesce(s.event_type, 'RUNNING')",
+    "ended": "CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END",
+    "state_join": asof.RUN_AT_JOIN,
+}
+# The sorts: the key's columns (all descending: 'output' > 'input') and their types.
+RUN_SORTS: dict[str, tuple[tuple[str, str, str], list[type]]] = {
+    "started": (("started_at", "run_id", "direction"), [dt.datetime, uuid.UUID, str]),
+    "writers_first": (("direction", "started_at", "run_id"), [str, dt.datetime, uuid.UUID]),
+}
+_RUN_KEY = {"started_at": "lr.started_at", "run_id": "t.run_id", "direction": "t.direction"}
+_RUN_CAST = {"started_at": "timestamptz", "run_id": "uuid", "direction": "text"}
+
+
+def runs_of_dataset(as_of: bool, sort: str, after: bool) -> str:
+    columns, _ = RUN_SORTS[sort]
+    key = ", ".join(_RUN_KEY[c] for c in columns)
+    bound = ", ".join(f"%(a{i})s::{_RUN_CAST[c]}" for i, c in enumerate(columns))
+    return RUNS_OF_DATASET.format(
+        **(RUN_STATE_AS_OF if as_of else RUN_STATE_NOW),
+        schema_at=asof.schema_at("%(id)s", "p.started_at"),
+        key=", ".join(f"{_RUN_KEY[c]} DESC" for c in columns),
+        outer_key=", ".join(f"p.{c} DESC" for c in columns),
+        after=f"AND ({key}) < ({bound})" if after else "",
+    )
+
 
 DATASET_EXISTS = "SELECT 1 FROM readmodel.datasets WHERE id = %(id)s"
 # The id a dataset id answers as (an id absorbed by a merge: the survivor's).
@@ -288,6 +322,30 @@ class PageQuery(msgspec.Struct, frozen=True):
     cursor: params.Cursor = None
 
 
+ROLES = {"writer": "output", "reader": "input"}
+
+
+class RunsQuery(msgspec.Struct, frozen=True):
+    as_of: asof.AsOf = None
+    role: Annotated[
+        Literal["writer", "reader"] | None,
+        Meta(
+            description="Only the runs that wrote it (`writer`: items of role `output`) or "
+            "read it (`reader`: role `input`)."
+        ),
+    ] = None
+    sort: Annotated[
+        Literal["started", "writers_first"],
+        Meta(
+            description="`started`: newest first by `started_at`; `writers_first`: the runs "
+            "that wrote it first, newest first, then those that read it (the order of the "
+            "dataset page's embedded `runs`)."
+        ),
+    ] = "started"
+    limit: params.Limit = params.DEFAULT_LIMIT
+    cursor: params.Cursor = None
+
+
 class DatasetQuery(msgspec.Struct, frozen=True):
     as_of: asof.AsOf = None
 
@@ -301,10 +359,12 @@ LIST = Operation(
     tag="datasets",
     query=ListQuery,
     description="Datasets by their display name (its most table-like name). `namespace` "
-    "matches any of a dataset's names (symlinks included; then ordered by that name); `q` "
-    "is a substring of any of its names; `name` alone matches any of its names exactly, "
-    "in any namespace. `namespace` and `name` together are the exact lookup: it resolves "
-    "any name of a dataset, symlink names included, and answers one item or none. Each "
+    "lists the datasets that count in that namespace, as /namespaces counts them: each "
+    "dataset counts in one, that of its most table-like name an event used (its display "
+    "name, unless only a catalog rule derived that), ordered by that name; `q` is a "
+    "substring of any of its names; `name` alone matches any of its names exactly, in any "
+    "namespace. `namespace` and `name` together are the exact lookup: it resolves any name "
+    "of a dataset, symlink and catalog names included, and answers one item or none. Each "
     "item says in `matched_name` which of its names matched.",
 )
 GET = Operation(
@@ -319,8 +379,9 @@ GET = Operation(
     not_found=True,
     description="The dataset page in one answer: all its names with their kind, its "
     "current schema, description, owners, tags, type, lifecycle state, facets, the jobs "
-    "that write it (with their last write and lifecycle change) and read it, and the "
-    "first page of its schema history (`versions`) and of its runs (`runs`). With "
+    "that write it (with their last write and lifecycle change) and read it, each with its "
+    "latest run, and the first page of its schema history (`versions`) and of its runs "
+    "(`runs`, writers first). With "
     "`as_of`: its schema as of then (the latest version seen at or before it), the jobs "
     "whose latest run started by then wrote or read it, `last_seen`, the lifecycle "
     "change and the history as of then; names, facets and the catalogue fields as they "
@@ -347,19 +408,20 @@ RUNS = Operation(
     models.RunOfDatasetPage,
     tag="datasets",
     path_params=DatasetPath,
-    query=PageQuery,
+    query=RunsQuery,
     not_found=True,
     description="Every run that read (`role` input) or wrote (output) the dataset under "
-    "any of its names, newest first by start, with the version of the schema it saw or "
-    "produced (as numbered by /versions) and the lifecycle change it reported (a DROP "
-    "wrote no data). A run that did both appears once per role. With `as_of`: the runs "
-    "started by then, in the state they had then.",
+    "any of its names, newest first by start (or as `sort` says), with the version of the "
+    "schema it saw or produced (as numbered by /versions) and the lifecycle change it "
+    "reported (a DROP wrote no data). A run that did both appears once per role. "
+    "`role=writer` or `role=reader` keeps one role. With `as_of`: the runs started by "
+    "then, in the state they had then.",
 )
 resource = Resource()
 
 _name = msgspec.json.Decoder(models.DatasetName)
 _names = msgspec.json.Decoder(list[models.DatasetName])
-_jobs = msgspec.json.Decoder(list[models.JobRef])
+_jobs = msgspec.json.Decoder(list[models.JobRefWithRun])
 _writers = msgspec.json.Decoder(list[models.DatasetWriter])
 _owners = msgspec.json.Decoder(list[models.Owner])
 _tags = msgspec.json.Decoder(list[models.Tag])
@@ -388,16 +450,21 @@ async def list_datasets(request: Request) -> Response:
                 conn, LOOKUP_DATASET, {"namespace": query.namespace, "name": query.name}
             )
         return json_response(
-            request, models.DatasetPage(items=[_summary(r) for r in found], next_cursor=None)
+            request,
+            models.DatasetPage(
+                items=[_summary(r) for r in found],
+                next_cursor=None,
+                total=len(found),
+                total_is_exact=True,
+            ),
         )
     filters: list[str] = []
-    args: dict[str, Any] = {"limit": query.limit + 1}
+    args: dict[str, Any] = {"limit": query.limit + 1, "namespace": query.namespace}
     matched = "NULL::json"
+    walk, key = DISPLAY_WALK, DISPLAY_KEY
     if query.namespace is not None:
-        filters.append(FILTER_NAMESPACE)
-        args["namespace"] = query.namespace
-        matched = NAME_JSON.format(n="n")
-    display = FILTER_DISPLAY_NAME if query.namespace is None else ""
+        walk, key = HOME_WALK, HOME_KEY
+        matched = MATCHED_HOME
     if query.name is not None:
         filters.append(FILTER_EXACT_NAME)
         args["name"] = query.name
@@ -406,16 +473,28 @@ async def list_datasets(request: Request) -> Response:
         filters.append(FILTER_NAME)
         args["pattern"] = like_substring(query.q)
         matched = MATCHED_Q
+    if filters or query.namespace is not None:
+        counted = count_capped("SELECT 1" + walk.format(filters="\n  ".join(filters)))
+    else:
+        counted = COUNT_ALL
     kind = bound_kind("datasets", query)
     if query.cursor is not None:
         args["after_namespace"], args["after_name"] = decode_cursor(query.cursor, kind, [str, str])
-        filters.append(AFTER)
-    sql = LIST_DATASETS.format(display=display, filters="\n  ".join(filters), matched=matched)
+        filters.append(AFTER.format(key=key))
+    where = walk.format(filters="\n  ".join(filters))
+    sql = LIST_DATASETS.format(walk=where, key=key, matched=matched)
     async with connection(request) as conn:
-        found = await rows(conn, sql, args)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[7], r[8]))
+        items, next_cursor, count, exact = await page_with_total(
+            conn, sql, counted, args, query, kind, lambda r: (r[7], r[8])
+        )
     return json_response(
-        request, models.DatasetPage(items=[_summary(r) for r in items], next_cursor=next_cursor)
+        request,
+        models.DatasetPage(
+            items=[_summary(r) for r in items],
+            next_cursor=next_cursor,
+            total=count,
+            total_is_exact=exact,
+        ),
     )
 
 
@@ -446,21 +525,21 @@ async def _versions(
 
 
 async def _runs(
-    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery, kind: str
+    conn: AsyncConnection[Any], dataset: uuid.UUID, query: RunsQuery, kind: str
 ) -> models.RunOfDatasetPage:
-    after: tuple[Any, ...] = (None, None, None)
-    if query.cursor is not None:
-        after = decode_cursor(query.cursor, kind, [dt.datetime, uuid.UUID, str])
-    args = {
+    columns, types = RUN_SORTS[query.sort]
+    args: dict[str, Any] = {
         "id": dataset,
-        "after_time": after[0],
-        "after_run": after[1],
-        "after_role": after[2],
+        "direction": ROLES[query.role] if query.role else None,
         "as_of": query.as_of,
         "limit": query.limit + 1,
     }
-    found = await rows(conn, RUNS_NOW if query.as_of is None else RUNS_AS_OF, args)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[2], r[0], r[1]))
+    if query.cursor is not None:
+        args.update((f"a{i}", v) for i, v in enumerate(decode_cursor(query.cursor, kind, types)))
+    sql = runs_of_dataset(query.as_of is not None, query.sort, query.cursor is not None)
+    found = await rows(conn, sql, args)
+    at = {"run_id": 0, "direction": 1, "started_at": 2}
+    items, next_cursor = page(found, query.limit, kind, lambda r: [r[at[c]] for c in columns])
     return models.RunOfDatasetPage(
         items=[
             models.RunOfDataset(
@@ -484,7 +563,7 @@ def _versions_kind(dataset: uuid.UUID, query: PageQuery) -> str:
     return bound_kind("versions", query, dataset)
 
 
-def _runs_kind(dataset: uuid.UUID, query: PageQuery) -> str:
+def _runs_kind(dataset: uuid.UUID, query: RunsQuery) -> str:
     return bound_kind("dataset-runs", query, dataset)
 
 
@@ -494,13 +573,14 @@ async def get_dataset(request: Request) -> Response:
     query: DatasetQuery = GET.parse_query(request)
     args = {"id": path.dataset_id, "as_of": query.as_of}
     first = PageQuery(as_of=query.as_of, limit=EMBEDDED)
+    writers_first = RunsQuery(as_of=query.as_of, sort="writers_first", limit=EMBEDDED)
     async with connection(request) as conn:
         r = await row(conn, GET_DATASET if query.as_of is None else GET_DATASET_AS_OF, args)
         if r is None:
             raise not_found("dataset", path.dataset_id)
         asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
         versions = await _versions(conn, r[0], first, _versions_kind(r[0], first))
-        runs = await _runs(conn, r[0], first, _runs_kind(r[0], first))
+        runs = await _runs(conn, r[0], writers_first, _runs_kind(r[0], writers_first))
     lifecycle = None
     if r[14] is not None and r[15] is not None:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])
@@ -529,7 +609,9 @@ async def get_dataset(request: Request) -> Response:
     )
 
 
-async def _dataset_id(conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery) -> Any:
+async def _dataset_id(
+    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery | RunsQuery
+) -> Any:
     ref = await row(conn, DATASET_ID, {"id": dataset})
     if ref is None:
         raise not_found("dataset", dataset)
@@ -550,7 +632,7 @@ async def list_versions(request: Request) -> Response:
 @resource.add(RUNS)
 async def list_runs(request: Request) -> Response:
     path: DatasetPath = RUNS.parse_path(request)
-    query: PageQuery = RUNS.parse_query(request)
+    query: RunsQuery = RUNS.parse_query(request)
     async with connection(request) as conn:
         dataset = await _dataset_id(conn, path.dataset_id, query)
         answer = await _runs(conn, dataset, query, _runs_kind(dataset, query))

@@ -20,7 +20,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, models
+from metastore.api import asof, models, params
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -173,20 +173,36 @@ def _walk(as_of: bool) -> str:
 LINEAGE = _walk(as_of=False)
 LINEAGE_AS_OF = _walk(as_of=True)
 
-# The edges between the kept nodes, as a second statement: bound as arrays (constants to
-# the planner, hashed and counted right), where a join against the CTE above would be
-# planned with a guessed row count as a nested loop over every pair.
-# (with the lifecycle change the job last reported for an output: DROP, CREATE, ...)
+# The edges between the kept nodes and, for each kept node, how many of its neighbours
+# were not kept, by edge direction (`beyond`), as a second statement: bound as arrays
+# (constants to the planner, hashed and counted right), where a join against the CTE
+# above would be planned with a guessed row count as a nested loop over every pair.
+# Rows: ('edge', direction, job, dataset, lifecycle, NULL) for each edge (with the
+# lifecycle change the job last reported for an output: DROP, CREATE, ...); ('job' or
+# 'dataset', direction, job or NULL, dataset or NULL, NULL, count) for the neighbours
+# a kept job or dataset has along its edges of that direction that are not kept.
 LATEST_LIFECYCLE = "(array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]"
-LINEAGE_EDGES = f"""
-SELECT e.direction, e.job_id, n.dataset_id, {LATEST_LIFECYCLE}
+LINEAGE_LINKS = """
+WITH job_side AS ({job_side}),
+dataset_side AS ({dataset_side})
+SELECT 'edge', direction, job_id, dataset_id, lifecycle, NULL::bigint FROM job_side
+WHERE dataset_id = ANY(%(datasets)s::uuid[])
+UNION ALL
+SELECT 'job', direction, job_id, NULL, NULL, count(*) FROM job_side
+WHERE NOT dataset_id = ANY(%(datasets)s::uuid[]) GROUP BY direction, job_id
+UNION ALL
+SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*) FROM dataset_side
+WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
+"""
+# Each kept job's datasets (now, or at `%(as_of)s`), one row per (direction, dataset).
+JOB_SIDE = f"""
+SELECT e.direction, e.job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycle
 FROM readmodel.job_edges e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-WHERE e.job_id = ANY(%(jobs)s::uuid[]) AND n.dataset_id = ANY(%(datasets)s::uuid[])
-GROUP BY 1, 2, 3
-"""
-LINEAGE_EDGES_AS_OF = f"""
-SELECT e.direction, j.id, n.dataset_id, {LATEST_LIFECYCLE}
+WHERE e.job_id = ANY(%(jobs)s::uuid[])
+GROUP BY 1, 2, 3"""
+JOB_SIDE_AS_OF = f"""
+SELECT e.direction, j.id AS job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycle
 FROM unnest(%(jobs)s::uuid[]) AS j(id)
 CROSS JOIN LATERAL (
     SELECT 'input' AS direction, i.* FROM {asof.job_edges_at("j.id", "input")} i
@@ -194,9 +210,17 @@ CROSS JOIN LATERAL (
     SELECT 'output', o.* FROM {asof.job_edges_at("j.id", "output")} o
 ) e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-WHERE n.dataset_id = ANY(%(datasets)s::uuid[])
-GROUP BY 1, 2, 3
-"""
+GROUP BY 1, 2, 3"""
+# Each kept dataset's jobs, one row per (direction, job).
+DATASET_SIDE = """
+SELECT DISTINCT e.direction, e.job_id, dn.dataset_id
+FROM readmodel.dataset_names dn
+JOIN readmodel.job_edges e ON e.namespace = dn.namespace AND e.name = dn.name
+WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]){held}"""
+LINEAGE_EDGES = LINEAGE_LINKS.format(job_side=JOB_SIDE, dataset_side=DATASET_SIDE.format(held=""))
+LINEAGE_EDGES_AS_OF = LINEAGE_LINKS.format(
+    job_side=JOB_SIDE_AS_OF, dataset_side=DATASET_SIDE.format(held=" AND " + asof.edge_held())
+)
 
 # Field-level: upstream follows `out <- in` from the dataset's fields back to their
 # sources; downstream the other way. Rows: one per edge with its least depth. `{edges}` is
@@ -215,9 +239,11 @@ WITH RECURSIVE walk(out_namespace, out_name, out_field, in_namespace, in_name, i
     CROSS JOIN LATERAL (
         SELECT * FROM {edges} c
         WHERE d.dir = 'up' AND c.out_namespace = n.namespace AND c.out_name = n.name
+          AND (%(field)s::text IS NULL OR c.out_field = %(field)s::text)
       UNION ALL
         SELECT * FROM {edges} c
         WHERE d.dir = 'down' AND c.in_namespace = n.namespace AND c.in_name = n.name
+          AND (%(field)s::text IS NULL OR c.in_field = %(field)s::text)
     ) c
   UNION
     SELECT c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
@@ -303,7 +329,18 @@ Direction = Annotated[
     Literal["upstream", "downstream", "both"],
     Meta(description="Follow the data flow backwards, forwards, or both ways."),
 ]
-Depth = Annotated[int, Meta(ge=0, le=MAX_DEPTH, description="Hops from the start node.")]
+JobHops = Annotated[
+    int,
+    Meta(
+        ge=0,
+        le=MAX_DEPTH,
+        description="How many jobs deep: the graph holds the nodes reached through at most "
+        "`depth` jobs other than the start, so it always ends on datasets (a job's inputs "
+        "and outputs). From a dataset, `depth` N reaches nodes up to 2N hops away (depth 1: "
+        "its readers and writers and their datasets); from a job, 2N+1 (depth 0: the job "
+        "and its datasets).",
+    ),
+]
 _DIRS = {"upstream": ["up"], "downstream": ["down"], "both": ["up", "down"]}
 
 
@@ -317,7 +354,7 @@ class LineageQuery(msgspec.Struct, frozen=True):
         ),
     ]
     direction: Direction = "both"
-    depth: Depth = DEFAULT_DEPTH
+    depth: JobHops = DEFAULT_DEPTH
     max_nodes: Annotated[
         int, Meta(ge=1, le=NODE_LIMIT, description="Node limit; past it `truncated` is set.")
     ] = NODE_LIMIT
@@ -329,6 +366,13 @@ class ColumnLineageQuery(msgspec.Struct, frozen=True):
     depth: Annotated[int, Meta(ge=1, le=MAX_DEPTH, description="Hops of field edges.")] = (
         DEFAULT_DEPTH
     )
+    field: Annotated[
+        params.Name | None,
+        Meta(
+            description="Only the lineage of this field of the dataset: upstream, the fields "
+            "it derives from; downstream, those derived from it (no edges: a field without).",
+        ),
+    ] = None
     as_of: asof.AsOf = None
 
 
@@ -345,11 +389,14 @@ LINEAGE_OP = Operation(
     tag="lineage",
     query=LineageQuery,
     not_found=True,
-    description="Jobs and datasets within `depth` hops of `node`, following the data flow "
+    description="Jobs and datasets within `depth` jobs of `node`, following the data flow "
     "upstream, downstream or both, with the edges between them (dataset -> job: the job "
-    "reads it; job -> dataset: the job writes it). Node keys are `dataset:<id>` and "
-    "`job:<id>`. Past `max_nodes` nodes (default and most 1,000) the nearest are kept and "
-    "`truncated` is true. With `as_of`, the graph as it was then: each job's edges are "
+    "reads it; job -> dataset: the job writes it): the graph ends on datasets. Node keys "
+    "are `dataset:<id>` and `job:<id>`; a node's `depth` is its distance in hops, and its "
+    "`beyond` says how many of its neighbours, upstream and downstream, the answer leaves "
+    "out (what expanding it would add). Past `max_nodes` nodes (default and most 1,000) "
+    "the nearest are kept and `truncated` is true. With `as_of`, the graph as it was then: "
+    "each job's edges are "
     "those of its latest run started at or before `as_of` (and its static lineage "
     "declared by then); a node first seen after `as_of` answers 404.",
 )
@@ -370,7 +417,7 @@ COLUMN_OP = Operation(
     "With `as_of`, the field edges each job's latest run started at or before `as_of` "
     "reported (in its latest `columnLineage` facet for the dataset), "
     "and those of the job's latest static declaration (JobEvent) if it had made one by "
-    "then.",
+    "then. `field` follows one field of the dataset.",
 )
 resource = Resource()
 
@@ -381,7 +428,7 @@ def _key(kind: str, id_: uuid.UUID) -> str:
     return f"{kind}:{id_}"
 
 
-def _node(r: Any) -> models.JobNode | models.DatasetNode:
+def _node(r: Any, beyond: models.Beyond) -> models.JobNode | models.DatasetNode:
     if r[0] == "job":
         latest = None
         if r[11] is not None:
@@ -403,6 +450,7 @@ def _node(r: Any) -> models.JobNode | models.DatasetNode:
             processing_type=r[9],
             integration=r[10],
             latest_run=latest,
+            beyond=beyond,
         )
     return models.DatasetNode(
         key=_key("dataset", r[1]),
@@ -414,6 +462,7 @@ def _node(r: Any) -> models.JobNode | models.DatasetNode:
         dataset_type=r[18],
         last_write_at=r[19],
         lifecycle_state=r[20],
+        beyond=beyond,
     )
 
 
@@ -435,7 +484,8 @@ async def get_lineage(request: Request) -> Response:
         "up": query.direction != "downstream",
         "kind": kind,
         "id": start,
-        "depth": query.depth,
+        # `depth` counts jobs; the walk counts hops: so it ends on datasets
+        "depth": 2 * query.depth + (kind == "job"),
         "max_nodes": query.max_nodes,
         "as_of": query.as_of,
     }
@@ -452,18 +502,38 @@ async def get_lineage(request: Request) -> Response:
             LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
             {"jobs": jobs, "datasets": datasets, "as_of": query.as_of},
         )
-    nodes = [_node(r) for r in found]
-    edges = sorted(
-        (
-            models.LineageEdge(from_=_key("dataset", ds), to=_key("job", job), lifecycle_state=None)
-            if direction == "input"
-            else models.LineageEdge(
-                from_=_key("job", job), to=_key("dataset", ds), lifecycle_state=lifecycle
+    # Neighbours left out, by node and side: upstream of a dataset are the jobs writing
+    # it ('output' edges), of a job the datasets it reads ('input' edges).
+    left_out: dict[tuple[str, Any, str], int] = {}
+    edges = []
+    for what, direction, job, ds, lifecycle, count in links:
+        if what == "edge":
+            edges.append(
+                models.LineageEdge(
+                    from_=_key("dataset", ds), to=_key("job", job), lifecycle_state=None
+                )
+                if direction == "input"
+                else models.LineageEdge(
+                    from_=_key("job", job), to=_key("dataset", ds), lifecycle_state=lifecycle
+                )
             )
-            for direction, job, ds, lifecycle in links
-        ),
-        key=lambda e: (e.from_, e.to),
-    )
+        elif what == "job":
+            side = "up" if direction == "input" else "down"
+            left_out[("job", job, side)] = count
+        else:
+            side = "up" if direction == "output" else "down"
+            left_out[("dataset", ds, side)] = count
+    edges.sort(key=lambda e: (e.from_, e.to))
+    nodes = [
+        _node(
+            r,
+            models.Beyond(
+                upstream=left_out.get((r[0], r[1], "up"), 0),
+                downstream=left_out.get((r[0], r[1], "down"), 0),
+            ),
+        )
+        for r in found
+    ]
     reached, cut = found[0][5], found[0][6]
     truncated = reached > len(nodes) or bool(cut)
     return json_response(
@@ -488,6 +558,7 @@ async def get_column_lineage(request: Request) -> Response:
         "depth": query.depth,
         "max_edges": _EDGE_LIMIT,
         "row_cap": _EDGE_LIMIT * ROW_CAP_PER_NODE,
+        "field": query.field,
         "as_of": query.as_of,
     }
     async with connection(request) as conn:

@@ -110,11 +110,11 @@ LifecycleState = Annotated[
 NameKind = Annotated[
     str,
     Meta(
-        description="Where the name comes from: `emitted` (an event used it), `symlink` (an "
-        "identifier of a `symlinks` facet), `catalog` (joined by a catalog rule, which "
-        "`joined_by` names: an engine's name joined to its metastore's name, or a "
-        "metastore's name known only from one); more kinds may come, so treat an unknown "
-        "kind as a name like the others.",
+        description="Where the name comes from: `emitted` (an event used it, whether or not "
+        "a catalog rule also joined it: `joined_by` says so), `symlink` (an identifier of a "
+        "`symlinks` facet, and no event used it), `catalog` (no event used it: a catalog "
+        "rule derived it, the metastore's name of an engine's name, as `joined_by` says); "
+        "more kinds may come, so treat an unknown kind as a name like the others.",
         examples=["symlink"],
     ),
 ]
@@ -134,6 +134,21 @@ Duration = Annotated[
 
 class Struct(msgspec.Struct, kw_only=True):
     pass
+
+
+# A list's total: counted up to 10,000 (api/pagination.py, TOTAL_CAP), so no page pays for
+# counting a long list to its end.
+Total = Annotated[
+    int,
+    Meta(
+        ge=0,
+        description="How many items all the pages hold, with these filters: exact up to "
+        "10,000; beyond, 10,000 with `total_is_exact` false (there are at least that many).",
+    ),
+]
+TotalIsExact = Annotated[
+    bool, Meta(description="False when `total` is a lower bound (more than 10,000 items).")
+]
 
 
 # --- facet shapes (documentation of what passes through) -----------------------------
@@ -319,7 +334,13 @@ class Namespace(Struct):
     job_count: Annotated[int, Meta(ge=0, description="Jobs in this namespace.")]
     dataset_count: Annotated[
         int,
-        Meta(ge=0, description="Datasets with a name in this namespace (symlinks included)."),
+        Meta(
+            ge=0,
+            description="Datasets that count in this namespace (/datasets?namespace= lists "
+            "them): each dataset counts in one namespace, that of its most table-like name an "
+            "event used (its display name, unless only a catalog rule derived that one), so "
+            "the counts of all namespaces add up to the number of datasets.",
+        ),
     ]
     first_seen: Time
     last_seen: Time
@@ -329,6 +350,7 @@ class NamespacePage(Struct):
     items: list[Namespace]
     next_cursor: Cursor
     total: Annotated[int, Meta(ge=0, description="Namespaces in all pages.")]
+    total_is_exact: Annotated[bool, Meta(description="Always true: namespaces are few.")]
 
 
 # --- jobs -----------------------------------------------------------------------------
@@ -345,6 +367,15 @@ class LatestRun(Struct):
     duration_seconds: Duration
 
 
+class JobRefWithRun(Struct):
+    """A job another object points at, with its latest run: what a list colours it by."""
+
+    id: uuid.UUID
+    namespace: str
+    name: str
+    latest_run: LatestRun | None
+
+
 class JobSummary(Struct):
     id: uuid.UUID
     namespace: str
@@ -353,7 +384,7 @@ class JobSummary(Struct):
     processing_type: str | None
     integration: str | None
     description: Description
-    parent: JobRef | None
+    parent: JobRefWithRun | None
     first_seen: Time
     last_seen: Time
     latest_run: LatestRun | None
@@ -362,6 +393,8 @@ class JobSummary(Struct):
 class JobPage(Struct):
     items: list[JobSummary]
     next_cursor: Cursor
+    total: Total
+    total_is_exact: TotalIsExact
 
 
 class Job(Struct):
@@ -377,8 +410,8 @@ class Job(Struct):
     facets: JobFacets
     first_seen: Time
     last_seen: Time
-    parent: JobRef | None
-    children: list[JobRef]
+    parent: JobRefWithRun | None
+    children: list[JobRefWithRun]
     latest_run: LatestRun | None
     run_count: Annotated[int, Meta(ge=0, description="Its runs (all time).")]
     inputs: Annotated[
@@ -422,6 +455,8 @@ class RunSummary(Struct):
 class RunPage(Struct):
     items: list[RunSummary]
     next_cursor: Cursor
+    total: Total
+    total_is_exact: TotalIsExact
 
 
 class Run(Struct):
@@ -506,7 +541,11 @@ class DatasetName(Struct):
         str | None, Meta(description="The symlinks identifier's `type` (TABLE, ...).")
     ]
     joined_by: Annotated[
-        NameJoin | None, Meta(description="For kind `catalog`: the rule that joined it.")
+        NameJoin | None,
+        Meta(
+            description="The catalog rule that joined it (of any kind: an engine's name an "
+            "event emitted, or the metastore's name the rule derived); null when none did."
+        ),
     ] = None
 
 
@@ -532,8 +571,8 @@ class DatasetSummary(Struct):
     matched_name: Annotated[
         DatasetName | None,
         Meta(
-            description="The name that matched the list's `namespace`, `name` or `q` "
-            "filter (null without one)."
+            description="The name that matched the list's `namespace` (the name it counts "
+            "there by), `name` or `q` filter (null without one)."
         ),
     ]
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
@@ -545,6 +584,8 @@ class DatasetSummary(Struct):
 class DatasetPage(Struct):
     items: list[DatasetSummary]
     next_cursor: Cursor
+    total: Total
+    total_is_exact: TotalIsExact
 
 
 class DatasetVersion(Struct):
@@ -597,7 +638,7 @@ class RunOfDatasetPage(Struct):
 class DatasetWriter(Struct):
     """A job that wrote the dataset, or changed its lifecycle (a DROP writes no data)."""
 
-    job: JobRef
+    job: Annotated[JobRefWithRun, Meta(description="The job, with its latest run.")]
     last_write_at: Annotated[
         Time | None,
         Meta(description="Its latest event naming it (null: only declared, a JobEvent)."),
@@ -632,7 +673,10 @@ class Dataset(Struct):
         list[DatasetWriter],
         Meta(description="Jobs that wrote it (or changed its lifecycle), by name."),
     ]
-    consumers: list[JobRef]
+    consumers: Annotated[
+        list[JobRefWithRun],
+        Meta(description="The jobs that read it, by name, with their latest run."),
+    ]
     versions: Annotated[
         DatasetVersionPage,
         Meta(description="The first page (10) of /datasets/{id}/versions: its history."),
@@ -640,8 +684,9 @@ class Dataset(Struct):
     runs: Annotated[
         RunOfDatasetPage,
         Meta(
-            description="The first page (10) of /datasets/{id}/runs: its latest readers "
-            "and writers."
+            description="The first page (10) of /datasets/{id}/runs?sort=writers_first: "
+            "the runs that wrote it, newest first, then those that read it (a busy reader "
+            "never pushes the writers off)."
         ),
     ]
 
@@ -656,7 +701,35 @@ NodeKey = Annotated[
         description="`dataset:<id>` or `job:<id>`, as in the `node` parameter.",
     ),
 ]
-Depth = Annotated[int, Meta(ge=0, description="Hops from the start node.")]
+Depth = Annotated[
+    int,
+    Meta(
+        ge=0,
+        description="Hops from the start node (dataset -> job -> dataset is two): a job's "
+        "datasets are one hop from it.",
+    ),
+]
+
+
+class Beyond(Struct):
+    """How many of a node's neighbours this answer leaves out: what expanding it would add."""
+
+    upstream: Annotated[
+        int,
+        Meta(
+            ge=0,
+            description="Its neighbours upstream not in the answer (a dataset's writers, a "
+            "job's inputs).",
+        ),
+    ]
+    downstream: Annotated[
+        int,
+        Meta(
+            ge=0,
+            description="Its neighbours downstream not in the answer (a dataset's readers, "
+            "a job's outputs).",
+        ),
+    ]
 
 
 class JobNode(Struct, tag_field="type", tag="job"):
@@ -671,6 +744,7 @@ class JobNode(Struct, tag_field="type", tag="job"):
     processing_type: str | None
     integration: str | None
     latest_run: LatestRun | None
+    beyond: Beyond
 
 
 class DatasetNode(Struct, tag_field="type", tag="dataset"):
@@ -685,6 +759,7 @@ class DatasetNode(Struct, tag_field="type", tag="dataset"):
     dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
     last_write_at: Annotated[Time | None, Meta(description="The latest event of a job writing it.")]
     lifecycle_state: LifecycleState | None
+    beyond: Beyond
 
 
 LineageNode = JobNode | DatasetNode
@@ -773,24 +848,44 @@ class MatchedName(Struct):
     name: str
 
 
-class SearchHit(Struct):
-    type: Literal["dataset", "job"]
+Match = Annotated[
+    Literal["exact", "prefix", "substring"],
+    Meta(description="How the name matched `q`; results are ranked in this order."),
+]
+
+
+class JobHit(Struct, tag_field="type", tag="job"):
     id: uuid.UUID
     namespace: str
-    name: Annotated[str, Meta(description="Its name (a dataset's display name).")]
+    name: str
+    matched_name: Annotated[MatchedName, Meta(description="The name that matched `q`.")]
+    match: Match
+
+
+class DatasetHit(Struct, tag_field="type", tag="dataset"):
+    id: uuid.UUID
+    namespace: Annotated[str, Meta(description="Namespace of its display name.")]
+    name: Annotated[str, Meta(description="Its display name.")]
     matched_name: Annotated[
         MatchedName,
-        Meta(description="The name that matched `q` (for a dataset, maybe not its display name)."),
+        Meta(description="The name that matched `q` (maybe not its display name)."),
     ]
-    match: Annotated[
-        Literal["exact", "prefix", "substring"],
-        Meta(description="How the name matched `q`; results are ranked in this order."),
-    ]
+    match: Match
+
+
+class NamespaceHit(Struct, tag_field="type", tag="namespace"):
+    name: Annotated[str, Meta(description="The namespace.")]
+    match: Match
+
+
+SearchHit = JobHit | DatasetHit | NamespaceHit
 
 
 class SearchPage(Struct):
     items: list[SearchHit]
     next_cursor: Cursor
+    total: Total
+    total_is_exact: TotalIsExact
 
 
 # --- status ---------------------------------------------------------------------------
@@ -894,6 +989,9 @@ GLOSSARY: dict[str, str] = {
     "processing_type": "The `jobType` facet's processingType (BATCH or STREAMING).",
     "job": "The job.",
     "latest_run": "Its run with the latest start; null when it never ran.",
+    "beyond": "How many of its neighbours the answer leaves out, upstream and downstream.",
+    "match": "How the name matched `q`; results are ranked in this order.",
+    "total": "How many items all the pages hold.",
     "lifecycle": "The latest lifecycle change reported for it; null when none.",
     "lifecycle_state": "The latest `lifecycleStateChange` reported for it (CREATE, DROP, "
     "...); null when none.",

@@ -87,6 +87,30 @@ def run_ref(r: str) -> str:
     )
 
 
+def latest_run(r: str) -> str:
+    """A LatestRun as JSON of readmodel.runs row `r` (null for a job that never ran)."""
+    return (
+        f"CASE WHEN {r}.id IS NOT NULL THEN json_build_object('id', {r}.id, "
+        f"'state', {r}.state, 'state_time', {r}.state_time, 'started_at', {started(r)}, "
+        f"'ended_at', {r}.ended_at, 'duration_seconds', {duration(r)}) END"
+    )
+
+
+def jobs_with_runs(j: str, where: str, as_of: bool) -> str:
+    """The jobs `j` (readmodel.jobs) WHERE `where`, by name, as a JSON array of
+    JobRefWithRun: each with its latest run now, or at `%(as_of)s` in its state then."""
+    if as_of:
+        joins, run = asof.latest_run_at_joins(f"{j}.id"), asof.RUN_AT_JSON
+    else:
+        joins, run = f"LEFT JOIN readmodel.runs jr ON jr.id = {j}.latest_run_id", latest_run("jr")
+    return f"""coalesce((
+    SELECT json_agg(json_build_object('id', {j}.id, 'namespace', {j}.namespace,
+                                      'name', {j}.name, 'latest_run', {run})
+                    ORDER BY {j}.namespace, {j}.name)
+    FROM readmodel.jobs {j} {joins}
+    WHERE {where}), '[]')::text"""
+
+
 # --- standard facets surfaced as fields -----------------------------------------------
 # Read from a facets column (json) with every shape checked: a facet as a producer sent it
 # may have any shape, and a wrong one reads as absent, never as an error.

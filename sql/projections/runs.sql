@@ -26,6 +26,8 @@ CREATE TABLE runs (
     state_seq       bigint      NOT NULL
 );
 CREATE INDEX runs_job ON runs (job_id, first_seen DESC, id);
+-- /runs?namespace= (a namespace's runs, newest first)
+CREATE INDEX runs_namespace ON runs (job_namespace, first_seen DESC, id);
 CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 CREATE INDEX runs_root ON runs (root_run_id);
 CREATE INDEX runs_state ON runs (state, first_seen DESC);
