@@ -11,7 +11,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, facets, models, params
+from metastore.api import asof, facets, limits, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, decode_cursor, page
@@ -76,13 +76,16 @@ SORTS: dict[str, tuple[str, str, list[type]]] = {
     ),
 }
 
-CHILDREN = """
+# The first EMBEDDED_REFS children by name, and how many there are.
+CHILDREN = f"""
 coalesce((
     SELECT json_agg(json_build_object('id', c.id, 'namespace', c.namespace,
                                       'name', c.name) ORDER BY c.namespace, c.name)
-    FROM readmodel.jobs c WHERE c.parent_job_id = j.id
+    FROM (SELECT c.id, c.namespace, c.name FROM readmodel.jobs c WHERE c.parent_job_id = j.id
+          ORDER BY c.namespace, c.name LIMIT {limits.EMBEDDED_REFS}) c
 ), '[]')::text
 """
+CHILD_COUNT = "(SELECT count(*) FROM readmodel.jobs c WHERE c.parent_job_id = j.id)"
 CATALOGUE = f"""{description("j.facets")}, {owners("j.facets")}, {tags("j.facets")}"""
 RUN_COUNT = "(SELECT count(*) FROM readmodel.runs c WHERE c.job_id = j.id)"
 
@@ -94,7 +97,7 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {CHILDREN},
        {edge_datasets("job_edges", "job_id", "j.id", "input")},
        {edge_datasets("job_edges", "job_id", "j.id", "output")},
-       {CATALOGUE}, {RUN_COUNT}
+       {CATALOGUE}, {RUN_COUNT}, {CHILD_COUNT}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
@@ -118,7 +121,8 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {job_datasets_at("j.id", "output")},
        {CATALOGUE},
        (SELECT count(*) FROM readmodel.lineage_runs c
-        WHERE c.job_id = j.id AND c.started_at <= %(as_of)s)
+        WHERE c.job_id = j.id AND c.started_at <= %(as_of)s),
+       {CHILD_COUNT}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
 {asof.latest_run_at_joins("j.id")}
@@ -175,7 +179,8 @@ GET = Operation(
     not_found=True,
     description="Names, facets, job type, description, owners and tags, parent and child "
     "jobs, latest run, run count, and the datasets it reads and writes (over all its runs "
-    "and its static lineage; the first 100 of each by name, with their counts). With "
+    "and its static lineage; the first 100 of each by name, with their counts; the first "
+    "100 children likewise). With "
     "`as_of`: its latest run started at or before then, in the state it had then, and the "
     "datasets that run read and wrote (plus static lineage declared by then); `last_seen` "
     "as of then; names, facets, parent and children as they are now. A job first seen "
@@ -313,6 +318,7 @@ async def get_job(request: Request) -> Response:
             owners=_owners.decode(r[24]),
             tags=_tags.decode(r[25]),
             run_count=r[26],
+            child_count=r[27],
         ),
     )
 

@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from metastore import export
 from metastore.api import (
+    column_lineage,
     datasets,
     jobs,
     lineage,
@@ -44,7 +45,17 @@ PREFIX = "/api/v1"
 CHECKED_IN = Path(__file__).resolve().parent.parent / "openapi.json"
 REF = "#/components/schemas/{name}"
 
-API_RESOURCES = (namespaces, jobs, runs, datasets, lineage, run_lineage, search, status)
+API_RESOURCES = (
+    namespaces,
+    jobs,
+    runs,
+    datasets,
+    lineage,
+    column_lineage,
+    run_lineage,
+    search,
+    status,
+)
 
 DESCRIPTION = """\
 The metastore of the Stackable Data Platform: OpenLineage events in (`/ingest`), the
@@ -196,6 +207,11 @@ def _problem(
 
 
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "string"}}}
+_READ_UNAVAILABLE = (
+    "The database is unavailable (type `unavailable`): retry after `Retry-After`; or the "
+    "read ran past its time limit, METASTORE_READ_TIMEOUT (type `read-timeout`, no "
+    "Retry-After): ask for less (a smaller depth or limit, no `as_of`) or retry later."
+)
 _INGESTED = {"type": "object", "properties": {"status": {"const": "success"}}}
 _HEALTH = {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]}
 
@@ -441,9 +457,7 @@ def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
             else None,
         )
     )
-    responses["503"] = _problem(
-        "The database is unavailable; retry.", _RETRY_AFTER, kind="unavailable"
-    )
+    responses["503"] = _problem(_READ_UNAVAILABLE, _RETRY_AFTER, kind="unavailable")
     return {
         "operationId": op.operation_id,
         "summary": op.summary,
@@ -473,7 +487,7 @@ def _other_operation(op: OtherOperation) -> dict[str, Any]:
     if op.scope:
         responses.update(_refusals(op.scope, None))
         responses["503"] = _problem(
-            "The database is unavailable; retry."
+            _READ_UNAVAILABLE
             if op.body is None
             else "The database is unavailable, or the server holds its budget of request "
             "bytes in flight (METASTORE_MAX_INFLIGHT_BYTES); retry after Retry-After seconds.",

@@ -82,3 +82,12 @@ def page(
         return rows, None
     rows = rows[:limit]
     return rows, encode_cursor(kind, key(rows[-1]))
+
+
+def page_of_bytes(
+    rows: list[T], limit: int, kind: str, key: Callable[[T], Sequence[Any]], column: int
+) -> tuple[list[T], str | None]:
+    """`page` for rows whose query cut them at a byte budget: past it, a row comes with
+    None in `column` (its stored JSON, left unsent), and the page ends before it."""
+    fits = next((i for i, r in enumerate(rows) if r[column] is None), len(rows))  # type: ignore[index]
+    return page(rows[: fits + 1], min(limit, fits), kind, key)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metastore.api import asof
+from metastore.api import asof, limits
 
 # The datasets behind a set of edge rows (namespace, name), resolved from edge names to
 # dataset ids, as a JSON array of {id, namespace, name} (decoded straight into DatasetRef
@@ -22,7 +22,7 @@ coalesce((
  JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name)
 """
 # How many of a job's or run's datasets its answer embeds (the rest: the counts, the graph).
-REF_CAP = 100
+REF_CAP = limits.EMBEDDED_REFS
 
 
 # A page of the datasets a job (job_edges) or run (run_edges) read or wrote, by display
