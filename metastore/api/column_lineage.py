@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.api import asof, limits, models, parts
+from metastore.api.datasets import DatasetPath
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -45,22 +46,26 @@ WHERE n.dataset_id = ANY(%(ids)s::uuid[])
 # start dataset) bound as arrays, so the planner knows how many lookups there are (a
 # dataset's names once came from a subquery it guessed at 2,001 rows, and it scanned the
 # table). Rows: the six names, the latest report's transformations, job and run, the
-# first EDGE_JOBS jobs that reported it and how many did, its key, and the dataset at the
-# far end (NULL: a name no event used as a dataset).
+# first EDGE_JOBS jobs that reported it and how many did, and its key.
 LEVEL = f"""
 SELECT c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
        c.transformations::text, c.job_id, c.run_id,
        c.job_ids[1:{limits.EDGE_JOBS}], cardinality(c.job_ids),
-       replace(c.edge_key::text, '-', ''), far.dataset_id
+       replace(c.edge_key::text, '-', '')
 FROM unnest(%(namespaces)s::text[], %(names)s::text[], %(fields)s::text[])
      AS k(namespace, name, field)
 JOIN readmodel.column_lineage c
   ON c.{{near}}_namespace = k.namespace AND c.{{near}}_name = k.name {{field}}
-LEFT JOIN readmodel.dataset_names far
-  ON far.namespace = c.{{far}}_namespace AND far.name = c.{{far}}_name
 LIMIT %(cap)s
 """
 FIELD = "AND c.{near}_field = k.field"
+# The datasets of the names at the far ends of a level's edges (a wide table's 3,000 edges
+# name one), once each.
+DATASETS_OF = """
+SELECT n.namespace, n.name, n.dataset_id
+FROM unnest(%(namespaces)s::text[], %(names)s::text[]) AS k(namespace, name)
+JOIN readmodel.dataset_names n ON n.namespace = k.namespace AND n.name = k.name
+"""
 
 
 def _near(direction: str) -> str:
@@ -68,8 +73,8 @@ def _near(direction: str) -> str:
 
 
 def _level(direction: str, start: bool) -> str:
-    near, far = ("out", "in") if direction == "up" else ("in", "out")
-    return LEVEL.format(near=near, far=far, field="" if start else FIELD.format(near=near))
+    near = _near(direction)
+    return LEVEL.format(near=near, field="" if start else FIELD.format(near=near))
 
 
 LEVELS = {(d, start): _level(d, start) for d in ("up", "down") for start in (True, False)}
@@ -143,10 +148,6 @@ class ColumnLineageQuery(msgspec.Struct, frozen=True):
         limits.DEFAULT_DEPTH
     )
     as_of: asof.AsOf = None
-
-
-class DatasetPath(msgspec.Struct, frozen=True):
-    dataset_id: uuid.UUID
 
 
 COLUMN_OP = Operation(
@@ -275,6 +276,15 @@ async def _walk(
             walk.truncated = True
             found = found[:cap]
         walk.visited += len(found)
+        far_names = {(r[3], r[4]) if direction == "up" else (r[0], r[1]) for r in found}
+        datasets = {
+            (ns, name): d
+            for ns, name, d in await rows(
+                conn,
+                DATASETS_OF,
+                {"namespaces": [n[0] for n in far_names], "names": [n[1] for n in far_names]},
+            )
+        }
         held = None
         if as_of is not None and found:
             held, gave_up = await _held_at(conn, found, as_of)
@@ -293,7 +303,10 @@ async def _walk(
                     walk.truncated = True
                     continue
                 walk.edges[key] = _Edge(level, transformations, job, r[9], r[10])
-            far, far_field = r[12], (r[5] if direction == "up" else r[2])
+            far_name, far_field = (
+                ((r[3], r[4]), r[5]) if direction == "up" else ((r[0], r[1]), r[2])
+            )
+            far = datasets.get(far_name)
             if far is None or far == start or (far, far_field) in seen:
                 continue
             seen.add((far, far_field))
