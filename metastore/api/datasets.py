@@ -388,7 +388,8 @@ VERSIONS = Operation(
     query=PageQuery,
     not_found=True,
     description="One version per distinct schema, newest first, each with the run whose "
-    "output first carried it. With `as_of`: the versions first seen by then.",
+    "output first carried it (a page ends once it holds 4 MiB of fields, always holding "
+    "one). With `as_of`: the versions first seen by then.",
 )
 RUNS = Operation(
     "GET",

@@ -465,7 +465,11 @@ class Run(Struct):
 
 class RunEventPage(Struct):
     items: Annotated[
-        list[JSONObject], Meta(description="The run's OpenLineage events as stored, in log order.")
+        list[JSONObject],
+        Meta(
+            description="The run's OpenLineage events as stored, in log order (a page ends "
+            f"once it holds {limits.PAGE_BYTES // 2**20} MiB of events, always holding one)."
+        ),
     ]
     next_cursor: Cursor
 

@@ -81,6 +81,12 @@ is null for a run without a parent. A dataset answers under its display name, it
 table-like name (a `symlinks` identifier of type TABLE, else a name an event used), and
 lists all its names with their kind.
 
+Bounds: each statement of a read runs at most METASTORE_READ_TIMEOUT (10 s by default;
+past it a 503 of type `.../read-timeout`); graph walks stop at `max_nodes` nodes, 20,000
+edges looked at or 5,000 edges (`truncated: true`); an embedded list holds its first 100
+(an edge's `jobs`: 20) with a count of all; a page ends at `limit` items or 4 MiB of stored
+JSON; no answer exceeds 16 MiB apart from the parts producers sent, served as sent.
+
 Cockpit's screens: namespaces with their counts (`/namespaces`), a lineage graph whose
 nodes carry what it draws (`/lineage`), a dataset page (`/datasets/{dataset_id}` and its
 `/column-lineage`): one or two calls each.
