@@ -41,6 +41,8 @@ class Settings:
     auth_disabled: bool
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
     read_database_url: str | None = None
+    # Seconds a statement of a read may run (api/v1, export); past it the read answers 503.
+    read_timeout: float = 10.0
     tls: TLSFiles | None = None
     # Which engine catalog is which metastore (the projector joins their names).
     catalogs: CatalogMap = NO_CATALOGS
@@ -97,9 +99,16 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("METASTORE_REQUEST_TIMEOUT", "30", "Seconds a client may take to send its request."),
     (
+        "METASTORE_READ_TIMEOUT",
+        "10",
+        "Seconds a statement of a read (`/api/v1`, export) may run; past it the read answers "
+        "503 of type `read-timeout` naming this limit.",
+    ),
+    (
         "METASTORE_POOL_SIZE",
         "8",
-        "Database connections per API process for reads and export; ingest has 3 more.",
+        "Database connections per API process for reads and export; ingest has 3 more, and "
+        "`/readyz` and `/api/v1/status` 2 of their own.",
     ),
     ("METASTORE_AUTH", "enabled", "`disabled` lets `api` run without tokens (explicit opt-out)."),
     ("METASTORE_INGEST_TOKENS", "", "Comma-separated bearer tokens for POST /ingest/..."),
@@ -260,6 +269,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "METASTORE_REQUEST_TIMEOUT", _positive_float, "a positive number of seconds"
         ),
         pool_size=_parse(env, "METASTORE_POOL_SIZE", _positive_int, "a positive integer"),
+        read_timeout=_parse(
+            env, "METASTORE_READ_TIMEOUT", _positive_float, "a positive number of seconds"
+        ),
         auth_disabled=auth == "disabled",
         tokens={scope: _tokens(env, scope) for scope in SCOPES},
         read_database_url=_get(env, "METASTORE_READ_DATABASE_URL") or None,

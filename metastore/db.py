@@ -23,6 +23,9 @@ RETRY_AFTER_S = "5"
 # OperationalError includes a replica's "conflict with recovery" (SQLSTATE 40001): a read
 # its replay cancelled is answered 503 with Retry-After too.
 DATABASE_UNAVAILABLE = (psycopg.OperationalError, PoolTimeout)
+# Connections /readyz and /api/v1/status keep to themselves: reads (and their statement
+# timeout) can hold every connection of the read pool, and the probes must still answer.
+RESERVED_CONNECTIONS = 2
 
 
 def create_pool(
@@ -78,6 +81,28 @@ async def tune_ingest_session(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.execute(f"SET work_mem = '{INGEST_WORK_MEM}'")
     with contextlib.suppress(psycopg.Error):  # a server built without lz4 keeps pglz
         await conn.execute("SET default_toast_compression = 'lz4'")
+
+
+def read_session(timeout_s: float) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:
+    """The session settings of read connections: a statement runs `timeout_s` at most,
+    and is planned without JIT compilation.
+
+    JIT pays off for long analytical scans; the reads are index lookups, but a recursive
+    walk's row estimate can run into millions, past jit_above_cost, and then compiling
+    took 0.5-1.2 s of a 20 ms query (docs/PERFORMANCE.md, "Reads without JIT").
+    """
+
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(f"SET statement_timeout = {round(timeout_s * 1000)}")
+        await conn.execute("SET jit = off")
+
+    return configure
+
+
+def statement_timed_out(exc: BaseException) -> bool:
+    """Whether `exc` is PostgreSQL cancelling a statement at its statement_timeout (not a
+    cancel by an operator, nor a replica's conflict with recovery)."""
+    return isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in str(exc)
 
 
 def database_unavailable(exc: Exception) -> Response:

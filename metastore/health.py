@@ -44,7 +44,7 @@ async def readyz(request: Request) -> Response:
     if state.settings.read_database_url is None:
         return JSONResponse({"status": "ok"})
     try:
-        async with state.pool.connection(timeout=REPLICA_PROBE_TIMEOUT_S) as conn:
+        async with state.reserved_pool.connection(timeout=REPLICA_PROBE_TIMEOUT_S) as conn:
             await conn.execute("SELECT 1")
         replica = "ok"
     except DATABASE_UNAVAILABLE:

@@ -18,7 +18,9 @@ import psycopg
 from projections.common import ColumnEdge, FoldEvent, columns_of, row_param, rows_select
 
 NAME = "history"
-VERSION = 3  # 2: run_column_edges keyed by edge_key; 3: run_column_lineage, a row per output
+# 2: run_column_edges keyed by edge_key; 3: run_column_lineage, a row per output;
+# 4: run_column_lineage_latest (an output's reports newest first)
+VERSION = 4
 TABLES = ("schema_observations", "run_column_lineage")
 STATIC_RUN = uuid.UUID(int=0)  # the run id of a JobEvent's column lineage
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from metastore.api import (
+    column_lineage,
     datasets,
     jobs,
     lineage,
@@ -25,6 +26,7 @@ routes: list[BaseRoute] = [
     *runs.resource.routes,
     *datasets.resource.routes,
     *lineage.resource.routes,
+    *column_lineage.resource.routes,
     *run_lineage.resource.routes,
     *search.resource.routes,
     *status.resource.routes,

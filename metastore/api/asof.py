@@ -65,14 +65,13 @@ EDGE_HELD = """CASE WHEN e.source = 'static' THEN e.first_seen <= %(as_of)s
                    AND re.namespace = e.namespace AND re.name = e.name) END"""
 
 # The fields_hash of the latest schema observation at or before `{moment}` (T unless
-# given) of any of dataset `{dataset}`'s names, or NULL.
+# given) under any of the names `{names}` (a FROM item of (namespace, name) rows), or NULL.
 SCHEMA_AT = """(
-    SELECT o.fields_hash FROM readmodel.dataset_names n
+    SELECT o.fields_hash FROM {names} n
     CROSS JOIN LATERAL (
         SELECT o.fields_hash, o.event_time, o.seq FROM readmodel.schema_observations o
         WHERE o.namespace = n.namespace AND o.name = n.name AND o.event_time <= {moment}
         ORDER BY o.event_time DESC, o.seq DESC LIMIT 1) o
-    WHERE n.dataset_id = {dataset}
     ORDER BY o.event_time DESC, o.seq DESC LIMIT 1)"""
 
 
@@ -117,7 +116,14 @@ def edge_held(job: str = "e.job_id") -> str:
 
 
 def schema_at(dataset: str, moment: str = "%(as_of)s") -> str:
-    return SCHEMA_AT.format(dataset=dataset, moment=moment)
+    """The schema at `moment` of dataset `dataset` (any of its names)."""
+    names = f"(SELECT namespace, name FROM readmodel.dataset_names WHERE dataset_id = {dataset})"
+    return schema_at_names(names, moment)
+
+
+def schema_at_names(names: str, moment: str = "%(as_of)s") -> str:
+    """The schema at `moment` under the names of FROM item `names` (namespace, name)."""
+    return SCHEMA_AT.format(names=names, moment=moment)
 
 
 def check_seen(

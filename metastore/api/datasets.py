@@ -17,15 +17,21 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, facets, models, params
+from metastore.api import asof, facets, limits, models, params, parts
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
+from metastore.api.pagination import (
+    bound_kind,
+    count_capped,
+    decode_cursor,
+    page,
+    page_of_bytes,
+    page_with_total,
+)
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     dataset_type,
     description,
-    jobs_with_runs,
     last_write_at,
     last_write_at_as_of,
     latest_run,
@@ -98,67 +104,102 @@ WHERE n.namespace = %(namespace)s AND n.name = %(name)s
 """
 
 # The jobs that wrote any of its names: when last, and the lifecycle change they last
-# reported. Now: from job_edges; as of T: from the run edges that began by then.
-# (each job with its latest run: `jr` now, `lr` and `s` at T)
-JOB_WITH_RUN = """json_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name,
+# reported; now from job_edges, as of T from the run edges that began by then. The first
+# EMBEDDED_REFS by name as JSON (`list`), each job with its latest run (now, or at T in
+# its state then), joined LATERAL as `w` (the readers as `rd`), and how many there are.
+# Grouped in name order, so the first are found without grouping the rest (20,000 Trino
+# queries write one table).
+JOB_WITH_RUN = """json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name,
                               'latest_run', {run})"""
-WRITERS = f"""
-coalesce((
-    SELECT json_agg(json_build_object(
-               'job', {JOB_WITH_RUN.format(run=latest_run("jr"))},
-               'last_write_at', x.last_write_at, 'lifecycle_state', x.lifecycle_state)
-           ORDER BY j.namespace, j.name)
-    FROM (SELECT e.job_id, max(e.last_seen) AS last_write_at,
-                 (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
-                     AS lifecycle_state
-          FROM readmodel.dataset_names n
-          JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-          WHERE n.dataset_id = d.id AND e.direction = 'output'
-          GROUP BY e.job_id) x
-    JOIN readmodel.jobs j ON j.id = x.job_id
-    LEFT JOIN readmodel.runs jr ON jr.id = j.latest_run_id
-), '[]')::text
-"""
-WRITERS_AS_OF = f"""
-coalesce((
-    SELECT json_agg(json_build_object(
-               'job', {JOB_WITH_RUN.format(run=asof.RUN_AT_JSON)},
-               'last_write_at', (
+WRITER = """json_build_object(
+               'job', {job},
+               'last_write_at', {last_write_at}, 'lifecycle_state', {lifecycle_state})"""
+FIRST_BY_NAME = f"""LEFT JOIN LATERAL (
+    SELECT coalesce(json_agg({{item}} ORDER BY x.namespace, x.name), '[]')::text AS list
+    FROM ({{jobs}} ORDER BY 2, 3, 1 LIMIT {limits.EMBEDDED_REFS}) x
+    {{run_joins}}
+) {{alias}} ON true"""
+JOBS_OF = """
+    SELECT {columns}
+    FROM readmodel.dataset_names n
+    JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+    JOIN readmodel.jobs j ON j.id = e.job_id
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}'{held}
+    GROUP BY j.id, j.namespace, j.name"""
+JOB_COUNT = """(
+    SELECT count(DISTINCT e.job_id)
+    FROM readmodel.dataset_names n
+    JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}'{held})"""
+HELD = " AND " + asof.edge_held()
+JOB = "j.id, j.namespace, j.name, j.latest_run_id"
+# Each job's latest run: now (`jr`), or at T (`lr` and `s`).
+RUN_NOW = {
+    "job": JOB_WITH_RUN.format(run=latest_run("jr")),
+    "run_joins": "LEFT JOIN readmodel.runs jr ON jr.id = x.latest_run_id",
+}
+RUN_AS_OF = {
+    "job": JOB_WITH_RUN.format(run=asof.RUN_AT_JSON),
+    "run_joins": asof.latest_run_at_joins("x.id"),
+}
+WRITERS = FIRST_BY_NAME.format(
+    item=WRITER.format(
+        job=RUN_NOW["job"], last_write_at="x.last_write_at", lifecycle_state="x.lifecycle_state"
+    ),
+    jobs=JOBS_OF.format(
+        columns=f"""{JOB}, max(e.last_seen) AS last_write_at,
+           (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
+               AS lifecycle_state""",
+        direction="output",
+        held="",
+    ),
+    run_joins=RUN_NOW["run_joins"],
+    alias="w",
+)
+WRITERS_AS_OF = FIRST_BY_NAME.format(
+    item=WRITER.format(
+        job=RUN_AS_OF["job"],
+        last_write_at="""(
                    SELECT max(CASE WHEN re.last_seen <= %(as_of)s THEN re.last_seen
                                    ELSE re.first_seen END)
                    FROM readmodel.dataset_names w
                    JOIN readmodel.run_edges re ON re.namespace = w.namespace
                     AND re.name = w.name AND re.direction = 'output'
-                   WHERE w.dataset_id = d.id AND re.job_id = j.id
-                     AND re.first_seen <= %(as_of)s),
-               'lifecycle_state', (
+                   WHERE w.dataset_id = d.id AND re.job_id = x.id
+                     AND re.first_seen <= %(as_of)s)""",
+        lifecycle_state="""(
                    SELECT re.lifecycle_state
                    FROM readmodel.dataset_names w
                    JOIN readmodel.run_edges re ON re.namespace = w.namespace
                     AND re.name = w.name AND re.direction = 'output'
-                   WHERE w.dataset_id = d.id AND re.job_id = j.id
+                   WHERE w.dataset_id = d.id AND re.job_id = x.id
                      AND re.lifecycle_time <= %(as_of)s
-                   ORDER BY re.lifecycle_time DESC LIMIT 1))
-           ORDER BY j.namespace, j.name)
-    FROM (SELECT DISTINCT e.job_id
-          FROM readmodel.dataset_names n
-          JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-          WHERE n.dataset_id = d.id AND e.direction = 'output'
-            AND {asof.edge_held()}) x
-    JOIN readmodel.jobs j ON j.id = x.job_id
-    {asof.latest_run_at_joins("j.id")}
-), '[]')::text
-"""
-READ_BY = """j.id IN (
-    SELECT e.job_id FROM readmodel.dataset_names n
-    JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-    WHERE n.dataset_id = d.id AND e.direction = 'input'{held})"""
-READERS = jobs_with_runs("j", READ_BY.format(held=""), as_of=False)
-READERS_AS_OF = jobs_with_runs("j", READ_BY.format(held=" AND " + asof.edge_held()), as_of=True)
+                   ORDER BY re.lifecycle_time DESC LIMIT 1)""",
+    ),
+    jobs=JOBS_OF.format(columns=JOB, direction="output", held=HELD),
+    run_joins=RUN_AS_OF["run_joins"],
+    alias="w",
+)
+READERS = FIRST_BY_NAME.format(
+    item=RUN_NOW["job"],
+    jobs=JOBS_OF.format(columns=JOB, direction="input", held=""),
+    run_joins=RUN_NOW["run_joins"],
+    alias="rd",
+)
+READERS_AS_OF = FIRST_BY_NAME.format(
+    item=RUN_AS_OF["job"],
+    jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD),
+    run_joins=RUN_AS_OF["run_joins"],
+    alias="rd",
+)
+COUNTS = ", ".join(JOB_COUNT.format(direction=d, held="") for d in ("output", "input"))
+COUNTS_AS_OF = ", ".join(JOB_COUNT.format(direction=d, held=HELD) for d in ("output", "input"))
+# Its first EMBEDDED_REFS names (by kind, namespace, name); name_count counts them all.
 NAMES = f"""
 coalesce((
     SELECT json_agg({NAME_JSON.format(n="n")} ORDER BY n.kind, n.namespace, n.name)
-    FROM readmodel.dataset_names n WHERE n.dataset_id = d.id
+    FROM (SELECT * FROM readmodel.dataset_names n WHERE n.dataset_id = d.id
+          ORDER BY n.kind, n.namespace, n.name LIMIT {limits.EMBEDDED_REFS}) n
 ), '[]')::text
 """
 CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets")},
@@ -167,10 +208,12 @@ CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets
 # An id absorbed by a merge answers as the dataset it was merged into.
 GET_DATASET = f"""
 SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
-       d.first_seen, d.last_seen, {NAMES}, {WRITERS}, {READERS},
+       d.first_seen, d.last_seen, {NAMES}, w.list, rd.list,
        {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
-       {last_write_at("d")}
+       {last_write_at("d")}, {name_count("d")}, {COUNTS}
 FROM readmodel.datasets d
+{WRITERS}
+{READERS}
 WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
@@ -193,33 +236,60 @@ SELECT d.id, d.namespace, d.name, v.fields::text, d.facets::text, d.first_seen,
                WHERE o.namespace = n.namespace AND o.name = n.name
                  AND o.event_time <= %(as_of)s
            ) x WHERE n.dataset_id = d.id), d.first_seen),
-       {NAMES}, {WRITERS_AS_OF}, {READERS_AS_OF},
-       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time, {last_write_at_as_of("d")}
+       {NAMES}, w.list, rd.list,
+       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time, {last_write_at_as_of("d")},
+       {name_count("d")}, {COUNTS_AS_OF}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
 LEFT JOIN LATERAL {lifecycle_as_of("d")} lc ON true
+{WRITERS_AS_OF}
+{READERS_AS_OF}
 WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
 
-# The runs that read or wrote any of the dataset's names (started by `as_of` when given,
-# of one role when `direction` is given), newest first by start (writers first with sort
+# The dataset's names under which runs read or wrote it, and under which schemas were
+# observed: one index probe each (ordered as the index is, so it stays one whatever the
+# planner guesses of a name's rows), so the page below looks up only those. A dataset
+# with 2,001 names (a symlinks facet) otherwise cost a scan of run_edges, and 2,001
+# schema lookups for each reader on the page.
+RUN_NAMES = """
+SELECT n.namespace, n.name, e.found IS NOT NULL, o.found IS NOT NULL
+FROM readmodel.dataset_names n
+LEFT JOIN LATERAL (
+    SELECT true AS found FROM readmodel.run_edges e
+    WHERE e.namespace = n.namespace AND e.name = n.name
+    ORDER BY e.namespace, e.name, e.direction LIMIT 1) e ON true
+LEFT JOIN LATERAL (
+    SELECT true AS found FROM readmodel.schema_observations o
+    WHERE o.namespace = n.namespace AND o.name = n.name
+    ORDER BY o.namespace, o.name, o.event_time DESC LIMIT 1) o ON true
+WHERE n.dataset_id = %(id)s
+"""
+EDGE_NAMES = "unnest(%(edge_namespaces)s::text[], %(edge_names)s::text[])"
+SCHEMA_NAMES = (
+    "(SELECT * FROM unnest(%(schema_namespaces)s::text[], %(schema_names)s::text[])"
+    " AS s(namespace, name))"
+)
+
+# The runs that read or wrote any of those names (started by `as_of` when given, of one
+# role when `direction` is given), newest first by start (writers first with sort
 # `writers_first`); the page is cut before the per-run schema lookups. A run's schema: the
 # latest its own events carried for the dataset in that role, else (a reader) the latest
 # observed at its start. Its state: now, or at `as_of` from its events then.
 # Formatted with `state`, `ended` and `state_join` (now or at T), `key` and `outer_key`
-# (the sort's key over `t`/`lr` and over `p`), `after` (the cursor's condition, or none).
+# (the sort's key over `t`/`lr` and over `p`), `after` (the cursor's condition, or none),
+# `edge_names` and `schema_names` (the FROM items above) and `schema_at`.
 RUNS_OF_DATASET = """
 WITH page AS (
     SELECT t.run_id, t.direction, t.lifecycle_state, lr.started_at
     FROM (SELECT e.run_id, e.direction,
                  (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
                      AS lifecycle_state
-          FROM readmodel.dataset_names n
+          FROM {edge_names} AS n(namespace, name)
           JOIN readmodel.run_edges e ON e.namespace = n.namespace AND e.name = n.name
-          WHERE n.dataset_id = %(id)s
-            AND (%(direction)s::text IS NULL OR e.direction = %(direction)s::text)
+          WHERE %(direction)s::text IS NULL OR e.direction = %(direction)s::text
           GROUP BY e.run_id, e.direction) t
     JOIN readmodel.lineage_runs lr ON lr.run_id = t.run_id
     WHERE (%(as_of)s::timestamptz IS NULL OR lr.started_at <= %(as_of)s) {after}
@@ -234,8 +304,8 @@ SELECT p.run_id, p.direction, p.started_at, r.job_id, r.job_namespace, r.job_nam
        {state}, {ended},
        (SELECT v.version FROM versions v WHERE v.fields_hash = coalesce(
             (SELECT o.fields_hash FROM readmodel.schema_observations o
-             JOIN readmodel.dataset_names n ON n.namespace = o.namespace AND n.name = o.name
-             WHERE o.run_id = p.run_id AND o.role = p.direction AND n.dataset_id = %(id)s
+             JOIN {schema_names} n ON n.namespace = o.namespace AND n.name = o.name
+             WHERE o.run_id = p.run_id AND o.role = p.direction
                AND (%(as_of)s::timestamptz IS NULL OR o.event_time <= %(as_of)s)
              ORDER BY o.event_time DESC, o.seq DESC LIMIT 1),
             CASE WHEN p.direction = 'input' THEN {schema_at} END)),
@@ -266,7 +336,9 @@ def runs_of_dataset(as_of: bool, sort: str, after: bool) -> str:
     bound = ", ".join(f"%(a{i})s::{_RUN_CAST[c]}" for i, c in enumerate(columns))
     return RUNS_OF_DATASET.format(
         **(RUN_STATE_AS_OF if as_of else RUN_STATE_NOW),
-        schema_at=asof.schema_at("%(id)s", "p.started_at"),
+        edge_names=EDGE_NAMES,
+        schema_names=SCHEMA_NAMES,
+        schema_at=asof.schema_at_names(SCHEMA_NAMES, "p.started_at"),
         key=", ".join(f"{_RUN_KEY[c]} DESC" for c in columns),
         outer_key=", ".join(f"p.{c} DESC" for c in columns),
         after=f"AND ({key}) < ({bound})" if after else "",
@@ -283,25 +355,35 @@ WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(i
 # Newest first. Version numbers count from the oldest schema, so they are computed over
 # the whole history and the page is cut after. As of T: the versions first seen by then.
 LIST_VERSIONS = f"""
-SELECT v.version, v.event_time, v.seq, v.fields::text,
-       -- no run carried it (a DatasetEvent, an input): null; a run never seen: its id alone
-       coalesce((CASE WHEN v.run_id IS NULL THEN NULL
-                      WHEN r.id IS NULL THEN json_build_object('id', v.run_id, 'job', NULL,
-                                                               'state', NULL)
-                      ELSE {run_ref("r")} END)::text, 'null') FROM (
-    SELECT row_number() OVER (ORDER BY event_time, seq) AS version,
-           event_time, seq, fields, run_id
-    FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
-) v
-LEFT JOIN readmodel.runs r ON r.id = v.run_id
-WHERE (%(after_time)s::timestamptz IS NULL
-       OR (v.event_time, v.seq) < (%(after_time)s, %(after_seq)s))
-  AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
-ORDER BY v.event_time DESC, v.seq DESC
-LIMIT %(limit)s
+SELECT version, event_time, seq,
+       -- past the page's bytes (the first always fits): no fields, the page ends before
+       CASE WHEN sum(octet_length(fields)) OVER w - octet_length(fields) < %(page_bytes)s
+            THEN fields END,
+       run
+FROM (
+    SELECT v.version, v.event_time, v.seq, v.fields::text AS fields,
+           -- no run carried it (a DatasetEvent, an input): null; a run never seen: its id
+           coalesce((CASE WHEN v.run_id IS NULL THEN NULL
+                          WHEN r.id IS NULL THEN json_build_object('id', v.run_id, 'job', NULL,
+                                                                   'state', NULL)
+                          ELSE {run_ref("r")} END)::text, 'null') AS run
+    FROM (
+        SELECT row_number() OVER (ORDER BY event_time, seq) AS version,
+               event_time, seq, fields, run_id
+        FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
+    ) v
+    LEFT JOIN readmodel.runs r ON r.id = v.run_id
+    WHERE (%(after_time)s::timestamptz IS NULL
+           OR (v.event_time, v.seq) < (%(after_time)s, %(after_seq)s))
+      AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
+    ORDER BY v.event_time DESC, v.seq DESC
+    LIMIT %(limit)s
+) p
+WINDOW w AS (ORDER BY event_time DESC, seq DESC)
+ORDER BY event_time DESC, seq DESC
 """
 # How many versions and runs the dataset page embeds (the first page of each list).
-EMBEDDED = 10
+EMBEDDED = limits.EMBEDDED_PAGE
 
 
 class ListQuery(msgspec.Struct, frozen=True):
@@ -398,7 +480,8 @@ VERSIONS = Operation(
     query=PageQuery,
     not_found=True,
     description="One version per distinct schema, newest first, each with the run whose "
-    "output first carried it. With `as_of`: the versions first seen by then.",
+    "output first carried it (a page ends once it holds 4 MiB of fields, always holding "
+    "one). With `as_of`: the versions first seen by then.",
 )
 RUNS = Operation(
     "GET",
@@ -499,8 +582,14 @@ async def list_datasets(request: Request) -> Response:
 
 
 async def _versions(
-    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery, kind: str
+    conn: AsyncConnection[Any],
+    dataset: uuid.UUID,
+    query: PageQuery,
+    kind: str,
+    page_bytes: int = limits.PAGE_BYTES,
 ) -> models.DatasetVersionPage:
+    """A page of versions: `query.limit` at most, ending early once it holds `page_bytes`
+    of fields (always its first)."""
     after: tuple[Any, ...] = (None, None)
     if query.cursor is not None:
         after = decode_cursor(query.cursor, kind, [dt.datetime, int])
@@ -510,13 +599,14 @@ async def _versions(
         "after_seq": after[1],
         "as_of": query.as_of,
         "limit": query.limit + 1,
+        "page_bytes": page_bytes,
     }
     found = await rows(conn, LIST_VERSIONS, args)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2]))
+    items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[1], r[2]), 3)
     return models.DatasetVersionPage(
         items=[
             models.DatasetVersion(
-                version=r[0], event_time=r[1], fields=msgspec.Raw(r[3]), run=_run_ref.decode(r[4])
+                version=r[0], event_time=r[1], fields=parts.fields(r[3]), run=_run_ref.decode(r[4])
             )
             for r in items
         ],
@@ -528,9 +618,14 @@ async def _runs(
     conn: AsyncConnection[Any], dataset: uuid.UUID, query: RunsQuery, kind: str
 ) -> models.RunOfDatasetPage:
     columns, types = RUN_SORTS[query.sort]
+    names = await rows(conn, RUN_NAMES, {"id": dataset})
     args: dict[str, Any] = {
         "id": dataset,
         "direction": ROLES[query.role] if query.role else None,
+        "edge_namespaces": [n[0] for n in names if n[2]],
+        "edge_names": [n[1] for n in names if n[2]],
+        "schema_namespaces": [n[0] for n in names if n[3]],
+        "schema_names": [n[1] for n in names if n[3]],
         "as_of": query.as_of,
         "limit": query.limit + 1,
     }
@@ -579,7 +674,9 @@ async def get_dataset(request: Request) -> Response:
         if r is None:
             raise not_found("dataset", path.dataset_id)
         asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
-        versions = await _versions(conn, r[0], first, _versions_kind(r[0], first))
+        versions = await _versions(
+            conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
+        )
         runs = await _runs(conn, r[0], writers_first, _runs_kind(r[0], writers_first))
     lifecycle = None
     if r[14] is not None and r[15] is not None:
@@ -590,13 +687,16 @@ async def get_dataset(request: Request) -> Response:
             id=r[0],
             namespace=r[1],
             name=r[2],
-            fields=msgspec.Raw(r[3]) if r[3] is not None else None,
+            fields=parts.fields(r[3]) if r[3] is not None else None,
             facets=facets.served(r[4], facets.DATASET),
             first_seen=r[5],
             last_seen=r[6],
             names=_names.decode(r[7]),
+            name_count=r[17],
             producers=_writers.decode(r[8]),
+            producer_count=r[18],
             consumers=_jobs.decode(r[9]),
+            consumer_count=r[19],
             description=r[10],
             owners=_owners.decode(r[11]),
             tags=_tags.decode(r[12]),

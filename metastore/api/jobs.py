@@ -83,9 +83,11 @@ SORTS: dict[str, tuple[str, str, list[type]]] = {
     ),
 }
 
-# Its parent (a list of one or none) and its children, each with its latest run.
+# Its parent (a list of one or none) and its first EMBEDDED_REFS children by name, each
+# with its latest run, and how many children there are.
 PARENT = jobs_with_runs("p", "p.id = j.parent_job_id", as_of=False)
 CHILDREN = jobs_with_runs("c", "c.parent_job_id = j.id", as_of=False)
+CHILD_COUNT = "(SELECT count(*) FROM readmodel.jobs c WHERE c.parent_job_id = j.id)"
 CATALOGUE = f"""{description("j.facets")}, {owners("j.facets")}, {tags("j.facets")}"""
 RUN_COUNT = "(SELECT count(*) FROM readmodel.runs c WHERE c.job_id = j.id)"
 
@@ -97,7 +99,7 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {CHILDREN},
        {edge_datasets("job_edges", "job_id", "j.id", "input")},
        {edge_datasets("job_edges", "job_id", "j.id", "output")},
-       {CATALOGUE}, {RUN_COUNT}
+       {CATALOGUE}, {RUN_COUNT}, {CHILD_COUNT}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE j.id = %(id)s
@@ -121,7 +123,8 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {job_datasets_at("j.id", "output")},
        {CATALOGUE},
        (SELECT count(*) FROM readmodel.lineage_runs c
-        WHERE c.job_id = j.id AND c.started_at <= %(as_of)s)
+        WHERE c.job_id = j.id AND c.started_at <= %(as_of)s),
+       {CHILD_COUNT}
 FROM readmodel.jobs j
 {asof.latest_run_at_joins("j.id")}
 WHERE j.id = %(id)s
@@ -182,7 +185,7 @@ GET = Operation(
     description="Names, facets, job type, description, owners and tags, parent and child "
     "jobs (each with its latest run), latest run, run count, and the datasets it reads and "
     "writes (over all its runs and its static lineage; the first 100 of each by name, with "
-    "their counts). With "
+    "their counts; the first 100 children likewise). With "
     "`as_of`: its latest run started at or before then, in the state it had then, and the "
     "datasets that run read and wrote (plus static lineage declared by then); `last_seen` "
     "as of then; names, facets, parent and children as they are now. A job first seen "
@@ -333,6 +336,7 @@ async def get_job(request: Request) -> Response:
             owners=_owners.decode(r[22]),
             tags=_tags.decode(r[23]),
             run_count=r[24],
+            child_count=r[25],
         ),
     )
 

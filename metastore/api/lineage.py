@@ -1,13 +1,13 @@
-"""GET /lineage (the job/dataset graph around a node) and /datasets/{id}/column-lineage.
+"""GET /lineage: the job/dataset graph around a node, now or as of a moment.
 
-Both walk the graph in PostgreSQL: a breadth-first recursive CTE over the edges of
-readmodel.job_edges (or column_lineage), resolving edge names to dataset ids through
-readmodel.dataset_names. /lineage walks level by level with the set of nodes seen (each
-node expanded once), stops past `max_nodes`, then reads the edges between the nodes it
-kept (two statements, one connection). Both are capped, so a dense graph answers
-`truncated` instead of growing without bound.
-The queries are named constants so a time-travel variant (`as_of`, over run_edges and
-lineage_runs) can sit beside them.
+It walks the graph in PostgreSQL: a breadth-first recursive CTE over the edges of
+readmodel.job_edges, resolving edge names to dataset ids through readmodel.dataset_names,
+level by level with the set of nodes seen (each node expanded once). It stops past
+`max_nodes` nodes or limits.VISIT_LIMIT edge rows looked at, then reads the edges between
+the nodes it kept (two statements, one connection), at most limits.EDGE_LIMIT: a dense
+graph answers `truncated` instead of growing without bound. The queries are named
+constants so a time-travel variant (`as_of`, over run_edges and lineage_runs) can sit
+beside them. Field-level lineage: metastore/api/column_lineage.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, models, params
+from metastore.api import asof, limits, models
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -36,17 +36,17 @@ from metastore.api.sqlparts import (
 )
 from metastore.problems import InvalidParam, ProblemError
 
-DEFAULT_DEPTH = 3
-MAX_DEPTH = 20
-NODE_LIMIT = 1000
-# Column lineage walks edges per path (column graphs are small); its walk is capped at
-# this many rows per edge kept, so a dense one answers `truncated` instead of running on.
-ROW_CAP_PER_NODE = 20
+# (run_lineage and the document use them from here too)
+DEFAULT_DEPTH = limits.DEFAULT_DEPTH
+MAX_DEPTH = limits.MAX_DEPTH
+NODE_LIMIT = limits.NODE_LIMIT
 
 # Breadth-first, one row per level: the frontier of each walk (downstream, upstream) and
 # the nodes each has seen, so a node is expanded once per walk however many paths reach
 # it (a recursive CTE over single nodes repeats a node once per path length, which
-# explodes on dense or cyclic graphs). The walk stops past `max_nodes` nodes.
+# explodes on dense or cyclic graphs). The walk stops past `max_nodes` nodes, and when it
+# has looked at `visit_limit` edge rows (`raw`: a dataset with 20,000 readers costs
+# 20,000 rows whatever the node limit), `capped` then.
 # Rows: (type, id, depth, namespace, name, reached, cut) for each node kept, nearest first.
 LINEAGE_WALK = """
 WITH RECURSIVE start AS (
@@ -56,9 +56,9 @@ WITH RECURSIVE start AS (
         %(id)s::uuid) AS id
 ),
 bfs(depth, down_ds, down_jobs, up_ds, up_jobs, seen_down_ds, seen_down_jobs, seen_up_ds,
-    seen_up_jobs) AS (
+    seen_up_jobs, visited, capped) AS (
     SELECT 0, f.down_ds, f.down_jobs, f.up_ds, f.up_jobs,
-           f.down_ds, f.down_jobs, f.up_ds, f.up_jobs
+           f.down_ds, f.down_jobs, f.up_ds, f.up_jobs, 0, false
     FROM start s CROSS JOIN LATERAL (SELECT
         CASE WHEN s.kind = 'dataset' AND %(down)s THEN ARRAY[s.id] ELSE ARRAY[]::uuid[] END,
         CASE WHEN s.kind = 'job' AND %(down)s THEN ARRAY[s.id] ELSE ARRAY[]::uuid[] END,
@@ -68,24 +68,32 @@ bfs(depth, down_ds, down_jobs, up_ds, up_jobs, seen_down_ds, seen_down_jobs, see
   UNION ALL
     SELECT w.depth + 1, n.down_ds, n.down_jobs, n.up_ds, n.up_jobs,
            w.seen_down_ds || n.down_ds, w.seen_down_jobs || n.down_jobs,
-           w.seen_up_ds || n.up_ds, w.seen_up_jobs || n.up_jobs
+           w.seen_up_ds || n.up_ds, w.seen_up_jobs || n.up_jobs,
+           w.visited + cardinality(raw.down_ds) + cardinality(raw.down_jobs)
+               + cardinality(raw.up_ds) + cardinality(raw.up_jobs),
+           greatest(cardinality(raw.down_ds), cardinality(raw.down_jobs),
+                    cardinality(raw.up_ds), cardinality(raw.up_jobs))
+               >= %(visit_limit)s - w.visited
     FROM bfs w
     CROSS JOIN LATERAL (SELECT
         -- downstream: the datasets the frontier's jobs write
-        ARRAY({down_datasets}
-              EXCEPT SELECT unnest(w.seen_down_ds)),
+        ARRAY({down_datasets} LIMIT %(visit_limit)s - w.visited),
         -- downstream: the jobs that read the frontier's datasets
-        ARRAY({down_jobs}
-              EXCEPT SELECT unnest(w.seen_down_jobs)),
+        ARRAY({down_jobs} LIMIT %(visit_limit)s - w.visited),
         -- upstream: the datasets the frontier's jobs read
-        ARRAY({up_datasets}
-              EXCEPT SELECT unnest(w.seen_up_ds)),
+        ARRAY({up_datasets} LIMIT %(visit_limit)s - w.visited),
         -- upstream: the jobs that write the frontier's datasets
-        ARRAY({up_jobs}
-              EXCEPT SELECT unnest(w.seen_up_jobs))
+        ARRAY({up_jobs} LIMIT %(visit_limit)s - w.visited)
+        OFFSET 0  -- computed once per level (each column is used twice below)
+    ) AS raw(down_ds, down_jobs, up_ds, up_jobs)
+    CROSS JOIN LATERAL (SELECT
+        ARRAY(SELECT unnest(raw.down_ds) EXCEPT SELECT unnest(w.seen_down_ds)),
+        ARRAY(SELECT unnest(raw.down_jobs) EXCEPT SELECT unnest(w.seen_down_jobs)),
+        ARRAY(SELECT unnest(raw.up_ds) EXCEPT SELECT unnest(w.seen_up_ds)),
+        ARRAY(SELECT unnest(raw.up_jobs) EXCEPT SELECT unnest(w.seen_up_jobs))
         OFFSET 0  -- computed once per level (each column is used twice above)
     ) AS n(down_ds, down_jobs, up_ds, up_jobs)
-    WHERE w.depth < %(depth)s
+    WHERE w.depth < %(depth)s AND NOT w.capped
       AND cardinality(w.down_ds) + cardinality(w.down_jobs) + cardinality(w.up_ds)
           + cardinality(w.up_jobs) > 0
       AND cardinality(w.seen_down_ds) + cardinality(w.seen_down_jobs)
@@ -99,10 +107,11 @@ reached AS (
     ) r GROUP BY kind, id
 ),
 kept AS (SELECT kind, id, depth FROM reached ORDER BY depth, kind, id LIMIT %(max_nodes)s),
--- the walk stopped at the node limit with nodes still to expand, short of `depth`
+-- the walk stopped at the node limit with nodes still to expand, short of `depth`, or
+-- at the visit limit
 cut AS (
-    SELECT depth < %(depth)s AND cardinality(down_ds) + cardinality(down_jobs)
-           + cardinality(up_ds) + cardinality(up_jobs) > 0 AS cut
+    SELECT capped OR (depth < %(depth)s AND cardinality(down_ds) + cardinality(down_jobs)
+           + cardinality(up_ds) + cardinality(up_jobs) > 0) AS cut
     FROM bfs ORDER BY depth DESC LIMIT 1
 )
 SELECT k.kind, k.id, k.depth, coalesce(j.namespace, d.namespace), coalesce(j.name, d.name),
@@ -185,8 +194,10 @@ LATEST_LIFECYCLE = "(array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC 
 LINEAGE_LINKS = """
 WITH job_side AS ({job_side}),
 dataset_side AS ({dataset_side})
-SELECT 'edge', direction, job_id, dataset_id, lifecycle, NULL::bigint FROM job_side
-WHERE dataset_id = ANY(%(datasets)s::uuid[])
+(SELECT 'edge', direction, job_id, dataset_id, lifecycle, NULL::bigint FROM job_side
+ WHERE dataset_id = ANY(%(datasets)s::uuid[])
+ ORDER BY job_id, dataset_id, direction
+ LIMIT %(max_edges)s)
 UNION ALL
 SELECT 'job', direction, job_id, NULL, NULL, count(*) FROM job_side
 WHERE NOT dataset_id = ANY(%(datasets)s::uuid[]) GROUP BY direction, job_id
@@ -222,109 +233,6 @@ LINEAGE_EDGES_AS_OF = LINEAGE_LINKS.format(
     job_side=JOB_SIDE_AS_OF, dataset_side=DATASET_SIDE.format(held=" AND " + asof.edge_held())
 )
 
-# Field-level: upstream follows `out <- in` from the dataset's fields back to their
-# sources; downstream the other way. Rows: one per edge with its least depth. `{edges}` is
-# only ever read through LATERAL lookups by name: as of a moment it is a DISTINCT ON
-# subquery, which the planner cannot join by index, and a plain join (or an OR of two
-# conditions) built it whole, every run's field edges, for each request (seconds on a large
-# log). The final lookup's LIMIT 1 (a pair is one row) keeps it from being flattened
-# into such a join.
-COLUMN_LINEAGE_WALK = """
-WITH RECURSIVE walk(out_namespace, out_name, out_field, in_namespace, in_name, in_field,
-                    dir, depth) AS (
-    SELECT c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
-           d.dir, 1
-    FROM unnest(%(dirs)s::text[]) AS d(dir)
-    JOIN readmodel.dataset_names n ON n.dataset_id = %(id)s
-    CROSS JOIN LATERAL (
-        SELECT * FROM {edges} c
-        WHERE d.dir = 'up' AND c.out_namespace = n.namespace AND c.out_name = n.name
-          AND (%(field)s::text IS NULL OR c.out_field = %(field)s::text)
-      UNION ALL
-        SELECT * FROM {edges} c
-        WHERE d.dir = 'down' AND c.in_namespace = n.namespace AND c.in_name = n.name
-          AND (%(field)s::text IS NULL OR c.in_field = %(field)s::text)
-    ) c
-  UNION
-    SELECT c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
-           w.dir, w.depth + 1
-    FROM walk w
-    -- the dataset at the far end of the edge, under any of its names
-    JOIN readmodel.dataset_names here
-      ON here.namespace = CASE w.dir WHEN 'up' THEN w.in_namespace ELSE w.out_namespace END
-     AND here.name = CASE w.dir WHEN 'up' THEN w.in_name ELSE w.out_name END
-    JOIN readmodel.dataset_names alias ON alias.dataset_id = here.dataset_id
-    CROSS JOIN LATERAL (
-        SELECT * FROM {edges} c
-        WHERE w.dir = 'up' AND c.out_namespace = alias.namespace
-          AND c.out_name = alias.name AND c.out_field = w.in_field
-      UNION ALL
-        SELECT * FROM {edges} c
-        WHERE w.dir = 'down' AND c.in_namespace = alias.namespace
-          AND c.in_name = alias.name AND c.in_field = w.out_field
-    ) c
-    WHERE w.depth < %(depth)s
-),
-walked AS (SELECT * FROM walk LIMIT %(row_cap)s),
-edges AS (
-    SELECT out_namespace, out_name, out_field, in_namespace, in_name, in_field,
-           min(depth) AS depth
-    FROM walked GROUP BY 1, 2, 3, 4, 5, 6
-    ORDER BY depth, 1, 2, 3, 4, 5, 6
-    LIMIT %(max_edges)s
-)
-SELECT e.in_namespace, e.in_name, e.in_field, src.dataset_id,
-       e.out_namespace, e.out_name, e.out_field, dst.dataset_id,
-       c.transformations::text, c.job_id, e.depth,
-       (SELECT count(*) FROM walked),
-       sd.namespace, sd.name, dd.namespace, dd.name, cj.namespace, cj.name,
-       coalesce((SELECT json_agg(json_build_object('id', j.id, 'namespace', j.namespace,
-                                                   'name', j.name)
-                                 ORDER BY j.namespace, j.name)
-                 FROM readmodel.jobs j WHERE j.id = ANY(c.job_ids)), '[]')::text
-FROM edges e
-CROSS JOIN LATERAL (
-    SELECT c.transformations, c.job_id, c.job_ids FROM {edges} c
-    WHERE c.out_namespace = e.out_namespace AND c.out_name = e.out_name
-      AND c.out_field = e.out_field AND c.in_namespace = e.in_namespace
-      AND c.in_name = e.in_name AND c.in_field = e.in_field
-    LIMIT 1) c
-LEFT JOIN readmodel.dataset_names src
-  ON src.namespace = e.in_namespace AND src.name = e.in_name
-LEFT JOIN readmodel.dataset_names dst
-  ON dst.namespace = e.out_namespace AND dst.name = e.out_name
-LEFT JOIN readmodel.datasets sd ON sd.id = src.dataset_id
-LEFT JOIN readmodel.datasets dd ON dd.id = dst.dataset_id
-LEFT JOIN readmodel.jobs cj ON cj.id = c.job_id
-ORDER BY e.depth, e.out_namespace, e.out_name, e.out_field, e.in_namespace, e.in_name,
-         e.in_field
-"""
-# Field edges at `%(as_of)s`: those of each job's latest run started by then (and static
-# ones declared by then), one row per field pair (the latest report), as column_lineage.
-# Every pair a run reported is in column_lineage, found there by name (the walk's lookups
-# are pushed into this subquery); the reports that hold it are the output's rows in
-# run_column_lineage whose `edges` have its key.
-COLUMN_EDGES_AS_OF = f"""(
-    SELECT DISTINCT ON (c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name,
-                        c.in_field)
-           c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
-           r.edges -> k.key AS transformations, r.job_id, r.run_id, r.first_seen,
-           r.last_seen, r.last_seq, c.job_ids
-    FROM readmodel.column_lineage c
-    CROSS JOIN LATERAL (SELECT replace(c.edge_key::text, '-', '') AS key) k
-    JOIN readmodel.run_column_lineage r
-      ON r.out_namespace = c.out_namespace AND r.out_name = c.out_name AND r.edges ? k.key
-    WHERE CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
-               ELSE r.run_id = {asof.latest_run("r.job_id")} END
-    ORDER BY c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
-             r.last_seen DESC, r.last_seq DESC)"""
-COLUMN_LINEAGE = COLUMN_LINEAGE_WALK.format(edges="readmodel.column_lineage")
-COLUMN_LINEAGE_AS_OF = COLUMN_LINEAGE_WALK.format(edges=COLUMN_EDGES_AS_OF)
-DATASET_REF = """
-SELECT d.id, d.namespace, d.name, d.first_seen FROM readmodel.datasets d
-WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
-"""
-
 Direction = Annotated[
     Literal["upstream", "downstream", "both"],
     Meta(description="Follow the data flow backwards, forwards, or both ways."),
@@ -341,7 +249,6 @@ JobHops = Annotated[
         "and its datasets).",
     ),
 ]
-_DIRS = {"upstream": ["up"], "downstream": ["down"], "both": ["up", "down"]}
 
 
 class LineageQuery(msgspec.Struct, frozen=True):
@@ -361,25 +268,6 @@ class LineageQuery(msgspec.Struct, frozen=True):
     as_of: asof.AsOf = None
 
 
-class ColumnLineageQuery(msgspec.Struct, frozen=True):
-    direction: Direction = "upstream"
-    depth: Annotated[int, Meta(ge=1, le=MAX_DEPTH, description="Hops of field edges.")] = (
-        DEFAULT_DEPTH
-    )
-    field: Annotated[
-        params.Name | None,
-        Meta(
-            description="Only the lineage of this field of the dataset: upstream, the fields "
-            "it derives from; downstream, those derived from it (no edges: a field without).",
-        ),
-    ] = None
-    as_of: asof.AsOf = None
-
-
-class DatasetPath(msgspec.Struct, frozen=True):
-    dataset_id: uuid.UUID
-
-
 LINEAGE_OP = Operation(
     "GET",
     "/lineage",
@@ -395,33 +283,14 @@ LINEAGE_OP = Operation(
     "are `dataset:<id>` and `job:<id>`; a node's `depth` is its distance in hops, and its "
     "`beyond` says how many of its neighbours, upstream and downstream, the answer leaves "
     "out (what expanding it would add). Past `max_nodes` nodes (default and most 1,000) "
-    "the nearest are kept and `truncated` is true. With `as_of`, the graph as it was then: "
-    "each job's edges are "
-    "those of its latest run started at or before `as_of` (and its static lineage "
-    "declared by then); a node first seen after `as_of` answers 404.",
-)
-COLUMN_OP = Operation(
-    "GET",
-    "/datasets/{dataset_id}/column-lineage",
-    "getColumnLineage",
-    "The field-level lineage of a dataset",
-    models.ColumnLineage,
-    tag="lineage",
-    path_params=DatasetPath,
-    query=ColumnLineageQuery,
-    not_found=True,
-    description="Field edges from the `columnLineage` facet: upstream, the fields this "
-    "dataset's fields derive from (and theirs, up to `depth`); downstream, the fields "
-    "derived from its fields. Each edge names its datasets (display name) and the job of "
-    "its latest report (`job`) and every job that ever reported it (`jobs`, all time). "
-    "With `as_of`, the field edges each job's latest run started at or before `as_of` "
-    "reported (in its latest `columnLineage` facet for the dataset), "
-    "and those of the job's latest static declaration (JobEvent) if it had made one by "
-    "then. `field` follows one field of the dataset.",
+    f"the nearest are kept and `truncated` is true; so it is when the walk has looked at "
+    f"{limits.VISIT_LIMIT:,} edges (it stops there) or the nodes have more than "
+    f"{limits.EDGE_LIMIT:,} edges between them (the first are kept). With `as_of`, the "
+    "graph as it was then: each job's edges are those of its latest run started at or "
+    "before `as_of` (and its static lineage declared by then); a node first seen after "
+    "`as_of` answers 404.",
 )
 resource = Resource()
-
-_EDGE_LIMIT = 5000
 
 
 def _key(kind: str, id_: uuid.UUID) -> str:
@@ -487,6 +356,7 @@ async def get_lineage(request: Request) -> Response:
         # `depth` counts jobs; the walk counts hops: so it ends on datasets
         "depth": 2 * query.depth + (kind == "job"),
         "max_nodes": query.max_nodes,
+        "visit_limit": limits.VISIT_LIMIT,
         "as_of": query.as_of,
     }
     timeless = query.as_of is None
@@ -500,7 +370,12 @@ async def get_lineage(request: Request) -> Response:
         links = await rows(
             conn,
             LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
-            {"jobs": jobs, "datasets": datasets, "as_of": query.as_of},
+            {
+                "jobs": jobs,
+                "datasets": datasets,
+                "as_of": query.as_of,
+                "max_edges": limits.EDGE_LIMIT + 1,
+            },
         )
     # Neighbours left out, by node and side: upstream of a dataset are the jobs writing
     # it ('output' edges), of a job the datasets it reads ('input' edges).
@@ -523,7 +398,9 @@ async def get_lineage(request: Request) -> Response:
         else:
             side = "up" if direction == "output" else "down"
             left_out[("dataset", ds, side)] = count
+    too_many_edges = len(edges) > limits.EDGE_LIMIT
     edges.sort(key=lambda e: (e.from_, e.to))
+    del edges[limits.EDGE_LIMIT :]
     nodes = [
         _node(
             r,
@@ -535,63 +412,7 @@ async def get_lineage(request: Request) -> Response:
         for r in found
     ]
     reached, cut = found[0][5], found[0][6]
-    truncated = reached > len(nodes) or bool(cut)
+    truncated = reached > len(nodes) or bool(cut) or too_many_edges
     return json_response(
         request, models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
-    )
-
-
-_jobs = msgspec.json.Decoder(list[models.JobRef])
-
-
-def _dataset_ref(id_: Any, namespace: Any, name: Any) -> models.DatasetRef | None:
-    return models.DatasetRef(id=id_, namespace=namespace, name=name) if id_ else None
-
-
-@resource.add(COLUMN_OP)
-async def get_column_lineage(request: Request) -> Response:
-    path: DatasetPath = COLUMN_OP.parse_path(request)
-    query: ColumnLineageQuery = COLUMN_OP.parse_query(request)
-    args: dict[str, Any] = {
-        "id": path.dataset_id,
-        "dirs": _DIRS[query.direction],
-        "depth": query.depth,
-        "max_edges": _EDGE_LIMIT,
-        "row_cap": _EDGE_LIMIT * ROW_CAP_PER_NODE,
-        "field": query.field,
-        "as_of": query.as_of,
-    }
-    async with connection(request) as conn:
-        dataset = await rows(conn, DATASET_REF, args)
-        if not dataset:
-            raise not_found("dataset", path.dataset_id)
-        asof.check_seen("dataset", path.dataset_id, dataset[0][3], query.as_of)
-        args["id"] = dataset[0][0]
-        found = await rows(
-            conn, COLUMN_LINEAGE if query.as_of is None else COLUMN_LINEAGE_AS_OF, args
-        )
-    edges = [
-        models.ColumnEdge(
-            from_=models.ColumnRef(
-                dataset=_dataset_ref(r[3], r[12], r[13]), namespace=r[0], name=r[1], field=r[2]
-            ),
-            to=models.ColumnRef(
-                dataset=_dataset_ref(r[7], r[14], r[15]), namespace=r[4], name=r[5], field=r[6]
-            ),
-            transformations=msgspec.Raw(r[8]),
-            job=models.JobRef(id=r[9], namespace=r[16], name=r[17]) if r[16] else None,
-            jobs=_jobs.decode(r[18]),
-            depth=r[10],
-        )
-        for r in found
-    ]
-    walked = found[0][11] if found else 0
-    d = dataset[0]
-    return json_response(
-        request,
-        models.ColumnLineage(
-            dataset=models.DatasetRef(id=d[0], namespace=d[1], name=d[2]),
-            edges=edges,
-            truncated=len(edges) >= _EDGE_LIMIT or walked >= args["row_cap"],
-        ),
     )

@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from metastore.api import limits
+
 REF = "#/components/schemas/{name}"
 
 # JSON passed through without a decode (stored events, schema fields, facets): the schema
@@ -411,7 +413,15 @@ class Job(Struct):
     first_seen: Time
     last_seen: Time
     parent: JobRefWithRun | None
-    children: list[JobRefWithRun]
+    children: Annotated[
+        list[JobRefWithRun],
+        Meta(
+            description="Its child jobs (jobs whose runs name this job's in their parent "
+            f"facet), each with its latest run: the first {limits.EMBEDDED_REFS} by name; "
+            "`child_count` counts them all."
+        ),
+    ]
+    child_count: Annotated[int, Meta(ge=0, description="How many child jobs it has.")]
     latest_run: LatestRun | None
     run_count: Annotated[int, Meta(ge=0, description="Its runs (all time).")]
     inputs: Annotated[
@@ -491,7 +501,11 @@ class Run(Struct):
 
 class RunEventPage(Struct):
     items: Annotated[
-        list[JSONObject], Meta(description="The run's OpenLineage events as stored, in log order.")
+        list[JSONObject],
+        Meta(
+            description="The run's OpenLineage events as stored, in log order (a page ends "
+            f"once it holds {limits.PAGE_BYTES // 2**20} MiB of events, always holding one)."
+        ),
     ]
     next_cursor: Cursor
 
@@ -656,7 +670,14 @@ class Dataset(Struct):
     id: uuid.UUID
     namespace: Annotated[str, Meta(description="Namespace of its display name.")]
     name: Annotated[str, Meta(description="Its display name (the rule in DatasetSummary).")]
-    names: list[DatasetName]
+    names: Annotated[
+        list[DatasetName],
+        Meta(
+            description=f"Its names with their kind: the first {limits.EMBEDDED_REFS} (by "
+            "kind, namespace and name); `name_count` counts them all."
+        ),
+    ]
+    name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
     fields: Annotated[
         SchemaFields | None, Meta(description="The `schema` facet fields of the latest version.")
     ]
@@ -671,15 +692,27 @@ class Dataset(Struct):
     last_write_at: Annotated[Time | None, Meta(description="The latest event of a job writing it.")]
     producers: Annotated[
         list[DatasetWriter],
-        Meta(description="Jobs that wrote it (or changed its lifecycle), by name."),
+        Meta(
+            description="Jobs that wrote it (or changed its lifecycle): the first "
+            f"{limits.EMBEDDED_REFS} by name; `producer_count` counts them all."
+        ),
     ]
+    producer_count: Annotated[int, Meta(ge=0, description="How many jobs wrote it.")]
     consumers: Annotated[
         list[JobRefWithRun],
-        Meta(description="The jobs that read it, by name, with their latest run."),
+        Meta(
+            description="The jobs that read it, with their latest run: the first "
+            f"{limits.EMBEDDED_REFS} by name; `consumer_count` counts them all."
+        ),
     ]
+    consumer_count: Annotated[int, Meta(ge=0, description="How many jobs read it.")]
     versions: Annotated[
         DatasetVersionPage,
-        Meta(description="The first page (10) of /datasets/{id}/versions: its history."),
+        Meta(
+            description=f"The first page ({limits.EMBEDDED_PAGE}, ending early past "
+            f"{limits.EMBEDDED_BYTES // 2**20} MiB of fields) of /datasets/{{id}}/versions: "
+            "its history."
+        ),
     ]
     runs: Annotated[
         RunOfDatasetPage,
@@ -783,7 +816,11 @@ class LineageGraph(Struct):
     nodes: list[LineageNode]
     edges: list[LineageEdge]
     truncated: Annotated[
-        bool, Meta(description="True when the node limit cut the graph short of `depth`.")
+        bool,
+        Meta(
+            description="True when a limit cut the graph short of `depth`: the node limit, "
+            f"{limits.VISIT_LIMIT:,} edges looked at, or {limits.EDGE_LIMIT:,} edges."
+        ),
     ]
 
 
@@ -830,14 +867,27 @@ class ColumnEdge(Struct):
     to: ColumnRef
     transformations: Transformations
     job: Annotated[JobRef | None, Meta(description="The job of the latest report of this edge.")]
-    jobs: Annotated[list[JobRef], Meta(description="Every job that reported this edge.")]
+    jobs: Annotated[
+        list[JobRef],
+        Meta(
+            description=f"Jobs that reported this edge (all time): up to {limits.EDGE_JOBS} "
+            "of them, by name; `job_count` counts them all."
+        ),
+    ]
+    job_count: Annotated[int, Meta(ge=0, description="How many jobs ever reported this edge.")]
     depth: Annotated[int, Meta(ge=1)]
 
 
 class ColumnLineage(Struct):
     dataset: DatasetRef
     edges: list[ColumnEdge]
-    truncated: bool
+    truncated: Annotated[
+        bool,
+        Meta(
+            description=f"True when the walk stopped short of `depth`: at {limits.EDGE_LIMIT:,} "
+            f"edges, or {limits.VISIT_LIMIT:,} edges looked at."
+        ),
+    ]
 
 
 # --- search ---------------------------------------------------------------------------

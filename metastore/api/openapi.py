@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from metastore import export
 from metastore.api import (
+    column_lineage,
     datasets,
     jobs,
     lineage,
@@ -44,7 +45,17 @@ PREFIX = "/api/v1"
 CHECKED_IN = Path(__file__).resolve().parent.parent / "openapi.json"
 REF = "#/components/schemas/{name}"
 
-API_RESOURCES = (namespaces, jobs, runs, datasets, lineage, run_lineage, search, status)
+API_RESOURCES = (
+    namespaces,
+    jobs,
+    runs,
+    datasets,
+    lineage,
+    column_lineage,
+    run_lineage,
+    search,
+    status,
+)
 
 DESCRIPTION = """\
 The metastore of the Stackable Data Platform: OpenLineage events in (`/ingest`), the
@@ -86,6 +97,12 @@ failures (`/runs?namespace=...&state=FAIL,ABORT`), a lineage graph whose nodes c
 what it draws and what lies beyond (`/lineage`), a dataset page (`/datasets/{dataset_id}`
 and its `/column-lineage`), a job page (`/jobs/{job_id}` and `/runs?job_id=`): one or two
 calls each.
+
+Bounds: each statement of a read runs at most METASTORE_READ_TIMEOUT (10 s by default;
+past it a 503 of type `.../read-timeout`); graph walks stop at `max_nodes` nodes, 20,000
+edges looked at or 5,000 edges (`truncated: true`); an embedded list holds its first 100
+(an edge's `jobs`: 20) with a count of all; a page ends at `limit` items or 4 MiB of stored
+JSON; no answer exceeds 16 MiB apart from the parts producers sent, served as sent.
 
 Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` (and its `/versions`,
 `/runs` and `/column-lineage`) take `as_of` (RFC 3339, for example
@@ -212,6 +229,11 @@ _UNKNOWN_PARAMETER = (
     "A query parameter was given: this operation takes none; `invalid-params` names it."
 )
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "string"}}}
+_READ_UNAVAILABLE = (
+    "The database is unavailable (type `unavailable`): retry after `Retry-After`; or the "
+    "read ran past its time limit, METASTORE_READ_TIMEOUT (type `read-timeout`, no "
+    "Retry-After): ask for less (a smaller depth or limit, no `as_of`) or retry later."
+)
 _INGESTED = {"type": "object", "properties": {"status": {"const": "success"}}}
 # Probes and scrapers are configured by others and filter nothing: parameters are ignored.
 _PROBE = " It takes no query parameters and ignores any (probes and scrapers add their own)."
@@ -476,9 +498,7 @@ def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
             else None,
         )
     )
-    responses["503"] = _problem(
-        "The database is unavailable; retry.", _RETRY_AFTER, kind="unavailable"
-    )
+    responses["503"] = _problem(_READ_UNAVAILABLE, _RETRY_AFTER, kind="unavailable")
     return {
         "operationId": op.operation_id,
         "summary": op.summary,
@@ -508,7 +528,7 @@ def _other_operation(op: OtherOperation) -> dict[str, Any]:
     if op.scope:
         responses.update(_refusals(op.scope, None))
         responses["503"] = _problem(
-            "The database is unavailable; retry."
+            _READ_UNAVAILABLE
             if op.body is None
             else "The database is unavailable, or the server holds its budget of request "
             "bytes in flight (METASTORE_MAX_INFLIGHT_BYTES); retry after Retry-After seconds.",

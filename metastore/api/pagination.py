@@ -127,3 +127,12 @@ async def total(
         return len(whole), True
     (counted,) = await row(conn, count, args)
     return (TOTAL_CAP, False) if counted > TOTAL_CAP else (counted, True)
+
+
+def page_of_bytes(
+    rows: list[T], limit: int, kind: str, key: Callable[[T], Sequence[Any]], column: int
+) -> tuple[list[T], str | None]:
+    """`page` for rows whose query cut them at a byte budget: past it, a row comes with
+    None in `column` (its stored JSON, left unsent), and the page ends before it."""
+    fits = next((i for i, r in enumerate(rows) if r[column] is None), len(rows))  # type: ignore[index]
+    return page(rows[: fits + 1], min(limit, fits), kind, key)

@@ -11,11 +11,17 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import facets, models, params
+from metastore.api import facets, limits, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.jobs import DatasetsQuery, datasets_page
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
+from metastore.api.pagination import (
+    bound_kind,
+    count_capped,
+    decode_cursor,
+    page_of_bytes,
+    page_with_total,
+)
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import DATASETS_PAGE, duration, edge_datasets, run_ref, started
 from metastore.problems import ProblemError
@@ -89,14 +95,22 @@ WHERE r.id = %(id)s
 
 # The run's events in log order, below the horizon of finished transactions (see
 # metastore/eventlog.py), so a page never passes over an event that commits later.
+# A page ends once it holds PAGE_BYTES of events (always its first): past it, an event is
+# not read (NULL), and the page ends before it.
 RUN_EVENTS = """
-SELECT tx::text::bigint, seq, event::text
-FROM event_log
-WHERE run_id = %(run_id)s
-  AND (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < pg_snapshot_xmin(pg_current_snapshot())
+SELECT tx::text::bigint, seq,
+       CASE WHEN sum(size_bytes) OVER w - size_bytes < %(page_bytes)s THEN event::text END
+FROM (
+    SELECT tx, seq, size_bytes, event
+    FROM event_log
+    WHERE run_id = %(run_id)s
+      AND (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
+      AND tx < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY tx, seq
+    LIMIT %(limit)s
+) p
+WINDOW w AS (ORDER BY tx, seq)
 ORDER BY tx, seq
-LIMIT %(limit)s
 """
 RUN_KNOWN = """
 SELECT EXISTS (SELECT 1 FROM readmodel.runs WHERE id = %(run_id)s)
@@ -316,14 +330,20 @@ async def list_run_events(request: Request) -> Response:
         tx, seq = decode_cursor(query.cursor, kind, [int, int])
         if tx < 0 or seq < 0:
             raise ProblemError(400, "query parameter `cursor` is invalid: out of range")
-    args = {"run_id": path.run_id, "tx": tx, "seq": seq, "limit": query.limit + 1}
+    args = {
+        "run_id": path.run_id,
+        "tx": tx,
+        "seq": seq,
+        "limit": query.limit + 1,
+        "page_bytes": limits.PAGE_BYTES,
+    }
     async with connection(request) as conn:
         found = await rows(conn, RUN_EVENTS, args)
         if not found and query.cursor is None:
             known = await row(conn, RUN_KNOWN, {"run_id": path.run_id})
             if not known[0]:
                 raise not_found("run", path.run_id)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[0], r[1]))
+    items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[0], r[1]), 2)
     return json_response(
         request,
         models.RunEventPage(items=[msgspec.Raw(r[2]) for r in items], next_cursor=next_cursor),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metastore.api import asof
+from metastore.api import asof, limits
 
 # The datasets behind a set of edge rows (namespace, name), resolved from edge names to
 # dataset ids, as a JSON array of {id, namespace, name} (decoded straight into DatasetRef
@@ -22,7 +22,7 @@ coalesce((
  JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name)
 """
 # How many of a job's or run's datasets its answer embeds (the rest: the counts, the graph).
-REF_CAP = 100
+REF_CAP = limits.EMBEDDED_REFS
 
 
 # A page of the datasets a job (job_edges) or run (run_edges) read or wrote, by display
@@ -96,9 +96,9 @@ def latest_run(r: str) -> str:
     )
 
 
-def jobs_with_runs(j: str, where: str, as_of: bool) -> str:
-    """The jobs `j` (readmodel.jobs) WHERE `where`, by name, as a JSON array of
-    JobRefWithRun: each with its latest run now, or at `%(as_of)s` in its state then."""
+def jobs_with_runs(j: str, where: str, as_of: bool, limit: int = limits.EMBEDDED_REFS) -> str:
+    """The first `limit` jobs `j` (readmodel.jobs) WHERE `where`, by name, as a JSON array
+    of JobRefWithRun: each with its latest run now, or at `%(as_of)s` in its state then."""
     if as_of:
         joins, run = asof.latest_run_at_joins(f"{j}.id"), asof.RUN_AT_JSON
     else:
@@ -107,8 +107,8 @@ def jobs_with_runs(j: str, where: str, as_of: bool) -> str:
     SELECT json_agg(json_build_object('id', {j}.id, 'namespace', {j}.namespace,
                                       'name', {j}.name, 'latest_run', {run})
                     ORDER BY {j}.namespace, {j}.name)
-    FROM readmodel.jobs {j} {joins}
-    WHERE {where}), '[]')::text"""
+    FROM (SELECT {j}.* FROM readmodel.jobs {j} WHERE {where}
+          ORDER BY {j}.namespace, {j}.name LIMIT {limit}) {j} {joins}), '[]')::text"""
 
 
 # --- standard facets surfaced as fields -----------------------------------------------

@@ -73,7 +73,8 @@ resource = Resource()
 
 @resource.add(STATUS_OP)
 async def get_status(request: Request) -> Response:
-    async with connection(request) as conn:
+    # (on a reserved connection: /status answers while reads hold the read pool)
+    async with connection(request, reserved=True) as conn:
         estimate, size_bytes = await row(conn, LOG_ESTIMATE)
         if estimate < EXACT_COUNT_BELOW:
             (estimate,) = await row(conn, LOG_COUNT)

@@ -420,6 +420,7 @@ def test_database_url_from_values(all_on_manifests: list[Manifest]) -> None:
     assert env["TZ"] == "UTC" and env["METASTORE_MAX_EVENT_BYTES"] == "16777216"
     assert env["METASTORE_MAX_INFLIGHT_BYTES"] == "67108864"
     assert env["METASTORE_REQUEST_TIMEOUT"] == "60" and env["METASTORE_POOL_SIZE"] == "4"
+    assert env["METASTORE_READ_TIMEOUT"] == "20"
     assert {"name": "db-ca", "mountPath": "/etc/metastore/db-ca", "readOnly": True} in c[
         "volumeMounts"
     ]

@@ -75,6 +75,8 @@ function advice(problem: Problem): string {
     case "https://stackable.tech/metastore/problems/unavailable":
     case "https://stackable.tech/metastore/problems/internal":
       return "retry later";
+    case "https://stackable.tech/metastore/problems/read-timeout":
+      return "ask for less";
     default: {
       const unknown: never = problem.type;
       return unknown;
