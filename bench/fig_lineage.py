@@ -45,7 +45,7 @@ WITH RECURSIVE walk(dir, node, depth) AS (
     WHERE w.depth < %(depth)s
 ),
 reached AS (SELECT node, min(depth) AS depth FROM walk GROUP BY node)
-SELECT 'node', node, depth FROM reached
+SELECT 'node', node, NULL::{type} FROM reached
 UNION ALL
 SELECT 'edge', e.src, e.dst FROM bench_edges e
 JOIN reached a ON a.node = e.src JOIN reached b ON b.node = e.dst
