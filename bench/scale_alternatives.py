@@ -76,7 +76,8 @@ CREATE TABLE scratch.column_lineage AS
 SELECT {key("c.out_namespace", "c.out_name")} AS out_key, c.out_field,
        {key("c.in_namespace", "c.in_name")} AS in_key, c.in_field, t.id AS transformations,
        c.job_id, c.run_id, c.first_seen, c.last_seen, c.last_seq
-FROM readmodel.column_lineage c JOIN scratch.transformations t ON t.transformations = c.transformations;
+FROM readmodel.column_lineage c
+JOIN scratch.transformations t ON t.transformations = c.transformations;
 ALTER TABLE scratch.column_lineage ADD PRIMARY KEY (out_key, out_field, in_key, in_field);
 CREATE INDEX ON scratch.column_lineage (in_key, in_field);
 """,
