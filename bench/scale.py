@@ -244,6 +244,7 @@ def time_queries(
 ) -> None:
     """Lineage (now, as of `middle`), column lineage (both), lists, lookup, search."""
     lineage = fig_lineage.rows(ctx)
+    ctx.say("scale: lineage queries")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(BARE_EDGES)
         starts = conn.execute(STARTS, {"seed": str(ctx.seed), "n": ctx.sizes.lineage_queries})
@@ -265,8 +266,10 @@ def time_queries(
         population,
     )
     column = fig_column_lineage.rows(ctx)
+    ctx.say("scale: column lineage queries")
     fig_column_lineage.measure(ctx, column, url, middle, api)
     reads = fig_reads.rows(ctx)
+    ctx.say("scale: list, lookup and search queries")
     fig_reads.measure(
         ctx,
         reads,
@@ -339,7 +342,7 @@ def measure_step(
     with psycopg.connect(url) as conn:
         row = conn.execute(CURSOR).fetchone()
     after = (int(row[0]), int(row[1])) if row else (0, 0)
-    ctx.say(f"scale {size:,}: fold the {step:,} new events")
+    ctx.say(f"scale {size:,}: fold the {step:,} new events, then read them again")
     folded, fold_s, fold_peak = fig_fold.catch_up(url, ctx.log_dir / f"fold-{size}.log", extra)
     read, read_s = fig_fold.read_only(url, ctx.log_dir / f"read-{size}.log", after, extra)
     seconds["fold"] = fold_s
