@@ -170,11 +170,11 @@ def main(argv: list[str] | None = None) -> int:
 def _scale(args: argparse.Namespace, command: str) -> int:
     from bench import scale
 
-    sizes = scale.sizes_for(args.max_events, args.sizes)
+    sizes, disk = scale.plan_sizes(args.max_events, args.sizes)
     out = Path(args.out or ROOT / "docs" / "BENCHMARKS-SCALE.md")
     out.parent.mkdir(parents=True, exist_ok=True)
     log_dir = Path(tempfile.mkdtemp(prefix="metastore-bench-scale-logs-"))
-    scale.run(sizes, args.seed, out, log_dir, command, keep=args.keep)
+    scale.run(sizes, args.seed, out, log_dir, command, keep=args.keep, disk=disk)
     shutil.rmtree(log_dir, ignore_errors=True)
     return 0
 

@@ -51,10 +51,13 @@ PATH = "/ingest/openlineage/batch"
 BATCH = 100  # events a request
 CONNECTIONS = 4
 COPY_SAMPLE = 50_000  # events of each step COPYed again for the ingest baseline
-# What the store takes on disk per byte of the events' JSON, at most, while it replays
-# (the log, the read models twice, WAL): measured 0.6-0.9 at 250,000 and 1,000,000 events.
-DISK_PER_JSON_BYTE = 1.2
-JSON_BYTES_PER_EVENT = 8_500  # the corpus's average (docs/BENCHMARKS-SCALE.md)
+# What a run takes on disk at its peak, per event of the largest size: the log (2.7 KB),
+# the read models (6 KB) twice while `metastore replay` builds new ones beside the live
+# ones, WAL and the ingest baseline's scratch copy (measured at 250,000 and 1,000,000
+# events; docs/BENCHMARKS-SCALE.md). The events' JSON is about 9 KB an event, half of it
+# Spark's logical plans, which the log compresses about ten times.
+DISK_BYTES_PER_EVENT = 16_000
+DISK_HEADROOM = 0.85  # of the free space: the machine is shared
 
 
 class Figure(msgspec.Struct):
@@ -101,18 +104,33 @@ def sizes_for(max_events: int | None, sizes: str | None) -> list[int]:
     return sorted({max(1, top * s // DEFAULT_SIZES[-1]) for s in DEFAULT_SIZES})
 
 
-def check_disk(events: int, where: Path) -> str:
-    """Refuses a size the disk cannot hold; says what it expects to use."""
-    need = events * JSON_BYTES_PER_EVENT * (1 + DISK_PER_JSON_BYTE)
+def fitting(free_bytes: int) -> int:
+    """The largest size (in steps of 250,000 events) whose run fits `free_bytes`."""
+    return int(free_bytes * DISK_HEADROOM / DISK_BYTES_PER_EVENT) // 250_000 * 250_000
+
+
+def plan_sizes(
+    max_events: int | None, sizes: str | None, where: Path = WORK_DIR
+) -> tuple[list[int], str]:
+    """The sizes, and what the disk says of them. The default steps shrink to what fits the
+    free disk (said in the report); sizes asked for that do not fit are refused."""
     free = shutil.disk_usage(where).free
+    planned = sizes_for(max_events, sizes)
+    need = planned[-1] * DISK_BYTES_PER_EVENT
     text = (
-        f"{events:,} events: about {events * JSON_BYTES_PER_EVENT / 2**30:,.1f} GiB of JSON, "
-        f"up to {need / 2**30:,.1f} GiB on disk with the client's share; {free / 2**30:,.1f} "
-        f"GiB free in {where}"
+        f"{planned[-1]:,} events need about {need / 2**30:,.0f} GiB at the peak "
+        f"({DISK_BYTES_PER_EVENT:,} bytes an event: the log, the read models twice during "
+        f"the replay, WAL); {free / 2**30:,.0f} GiB free in {where}"
     )
-    if need > free:
-        raise SystemExit(f"bench-scale: not enough disk: {text} (METASTORE_BENCH_DIR moves it)")
-    return text
+    if need <= free * DISK_HEADROOM:
+        return planned, text
+    fits = fitting(free)
+    if max_events or sizes or fits < DEFAULT_SIZES[0]:
+        raise SystemExit(
+            f"bench-scale: not enough disk: {text}; up to about {fits:,} events fit "
+            "(--max-events; METASTORE_BENCH_DIR moves the data)"
+        )
+    return sizes_for(fits, None), f"{text}: the default steps were scaled to {fits:,} events"
 
 
 # --------------------------------------------------------------------------- ingest
@@ -297,6 +315,11 @@ SELECT (SELECT count(*) FROM readmodel.jobs),
        (SELECT count(*) FROM readmodel.runs WHERE state IN ('FAIL', 'ABORT')),
        (SELECT count(*) FROM dead_letters)
 """
+EVENTS_JSON = """
+SELECT count(*), coalesce(sum(size_bytes), 0), count(*) FILTER (WHERE size_bytes > 40000),
+       coalesce(sum(size_bytes) FILTER (WHERE size_bytes > 40000), 0)
+FROM event_log
+"""
 CURSOR = """
 SELECT cursor_tx::text::bigint, cursor_seq FROM projection_state ORDER BY 1, 2 LIMIT 1
 """
@@ -367,9 +390,7 @@ def measure_step(
         scale_storage.analyze(conn)
         tables = scale_storage.table_sizes(conn)
         row = conn.execute(COUNTS).fetchone()
-        events_json = conn.execute(
-            "SELECT count(*), coalesce(sum(size_bytes), 0) FROM event_log"
-        ).fetchone()
+        events_json = conn.execute(EVENTS_JSON).fetchone()
     assert row is not None and events_json is not None
     counts = dict(
         zip(
@@ -381,6 +402,8 @@ def measure_step(
     seconds["storage"] = time.perf_counter() - t0
     total = sum(t.total for t in tables)
     events, json_bytes = int(events_json[0]), int(events_json[1])
+    large, large_bytes = int(events_json[2]), int(events_json[3])
+    read_models = sum(t.total for t in tables if t.table.startswith("readmodel."))
     figures.append(
         Figure(
             "storage all-in, bytes/event",
@@ -390,7 +413,12 @@ def measure_step(
             "the events' JSON size",
             "the log (event_log's partitions and event_digests) and every read-model table, "
             "each with TOAST and indexes (pg_total_relation_size after VACUUM ANALYZE); the "
-            "split is in the storage table below.",
+            f"split is in the storage table below. {large:,} events are over 40 KB (Spark "
+            f"events with a logical plan), {large_bytes / 2**20:,.0f} MiB of the "
+            f"{json_bytes / 2**20:,.0f} MiB of JSON, and compress well: against the JSON of "
+            f"the other {events - large:,} events the store is "
+            f"{total / max(1, json_bytes - large_bytes):.2f}x, the read models alone "
+            f"{read_models / max(1, json_bytes - large_bytes):.2f}x.",
         )
     )
 
@@ -442,7 +470,13 @@ def measure_step(
 
 
 def run(
-    sizes: list[int], seed: int, out: Path, log_dir: Path, command: str, keep: bool = False
+    sizes: list[int],
+    seed: int,
+    out: Path,
+    log_dir: Path,
+    command: str,
+    keep: bool = False,
+    disk: str = "",
 ) -> Results:
     ctx = Context(
         sizes=dataclasses.replace(
@@ -455,7 +489,6 @@ def run(
         seed=seed,
         quick=False,
     )
-    disk = check_disk(sizes[-1], WORK_DIR)
     m = machine()
     results = Results(
         command,

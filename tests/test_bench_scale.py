@@ -7,6 +7,7 @@ report and its pictures. Values are not checked (targets live in the benchmark).
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import re
 import subprocess
@@ -154,3 +155,26 @@ def test_the_scale_mode_runs_end_to_end_and_draws_its_pictures(tmp_path: Path) -
     for picture in ("rates.png", "queries.png", "memory.png", "storage.png"):
         assert (tmp_path / "scale" / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"(scale/{picture})" in markdown
+
+
+def test_the_default_steps_shrink_to_the_disk_and_asked_sizes_that_do_not_fit_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bench import scale
+
+    def disk(free: int) -> None:
+        monkeypatch.setattr(scale.shutil, "disk_usage", lambda _: shutil_usage(free))
+
+    disk(200 * 2**30)
+    assert scale.plan_sizes(None, None)[0] == [1_000_000, 2_500_000, 5_000_000]
+    disk(40 * 2**30)
+    sizes, said = scale.plan_sizes(None, None)
+    assert sizes[-1] < 5_000_000 and sizes[-1] * scale.DISK_BYTES_PER_EVENT < 40 * 2**30
+    assert "scaled" in said
+    with pytest.raises(SystemExit, match="not enough disk"):
+        scale.plan_sizes(5_000_000, None)
+
+
+def shutil_usage(free: int) -> object:
+    """What shutil.disk_usage answers: (total, used, free)."""
+    return collections.namedtuple("usage", "total used free")(free * 2, free, free)
