@@ -20,7 +20,7 @@ import psycopg
 
 # A dataset name as a 16-byte key: what `projections.common.dataset_id` (uuid5 of the
 # name) gives; md5 has the same size, which is all this measures.
-KEY = "md5({ns} || chr(0) || {name})::uuid"
+KEY = "md5({ns} || chr(1) || {name})::uuid"
 
 
 def key(ns: str, name: str) -> str:
@@ -89,7 +89,7 @@ CREATE INDEX ON scratch.column_lineage (in_key, in_field);
         f"""
 CREATE TABLE scratch.column_lineage AS
 SELECT {key("out_namespace", "out_name")} AS out_key, job_id,
-       jsonb_object_agg(out_field || chr(0) || in_namespace || chr(0) || in_name || chr(0)
+       jsonb_object_agg(out_field || chr(1) || in_namespace || chr(1) || in_name || chr(1)
                         || in_field, transformations) AS pairs,
        min(first_seen) AS first_seen, max(last_seen) AS last_seen
 FROM readmodel.column_lineage GROUP BY 1, 2;
@@ -217,7 +217,9 @@ def measure(url: str, only: list[str] | None = None) -> list[tuple[str, int, int
             conn.execute("CREATE SCHEMA scratch")
             t0 = time.perf_counter()
             conn.execute("SET maintenance_work_mem = '256MB'")
-            conn.execute(build)
+            for statement in build.split(";\n"):  # (one at a time: VACUUM FULL among them)
+                if statement.strip():
+                    conn.execute(statement)
             conn.execute("VACUUM ANALYZE")
             seconds = time.perf_counter() - t0
             now = _size(conn, "readmodel", list(tables))

@@ -23,22 +23,26 @@ from pathlib import Path
 
 FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^:()]+)(?::\d+)?\)$")
 OURS = ("projections/", "metastore/")
-WAITS = ("wait", "recv", "select", "poll", "_wait", "acquire", "result")
 
 
 def bucket(stack: list[str]) -> tuple[str, str]:
-    """(thread kind, part) of one sample's stack (outermost frame first)."""
-    thread = "prefetch" if any("prefetch" in f for f in stack[:2]) else "main"
+    """(thread, part) of one sample's stack (outermost frame first): the prefetching
+    thread or the main one; the innermost frame of our code, and whether the sample is in
+    psycopg waiting for the server."""
+    thread = "prefetch" if any("Prefetcher._read" in f for f in stack) else "main"
     ours = None
+    waiting = False
     for frame in stack:
         m = FRAME.match(frame.strip())
-        if m and any(o in m["file"] for o in OURS):
+        if m is None:
+            continue
+        if any(o in m["file"] for o in OURS):
             ours = f"{Path(m['file']).parent.name}/{Path(m['file']).name}:{m['func']}"
-    leaf = FRAME.match(stack[-1].strip())
-    leaf_func = leaf["func"] if leaf else stack[-1]
-    waiting = "psycopg" in stack[-1] or any(leaf_func.endswith(w) for w in WAITS)
-    part = (ours or "other") + (" (waiting)" if waiting else "")
-    return thread, part
+        elif "psycopg" in m["file"] and ("wait" in m["func"] or "_communicate" in m["func"]):
+            waiting = True
+    idle = bool(stack) and any(w in stack[-1] for w in ("wait (threading", "_worker (concurrent"))
+    part = (ours or "other") + (" (waiting for PostgreSQL)" if waiting else "")
+    return thread, "idle" if idle and not ours else part
 
 
 def summarize(raw: Path, top: int = 25) -> str:
