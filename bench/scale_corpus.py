@@ -208,6 +208,25 @@ def _facet(spec: str, producer: str, **body: Any) -> dict[str, Any]:
     return {"_producer": producer, "_schemaURL": FACETS + spec, **body}
 
 
+def _job_type(producer: str, integration: str, job_type: str) -> dict[str, Any]:
+    return _facet(
+        "2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
+        producer,
+        processingType="BATCH",
+        integration=integration,
+        jobType=job_type,
+    )
+
+
+def _parent(producer: str, run_id: str, namespace: str, name: str) -> dict[str, Any]:
+    return _facet(
+        "1-1-0/ParentRunFacet.json#/$defs/ParentRunFacet",
+        producer,
+        run={"runId": run_id},
+        job={"namespace": namespace, "name": name},
+    )
+
+
 # ------------------------------------------------------------------------------- tables
 
 
@@ -831,15 +850,7 @@ class Corpus:
         app_job = {
             "namespace": "spark-prod",
             "name": app,
-            "facets": {
-                "jobType": _facet(
-                    "2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-                    SPARK,
-                    processingType="BATCH",
-                    integration="SPARK",
-                    jobType="APPLICATION",
-                )
-            },
+            "facets": {"jobType": _job_type(SPARK, "SPARK", "APPLICATION")},
         }
         self._count("spark")
         yield self._event(
@@ -866,12 +877,7 @@ class Corpus:
             },
             app_job,
         )
-        parent = _facet(
-            "1-1-0/ParentRunFacet.json#/$defs/ParentRunFacet",
-            SPARK,
-            run={"runId": run_id},
-            job={"namespace": "spark-prod", "name": app},
-        )
+        parent = _parent(SPARK, run_id, "spark-prod", app)
         aborted = rng.random() < 0.01
         for k in range(u.size(pipeline)):
             if aborted and k > 0:
@@ -892,13 +898,7 @@ class Corpus:
         command = SPARK_COMMANDS[u.h(13, job) % len(SPARK_COMMANDS)]
         name = f"{app}.{command}.{out_table.schema}_{out_table.table}"
         job_facets = {
-            "jobType": _facet(
-                "2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-                SPARK,
-                processingType="BATCH",
-                integration="SPARK",
-                jobType="SQL_JOB",
-            ),
+            "jobType": _job_type(SPARK, "SPARK", "SQL_JOB"),
             "sql": _facet(
                 "1-0-1/SQLJobFacet.json#/$defs/SQLJobFacet",
                 SPARK,
@@ -1047,13 +1047,7 @@ class Corpus:
             "namespace": "prod-lineage",
             "name": qid,
             "facets": {
-                "jobType": _facet(
-                    "2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-                    TRINO,
-                    processingType="BATCH",
-                    integration="TRINO",
-                    jobType="QUERY",
-                ),
+                "jobType": _job_type(TRINO, "TRINO", "QUERY"),
                 "sql": _facet("1-0-1/SQLJobFacet.json#/$defs/SQLJobFacet", TRINO, query=sql),
             },
         }
@@ -1101,15 +1095,7 @@ class Corpus:
         job = {
             "namespace": "dbt",
             "name": f"dbt-run-{project}",
-            "facets": {
-                "jobType": _facet(
-                    "2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-                    DBT,
-                    processingType="BATCH",
-                    integration="DBT",
-                    jobType="JOB",
-                )
-            },
+            "facets": {"jobType": _job_type(DBT, "DBT", "JOB")},
         }
         run_facets = {
             "dbt_version": _facet("1-0-0/DbtVersionRunFacet.json", DBT, version="1.8.7"),
@@ -1123,12 +1109,7 @@ class Corpus:
         }
         self._count("dbt")
         yield self._event(DBT, "START", {"runId": run_id, "facets": run_facets}, job)
-        parent = _facet(
-            "1-1-0/ParentRunFacet.json#/$defs/ParentRunFacet",
-            DBT,
-            run={"runId": run_id},
-            job={"namespace": "dbt", "name": job["name"]},
-        )
+        parent = _parent(DBT, run_id, "dbt", f"dbt-run-{project}")
         failures = 0
         for k in range(u.size(pipeline)):
             slot = pipeline * SLOTS + k
@@ -1139,13 +1120,7 @@ class Corpus:
                 "namespace": "dbt",
                 "name": f"{project}.model.{out.schema}.{out.table}",
                 "facets": {
-                    "jobType": _facet(
-                        "2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-                        DBT,
-                        processingType="BATCH",
-                        integration="DBT",
-                        jobType="MODEL",
-                    ),
+                    "jobType": _job_type(DBT, "DBT", "MODEL"),
                     "sql": _facet(
                         "1-0-1/SQLJobFacet.json#/$defs/SQLJobFacet",
                         DBT,
@@ -1217,24 +1192,11 @@ class Corpus:
         job = {
             "namespace": "airflow-prod",
             "name": dag,
-            "facets": {
-                "jobType": _facet(
-                    "2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-                    AIRFLOW,
-                    processingType="BATCH",
-                    integration="AIRFLOW",
-                    jobType="DAG",
-                )
-            },
+            "facets": {"jobType": _job_type(AIRFLOW, "AIRFLOW", "DAG")},
         }
         self._count("airflow")
         yield self._event(AIRFLOW, "START", {"runId": run_id, "facets": dag_facets}, job)
-        parent = _facet(
-            "1-1-0/ParentRunFacet.json#/$defs/ParentRunFacet",
-            AIRFLOW,
-            run={"runId": run_id},
-            job={"namespace": "airflow-prod", "name": dag},
-        )
+        parent = _parent(AIRFLOW, run_id, "airflow-prod", dag)
         failed_dag = False
         for k in range(u.size(pipeline)):
             slot = pipeline * SLOTS + k
@@ -1275,15 +1237,7 @@ class Corpus:
                 task_job = {
                     "namespace": "airflow-prod",
                     "name": f"{dag}.{task}",
-                    "facets": {
-                        "jobType": _facet(
-                            "2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-                            AIRFLOW,
-                            processingType="BATCH",
-                            integration="AIRFLOW",
-                            jobType="TASK",
-                        )
-                    },
+                    "facets": {"jobType": _job_type(AIRFLOW, "AIRFLOW", "TASK")},
                 }
                 self._count("airflow")
                 yield self._event(

@@ -131,8 +131,7 @@ def render(results: Results, pictures: Sequence[Path], base: Path) -> str:
         "baseline (named in the baseline column). Targets are judged over the sizes "
         "measured.",
         "",
-        "| figure | " + " | ".join(heads) + " | baseline | target | meets target |",
-        "| --- | " + " | ".join("---" for _ in heads) + " | --- | --- | --- |",
+        *_table(["figure", *heads, "baseline", "target", "meets target"], [])[:2],
     ]
     names = [n for n in ORDER if any(f is not None for f in _at(results, n))]
     for name in names:
@@ -155,16 +154,17 @@ def render(results: Results, pictures: Sequence[Path], base: Path) -> str:
     lines += _storage_table(points)
     lines += ["", "## Counts", ""]
     keys = list(points[0].counts) if points else []
-    lines += [
-        "| at | " + " | ".join(keys) + " | events' JSON, MiB |",
-        "| --- | " + " | ".join("---" for _ in keys) + " | --- |",
-    ]
-    for p in points:
-        lines.append(
-            f"| {p.events:,} events | "
-            + " | ".join(f"{p.counts[k]:,}" for k in keys)
-            + f" | {p.json_bytes / 2**20:,.0f} |"
-        )
+    lines += _table(
+        ["at", *keys, "events' JSON, MiB"],
+        [
+            [
+                f"{p.events:,} events",
+                *(f"{p.counts[k]:,}" for k in keys),
+                f"{p.json_bytes / 2**20:,.0f}",
+            ]
+            for p in points
+        ],
+    )
     if results.corpus:
         spark = results.corpus.get("spark", 0)
         plans = results.corpus.get("spark plan", 0)
@@ -181,16 +181,13 @@ def render(results: Results, pictures: Sequence[Path], base: Path) -> str:
         ]
     lines += ["", "## Time per step (seconds)", ""]
     phases = list(points[0].seconds) if points else []
-    lines += [
-        "| at | " + " | ".join(phases) + " | load average after |",
-        "| --- | " + " | ".join("---" for _ in phases) + " | --- |",
-    ]
-    for p in points:
-        lines.append(
-            f"| {p.events:,} | "
-            + " | ".join(f"{p.seconds.get(k, 0):,.0f}" for k in phases)
-            + f" | {p.load} |"
-        )
+    lines += _table(
+        ["at", *phases, "load average after"],
+        [
+            [f"{p.events:,}", *(f"{p.seconds.get(k, 0):,.0f}" for k in phases), p.load]
+            for p in points
+        ],
+    )
     if results.columns:
         lines += ["", f"## Columns at {points[-1].events:,} events", ""]
         lines += [
@@ -226,6 +223,15 @@ def render(results: Results, pictures: Sequence[Path], base: Path) -> str:
     return "\n".join(lines)
 
 
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table."""
+    return [
+        "| " + " | ".join(head) + " |",
+        "| " + " | ".join("---" for _ in head) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
 def _groups(point: Point) -> list[tuple[str, int]]:
     """(label, bytes) of the log's two tables and each read-model table, largest first."""
     out = [(t.table, t.total) for t in point.tables if t.table.startswith("readmodel.")]
@@ -241,8 +247,7 @@ def _storage_table(points: list[Point]) -> list[str]:
         "and in brackets its share of the events' JSON size. The last point's split into "
         "heap / TOAST / indexes is in the last column.",
         "",
-        "| table | " + " | ".join(heads) + " | heap / TOAST / indexes, MiB (largest) |",
-        "| --- | " + " | ".join("---" for _ in heads) + " | --- |",
+        *_table(["table", *heads, "heap / TOAST / indexes, MiB (largest)"], []),
     ]
     last = {t.table: t for t in points[-1].tables}
     for table, _ in _groups(points[-1]):
