@@ -482,8 +482,8 @@ def run(
         sizes=dataclasses.replace(
             QUICK if sizes[-1] < 100_000 else FULL,
             name="scale",
-            lineage_queries=20 if sizes[-1] < 100_000 else 200,
-            read_queries=20 if sizes[-1] < 100_000 else 300,
+            lineage_queries=_queries(sizes[-1], 200),
+            read_queries=_queries(sizes[-1], 300),
         ),
         log_dir=log_dir,
         seed=seed,
@@ -531,6 +531,11 @@ def run(
         else:
             pg.destroy()
     return results
+
+
+def _queries(events: int, full: int) -> int:
+    """Requests per query figure: `full` from 100,000 events, fewer for tiny runs (tests)."""
+    return full if events >= 100_000 else 20 if events >= 10_000 else 10
 
 
 def write(results: Results, out: Path) -> None:

@@ -1,8 +1,9 @@
 """`make bench-scale` cannot rot: its corpus is what it claims, and its tiny mode runs end to end.
 
 The corpus checks need no database (a few thousand events, about a second); the end-to-end
-run loads 400 then 1,000 events through ingest into a throwaway PostgreSQL and renders the
-report and its pictures. Values are not checked (targets live in the benchmark).
+run loads 800 events through ingest into a throwaway PostgreSQL, measures every figure once
+and renders the report and its pictures (the report over several sizes is checked on made
+up results). Values are not checked (targets live in the benchmark).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def test_the_report_judges_targets_over_the_sizes(tmp_path: Path) -> None:
 def test_the_scale_mode_runs_end_to_end_and_draws_its_pictures(tmp_path: Path) -> None:
     out = tmp_path / "BENCHMARKS-SCALE.md"
     done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--scale", "--sizes", "400,1000", "--out", str(out)],
+        [sys.executable, "-m", "bench.run", "--scale", "--sizes", "800", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -137,7 +138,7 @@ def test_the_scale_mode_runs_end_to_end_and_draws_its_pictures(tmp_path: Path) -
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     markdown = out.read_text()
     results = load_results(tmp_path / "scale" / "results.json")
-    assert [p.events for p in results.points] == [400, 1_000]
+    assert [p.events for p in results.points] == [800]
     for name in (
         "batch ingest, events/s",
         "projector fold rate, events/s",
@@ -148,7 +149,7 @@ def test_the_scale_mode_runs_end_to_end_and_draws_its_pictures(tmp_path: Path) -
     ):
         row = next(line for line in markdown.splitlines() if line.startswith(f"| {name} |"))
         cells = row.strip("| ").split(" | ")
-        assert all(re.match(NUMBER, c) for c in cells[1:3]), row
+        assert re.match(NUMBER, cells[1]), row
     # Storage is split per table: the log's and each read model's.
     assert "| event_log |" in markdown and "| readmodel.runs |" in markdown
     assert results.columns["readmodel.runs"]["facets"] > 0
