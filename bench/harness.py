@@ -76,12 +76,14 @@ def warm_wal(url: str) -> None:
 class Cluster:
     """A throwaway PostgreSQL server; `database()` makes a fresh, prepared database."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, warm: bool = True) -> None:
+        """`warm`: fill and recycle WARM_WAL first (see warm_wal; tiny runs skip it)."""
         WORK_DIR.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix=f"metastore-bench-{label}-", dir=WORK_DIR))
         self.pg = EmbeddedPostgres(self.dir)  # not fast_unsafe: real durability
         self.url = self.pg.start()
-        warm_wal(self.url)
+        if warm:
+            warm_wal(self.url)
         self._count = 0
 
     def database(self) -> str:
