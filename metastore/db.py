@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import select
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -23,6 +25,8 @@ RETRY_AFTER_S = "5"
 # OperationalError includes a replica's "conflict with recovery" (SQLSTATE 40001): a read
 # its replay cancelled is answered 503 with Retry-After too.
 DATABASE_UNAVAILABLE = (psycopg.OperationalError, PoolTimeout)
+
+T = TypeVar("T")
 
 
 def create_pool(
@@ -59,7 +63,52 @@ def create_pool(
         open=False,
         name=name,
         configure=configure_session,
+        check=drop_if_closed,
     )
+
+
+async def drop_if_closed(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pools' `check`, run before a connection is handed out: one that PostgreSQL has
+    closed since its last use (a restart, pg_terminate_backend) raises, and the pool
+    replaces it, so the first request after a restart does not fail on it.
+
+    A closed connection has its FATAL message or EOF waiting on its socket, which a
+    zero-timeout poll sees without a round trip; only such a connection is tried with
+    psycopg_pool's own check (an empty query, a round trip on every checkout otherwise).
+    """
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+_abandoned: set[asyncio.Task[Any]] = set()
+
+
+async def within(seconds: float, work: Awaitable[T]) -> T:
+    """`work`'s result, or TimeoutError after `seconds` whatever the database does.
+
+    Unlike asyncio.timeout it does not wait for the cancelled work to end: psycopg first
+    asks the server to cancel a running query, which a hung server leaves unanswered for
+    up to 10 s. The work is cancelled and left to finish in the background.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    finally:
+        if not task.done():
+            task.cancel()
+            _abandoned.add(task)
+            task.add_done_callback(_forget)
+    if task not in done:
+        raise TimeoutError
+    return task.result()
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 # A full group (group_commit.MAX_GROUP_BYTES, 4 MB of JSON) is hashed and sorted by the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 
@@ -10,6 +11,7 @@ import msgspec
 
 # uvicorn adds `color_message` (the message with ANSI colours) to its records: not for logs.
 _RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
+_LINE_BREAKS = re.compile(r"\s*\n\s*")
 
 
 class JsonFormatter(logging.Formatter):
@@ -36,6 +38,10 @@ class TextFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        # One line a record (as in JSON): libpq's messages run over several lines.
+        return _LINE_BREAKS.sub(" ", super().formatMessage(record))
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
