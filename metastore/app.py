@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import psycopg
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -20,6 +21,7 @@ from metastore.db import (
     DATABASE_UNAVAILABLE,
     create_pool,
     database_unavailable,
+    read_models_missing,
     tune_ingest_session,
 )
 from metastore.group_commit import WORKERS, GroupCommitter
@@ -44,6 +46,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _database_unavailable(request: Request, exc: Exception) -> Response:
     return database_unavailable(exc)
+
+
+async def _read_models_missing(request: Request, exc: Exception) -> Response:
+    return read_models_missing(exc)
 
 
 class IngestFirst:
@@ -129,6 +135,7 @@ def create_app(settings: Settings) -> ASGIApp:
             ProblemError: _problem,
             HTTPException: _http_error,
             **{cls: _database_unavailable for cls in DATABASE_UNAVAILABLE},
+            psycopg.errors.UndefinedTable: _read_models_missing,
         },
     )
     _no_slash_redirects(app.router)

@@ -19,7 +19,7 @@ import pytest
 from metastore.config import VARIABLES, ConfigError, load_settings
 from metastore.embedded_pg import free_port
 from metastore.migrations import apply_migrations, migration_ids, missing_migrations
-from tests.support import ROOT, start_process
+from tests.support import ROOT, running, start_process
 
 SUBCOMMANDS = ("dev", "migrate", "api", "projector", "replay")
 
@@ -119,6 +119,20 @@ def test_migrate_command_then_api_serves(empty_database_url: str, tmp_path: Path
         assert httpx.get(proc.base_url + "/readyz").status_code == 200
     finally:
         proc.stop()
+
+
+def test_reads_before_the_projector_made_the_read_models_answer_503(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    """A fresh install's api pods may serve before the projector's first start has created
+    the read-model tables: a read then is a 503 to retry, not a server error."""
+    apply_migrations(empty_database_url)  # the schema, no read-model tables yet
+    with running("api", empty_database_url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api:
+        answer = httpx.get(api.base_url + "/api/v1/jobs")
+        assert answer.status_code == 503
+        assert answer.headers["retry-after"] == "5"
+        assert "the read models are not created yet" in answer.json()["detail"]
+        assert httpx.get(api.base_url + "/readyz").status_code == 200  # ingest works meanwhile
 
 
 @pytest.mark.parametrize("command", ["api", "projector"])
