@@ -145,6 +145,18 @@ def test_a_database_error_is_one_line(setup: Setup) -> None:
     assert f'database "{setup.database}_missing" does not exist' in line
 
 
+def test_a_failed_migration_is_named_in_one_line(empty_database_url: str) -> None:
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE event_log (x int)")  # in the way of the first migration
+    result, _ = migrate(empty_database_url)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"metastore: migration {migrations.migration_ids()[0]} failed and was rolled back: "
+        'relation "event_log" already exists'
+    )
+    assert "Traceback" not in result.stderr
+
+
 def holding_the_lock(url: str) -> psycopg.Connection[Any]:
     holder = psycopg.connect(url, autocommit=True, application_name="holder-of-the-lock")
     holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
