@@ -177,11 +177,15 @@ def run_release(
     api_port, projector_port = free_port(), free_port()
     args = [*values, "--set", f"api.port={api_port}", "--set", f"projector.port={projector_port}"]
     cluster = Cluster(template(helm, *args), secrets)
+    mounted = [m["kind"] for m in cluster.manifests if m["kind"] in ("Secret", "ConfigMap")]
     job = Container(cluster, cluster.workload("Job", "-migrate"), tmp_path)
     migrated = job.run()
     assert migrated.returncode == 0, migrated.stderr
     api = Container(cluster, cluster.workload("Deployment", "-api"), tmp_path)
     projector = Container(cluster, cluster.workload("Deployment", "-projector"), tmp_path)
+    if "ConfigMap" in mounted:  # the projector reads the map from where it was written
+        catalogs = Path(projector.env["METASTORE_CATALOGS_FILE"])
+        assert catalogs.is_relative_to(tmp_path) and "lakehouse" in catalogs.read_text()
     processes = [(api, api.start()), (projector, projector.start())]
     try:
         for container, process in processes:
@@ -267,5 +271,9 @@ def test_the_rendered_chart_runs_with_tls_from_an_existing_secret(
         values = [
             *database_values(pg_server.host, pg_server.port, name, pg_server.user),
             "--set", f"tls.existingSecret={EXISTING_SECRET}",
+            # a ConfigMap mounted into the projector (METASTORE_CATALOGS_FILE names it)
+            "--set", "catalogs[0].engine=trino://trino-coordinator:8443",
+            "--set", "catalogs[0].catalog=lakehouse",
+            "--set", "catalogs[0].metastore=hive://hive-metastore:9083",
         ]  # fmt: skip
         run_release(helm, tmp_path, values, {EXISTING_SECRET: secret}, verify=verify)
