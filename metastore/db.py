@@ -52,19 +52,32 @@ def create_pool(
         if not conn.autocommit:
             await conn.commit()  # a pool takes connections back idle only
 
-    return AsyncConnectionPool(
+    async def check(conn: psycopg.AsyncConnection[Any]) -> None:
+        try:
+            await drop_if_closed(conn)
+        except psycopg.Error:
+            # What closed this connection (a restart) closed the pool's others too: replace
+            # them all now, rather than meet them one by one behind the pool's back-off
+            # between failed checks (0, 1, 2, 4 s: past the pool's timeout with 4 of them).
+            await pool.check()
+            raise
+
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url,
         min_size=min_size,
         max_size=max(settings.pool_size if max_size is None else max_size, min_size),
         timeout=POOL_TIMEOUT_S,
-        # Fails fast while PostgreSQL is down (503 to the client) and reconnects by itself.
+        # A request fails fast while PostgreSQL is down (503 after `timeout`); the pool keeps
+        # trying to connect for as long (at 0, 1, 3 and 5 s), so a request that began
+        # waiting in an outage is served soon after PostgreSQL is back, not at its timeout.
         kwargs={"connect_timeout": 5, "autocommit": autocommit},
-        reconnect_timeout=0,
+        reconnect_timeout=POOL_TIMEOUT_S,
         open=False,
         name=name,
         configure=configure_session,
-        check=drop_if_closed,
+        check=check,
     )
+    return pool
 
 
 async def drop_if_closed(conn: psycopg.AsyncConnection[Any]) -> None:

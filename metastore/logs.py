@@ -53,6 +53,30 @@ class TextFormatter(logging.Formatter):
         return f"{line} {' '.join(extras)}" if extras else line
 
 
+class Repeats(logging.Filter):
+    """Lets a message through once every `seconds` when it repeats word for word: while
+    PostgreSQL is down each pool tries to connect every second or two and says so each
+    time, which buried the one line a process logs every few seconds that it waits."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.created - self.last.get(text, float("-inf")) < self.seconds:
+            return False
+        if len(self.last) > 1000:  # the texts name the error: a handful, bounded anyway
+            self.last.clear()
+        self.last[text] = record.created
+        return True
+
+
+# The connection pools' warnings, repeated while the database is down.
+POOL_REPEATS_S = 30.0
+
+
 def configure_logging(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
@@ -64,3 +88,4 @@ def configure_logging(level: str, fmt: str) -> None:
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").disabled = True
+    logging.getLogger("psycopg.pool").filters[:] = [Repeats(POOL_REPEATS_S)]
