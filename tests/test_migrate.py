@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -180,13 +181,16 @@ def test_a_migrator_waiting_for_the_lock_says_who_holds_it(empty_database_url: s
     )
     try:
         assert waiting.stderr is not None
-        line = waiting.stderr.readline()  # logged at once, then every 10 s
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: lines.put(waiting.stderr.readline()), daemon=True).start()
+        line = lines.get(timeout=15)  # logged at once, then every 10 s
         print(f"\n{line.strip()}")
         assert "WARNING metastore.migrations waiting for the migration lock, held by " in line
         assert f"PostgreSQL backend {pid} (application 'holder-of-the-lock', user " in line
         assert "waited_s=0" in line
         holder.close()  # the holder goes away: its lock with it
-        out, err = waiting.communicate(timeout=30)
+        out, rest = waiting.communicate(timeout=30)
+        err = line + rest
     finally:
         holder.close()
         if waiting.poll() is None:
