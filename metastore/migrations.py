@@ -14,7 +14,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,22 +121,18 @@ def apply_migrations(
 def migration_lock(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """Holds MIGRATION_LOCK on `conn`; while another migrator holds it, logs who every
     LOCK_LOG_EVERY_S, and gives up (MigrationFailed) after LOCK_TIMEOUT_S."""
-    started = time.monotonic()
-    logged_at: float | None = None
+    waiting = Waiting(log)
     while conn.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATION_LOCK,)).fetchone() != (True,):
-        now = time.monotonic()
-        if now - started > LOCK_TIMEOUT_S:
+        if waiting.seconds() > LOCK_TIMEOUT_S:
             raise MigrationFailed(
                 f"gave up after {LOCK_TIMEOUT_S:.0f} s waiting for the migration lock, held by "
                 f"{_lock_holder(conn)}; if that migrator hangs, end its session "
                 "(SELECT pg_terminate_backend(<pid>)) and run `metastore migrate` again"
             )
-        if logged_at is None or now - logged_at >= LOCK_LOG_EVERY_S:
-            logged_at = now
-            log.warning(
-                f"waiting for the migration lock, held by {_lock_holder(conn)}",
-                extra={"waited_s": round(now - started)},
-            )
+        waiting.say(
+            lambda: f"waiting for the migration lock, held by {_lock_holder(conn)}",
+            LOCK_LOG_EVERY_S,
+        )
         time.sleep(LOCK_POLL_S)
     try:
         yield
@@ -184,24 +180,41 @@ def wait_for_current_schema(database_url: str, stop: threading.Event) -> bool:
     logs one line every WAIT_LOG_EVERY_S and tries again every WAIT_RETRY_S, so that a
     pod started before its database stays up instead of crash-looping; a schema behind
     the code raises SchemaBehind, as require_current_schema does."""
-    started = time.monotonic()
-    logged_at: float | None = None
+    waiting = Waiting(startup_log)
     while not stop.is_set():
         try:
             require_current_schema(database_url, WAIT_CONNECT_TIMEOUT_S)
         except psycopg.OperationalError as exc:
-            now = time.monotonic()
-            if logged_at is None or now - logged_at >= WAIT_LOG_EVERY_S:
-                logged_at = now
-                startup_log.warning(
-                    f"waiting for the database: {one_line(exc)}",
-                    extra={"waited_s": round(now - started)},
-                )
+            waiting.say(f"waiting for the database: {one_line(exc)}", WAIT_LOG_EVERY_S)
             stop.wait(WAIT_RETRY_S)
             continue
-        if logged_at is not None:
+        if waiting.said:
             startup_log.info(
-                "the database is reachable", extra={"waited_s": round(time.monotonic() - started)}
+                "the database is reachable", extra={"waited_s": round(waiting.seconds())}
             )
         return True
     return False
+
+
+class Waiting:
+    """A wait's warning: at once, then every so many seconds, with the seconds waited."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+        self.started = time.monotonic()
+        self.said_at: float | None = None
+
+    @property
+    def said(self) -> bool:
+        return self.said_at is not None
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def say(self, message: str | Callable[[], str], every: float) -> None:
+        """Logs `message` (a callable is called only then) if it is time to."""
+        now = time.monotonic()
+        if self.said_at is None or now - self.said_at >= every:
+            self.said_at = now
+            text = message if isinstance(message, str) else message()
+            self.logger.warning(text, extra={"waited_s": round(now - self.started)})

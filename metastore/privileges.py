@@ -9,6 +9,7 @@ exactly what NEEDS lists, and tests/test_roles.py runs each as such a role.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import psycopg
@@ -35,6 +36,11 @@ SELECT current_user, current_database(), current_schema(),
 """
 
 
+def quoted(conn: psycopg.Connection[Any], name: str) -> str:
+    """`name` as an SQL identifier, quoted, for a statement the operator copies."""
+    return sql.Identifier(name).as_string(conn)
+
+
 def check_migrator(conn: psycopg.Connection[Any], migration_table: str) -> None:
     """Raises MissingPrivilege unless the connected role may apply the migrations: create
     tables in the current schema and schemas in the database (`readmodel`), and act as the
@@ -42,10 +48,7 @@ def check_migrator(conn: psycopg.Connection[Any], migration_table: str) -> None:
     row = conn.execute(MIGRATOR, (migration_table, migration_table)).fetchone()
     assert row is not None
     user, database, schema, db_owner, schema_owner, schemas_ok, tables_ok, owner, acts = row
-
-    def q(name: str) -> str:
-        return sql.Identifier(name).as_string(conn)
-
+    q = functools.partial(quoted, conn)
     if schema is None:
         raise MissingPrivilege(
             f"role {q(user)} has no schema to create tables in (no schema on its search_path "
@@ -155,7 +158,7 @@ def grant_process_roles(
     for process, role in (("api", api_role), ("projector", projector_role)):
         if not role:
             continue
-        if not conn.execute(ROLE_EXISTS, (role,)).fetchone() == (True,):
+        if conn.execute(ROLE_EXISTS, (role,)).fetchone() != (True,):
             raise MissingPrivilege(
                 f"METASTORE_{process.upper()}_ROLE={role!r}: no such role in the database "
                 "server; create it first (README, Install)"
@@ -179,9 +182,7 @@ def grant_process_roles(
 def _let_api_read_models(
     conn: psycopg.Connection[Any], database: str, api_role: str, projector_role: str | None
 ) -> list[str]:
-    def q(name: str) -> str:
-        return sql.Identifier(name).as_string(conn)
-
+    q = functools.partial(quoted, conn)
     (migrator,) = conn.execute("SELECT current_user").fetchone() or ("",)
     owner = projector_role or migrator
     ran = []

@@ -11,29 +11,17 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
-import pytest
 from psycopg import errors
 
-from tests.conftest import Server
 from tests.reliability.conftest import run_event
 from tests.support import ReadmeInstall, running
 
 DEFAULT_PRIVILEGES = "ALTER DEFAULT PRIVILEGES"
-
-
-@pytest.fixture
-def install(pg_server: Server) -> Iterator[ReadmeInstall]:
-    setup = ReadmeInstall(pg_server)
-    try:
-        yield setup
-    finally:
-        setup.drop()
 
 
 def refused(url: str, statement: str) -> bool:
@@ -54,19 +42,21 @@ def wait_for(check: Any, what: str, timeout: float = 20.0) -> Any:
 
 
 def test_each_process_runs_as_its_own_role_with_the_readme_sql(
-    install: ReadmeInstall, tmp_path: Path
+    readme_install: ReadmeInstall, tmp_path: Path
 ) -> None:
-    install.run_sql()
-    migrated = install.migrate()
+    readme_install.run_sql()
+    migrated = readme_install.migrate()
     assert migrated.returncode == 0, migrated.stderr
     assert "granted" in migrated.stderr
-    again = install.migrate()  # every upgrade: nothing left to grant
+    again = readme_install.migrate()  # every upgrade: nothing left to grant
     assert again.returncode == 0 and "granted" not in again.stderr, again.stderr
 
     env = {"METASTORE_AUTH": "disabled"}
     with (
-        running("projector", install.url(install.projector), tmp_path, env=env) as projector,
-        running("api", install.url(install.api), tmp_path, env=env) as api,
+        running(
+            "projector", readme_install.url(readme_install.projector), tmp_path, env=env
+        ) as projector,
+        running("api", readme_install.url(readme_install.api), tmp_path, env=env) as api,
         httpx.Client(base_url=api.base_url, timeout=30) as http,
     ):
         wait_for(lambda: http.get("/readyz").status_code == 200, "api not ready")
@@ -94,13 +84,19 @@ def test_each_process_runs_as_its_own_role_with_the_readme_sql(
             capture_output=True,
             text=True,
             timeout=120,
-            env={**os.environ, "METASTORE_DATABASE_URL": install.url(install.projector)},
+            env={
+                **os.environ,
+                "METASTORE_DATABASE_URL": readme_install.url(readme_install.projector),
+            },
         )
         assert replay.returncode == 0, replay.stderr
         assert [j["id"] for j in jobs()] == [job["id"]]
         assert http.get("/api/v1/status").status_code == 200
 
-    api_url, projector_url = install.url(install.api), install.url(install.projector)
+    api_url, projector_url = (
+        readme_install.url(readme_install.api),
+        readme_install.url(readme_install.projector),
+    )
     with psycopg.connect(api_url, autocommit=True) as api_conn:  # what the API does daily
         api_conn.execute("SELECT event_log_ensure_partitions(3)")
     for statement in (
@@ -120,17 +116,21 @@ def test_each_process_runs_as_its_own_role_with_the_readme_sql(
         assert refused(projector_url, statement), ("projector", statement)
 
 
-def test_without_the_default_privileges_migrate_names_the_statement(install: ReadmeInstall) -> None:
-    install.run_sql(leave_out=DEFAULT_PRIVILEGES)
-    result = install.migrate()
+def test_without_the_default_privileges_migrate_names_the_statement(
+    readme_install: ReadmeInstall,
+) -> None:
+    readme_install.run_sql(leave_out=DEFAULT_PRIVILEGES)
+    result = readme_install.migrate()
     assert result.returncode == 3
     line = result.stderr.strip().splitlines()[-1]  # after the log of what was applied
     fix = (
-        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{install.projector}" GRANT SELECT ON TABLES '
-        f'TO "{install.api}";'
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{readme_install.projector}" GRANT SELECT ON TABLES '
+        f'TO "{readme_install.api}";'
     )
-    assert line.endswith(f'connected to database "{install.database}", run: {fix}'), line
-    with psycopg.connect(install.pg_server.url(install.database), autocommit=True) as conn:
+    assert line.endswith(f'connected to database "{readme_install.database}", run: {fix}'), line
+    with psycopg.connect(
+        readme_install.pg_server.url(readme_install.database), autocommit=True
+    ) as conn:
         conn.execute(fix)
-    result = install.migrate()
+    result = readme_install.migrate()
     assert result.returncode == 0, result.stderr

@@ -21,12 +21,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from metastore.embedded_pg import free_port
 from tests.certs import issue, make_ca
@@ -237,24 +235,15 @@ def database_values(url_host: str, port: int, name: str, user: str) -> list[str]
     ]  # fmt: skip
 
 
-@pytest.fixture
-def install(pg_server: Server) -> Iterator[ReadmeInstall]:
-    setup = ReadmeInstall(pg_server)
-    try:
-        yield setup
-    finally:
-        setup.drop()
-
-
 def test_the_rendered_chart_runs_with_least_privilege_roles(
-    helm: str, install: ReadmeInstall, tmp_path: Path
+    helm: str, readme_install: ReadmeInstall, tmp_path: Path
 ) -> None:
-    install.run_sql()
-    server = install.pg_server
+    readme_install.run_sql()
+    server = readme_install.pg_server
     values = [
-        *database_values(server.host, server.port, install.database, install.owner),
-        "--set", f"database.api.user={install.api}",
-        "--set", f"database.projector.user={install.projector}",
+        *database_values(server.host, server.port, readme_install.database, readme_install.owner),
+        "--set", f"database.api.user={readme_install.api}",
+        "--set", f"database.projector.user={readme_install.projector}",
     ]  # fmt: skip
     run_release(helm, tmp_path, values, secrets={})
 
