@@ -22,6 +22,7 @@ from metastore.db import (
     RESERVED_CONNECTIONS,
     create_pool,
     database_unavailable,
+    read_models_missing,
     read_session,
     statement_timed_out,
     tune_ingest_session,
@@ -65,6 +66,10 @@ async def _query_canceled(request: Request, exc: Exception) -> Response:
         instance=request.url.path,
         kind="read-timeout",
     )
+
+
+async def _read_models_missing(request: Request, exc: Exception) -> Response:
+    return read_models_missing(exc)
 
 
 class IngestFirst:
@@ -165,6 +170,7 @@ def create_app(settings: Settings) -> ASGIApp:
             HTTPException: _http_error,
             **{cls: _database_unavailable for cls in DATABASE_UNAVAILABLE},
             psycopg.errors.QueryCanceled: _query_canceled,
+            psycopg.errors.UndefinedTable: _read_models_missing,
         },
     )
     _no_slash_redirects(app.router)

@@ -48,6 +48,9 @@ class Settings:
     catalogs: CatalogMap = NO_CATALOGS
     # Namespaces whose TrinoCatalogs add to the map (projector and replay; empty: none).
     catalogs_from_kubernetes: tuple[str, ...] = ()
+    # Roles `migrate` grants what `api` and `projector` need (a least-privilege install).
+    api_role: str | None = None
+    projector_role: str | None = None
 
     @property
     def auth_configured(self) -> bool:
@@ -129,6 +132,18 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "Comma-separated Kubernetes namespaces whose TrinoClusters and TrinoCatalogs add "
         "entries to the catalog map (`projector` and `replay`, in a pod with a ServiceAccount "
         "that may read them; empty: off).",
+    ),
+    (
+        "METASTORE_API_ROLE",
+        "",
+        "Read by `migrate`: the database role `metastore api` runs as, when it is not the "
+        'migrating role; `migrate` grants it what the API needs (see "Install").',
+    ),
+    (
+        "METASTORE_PROJECTOR_ROLE",
+        "",
+        "Read by `migrate`: the database role of `metastore projector` and `replay`, when "
+        "it is not the migrating role; `migrate` grants it what the projector needs.",
     ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
@@ -282,6 +297,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             for n in _get(env, "METASTORE_CATALOGS_FROM_KUBERNETES").split(",")
             if n.strip()
         ),
+        api_role=_get(env, "METASTORE_API_ROLE") or None,
+        projector_role=_get(env, "METASTORE_PROJECTOR_ROLE") or None,
     )
 
 

@@ -26,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
 from metastore.eventlog import NOTIFY_CHANNEL
+from metastore.exit import one_line
 from metastore.listen import unavailable
 from metastore.metrics import (
     FOLD_BATCH_SECONDS,
@@ -33,7 +34,7 @@ from metastore.metrics import (
     PROJECTION_LAG_SECONDS,
     PROJECTION_POSITION,
 )
-from metastore.migrations import missing_migrations
+from metastore.migrations import missing_migrations, wait_for_current_schema
 from metastore.tls import CertificateReloader, server_context
 from projections.fold import (
     BATCH_SIZE,
@@ -129,6 +130,9 @@ STANDBY_RETRY_S = 1.0
 LAG_EVERY_S = 2.0
 # A client of the HTTPS health port that has not finished its handshake by then is dropped.
 HANDSHAKE_TIMEOUT_S = 10.0
+# /readyz answers within this whatever the database does (the chart's probe: 3 s).
+READY_TIMEOUT_S = 0.9
+READY_CONNECT_TIMEOUT_S = 3
 
 # Counted up to 100,000 (a cheap index range scan); beyond that the gauge says 100000.
 LAG = """
@@ -188,6 +192,16 @@ class ProjectorStatus:
         # active | unavailable
         self.role = "starting"
         self.rebuild: BackgroundRebuild | None = None
+        self._check: SchemaCheck | None = None
+        self._check_lock = threading.Lock()
+
+    def check_schema(self) -> SchemaCheck:
+        """/readyz's database check: the one in flight (shared by concurrent probes, so a
+        hung database holds one thread, not one per probe) or a new one."""
+        with self._check_lock:
+            if self._check is None or self._check.done.is_set():
+                self._check = SchemaCheck(self.database_url)
+            return self._check
 
     def folding(self) -> None:
         """Active: `rebuilding` while a rebuild runs beside the fold, `active` after."""
@@ -196,6 +210,28 @@ class ProjectorStatus:
             self.rebuild = None  # (a failed one is started again by the next `lead`)
             rebuilding.check()
         self.role = "rebuilding" if self.rebuild is not None else "active"
+
+
+class SchemaCheck:
+    """The missing migrations, looked up on a daemon thread of its own: a probe waits for
+    it at most READY_TIMEOUT_S, whatever the database does."""
+
+    def __init__(self, database_url: str) -> None:
+        self.done = threading.Event()
+        self.missing: list[str] = []
+        self.error: psycopg.Error | None = None
+        threading.Thread(target=self._run, args=(database_url,), name="readyz", daemon=True).start()
+
+    def _run(self, database_url: str) -> None:
+        try:
+            with psycopg.connect(
+                database_url, connect_timeout=READY_CONNECT_TIMEOUT_S, autocommit=True
+            ) as conn:
+                self.missing = missing_migrations(conn)
+        except psycopg.Error as exc:
+            self.error = exc
+        finally:
+            self.done.set()
 
 
 def run_projector(settings: Settings) -> None:
@@ -226,15 +262,19 @@ def run_projector(settings: Settings) -> None:
         )
     backoff = 0.5
     try:
+        # Up and answering /healthz (and /readyz 503) while the database cannot be reached
+        # yet, rather than a crash loop; a schema behind the code still stops it.
+        if not wait_for_current_schema(settings.database_url, stop):
+            return
         while not stop.is_set():
             try:
                 lead(settings.database_url, status, stop, settings.catalogs)
                 backoff = 0.5
             except psycopg.OperationalError as exc:
                 status.role = "unavailable"
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                 log.warning(
-                    "database unavailable; retrying", extra={"error": first, "retry_in_s": backoff}
+                    "database unavailable; retrying",
+                    extra={"error": one_line(exc), "retry_in_s": backoff},
                 )
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
@@ -393,11 +433,13 @@ def start_health_server(
 
 
 def readiness(status: ProjectorStatus) -> tuple[int, dict[str, Any]]:
-    try:
-        with psycopg.connect(status.database_url, connect_timeout=3, autocommit=True) as conn:
-            missing = missing_migrations(conn)
-    except psycopg.Error:
+    check = status.check_schema()
+    if not check.done.wait(READY_TIMEOUT_S):
+        reason = f"database did not answer within {READY_TIMEOUT_S} s"
+        return 503, {"status": "unavailable", "reason": reason}
+    if check.error is not None:
         return 503, {"status": "unavailable", "reason": "database unreachable"}
+    missing = check.missing
     if missing:
         return 503, {
             "status": "unavailable",
