@@ -1,0 +1,450 @@
+"""Measures the fold of the inputs that stalled, starved or crashed the projector (issue 34).
+
+    .venv/bin/python scripts/hostile_fold.py [--only CASE,...] [--timeout 180]
+
+Each case gets a fresh database on a throwaway PostgreSQL, its events appended to the log
+as ingest stores them (`parse_event`, `append_events`), then one child process folds the
+log (`catch_up`, what the projector does, once; batches of `limit` events) until it is done
+or `--timeout` passes. Printed per case: the child's time and peak RSS (VmHWM from /proc),
+the events each projection still has to fold, its dead letters, and the lines the child
+logged about folding event by event (and how many of them carried a traceback).
+`catalog-replay` runs the real processes instead: a projector on map B, then
+`metastore replay` on map A, then five events; how long until every projection has
+folded them (or the timeout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import string
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from metastore.embedded_pg import EmbeddedPostgres, free_port  # noqa: E402
+from metastore.envelope import parse_event  # noqa: E402
+from metastore.eventlog import append_events  # noqa: E402
+from metastore.migrations import apply_migrations  # noqa: E402
+from projections.schema import create_readmodel_tables  # noqa: E402
+
+PRODUCER = "https://example.com/hostile-fold"
+FOLD = """
+import logging, sys, time
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(message)s")
+from projections.runner import catch_up
+started = time.perf_counter()
+count = catch_up(sys.argv[1], limit=int(sys.argv[2]))
+print("FOLDED", count, time.perf_counter() - started)
+"""
+LAG = """
+SELECT p.name, (SELECT count(*) FROM event_log e WHERE (e.tx, e.seq) > (p.cursor_tx, p.cursor_seq)),
+       (SELECT count(*) FROM dead_letters d WHERE d.projection = p.name)
+FROM projection_state p ORDER BY p.name
+"""
+FALLBACK_LINES = ("fold failed", "folding projection by projection", "isolating")
+TIME = "2024-05-01T10:00:00.000Z"
+
+
+def run_event(run_id: str, job: str = "job", **extra: Any) -> dict[str, Any]:
+    return {
+        "eventType": "START",
+        "eventTime": TIME,
+        "run": {"runId": run_id, "facets": {}},
+        "job": {"namespace": "hostile", "name": job},
+        "inputs": [],
+        "outputs": [],
+        "producer": PRODUCER,
+        "schemaURL": PRODUCER,
+        **extra,
+    }
+
+
+def run_id(prefix: str, i: int) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_OID, f"{prefix}:{i}"))
+
+
+def parent_facet(parent: str) -> dict[str, Any]:
+    return {
+        "_producer": PRODUCER,
+        "_schemaURL": PRODUCER,
+        "run": {"runId": parent},
+        "job": {"namespace": "hostile", "name": "chain"},
+    }
+
+
+def parent_chain(n: int, cycle: bool = False) -> list[dict[str, Any]]:
+    """Run i names run i+1 as its parent (the child comes first in the log); with `cycle`
+    the last names the first."""
+    events = []
+    for i in range(n):
+        event = run_event(run_id("chain", i), "chain")
+        if i + 1 < n or cycle:
+            event["run"]["facets"]["parent"] = parent_facet(run_id("chain", (i + 1) % n))
+        events.append(event)
+    return events
+
+
+def output(name: str, **facets: Any) -> dict[str, Any]:
+    return {"namespace": "s3://hostile", "name": name, "facets": facets}
+
+
+def symlinks(*names: str) -> dict[str, Any]:
+    return {
+        "_producer": PRODUCER,
+        "_schemaURL": PRODUCER,
+        "identifiers": [{"namespace": "s3://hostile", "name": n, "type": "TABLE"} for n in names],
+    }
+
+
+def merge_chain(n: int) -> list[dict[str, Any]]:
+    """n datasets, then n-1 events each naming dataset i with dataset i-1 as a symlink,
+    newest first: each merges everything joined so far into an older dataset."""
+    events = [run_event(run_id("merge", i), "merge", outputs=[output(f"t{i}")]) for i in range(n)]
+    for i in range(n - 1, 0, -1):
+        ref = output(f"t{i}", symlinks=symlinks(f"t{i - 1}"))
+        events.append(run_event(run_id("merge-join", i), "merge", outputs=[ref]))
+    return events
+
+
+def column_lineage(fields: int, prefix: str = "c") -> dict[str, Any]:
+    return {
+        "_producer": PRODUCER,
+        "_schemaURL": PRODUCER,
+        "fields": {
+            f"{prefix}{i}": {
+                "inputFields": [{"namespace": "s3://in", "name": "in/t", "field": f"s{i}"}]
+            }
+            for i in range(fields)
+        },
+    }
+
+
+def wide_lineage(count: int, fields: int) -> list[dict[str, Any]]:
+    return [
+        run_event(
+            run_id("wide", i),
+            f"wide-{i}",
+            eventType="COMPLETE",
+            outputs=[output(f"wide/{i}", columnLineage=column_lineage(fields))],
+        )
+        for i in range(count)
+    ]
+
+
+def wide_schema(fields: int) -> list[dict[str, Any]]:
+    schema = {
+        "_producer": PRODUCER,
+        "_schemaURL": PRODUCER,
+        "fields": [{"name": f"f{i}", "type": "string"} for i in range(fields)],
+    }
+    return [run_event(run_id("schema", 0), "schema", outputs=[output("schema", schema=schema)])]
+
+
+def many_outputs(count: int) -> list[dict[str, Any]]:
+    outputs = [{"namespace": "s3://o", "name": f"o{i}"} for i in range(count)]
+    return [run_event(run_id("outputs", 0), "outputs", outputs=outputs)]
+
+
+def long_text(size: int, seed: int) -> str:
+    """Letters and digits that do not compress, as an index key would hold them."""
+    return "".join(random.Random(seed).choices(string.ascii_letters + string.digits, k=size))
+
+
+def long_keys() -> list[dict[str, Any]]:
+    """The three of the issue, each beside an ordinary output."""
+    plain = {"namespace": "s3://plain", "name": "plain"}
+    names = {
+        "fields": {
+            "a": {
+                "inputFields": [{"namespace": "s3://in", "name": long_text(1000, 1), "field": "f"}]
+            }
+        },
+        "_producer": PRODUCER,
+        "_schemaURL": PRODUCER,
+    }
+    field = {
+        "fields": {
+            long_text(5000, 2): {
+                "inputFields": [{"namespace": "s3://in", "name": "t", "field": long_text(5000, 3)}]
+            }
+        },
+        "_producer": PRODUCER,
+        "_schemaURL": PRODUCER,
+    }
+    catalog = {
+        "_producer": PRODUCER,
+        "_schemaURL": PRODUCER,
+        "name": "lakehouse",
+        "metadataUri": "thrift://" + long_text(4000, 4) + ":9083",
+        "framework": "hive",
+        "type": "hive",
+    }
+    return [
+        run_event(
+            run_id("keys", 0),
+            "long-names",
+            outputs=[
+                plain,
+                {
+                    "namespace": "s3://o",
+                    "name": long_text(1000, 5),
+                    "facets": {"columnLineage": names},
+                },
+            ],
+        ),
+        run_event(
+            run_id("keys", 1), "long-field", outputs=[plain, output("f", columnLineage=field)]
+        ),
+        run_event(
+            run_id("keys", 2),
+            "long-uri",
+            outputs=[
+                plain,
+                {
+                    "namespace": "trino://t:8080",
+                    "name": "lakehouse.s.t",
+                    "facets": {"catalog": catalog},
+                },
+            ],
+        ),
+    ]
+
+
+def reused_run_ids(pairs: int) -> list[dict[str, Any]]:
+    """Two jobs, one runId, the same output: `pairs` times, in one batch."""
+    events = []
+    for i in range(pairs):
+        rid = run_id("reused", i)
+        for job in ("a", "b"):
+            events.append(run_event(rid, f"reused-{job}", outputs=[output(f"reused/{i}")]))
+    return events
+
+
+class Case:
+    def __init__(self, name: str, events: Callable[[], list[dict[str, Any]]], limit: int) -> None:
+        self.name, self.events, self.limit = name, events, limit
+
+
+CASES = [
+    Case("parent-chain-1501-one-batch", lambda: parent_chain(1501), 2000),
+    Case("parent-chain-10000", lambda: parent_chain(10_000), 2000),
+    Case("parent-chain-10000-spread", lambda: parent_chain(10_000), 10),
+    Case("parent-cycle-10000", lambda: parent_chain(10_000, cycle=True), 2000),
+    Case("merge-chain-10000", lambda: merge_chain(10_000), 2000),
+    Case("column-lineage-10x4MB", lambda: wide_lineage(10, 55_000), 2000),
+    Case("column-lineage-32MB", lambda: wide_lineage(1, 440_000), 2000),
+    Case("schema-32MB", lambda: wide_schema(800_000), 2000),
+    Case("outputs-32MB", lambda: many_outputs(800_000), 2000),
+    Case("long-keys", long_keys, 2000),
+    Case("runid-reused-2000", lambda: reused_run_ids(1000), 2000),
+]
+
+
+def records(events: list[dict[str, Any]]) -> Iterator[Any]:
+    for event in events:
+        yield parse_event(json.dumps(event).encode())
+
+
+def peak_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def fold_child(url: str, limit: int, timeout: float, log: Path) -> tuple[str, float, int]:
+    """Runs `catch_up` in a child: (outcome, seconds, peak RSS KiB)."""
+    started = time.monotonic()
+    with log.open("wb") as out:
+        child = subprocess.Popen(
+            [sys.executable, "-c", FOLD, url, str(limit)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    peak = 0
+    while child.poll() is None:
+        peak = max(peak, peak_kib(child.pid))
+        if time.monotonic() - started > timeout:
+            child.kill()
+            child.wait()
+            return f"timed out after {timeout:.0f} s", time.monotonic() - started, peak
+        time.sleep(0.05)
+    seconds = time.monotonic() - started
+    if child.returncode:
+        return f"exit {child.returncode}", seconds, peak
+    return "done", seconds, peak
+
+
+def measure(case: Case, url: str, timeout: float, log_dir: Path) -> None:
+    events = case.events()
+    size = sum(len(json.dumps(e)) for e in events)
+    with psycopg.connect(url) as conn:
+        for start in range(0, len(events), 500):
+            with conn.transaction():
+                append_events(conn, list(records(events[start : start + 500])))
+    del events
+    log = log_dir / f"{case.name}.log"
+    outcome, seconds, peak = fold_child(url, case.limit, timeout, log)
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(LAG).fetchall()
+        count = conn.execute("SELECT count(*) FROM event_log").fetchone()
+    text = log.read_text(errors="replace")
+    fallbacks = sum(1 for line in text.splitlines() if any(k in line for k in FALLBACK_LINES))
+    tracebacks = text.count("Traceback")
+    behind = {name: lag for name, lag, _ in rows if lag}
+    letters = {name: n for name, _, n in rows if n}
+    print(
+        f"{case.name}: {count[0] if count else 0:,} events ({size / 1e6:.1f} MB), batches of "
+        f"{case.limit}: {outcome} in {seconds:.1f} s, peak RSS {peak / 1024:.0f} MiB; "
+        f"behind {behind or 0}; dead letters {letters or 0}; fallback lines {fallbacks}, "
+        f"tracebacks {tracebacks}",
+        flush=True,
+    )
+
+
+# --- catalog-replay: the real processes ---------------------------------------------------
+
+MAP = """\
+catalogs:
+  - engine: "trino://t:8080"
+    catalog: {catalog}
+    metastore: "thrift://hms:9083"
+"""
+
+
+def catalog_replay(url: str, timeout: float, log_dir: Path) -> None:
+    maps = {}
+    for side, catalog in (("A", "lakehouse"), ("B", "warehouse")):
+        maps[side] = log_dir / f"map-{side}.yaml"
+        maps[side].write_text(MAP.format(catalog=catalog))
+    base = {**os.environ, "METASTORE_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
+    port = free_port()
+    env = {
+        **base,
+        "METASTORE_CATALOGS_FILE": str(maps["B"]),
+        "METASTORE_PROJECTOR_PORT": str(port),
+        "METASTORE_HOST": "127.0.0.1",
+    }
+
+    def event(i: int) -> dict[str, Any]:
+        ref = {"namespace": "trino://t:8080", "name": f"lakehouse.s.t{i}"}
+        return run_event(run_id("catalog", i), "catalog", outputs=[ref])
+
+    with psycopg.connect(url) as conn, conn.transaction():
+        append_events(conn, list(records([event(i) for i in range(5)])))
+    with (log_dir / "catalog-projector.log").open("wb") as out:
+        projector = subprocess.Popen(
+            [sys.executable, "-m", "metastore", "projector"], env=env, stdout=out, stderr=out
+        )
+    try:
+        if not wait_folded(url, 60):
+            print("catalog-replay: the projector did not fold the first events", flush=True)
+            return
+        replay = subprocess.run(
+            [sys.executable, "-m", "metastore", "replay"],
+            env={**base, "METASTORE_CATALOGS_FILE": str(maps["A"])},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        said = (replay.stdout + replay.stderr).strip().splitlines()
+        with psycopg.connect(url) as conn, conn.transaction():
+            append_events(conn, list(records([event(i) for i in range(5, 10)])))
+        started = time.monotonic()
+        caught_up = wait_folded(url, timeout)
+        seconds = time.monotonic() - started
+        with psycopg.connect(url, autocommit=True) as conn:
+            behind = {n: lag for n, lag, _ in conn.execute(LAG).fetchall() if lag}
+            rules = conn.execute(
+                "SELECT rules FROM projection_state WHERE name = 'datasets'"
+            ).fetchone()
+        derived = {fingerprint(path): side for side, path in maps.items()}.get(
+            rules[0] if rules else "", "?"
+        )
+        print(
+            f"catalog-replay: replay on map A exited {replay.returncode} saying "
+            f"{said[-1] if said else ''!r} ({len(said)} lines); five events later every "
+            f"projection {'caught up' if caught_up else 'still behind'} after {seconds:.1f} s "
+            f"(behind {behind or 0}); datasets derived with map {derived}",
+            flush=True,
+        )
+    finally:
+        projector.terminate()
+        projector.wait(30)
+
+
+def fingerprint(path: Path) -> str:
+    from metastore.catalogs import load_catalog_map
+
+    return load_catalog_map(str(path)).fingerprint
+
+
+def wait_folded(url: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            if not any(lag for _, lag, _ in conn.execute(LAG).fetchall()):
+                return True
+            time.sleep(0.1)
+    return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    names = [c.name for c in CASES] + ["catalog-replay"]
+    parser.add_argument("--only", default=",".join(names), help=", ".join(names))
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds a fold may take")
+    args = parser.parse_args()
+    only = args.only.split(",")
+    log_dir = Path(tempfile.mkdtemp(prefix="hostile-fold-"))
+    print(f"logs in {log_dir}; git {git_head()}", flush=True)
+    pg = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="hostile-fold-pg-", dir="/tmp")))
+    url = pg.start()
+    try:
+        apply_migrations(url)
+        with psycopg.connect(url) as conn:
+            create_readmodel_tables(conn)
+        base = url.rsplit("/", 1)[0]
+        template = url.rsplit("/", 1)[1]
+        for i, name in enumerate(n for n in names if n in only):
+            db = f"case_{i}"
+            with psycopg.connect(base + "/postgres", autocommit=True) as admin:
+                admin.execute(f"CREATE DATABASE {db} TEMPLATE {template}")
+            if name == "catalog-replay":
+                catalog_replay(f"{base}/{db}", min(args.timeout, 90.0), log_dir)
+            else:
+                case = next(c for c in CASES if c.name == name)
+                measure(case, f"{base}/{db}", args.timeout, log_dir)
+            with psycopg.connect(base + "/postgres", autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE {db} WITH (FORCE)")
+    finally:
+        pg.destroy()
+
+
+def git_head() -> str:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+if __name__ == "__main__":
+    main()
