@@ -210,7 +210,7 @@ def _rebuild(
             raise RebuildStopped(",".join(names))
         with batch_transaction(conn, BUILD_SCHEMA, side):
             result = one_batch(side)
-        if result.read < limit:
+        if not result.full:
             break
     for attempt in range(1, SWAP_ATTEMPTS + 1):
         saved = (dict(cursors), dict(folded), letters[0], received[0])
@@ -220,7 +220,7 @@ def _rebuild(
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
                 set_search_path(conn, BUILD_SCHEMA)
                 # The last batches and the swap: one transaction, so one connection.
-                while one_batch(None).read >= limit:
+                while one_batch(None).full:
                     pass
                 swap(conn, projections, cursors, folded, received[0], catalogs)
             break

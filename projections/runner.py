@@ -37,6 +37,7 @@ from metastore.migrations import missing_migrations
 from metastore.tls import CertificateReloader, server_context
 from projections.fold import (
     BATCH_SIZE,
+    BatchResult,
     Prefetcher,
     batch_transaction,
     collector_for_batches,
@@ -58,13 +59,13 @@ def fold_live_batch(
     prefetcher: Prefetcher | None = None,
     side: psycopg.Connection[Any] | None = None,
     catalogs: CatalogMap = NO_CATALOGS,
-) -> int:
+) -> BatchResult:
     """Folds one batch into the live tables and moves the cursors, in one transaction.
 
     (Two with a `side` connection: see projections.schema.SIDE_PROJECTIONS.) The datasets'
     names are joined by the catalog map `catalogs`; a projection derived with another map
-    is not folded into (it waits for its rebuild). Returns how many events were read
-    (fewer than `limit` means caught up).
+    is not folded into (it waits for its rebuild). Returns what was read (not `full`:
+    caught up).
     """
     with batch_transaction(conn, LIVE_SCHEMA, side):
         # The side connection folds under this lock too: its transaction begins after the
@@ -73,12 +74,12 @@ def fold_live_batch(
         cursors = load_cursors(conn, projections, side, catalogs)
         projections = [p for p in projections if p.NAME in cursors]
         if not projections:
-            return 0
+            return BatchResult()
         result = fold_batch(
             conn, projections, cursors, limit, prefetcher=prefetcher, side=side, catalogs=catalogs
         )
         save_cursors(conn, cursors, result, side)
-    return result.read
+    return result
 
 
 def catch_up(
@@ -115,9 +116,9 @@ def _catch_up(
         adopt_rules(conn, catalogs)  # (fresh tables; others wait for a rebuild)
     total = 0
     while True:
-        read = fold_live_batch(conn, PROJECTIONS, limit, prefetcher, side, catalogs)
-        total += read
-        if read < limit:
+        result = fold_live_batch(conn, PROJECTIONS, limit, prefetcher, side, catalogs)
+        total += result.read
+        if not result.full:
             return total
 
 
@@ -298,15 +299,15 @@ def fold_until_stopped(
     with collector_for_batches():
         while not stop.is_set():
             started = time.monotonic()
-            read = fold_live_batch(conn, prefetcher=prefetcher, side=side, catalogs=catalogs)
+            result = fold_live_batch(conn, prefetcher=prefetcher, side=side, catalogs=catalogs)
             if status is not None:
                 status.folding()  # (a failed rebuild raises here, and the projector stops)
-            if read:
+            if result.read:
                 FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
             if time.monotonic() - last_lag > LAG_EVERY_S:
                 update_lag_metrics(conn)
                 last_lag = time.monotonic()
-            if read >= BATCH_SIZE:
+            if result.full:
                 continue
             # Caught up: sleep until a NOTIFY (or the poll interval), then drain the others.
             for _ in leader.notifies(timeout=POLL_INTERVAL_S, stop_after=1):

@@ -16,6 +16,8 @@ folded them (or the timeout).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import hashlib
 import json
 import os
 import random
@@ -35,8 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from metastore.embedded_pg import EmbeddedPostgres, free_port  # noqa: E402
-from metastore.envelope import parse_event  # noqa: E402
-from metastore.eventlog import append_events  # noqa: E402
+from metastore.envelope import EnvelopeError, parse_event  # noqa: E402
+from metastore.eventlog import LogRecord, append_events  # noqa: E402
 from metastore.migrations import apply_migrations  # noqa: E402
 from projections.schema import create_readmodel_tables  # noqa: E402
 
@@ -153,9 +155,15 @@ def wide_schema(fields: int) -> list[dict[str, Any]]:
     return [run_event(run_id("schema", 0), "schema", outputs=[output("schema", schema=schema)])]
 
 
-def many_outputs(count: int) -> list[dict[str, Any]]:
-    outputs = [{"namespace": "s3://o", "name": f"o{i}"} for i in range(count)]
-    return [run_event(run_id("outputs", 0), "outputs", outputs=outputs)]
+def many_outputs(count: int, events: int = 1) -> list[dict[str, Any]]:
+    return [
+        run_event(
+            run_id("outputs", e),
+            "outputs",
+            outputs=[{"namespace": "s3://o", "name": f"o{e}.{i}"} for i in range(count)],
+        )
+        for e in range(events)
+    ]
 
 
 def long_text(size: int, seed: int) -> str:
@@ -169,7 +177,9 @@ def long_keys() -> list[dict[str, Any]]:
     names = {
         "fields": {
             "a": {
-                "inputFields": [{"namespace": "s3://in", "name": long_text(1000, 1), "field": "f"}]
+                "inputFields": [
+                    {"namespace": long_text(1000, 6), "name": long_text(1000, 1), "field": "f"}
+                ]
             }
         },
         "_producer": PRODUCER,
@@ -199,7 +209,7 @@ def long_keys() -> list[dict[str, Any]]:
             outputs=[
                 plain,
                 {
-                    "namespace": "s3://o",
+                    "namespace": long_text(1000, 7),
                     "name": long_text(1000, 5),
                     "facets": {"columnLineage": names},
                 },
@@ -245,17 +255,37 @@ CASES = [
     Case("parent-cycle-10000", lambda: parent_chain(10_000, cycle=True), 2000),
     Case("merge-chain-10000", lambda: merge_chain(10_000), 2000),
     Case("column-lineage-10x4MB", lambda: wide_lineage(10, 55_000), 2000),
-    Case("column-lineage-32MB", lambda: wide_lineage(1, 440_000), 2000),
+    Case("column-lineage-32MB", lambda: wide_lineage(1, 350_000), 2000),
     Case("schema-32MB", lambda: wide_schema(800_000), 2000),
     Case("outputs-32MB", lambda: many_outputs(800_000), 2000),
+    Case("outputs-40x10000", lambda: many_outputs(10_000, 40), 2000),
     Case("long-keys", long_keys, 2000),
     Case("runid-reused-2000", lambda: reused_run_ids(1000), 2000),
 ]
 
 
-def records(events: list[dict[str, Any]]) -> Iterator[Any]:
+def records(events: list[dict[str, Any]], refused: list[str] | None = None) -> Iterator[Any]:
+    """The events' log records; one that ingest refuses (noted in `refused`) is stored as
+    it was before ingest refused it."""
     for event in events:
-        yield parse_event(json.dumps(event).encode())
+        text = json.dumps(event).encode()
+        try:
+            yield parse_event(text)
+        except EnvelopeError as exc:
+            if refused is None:
+                raise
+            refused.append(f"{exc.status} {exc.pointer}: {exc.detail}")
+            yield LogRecord(
+                event_time=dt.datetime.fromisoformat(event["eventTime"]),
+                kind="run",
+                event_type=event.get("eventType"),
+                run_id=uuid.UUID(event["run"]["runId"]),
+                job_namespace=event["job"]["namespace"],
+                job_name=event["job"]["name"],
+                producer=PRODUCER,
+                digest=hashlib.sha256(text).digest(),
+                event_json=text,
+            )
 
 
 def peak_kib(pid: int) -> int:
@@ -296,11 +326,14 @@ def fold_child(url: str, limit: int, timeout: float, log: Path) -> tuple[str, fl
 def measure(case: Case, url: str, timeout: float, log_dir: Path) -> None:
     events = case.events()
     size = sum(len(json.dumps(e)) for e in events)
+    refused: list[str] = []
     with psycopg.connect(url) as conn:
         for start in range(0, len(events), 500):
             with conn.transaction():
-                append_events(conn, list(records(events[start : start + 500])))
+                append_events(conn, list(records(events[start : start + 500], refused)))
     del events
+    if refused:
+        print(f"{case.name}: ingest refuses {len(refused)}: {refused[0][:200]}", flush=True)
     log = log_dir / f"{case.name}.log"
     outcome, seconds, peak = fold_child(url, case.limit, timeout, log)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -419,21 +452,27 @@ def main() -> None:
     pg = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="hostile-fold-pg-", dir="/tmp")))
     url = pg.start()
     try:
-        apply_migrations(url)
-        with psycopg.connect(url) as conn:
+        base, template = url.rsplit("/", 1)[0], "hostile_template"
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {template}")
+        apply_migrations(f"{base}/{template}")
+        with psycopg.connect(f"{base}/{template}") as conn:
             create_readmodel_tables(conn)
-        base = url.rsplit("/", 1)[0]
-        template = url.rsplit("/", 1)[1]
+        with psycopg.connect(url, autocommit=True) as admin:  # (yoyo keeps its connection)
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (template,),
+            )
         for i, name in enumerate(n for n in names if n in only):
             db = f"case_{i}"
-            with psycopg.connect(base + "/postgres", autocommit=True) as admin:
+            with psycopg.connect(url, autocommit=True) as admin:
                 admin.execute(f"CREATE DATABASE {db} TEMPLATE {template}")
             if name == "catalog-replay":
                 catalog_replay(f"{base}/{db}", min(args.timeout, 90.0), log_dir)
             else:
                 case = next(c for c in CASES if c.name == name)
                 measure(case, f"{base}/{db}", args.timeout, log_dir)
-            with psycopg.connect(base + "/postgres", autocommit=True) as admin:
+            with psycopg.connect(url, autocommit=True) as admin:
                 admin.execute(f"DROP DATABASE {db} WITH (FORCE)")
     finally:
         pg.destroy()

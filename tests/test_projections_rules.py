@@ -353,7 +353,7 @@ def test_side_projections_left_behind_by_a_crash_catch_up_alone(conn: Conn) -> N
     # them up without folding the others' events twice.
     total = append(conn, copies(all_scenario_events(), 3))
     main = [p for p in PROJECTIONS if p.NAME not in SIDE_PROJECTIONS]
-    assert fold_live_batch(conn, main, limit=total // 2) == total // 2
+    assert fold_live_batch(conn, main, limit=total // 2).read == total // 2
     assert catch_up(conn.info.dsn) == total
     folded = dict(conn.execute("SELECT name, events_folded FROM projection_state").fetchall())
     assert folded == dict.fromkeys(folded, total) and set(folded) == {p.NAME for p in PROJECTIONS}
