@@ -46,6 +46,8 @@ class Settings:
     catalogs: CatalogMap = NO_CATALOGS
     # Namespaces whose TrinoCatalogs add to the map (projector and replay; empty: none).
     catalogs_from_kubernetes: tuple[str, ...] = ()
+    # A projection not moved for this long while events wait is stalled (metastore.stalls).
+    stall_timeout: float = 60.0
 
     @property
     def auth_configured(self) -> bool:
@@ -96,6 +98,12 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "METASTORE_MAX_EVENT_BYTES, or 1/16 of the memory (container limit or RAM) if less.",
     ),
     ("METASTORE_REQUEST_TIMEOUT", "30", "Seconds a client may take to send its request."),
+    (
+        "METASTORE_STALL_TIMEOUT",
+        "60",
+        "Seconds a projection may go without folding while events wait before the projector's "
+        "/readyz fails (503) and the API's /readyz and /api/v1/status report it stalled.",
+    ),
     (
         "METASTORE_POOL_SIZE",
         "8",
@@ -260,6 +268,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "METASTORE_REQUEST_TIMEOUT", _positive_float, "a positive number of seconds"
         ),
         pool_size=_parse(env, "METASTORE_POOL_SIZE", _positive_int, "a positive integer"),
+        stall_timeout=_parse(
+            env, "METASTORE_STALL_TIMEOUT", _positive_float, "a positive number of seconds"
+        ),
         auth_disabled=auth == "disabled",
         tokens={scope: _tokens(env, scope) for scope in SCOPES},
         read_database_url=_get(env, "METASTORE_READ_DATABASE_URL") or None,

@@ -34,6 +34,7 @@ from metastore.metrics import (
     PROJECTION_POSITION,
 )
 from metastore.migrations import missing_migrations
+from metastore.stalls import stalled_projections
 from metastore.tls import CertificateReloader, server_context
 from projections.fold import (
     BATCH_SIZE,
@@ -47,7 +48,16 @@ from projections.fold import (
     tune_session,
 )
 from projections.replay import RebuildStopped, prepare_tables, rebuild
-from projections.schema import FOLD_LOCK, LEADER_LOCK, LIVE_SCHEMA, PROJECTIONS, adopt_rules
+from projections.schema import (
+    FOLD_LOCK,
+    LEADER_LOCK,
+    LIVE_SCHEMA,
+    PROJECTIONS,
+    RULES_LOCK,
+    adopt_rules,
+    outdated_projections,
+    rules_key,
+)
 
 log = logging.getLogger("metastore.projector")
 
@@ -183,8 +193,9 @@ class BackgroundRebuild:
 class ProjectorStatus:
     """What /readyz and the logs say about the running projector (shared with the server)."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, stall_timeout: float = 60.0) -> None:
         self.database_url = database_url
+        self.stall_timeout = stall_timeout
         # starting | standby | rebuilding (folding the projections not being rebuilt) |
         # active | unavailable
         self.role = "starting"
@@ -198,6 +209,18 @@ class ProjectorStatus:
             rebuilding.check()
         self.role = "rebuilding" if self.rebuild is not None else "active"
 
+    def rebuild_outdated(self, outdated: list[str], catalogs: CatalogMap) -> None:
+        """Starts rebuilding `outdated` beside the fold, unless a rebuild runs already."""
+        if not outdated or self.rebuild is not None:
+            return
+        log.info(
+            "projections of another version or catalog map found; rebuilding them "
+            "while folding the others",
+            extra={"projections": ",".join(outdated)},
+        )
+        self.rebuild = BackgroundRebuild(self.database_url, outdated, catalogs)
+        self.role = "rebuilding"
+
 
 def run_projector(settings: Settings) -> None:
     """`metastore projector`: blocks until SIGTERM/SIGINT; serves /healthz /readyz /metrics."""
@@ -210,7 +233,7 @@ def run_projector(settings: Settings) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    status = ProjectorStatus(settings.database_url)
+    status = ProjectorStatus(settings.database_url, settings.stall_timeout)
     tls = None
     if settings.tls is not None:
         tls = CertificateReloader(settings.tls).attach(server_context(settings.tls))
@@ -266,15 +289,10 @@ def lead(
         if stop.is_set():
             return
         log.info("this projector is now active")
+        # Held as long as this projector leads: `metastore replay` reads the map from it.
+        leader.execute("SELECT pg_advisory_lock(%s, %s)", (RULES_LOCK, rules_key(catalogs)))
         leader.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        outdated = prepare_tables(database_url, catalogs)
-        if outdated and status.rebuild is None:
-            log.info(
-                "projections of another version or catalog map found; rebuilding them "
-                "while folding the others",
-                extra={"projections": ",".join(outdated)},
-            )
-            status.rebuild = BackgroundRebuild(database_url, outdated, catalogs)
+        status.rebuild_outdated(prepare_tables(database_url, catalogs), catalogs)
         status.folding()
         with (
             psycopg.connect(database_url, connect_timeout=10) as conn,
@@ -306,6 +324,12 @@ def fold_until_stopped(
                 FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
             if time.monotonic() - last_lag > LAG_EVERY_S:
                 update_lag_metrics(conn)
+                if status is not None and status.rebuild is None:
+                    # Tables swapped in by a replay with another map (or version) are not
+                    # folded into (see fold.load_cursors): rebuilt with this projector's.
+                    with conn.transaction():
+                        outdated = outdated_projections(conn, catalogs)
+                    status.rebuild_outdated(outdated, catalogs)
                 last_lag = time.monotonic()
             if result.full:
                 continue
@@ -394,9 +418,12 @@ def start_health_server(
 
 
 def readiness(status: ProjectorStatus) -> tuple[int, dict[str, Any]]:
+    """Ready when the database answers with a current schema and, on the active projector,
+    no projection is stalled (metastore.stalls) but those it is rebuilding."""
     try:
         with psycopg.connect(status.database_url, connect_timeout=3, autocommit=True) as conn:
             missing = missing_migrations(conn)
+            stalled = [] if missing else stalled_projections(conn, status.stall_timeout)
     except psycopg.Error:
         return 503, {"status": "unavailable", "reason": "database unreachable"}
     if missing:
@@ -405,4 +432,17 @@ def readiness(status: ProjectorStatus) -> tuple[int, dict[str, Any]]:
             "reason": "schema behind; run `metastore migrate`",
             "missing_migrations": missing,
         }
-    return 200, {"status": "ok", "role": status.role}
+    rebuild = status.rebuild
+    rebuilding = rebuild.names if rebuild is not None and rebuild.running else []
+    body: dict[str, Any] = {"status": "ok", "role": status.role}
+    if rebuilding:
+        body["rebuilding"] = rebuilding
+    if stalled:
+        body["stalled_projections"] = stalled
+    if status.role in ("active", "rebuilding") and set(stalled) - set(rebuilding):
+        body["status"] = "stalled"
+        body["reason"] = (
+            f"projections not moved for over {status.stall_timeout:g} s while events wait"
+        )
+        return 503, body
+    return 200, body
