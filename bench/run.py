@@ -2,7 +2,7 @@
 
     python -m bench.run            # the full run (17-22 minutes on 2 cores)
     python -m bench.run --quick    # tiny sizes, seconds (the smoke test)
-    python -m bench.run --only ingest,batch,lag,log
+    python -m bench.run --only ingest,batch,lag,log,chain
 
 Every figure gets a row even when it cannot be measured (a piece not landed, a process
 that failed): the value is n/a and the notes say why, so the table always has them all.
@@ -20,14 +20,14 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import fig_batch, fig_ingest, fig_lag, fig_log, loadgen
+from bench import fig_batch, fig_chain, fig_ingest, fig_lag, fig_log, loadgen
 from bench.context import Context
 from bench.harness import ROOT, Missing
 from bench.report import Report, Row, load_average, machine, now, render
 from bench.sizes import FULL, QUICK, SEED
 from metastore.embedded_pg import EmbeddedPostgresError, find_bindir
 
-GROUPS = ("ingest", "batch", "lag", "log")
+GROUPS = ("ingest", "batch", "lag", "log", "chain")
 
 
 def _postgres_version() -> str:
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch": (fig_batch.rows(ctx), lambda rows: fig_batch.measure(ctx, rows)),
         "lag": (fig_lag.rows(ctx), lambda rows: fig_lag.measure(ctx, rows)),
         "log": (fig_log.rows(ctx), lambda rows: fig_log.measure(ctx, rows, report.notes)),
+        "chain": (fig_chain.rows(ctx), lambda rows: fig_chain.measure(ctx, rows)),
     }
     for name in GROUPS:
         rows, measure = groups[name]

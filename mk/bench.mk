@@ -3,7 +3,7 @@
 #   make bench                          every figure, full sizes (17-22 min on 2 cores), into
 #                                       docs/BENCHMARKS.md; not part of `make test`
 #   make bench BENCH_ARGS=--quick       tiny sizes, seconds (what tests/test_bench_smoke.py runs)
-#   make bench BENCH_ARGS='--only lag'  one group: ingest, batch, lag, log
+#   make bench BENCH_ARGS='--only lag'  one group: ingest, batch, lag, log, chain
 #   make bench-tools                    install wrk (Debian), which drives single-event ingest
 #                                       and its bare-route baseline; without it the Python
 #                                       client does, and the bare route is bound by it
