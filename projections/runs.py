@@ -104,12 +104,40 @@ INSERT INTO runs ({", ".join(COLUMNS)})
 ON CONFLICT (id) DO UPDATE SET
 {", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])}
 """
-# The runs below the runs that were the top of their chain and now have one above them:
-# those whose root they were, unless their path is full (their root is further down).
-SELECT_BELOW = """
+# How many runs up a parent chain is followed (the `parent` facets' runs, or the root a
+# facet names): past it, a run's root is the run this many links above it. Real
+# hierarchies (an Airflow DAG run, its task, the Spark application and its jobs) are a
+# handful deep; the bound keeps a crafted chain of any length linear to fold.
+MAX_PARENT_DEPTH = 100
+
+# The tops (runs that were the top of their chain, or not folded yet) that now have runs
+# above them, whose new path (`tail`) holds a run below them: a cycle through stored runs,
+# whose paths `move_roots` cuts in Python.
+SELECT_CYCLIC = """
+SELECT DISTINCT root_run_id FROM runs
+WHERE id = ANY(%b::uuid[]) AND root_run_id = ANY(%b::uuid[]) AND id <> root_run_id
+"""
+# The stored runs below each other top (those whose root it was; not those whose path is
+# full: their root is further down) get its new path after theirs, up to the bound; the
+# count of those cut by it comes back. (In the server: only the few tops' paths travel.)
+TOP_TYPES = ("uuid", "uuid[]")
+EXTEND_PATHS = f"""
+WITH tops(top, tail) AS ({rows_select(TOP_TYPES)}),
+moved AS (
+    UPDATE runs SET root_path = n.path, root_run_id = n.path[cardinality(n.path)]
+    FROM tops, runs old,
+         LATERAL (SELECT (old.root_path || tops.tail)[1:{MAX_PARENT_DEPTH}] AS path) n
+    WHERE old.root_run_id = tops.top AND old.id <> tops.top
+      AND cardinality(old.root_path) < {MAX_PARENT_DEPTH} AND old.id <> ALL(%b::uuid[])
+      AND runs.id = old.id
+    RETURNING cardinality(old.root_path) + cardinality(tops.tail) > {MAX_PARENT_DEPTH} AS cut
+)
+SELECT count(*) FILTER (WHERE cut) FROM moved
+"""
+SELECT_BELOW = f"""
 SELECT id, root_path FROM runs
 WHERE root_run_id = ANY(%b::uuid[]) AND id <> root_run_id
-  AND coalesce(cardinality(root_path), 0) < %s
+  AND cardinality(root_path) < {MAX_PARENT_DEPTH}
 """
 MOVE_TYPES = ("uuid", "uuid", "uuid[]")
 MOVE_ROOTS = f"""
@@ -117,11 +145,6 @@ UPDATE runs SET root_run_id = m.root_run_id, root_path = m.root_path
 FROM ({rows_select(MOVE_TYPES)}) AS m(id, root_run_id, root_path)
 WHERE runs.id = m.id
 """
-# How many runs up a parent chain is followed (the `parent` facets' runs, or the root a
-# facet names): past it, a run's root is the run this many links above it. Real
-# hierarchies (an Airflow DAG run, its task, the Spark application and its jobs) are a
-# handful deep; the bound keeps a crafted chain of any length linear to fold.
-MAX_PARENT_DEPTH = 100
 
 
 def state_rank(event_type: str | None) -> int:
@@ -324,16 +347,29 @@ def move_roots(
     """Extends the paths of the stored runs whose root was one of `tops` (which now have
     runs above them) by the top's new path, within the bound: each such run is moved at
     most MAX_PARENT_DEPTH times over its life, so a chain growing upwards stays linear."""
+    tails = {top: rows[top]["root_path"] for top in tops}
     with loading_cursor(cur) as dcur:
-        dcur.execute(SELECT_BELOW, (uuid_array(tops), MAX_PARENT_DEPTH))
+        above = uuid_array({run for tail in tails.values() for run in tail})
+        dcur.execute(SELECT_CYCLIC, (above, uuid_array(tops)))
+        cyclic = {row["root_run_id"] for row in dcur.fetchall()}
+        plain = [top for top in tops if top not in cyclic]
+        if plain:
+            columns: list[list[Any]] = [plain, [_array(tails[top]) for top in plain]]
+            with planner_without(cur, *INDEX_PROBES_ONLY):
+                dcur.execute(EXTEND_PATHS, (*row_param(TOP_TYPES, columns), uuid_array(rows)))
+                row = dcur.fetchone()
+            if row and row["count"]:
+                PARENT_CHAINS_CUT.labels(reason="depth").inc(row["count"])
+        if not cyclic:
+            return
+        dcur.execute(SELECT_BELOW, (uuid_array(cyclic),))
         below = [(r["id"], r["root_path"]) for r in dcur.fetchall() if r["id"] not in rows]
     if not below:
         return
     walk = Walk({}, {}, {})
     moved: list[list[Any]] = []
     for rid, path in below:
-        top = path[-1]
-        extended = walk.extend(list(path), {rid, *path}, rows[top]["root_path"] or [])
+        extended = walk.extend(list(path), {rid, *path}, tails[path[-1]] or [])
         moved.append([rid, extended[-1], _array(extended)])
     walk.count()
     with planner_without(cur, *INDEX_PROBES_ONLY):

@@ -124,6 +124,18 @@ def test_children_arriving_before_their_parents_get_the_right_root(conn: Conn) -
     assert parent_job == (job_id(NS, "middle"),)
 
 
+def test_a_parent_cycle_folded_a_run_at_a_time_stops_where_it_closes(conn: Conn) -> None:
+    """Each run's root is the run below it in the cycle (the walk stops before it comes
+    back), whichever batch closes the cycle; and a run above it is the root of neither."""
+    a, b, c = new_id(), new_id(), new_id()
+    fold(conn, run_event("START", 1, a, "a", run_facets=parent_facet(b, "b")))
+    fold(conn, run_event("START", 2, b, "b", run_facets=parent_facet(c, "c")))
+    fold(conn, run_event("START", 3, c, "c", run_facets=parent_facet(a, "a")))
+    roots = {r: run_row(conn, r)["root_run_id"] for r in (a, b, c)}
+    assert roots == {a: uuid.UUID(c), b: uuid.UUID(a), c: uuid.UUID(b)}
+    assert run_row(conn, a)["root_path"] == [uuid.UUID(b), uuid.UUID(c)]
+
+
 def test_the_parent_facets_root_is_taken_when_given(conn: Conn) -> None:
     root, parent, child = new_id(), new_id(), new_id()
     fold(conn, run_event("START", 1, child, "c", run_facets=parent_facet(parent, "p", root)))
