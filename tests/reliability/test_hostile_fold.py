@@ -44,6 +44,7 @@ from projections.replay import rebuild
 from projections.runs import MAX_PARENT_DEPTH
 from tests.logdata import append, dump_readmodel
 from tests.reliability.test_hostile_input import metric, wait_until_folded
+from tests.reliability.test_memory import peak_rss_bytes
 from tests.support import Process, running
 
 pytestmark = pytest.mark.reliability
@@ -160,13 +161,6 @@ def test_a_chain_of_10000_parents_over_20_batches_moves_each_run_a_bounded_numbe
 # --- 2. memory bounded by bytes ---------------------------------------------------------
 
 
-def peak_rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmHWM for process {pid}")
-
-
 def test_a_32_mb_event_of_column_lineage_folds_within_the_charts_memory_limit(
     service: tuple[httpx.Client, Process], database_url: str
 ) -> None:
@@ -180,7 +174,7 @@ def test_a_32_mb_event_of_column_lineage_folds_within_the_charts_memory_limit(
     assert answer.status_code == 200, answer.text[:300]
     started = time.monotonic()
     wait_until_folded(client, database_url, timeout=240)
-    peak = peak_rss(projector.pid)
+    peak = peak_rss_bytes(projector.pid)
     print(
         f"\n{len(body) / MiB:.1f} MiB event folded {time.monotonic() - started:.1f} s after "
         f"ingest; projector peak RSS {peak / MiB:.0f} MiB (limit {CHART_MEMORY_LIMIT / MiB:.0f})"
@@ -207,7 +201,7 @@ def test_a_batch_holds_at_most_8_mib_of_events(database_url: str, tmp_path: Path
         with running("projector", database_url, tmp_path) as projector:
             wait_until_folded(client, database_url)
             samples = httpx.get(projector.base_url + "/metrics", timeout=10).text
-            peak = peak_rss(projector.pid)
+            peak = peak_rss_bytes(projector.pid)
     (batches,) = [
         float(line.split()[1])
         for line in samples.splitlines()
