@@ -12,7 +12,8 @@ at: the event is stored exactly as sent.
 What the store and the read side cannot represent is refused here, so that every event
 accepted can be folded and exported: an `eventTime` outside years 1-9999 in UTC (Python's
 datetime and so every reader), a job or dataset name or namespace over MAX_NAME_BYTES (the
-indexes that key them), a key twice in one JSON object (consumers would read it apart),
+indexes that key them), more than MAX_EVENT_DATASETS datasets (the projector holds an
+event's datasets at once), a key twice in one JSON object (consumers would read it apart),
 U+0000 and numbers beyond `numeric` (jsonb).
 
 The structs below are for checking only; the log keeps the original JSON text, so fields
