@@ -107,13 +107,26 @@ def wide_lineage(count: int, fields: int, prefix: str = "wide") -> list[dict[str
     ]
 
 
-def wide_schema(fields: int) -> list[dict[str, Any]]:
-    schema = {
-        "_producer": PRODUCER,
-        "_schemaURL": PRODUCER,
-        "fields": [{"name": f"f{i}", "type": "string"} for i in range(fields)],
-    }
-    return [run_event(run_id("schema", 0), "schema", outputs=[output("schema", schema=schema)])]
+def wide_schema(fields: int, events: int = 1) -> list[dict[str, Any]]:
+    """`events` runs each writing a dataset whose `schema` facet has `fields` fields (each
+    event's its own: a schema repeated is worked out once)."""
+    return [
+        run_event(
+            run_id("schema", e),
+            "schema",
+            outputs=[
+                output(
+                    f"schema{e}",
+                    schema={
+                        "_producer": PRODUCER,
+                        "_schemaURL": PRODUCER,
+                        "fields": [{"name": f"f{e}.{i}", "type": "string"} for i in range(fields)],
+                    },
+                )
+            ],
+        )
+        for e in range(events)
+    ]
 
 
 def many_outputs(count: int, events: int = 1) -> list[dict[str, Any]]:

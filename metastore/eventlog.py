@@ -290,8 +290,9 @@ def read_events_after(
 # The projector's batch: up to `limit` events, and no more of them than add up to
 # `max_bytes` of stored JSON (the first whatever its size), so a batch's memory follows its
 # bytes (ten 4 MB events in one batch took the projector past 1 GiB). The row that would
-# pass the budget comes back with its event NULL (its text is never read: a value only
-# leaves TOAST when an expression uses it), which tells the reader the batch was cut.
+# pass the budget (the second, when the first alone does) comes back with its event NULL
+# (its text is never read: a value only leaves TOAST when an expression uses it), which
+# tells the reader the batch was cut.
 READ_BATCH_AFTER = """
 SELECT tx::text::bigint, seq, {times}, kind, event_type, run_id, job_namespace, job_name,
        CASE WHEN n = 1 OR running <= %(max_bytes)s THEN event::text END
@@ -308,7 +309,7 @@ FROM (
     ) AS page
     WINDOW w AS (ORDER BY page.tx, page.seq ROWS UNBOUNDED PRECEDING)
 ) AS sized
-WHERE running - size_bytes <= %(max_bytes)s
+WHERE n <= 2 OR running - size_bytes <= %(max_bytes)s
 ORDER BY sized.tx, sized.seq
 """
 

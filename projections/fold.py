@@ -39,7 +39,7 @@ BATCH_SIZE = 2000
 # than that is a batch of its own): a batch's memory, decoded and folded, is some times
 # its bytes, and the prefetcher holds the next one (docs/PERFORMANCE.md). 2,000 events of
 # the benchmark's workload (3 KB on average) are about 6 MB.
-BATCH_BYTES = 8 * 1024 * 1024
+BATCH_BYTES = 16 * 1024 * 1024
 # And after the event that brings its dataset names (inputs, outputs, their symlinks) to
 # this many: each is a few KB of memory over the projections, and 8 MiB of events with
 # thousands of small outputs each would be hundreds of thousands of them (an event alone
@@ -104,6 +104,9 @@ class Batch(msgspec.Struct):
     last: Position | None  # the last row's position (None: nothing read)
     received_at: dt.datetime | None  # the last row's append time
     full: bool = False  # it ended at its limit of events or bytes: more may follow
+    # It ended at its limit of bytes or dataset names: the next is not read ahead, so the
+    # projector holds one such batch at a time (docs/PERFORMANCE.md, "Bounded fold").
+    heavy: bool = False
 
 
 def read_batch(
@@ -167,6 +170,7 @@ def read_batch(
         last.position if last else None,
         last.received_at if last else None,
         cut or len(stored_events) == limit,
+        cut,
     )
 
 
@@ -385,7 +389,7 @@ def fold_batch(
         return result
     events, last = batch.events, batch.last
     read_next = None
-    if prefetcher is not None and batch.full:
+    if prefetcher is not None and batch.full and not batch.heavy:
         read_next = functools.partial(prefetcher.request, last, limit)
     result.received_at = batch.received_at
     with contextlib.ExitStack() as stack:

@@ -81,7 +81,11 @@ CASES = [
     Case("merge-chain-10000", lambda: merge_chain(10_000), 2000),
     Case("column-lineage-10x4MB", lambda: wide_lineage(10, 55_000), 2000),
     Case("column-lineage-32MB", lambda: wide_lineage(1, 350_000), 2000),
+    # facets just under decode.EAGER_LINEAGE_BYTES: worked out as the events are read
+    Case("column-lineage-600x63KB", lambda: wide_lineage(600, 700), 2000),
     Case("schema-32MB", lambda: wide_schema(800_000), 2000),
+    Case("schema-3x28MB", lambda: wide_schema(650_000, 3), 2000),
+    Case("column-lineage-3x32MB", lambda: wide_lineage(3, 350_000, "wider"), 2000),
     Case("outputs-32MB", lambda: many_outputs(800_000), 2000),
     Case("outputs-40x10000", lambda: many_outputs(10_000, 40), 2000),
     Case("long-keys", long_keys, 2000),

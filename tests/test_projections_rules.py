@@ -13,7 +13,9 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
+from metastore.eventlog import START
 from projections.common import dataset_id, job_id
+from projections.fold import read_batch
 from projections.replay import rebuild
 from projections.runner import catch_up, fold_live_batch
 from projections.schema import PROJECTIONS, SIDE_PROJECTIONS
@@ -122,6 +124,24 @@ def test_children_arriving_before_their_parents_get_the_right_root(conn: Conn) -
         "SELECT parent_job_id FROM readmodel.jobs WHERE name = 'leaf'"
     ).fetchone()
     assert parent_job == (job_id(NS, "middle"),)
+
+
+def test_a_batch_ends_at_its_bytes_and_an_event_larger_than_them_is_one_alone(
+    conn: Conn,
+) -> None:
+    pad = {"pad": {"x": "y" * 5_000}}
+    big = [run_event("START", i, new_id(), "big", run_facets=pad) for i in range(3)]
+    small = [run_event("START", 10 + i, new_id(), "small") for i in range(4)]
+    append(conn, [big[0], *small[:2], big[1], big[2], *small[2:]])
+    sizes = [r[0] for r in conn.execute("SELECT size_bytes FROM event_log ORDER BY tx, seq")]
+    budget = 2 * max(sizes[1:3]) + 10  # two small events, not three; no large one
+    batches, position = [], START
+    while (batch := read_batch(conn, position, 100, max_bytes=budget)).last is not None:
+        batches.append((batch.read, batch.full))
+        position = batch.last
+    assert batches == [(1, True), (2, True), (1, True), (1, True), (2, False)]
+    catch_up(conn, limit=100)  # (each batch then has a full one after it: to the end)
+    assert conn.execute("SELECT count(*) FROM readmodel.runs").fetchone() == (7,)
 
 
 def test_a_parent_cycle_folded_a_run_at_a_time_stops_where_it_closes(conn: Conn) -> None:
