@@ -36,12 +36,14 @@ log = logging.getLogger("metastore.projector")
 
 BATCH_SIZE = 2000
 # A batch also ends before its events' stored JSON passes this many bytes (an event larger
-# than that is a batch of its own): a batch's memory, decoded and folded, is some times
-# its bytes, and the prefetcher holds the next one (docs/PERFORMANCE.md). 2,000 events of
-# the benchmark's workload (3 KB on average) are about 6 MB.
+# than that is a batch of its own): a batch's memory, decoded and folded, is some times its
+# bytes (docs/PERFORMANCE.md, "Bounded fold"), and a batch that ends here is not read
+# ahead of. 2,000 events of the benchmark's workload (3 KB on average) are about 6 MB, of
+# the conformance scenarios about 9 MB: full batches of those still are (8 MiB cut them,
+# and folded 15 % slower).
 BATCH_BYTES = 16 * 1024 * 1024
 # And after the event that brings its dataset names (inputs, outputs, their symlinks) to
-# this many: each is a few KB of memory over the projections, and 8 MiB of events with
+# this many: each is a few KB of memory over the projections, and 16 MiB of events with
 # thousands of small outputs each would be hundreds of thousands of them (an event alone
 # names at most envelope.MAX_EVENT_DATASETS datasets and decode.MAX_EVENT_SYMLINKS more).
 BATCH_NAMES = 40_000
