@@ -51,6 +51,8 @@ class Settings:
     # Roles `migrate` grants what `api` and `projector` need (a least-privilege install).
     api_role: str | None = None
     projector_role: str | None = None
+    # A projection not moved for this long while events wait is stalled (metastore.stalls).
+    stall_timeout: float = 60.0
 
     @property
     def auth_configured(self) -> bool:
@@ -106,6 +108,12 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "10",
         "Seconds a statement of a read (`/api/v1`, export) may run; past it the read answers "
         "503 of type `read-timeout` naming this limit.",
+    ),
+    (
+        "METASTORE_STALL_TIMEOUT",
+        "60",
+        "Seconds a projection may go without folding while events wait before the projector's "
+        "/readyz fails (503) and the API's /readyz and /api/v1/status report it stalled.",
     ),
     (
         "METASTORE_POOL_SIZE",
@@ -286,6 +294,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         pool_size=_parse(env, "METASTORE_POOL_SIZE", _positive_int, "a positive integer"),
         read_timeout=_parse(
             env, "METASTORE_READ_TIMEOUT", _positive_float, "a positive number of seconds"
+        ),
+        stall_timeout=_parse(
+            env, "METASTORE_STALL_TIMEOUT", _positive_float, "a positive number of seconds"
         ),
         auth_disabled=auth == "disabled",
         tokens={scope: _tokens(env, scope) for scope in SCOPES},

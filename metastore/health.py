@@ -1,4 +1,5 @@
-"""/healthz (the process is alive) and /readyz (the database answers, the schema is current)."""
+"""/healthz (the process is alive) and /readyz (the database answers, the schema is current;
+the body names projections stalled, see metastore.stalls)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from starlette.routing import Route
 
 from metastore.db import DATABASE_UNAVAILABLE, within
 from metastore.migrations import migration_ids
+from metastore.stalls import stalled_projections_async
 
 MISSING_MIGRATIONS = """
 SELECT m FROM unnest(%s::text[]) AS m
@@ -34,7 +36,10 @@ async def readyz(request: Request) -> Response:
     is reported but does not make the pod unready: ingest, on the primary, still works."""
     state = request.app.state
     try:
-        missing = await within(PRIMARY_PROBE_TIMEOUT_S, _missing_migrations(state.primary_pool))
+        missing, stalled = await within(
+            PRIMARY_PROBE_TIMEOUT_S,
+            _readiness(state.primary_pool, state.settings.stall_timeout),
+        )
     except DATABASE_UNAVAILABLE:
         return JSONResponse({"status": "unavailable", "reason": "database unreachable"}, 503)
     except TimeoutError:
@@ -49,20 +54,30 @@ async def readyz(request: Request) -> Response:
             },
             503,
         )
+    # A stalled projection leaves the API ready (ingest and reads still work; the events
+    # wait in the log) but not "ok": the projector's own /readyz fails.
+    body: dict[str, Any] = {"status": "ok"}
+    if stalled:
+        body = {"status": "degraded", "stalled_projections": stalled}
     if state.settings.read_database_url is None:
-        return JSONResponse({"status": "ok"})
+        return JSONResponse(body)
     try:
         await within(REPLICA_PROBE_TIMEOUT_S, _select_1(state.reserved_pool))
         replica = "ok"
     except (*DATABASE_UNAVAILABLE, TimeoutError):
         replica = "unreachable"
-    return JSONResponse({"status": "ok", "read_database": replica})
+    return JSONResponse({**body, "read_database": replica})
 
 
-async def _missing_migrations(pool: AsyncConnectionPool[Any]) -> list[str]:
+async def _readiness(
+    pool: AsyncConnectionPool[Any], stall_timeout: float
+) -> tuple[list[str], list[str]]:
+    """The migrations missing, and (when none) the projections stalled."""
     async with pool.connection(timeout=PRIMARY_CONNECTION_WAIT_S) as conn:
         cur = await conn.execute(MISSING_MIGRATIONS, (migration_ids(),))
-        return [row[0] for row in await cur.fetchall()]
+        missing = [row[0] for row in await cur.fetchall()]
+        stalled = [] if missing else await stalled_projections_async(conn, stall_timeout)
+        return missing, stalled
 
 
 async def _select_1(pool: AsyncConnectionPool[Any]) -> None:

@@ -79,6 +79,17 @@ FOLD_BATCH_SECONDS = Histogram(
 DEAD_LETTERS = Counter(
     "metastore_projector_dead_letters_total", "Events whose fold failed.", ["projection"]
 )
+PARENT_CHAINS_CUT = Counter(
+    "metastore_projector_parent_chains_cut_total",
+    "Runs whose parent chain was cut: by a cycle, or past 100 runs up (their root is the "
+    "run where it was cut).",
+    ["reason"],
+)
+FOLD_FALLBACKS = Counter(
+    "metastore_projector_fold_fallbacks_total",
+    "Batches a projection folded event by event, to find the events whose fold fails.",
+    ["projection"],
+)
 MALFORMED_FACETS = Counter(
     "metastore_projector_malformed_facets_total",
     "Facets ignored because they were malformed.",

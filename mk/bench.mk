@@ -3,7 +3,7 @@
 #   make bench                          every figure, full sizes (17-22 min on 2 cores), into
 #                                       docs/BENCHMARKS.md; not part of `make test`
 #   make bench BENCH_ARGS=--quick       tiny sizes, seconds (what tests/test_bench_smoke.py runs)
-#   make bench BENCH_ARGS='--only lag'  one group: ingest, batch, lag, log
+#   make bench BENCH_ARGS='--only lag'  one group: ingest, batch, lag, log, bounded, chain
 #   make bench-scale                    a platform's year (5,000,000 events, about an hour and
 #                                       50 GB of disk) measured at 1M, 2.5M and 5M events, into
 #                                       docs/BENCHMARKS-SCALE.md and docs/scale/*.png

@@ -53,8 +53,9 @@ from projections.common import (
 
 NAME = "datasets"
 # 2: facets json; 3: names joined by catalog rules; 4: display name by display_key;
-# 5: a name an event used is `emitted` whatever joined it, and each dataset's home name
-VERSION = 5
+# 5: a name an event used is `emitted` whatever joined it, and each dataset's home name;
+# 6: no catalog name that no index holds (a metadataUri of kilobytes)
+VERSION = 6
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -260,13 +261,24 @@ class Fold:
                 }
                 dcur.execute(SELECT_VERSIONS, params)
                 self._add_versions(dcur.fetchall())
-        self.all_versions: set[uuid.UUID] = set()  # datasets with every version loaded
         self.changed_names: set[NameKey] = set()
         self.changed_datasets: set[uuid.UUID] = set()
         self.changed_versions: set[uuid.UUID] = set()  # datasets whose versions changed
         self.changed_version_keys: set[tuple[uuid.UUID, bytes]] = set()
         self.emptied: set[uuid.UUID] = set()  # merged away: their stored versions go
-        self.merged: dict[uuid.UUID, uuid.UUID] = {}  # loser -> survivor
+        # Merges this batch made: loser -> the dataset it merged into. The names and rows in
+        # memory keep the id they had until `write`; `find` gives the dataset an id is now.
+        # (Moving every name of the loser at each merge made a chain of merges quadratic.)
+        self.merged: dict[uuid.UUID, uuid.UUID] = {}
+
+    def find(self, did: uuid.UUID) -> uuid.UUID:
+        """The dataset `did` is part of now, after this batch's merges."""
+        live = did
+        while live in self.merged:
+            live = self.merged[live]
+        while did != live:  # (each id passed points at the survivor from now on)
+            self.merged[did], did = live, self.merged[did]
+        return live
 
     def _add_versions(self, rows: list[dict[str, Any]]) -> None:
         """Adds stored versions not loaded yet (one loaded may have changed in memory)."""
@@ -274,14 +286,29 @@ class Fold:
             v["fields_hash"] = bytes(v["fields_hash"])
             self.versions.setdefault(v["dataset_id"], {}).setdefault(v["fields_hash"], v)
 
-    def load_all_versions(self, ids: list[uuid.UUID]) -> None:
-        missing = [i for i in ids if i not in self.all_versions]
-        if not missing:
-            return
+    def merge_versions(self) -> None:
+        """Moves the schema versions of the datasets merged away to their survivors, with
+        every stored version of both (the load took only those the batch's schemas have),
+        once for the whole batch: a version's first and last sightings combine by min and
+        max, so the order of the merges does not matter."""
+        survivors = {self.find(loser) for loser in self.merged}
         with loading_cursor(self.cur) as dcur:
-            dcur.execute(SELECT_ALL_VERSIONS, (uuid_array(missing),))
-            self._add_versions(dcur.fetchall())
-        self.all_versions.update(missing)
+            dcur.execute(SELECT_ALL_VERSIONS, (uuid_array([*self.merged, *survivors]),))
+            for stored in dcur.fetchall():
+                stored["fields_hash"] = bytes(stored["fields_hash"])
+                versions = self.versions.setdefault(stored["dataset_id"], {})
+                mine = versions.setdefault(stored["fields_hash"], stored)
+                if mine is not stored:  # (seen in this batch: it may start earlier)
+                    _combine(mine, stored)
+        for loser in self.merged:
+            survivor = self.find(loser)
+            kept = self.versions.setdefault(survivor, {})
+            for key, version in self.versions.pop(loser, {}).items():
+                version["dataset_id"] = survivor
+                self.changed_version_keys.add((survivor, key))
+                mine = kept.setdefault(key, version)
+                if mine is not version:
+                    _combine(mine, version)
 
     def fold_ref(self, event: FoldEvent, ref: DatasetRef) -> None:
         when = event.event_time
@@ -291,11 +318,12 @@ class Fold:
         names += [(ns, n, "symlink", kind, None) for ns, n, kind in ref.symlinks]
         if link is not None:
             names.append((link.namespace, link.name, "catalog", None, link.metastore_joined_by))
-        ids = []
+        found: dict[uuid.UUID, None] = {}  # (a set in the order found)
         for ns, n, _, _, _ in names:
             known = self.names.get((ns, n))
-            if known is not None and known["dataset_id"] not in ids:
-                ids.append(known["dataset_id"])
+            if known is not None:
+                found[self.find(known["dataset_id"])] = None
+        ids = list(found)
         if not ids:
             did = dataset_id(ref.namespace, ref.name)
             self.datasets[did] = self.new_dataset(did, ref, event)
@@ -387,7 +415,7 @@ class Fold:
             and (row["joined_by"] is None or when < row["first_seen"])
         )
         if (
-            row["dataset_id"] != did
+            self.find(row["dataset_id"]) != did
             or takes_kind
             or takes_rule
             or symlink != row["symlink_type"]
@@ -472,52 +500,35 @@ class Fold:
             kept["home_namespace"], kept["home_name"] = gone["home_namespace"], gone["home_name"]
         gone["merged_into"] = survivor
         gone["current_fields"] = None  # its schemas are the survivor's now
-        self.load_all_versions([loser, survivor])
-        gone_versions = self.versions.pop(loser, {})
-        kept_versions = self.versions.setdefault(survivor, {})
         self.emptied.add(loser)
-        for key, version in gone_versions.items():
-            version["dataset_id"] = survivor
-            self.changed_version_keys.add((survivor, key))
-            mine = kept_versions.get(key)
-            if mine is None:
-                kept_versions[key] = version
-                continue
-            if (version["event_time"], version["seq"]) < (mine["event_time"], mine["seq"]):
-                mine.update(
-                    event_time=version["event_time"],
-                    seq=version["seq"],
-                    run_id=version["run_id"],
-                    job_id=version["job_id"],
-                )
-            if (version["last_event_time"], version["last_seq"]) > (
-                mine["last_event_time"],
-                mine["last_seq"],
-            ):
-                mine.update(
-                    last_event_time=version["last_event_time"], last_seq=version["last_seq"]
-                )
-        for name_key, row in self.names.items():
-            if row["dataset_id"] == loser:
-                row["dataset_id"] = survivor
-                self.changed_names.add(name_key)
-        for earlier, to in self.merged.items():
-            if to == loser:
-                self.merged[earlier] = survivor
-        # (rows this batch absorbed into the loser, or made aliases of it: written after
-        # REPOINT_MERGED, they would point at the loser again)
-        for did, row in self.datasets.items():
-            if row["merged_into"] == loser:
-                row["merged_into"] = survivor
-                self.changed_datasets.add(did)
+        # (its names, its versions and the rows pointing at it follow in `write`)
         self.merged[loser] = survivor
         self.changed_datasets.update((loser, survivor))
         self.changed_versions.update((loser, survivor))
 
+    def follow_merges(self) -> None:
+        """Points the names and rows in memory at the datasets their ids are part of now,
+        and moves the versions of the datasets merged away (once for the batch)."""
+        for key, row in self.names.items():
+            live = self.find(row["dataset_id"])
+            if live != row["dataset_id"]:
+                row["dataset_id"] = live
+                self.changed_names.add(key)
+        # (rows absorbed into a loser before, or made aliases of it: written after
+        # REPOINT_MERGED, they would point at the loser again)
+        for did, row in self.datasets.items():
+            into = row["merged_into"]
+            if into is not None and self.find(into) != into:
+                row["merged_into"] = self.find(into)
+                self.changed_datasets.add(did)
+        self.merge_versions()
+
     def write(self) -> None:
         cur = self.cur
         if self.merged:
-            losers, survivors = list(self.merged), list(self.merged.values())
+            self.follow_merges()
+            losers = list(self.merged)
+            survivors = [self.find(loser) for loser in losers]
             with planner_without(cur, *INDEX_PROBES_ONLY):
                 cur.execute(REPOINT_NAMES, (losers, survivors))
                 cur.execute(REPOINT_MERGED, (losers, survivors))
@@ -562,6 +573,23 @@ class Fold:
                         [[r[c] for r in rows] for c in VERSION_COLUMNS],  # fields: JSON text
                     ),
                 )
+
+
+def _combine(version: dict[str, Any], other: dict[str, Any]) -> None:
+    """Makes `version` (of a schema) span `other` too: the earlier first sighting (with its
+    run and job), the later last one."""
+    if (other["event_time"], other["seq"]) < (version["event_time"], version["seq"]):
+        version.update(
+            event_time=other["event_time"],
+            seq=other["seq"],
+            run_id=other["run_id"],
+            job_id=other["job_id"],
+        )
+    if (other["last_event_time"], other["last_seq"]) > (
+        version["last_event_time"],
+        version["last_seq"],
+    ):
+        version.update(last_event_time=other["last_event_time"], last_seq=other["last_seq"])
 
 
 def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Fold | None:

@@ -76,7 +76,10 @@ def _span(spans: dict[Any, list[Any]], key: Any, when: dt.datetime, lifecycle: s
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
-    run_edges: dict[tuple[uuid.UUID, uuid.UUID, str, str, str], list[Any]] = {}
+    # Keyed as the table is: a runId that two jobs report (producers do reuse them) is one
+    # run's edges, with the job of its first event, as the stored row keeps it.
+    run_edges: dict[tuple[uuid.UUID, str, str, str], list[Any]] = {}
+    run_jobs: dict[tuple[uuid.UUID, str, str, str], uuid.UUID] = {}
     job_edges: dict[tuple[uuid.UUID, str, str, str, str], list[Any]] = {}
     # run -> [job, started_at, ended_at, has_start]
     runs: dict[uuid.UUID, list[Any]] = {}
@@ -93,13 +96,16 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             _span(job_edges, job_key, when, ref.lifecycle)
             if is_run:
                 assert event.run_id is not None
-                run_key = (event.run_id, jid, direction, ref.namespace, ref.name)
+                run_key = (event.run_id, direction, ref.namespace, ref.name)
+                run_jobs.setdefault(run_key, jid)
                 _span(run_edges, run_key, when, ref.lifecycle)
         if is_run:
             assert event.run_id is not None
             fold_lineage_run(runs, event.run_id, jid, event)
     if run_edges:
-        cur.execute(UPSERT_RUN_EDGES, row_param(RUN_EDGE_TYPES, columns_of(run_edges)))
+        run_ids, directions, namespaces, names, *spans = columns_of(run_edges)
+        columns = [run_ids, list(run_jobs.values()), directions, namespaces, names, *spans]
+        cur.execute(UPSERT_RUN_EDGES, row_param(RUN_EDGE_TYPES, columns))
     if job_edges:
         cur.execute(UPSERT_JOB_EDGES, row_param(JOB_EDGE_TYPES, columns_of(job_edges)))
     if runs:

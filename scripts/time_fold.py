@@ -34,14 +34,18 @@ from metastore.migrations import apply_migrations  # noqa: E402
 
 CONFORMANCE = ROOT.parent / "shared" / "conformance" / "scenarios"
 
-# Each side creates the read-model tables of its own code first (its DDL, its projection
-# versions): tables of another version would not be folded into at all.
+# The read models are made anew by the code being timed (not timed): tables of another
+# version would not be folded into at all (they wait for a rebuild), and that side would
+# look fast.
 FOLD = """
-import sys, time
-import psycopg
+import sys, time, psycopg
 from projections.runner import catch_up
 from projections.schema import create_readmodel_tables
 with psycopg.connect(sys.argv[1]) as conn:
+    conn.execute("DROP SCHEMA readmodel CASCADE")
+    conn.execute("CREATE SCHEMA readmodel")
+    conn.execute("DELETE FROM projection_state")
+    conn.commit()
     create_readmodel_tables(conn)
 started = time.perf_counter()
 count = catch_up(sys.argv[1])

@@ -39,6 +39,8 @@ FIGURES = {
     "replay, events/s": True,
     "replay peak RSS, MiB": True,
     **{f"{read.figure}, ms": False for read in fig_bounded.reads()},
+    "parent chain of 300 runs, full batches, s": True,
+    "parent chain of 300 runs, batches of 10, s": True,
 }
 # The issue allows this row to be n/a while the endpoint rejects `as_of`.
 MAY_BE_NA = {"as-of lineage depth 5 p95, ms"}

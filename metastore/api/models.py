@@ -959,6 +959,14 @@ class ProjectionStatus(Struct):
     ]
     dead_letters: int
     updated_at: Time
+    stalled: Annotated[
+        bool,
+        Meta(
+            description="It has not folded for longer than METASTORE_STALL_TIMEOUT (60 s by "
+            "default) while the oldest event past its position is older than that: a rebuild "
+            "under way, a projector down, or one stuck. Its answers are that old."
+        ),
+    ] = False
 
 
 class Freshness(Struct):

@@ -15,6 +15,9 @@ CREATE TABLE runs (
     parent_job_namespace text,
     parent_job_name text,
     root_run_id     uuid,                  -- the top of the parent chain (itself when none)
+    -- the runs above it, nearest first, up to the root: the parent facets' runs (or the root
+    -- one names), at most 100 (projections.runs.MAX_PARENT_DEPTH; NULL: none)
+    root_path       uuid[],
     facets          json        NOT NULL DEFAULT '{}',  -- json: see datasets
     facet_times     jsonb       NOT NULL DEFAULT '{}',
     first_seen      timestamptz NOT NULL,  -- earliest eventTime of its events
