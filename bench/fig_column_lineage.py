@@ -10,6 +10,7 @@ walk once) shows up as a figure rather than as a slow Cockpit page.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import urllib.parse
 
@@ -18,7 +19,6 @@ import psycopg
 
 from bench import loadgen
 from bench.context import Context
-from bench.datagen import START_TIME, Generator
 from bench.harness import Service
 from bench.report import Row, below, now
 
@@ -53,7 +53,8 @@ def rows(ctx: Context) -> list[Row]:
     ]
 
 
-def measure(ctx: Context, out: list[Row], url: str, gen: Generator, api: Service) -> None:
+def measure(ctx: Context, out: list[Row], url: str, middle: dt.datetime, api: Service) -> None:
+    """Times the column lineage of random datasets, now and as of `middle`."""
     current, as_of = out
     s = ctx.sizes
     depth = s.lineage_depth
@@ -61,7 +62,6 @@ def measure(ctx: Context, out: list[Row], url: str, gen: Generator, api: Service
         candidates = [r[0] for r in conn.execute(WITH_COLUMN_LINEAGE)]
     starts = random.Random(ctx.seed + 7).sample(candidates, min(len(candidates), s.lineage_queries))
     paths = [f"/api/v1/datasets/{d}/column-lineage?direction=both&depth={depth}" for d in starts]
-    middle = START_TIME + (gen.clock - START_TIME) / 2
     stamp = urllib.parse.quote(middle.isoformat())
     for row, variant in ((current, paths), (as_of, [p + f"&as_of={stamp}" for p in paths])):
         loadgen.get_many(api.base_url, variant[:10])  # warm-up

@@ -17,17 +17,35 @@ from bench.harness import python_env, run_child
 from bench.report import Row, at_least, now
 
 GROUP = "log"
-CATCH_UP = "import sys; from projections.runner import catch_up; print(catch_up(sys.argv[1]))"
-READ_ONLY = """
+# Both with the catalog map of METASTORE_CATALOGS_FILE, when set (the scale corpus has one).
+CATALOGS = """
+import os
+from metastore.catalogs import NO_CATALOGS, load_catalog_map
+path = os.environ.get("METASTORE_CATALOGS_FILE")
+catalogs = load_catalog_map(path) if path else NO_CATALOGS
+"""
+CATCH_UP = (
+    CATALOGS
+    + """
+import sys
+from projections.runner import catch_up
+print(catch_up(sys.argv[1], catalogs=catalogs))
+"""
+)
+# From the start of the log, or past the position (tx, seq) given as two more arguments.
+READ_ONLY = (
+    CATALOGS
+    + """
 import sys, psycopg
-from metastore.eventlog import START
+from metastore.eventlog import Position
 from projections.fold import BATCH_SIZE, read_batch
 with psycopg.connect(sys.argv[1], autocommit=True) as conn:
-    after, read = START, 0
-    while (batch := read_batch(conn, after, BATCH_SIZE)).last is not None:
+    after, read = Position(*map(int, sys.argv[2:4])), 0
+    while (batch := read_batch(conn, after, BATCH_SIZE, catalogs)).last is not None:
         read, after = read + batch.read, batch.last
 print(read)
 """
+)
 
 
 def rows(ctx: Context) -> list[Row]:
@@ -43,11 +61,22 @@ def rows(ctx: Context) -> list[Row]:
     ]
 
 
-def catch_up(url: str, log_path: Path) -> tuple[int, float, int]:
+def catch_up(
+    url: str, log_path: Path, extra: dict[str, str] | None = None
+) -> tuple[int, float, int]:
     """Folds what is in the log: (events folded, seconds, peak RSS KiB)."""
-    seconds, peak_kib, _ = run_child(["-c", CATCH_UP, url], python_env(url), log_path)
+    seconds, peak_kib, _ = run_child(["-c", CATCH_UP, url], python_env(url, extra), log_path)
     folded = int(log_path.read_text().strip().splitlines()[-1])
     return folded, seconds, peak_kib
+
+
+def read_only(
+    url: str, log_path: Path, after: tuple[int, int] = (0, 0), extra: dict[str, str] | None = None
+) -> tuple[int, float]:
+    """Reads and decodes the log past `after` (tx, seq) as the fold does: (events, seconds)."""
+    argv = ["-c", READ_ONLY, url, *map(str, after)]
+    seconds, _, _ = run_child(argv, python_env(url, extra), log_path)
+    return int(log_path.read_text().strip().splitlines()[-1]), seconds
 
 
 def measure(ctx: Context, out: list[Row], url: str, events: int) -> float:
@@ -56,9 +85,7 @@ def measure(ctx: Context, out: list[Row], url: str, events: int) -> float:
     ctx.say(f"fold: catch_up over {events:,} events")
     folded, seconds, peak = catch_up(url, ctx.log_dir / "fold.log")
     ctx.say(f"fold: reading and decoding {events:,} events (the baseline)")
-    read_log = ctx.log_dir / "fold-read-only.log"
-    read_seconds, _, _ = run_child(["-c", READ_ONLY, url], python_env(url), read_log)
-    read = int(read_log.read_text().strip().splitlines()[-1])
+    read, read_seconds = read_only(url, ctx.log_dir / "fold-read-only.log")
     row.value = folded / seconds
     row.baseline = read / read_seconds
     row.measured_at = now()

@@ -32,6 +32,7 @@ def rows(ctx: Context) -> list[Row]:
         *fig_fold.rows(ctx),
         *fig_storage.rows(ctx),
         *fig_lineage.rows(ctx),
+        *fig_lineage.impact_rows(ctx),
         *fig_column_lineage.rows(ctx),
         *fig_reads.rows(ctx),
         *fig_replay.rows(ctx),
@@ -68,6 +69,7 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
             f"{seconds:.0f} s ({folded / seconds:,.0f} events/s, peak RSS {peak / 1024:.0f} MiB)."
         )
         fig_storage.measure(ctx, storage_rows, url)
+        middle = datagen.START_TIME + (gen.clock - datagen.START_TIME) / 2
         with metastore("api", url, ctx.log_dir) as api:
             ctx.say("log: lineage queries")
             _guard(
@@ -79,10 +81,10 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
             _guard(
                 ctx,
                 column_rows,
-                lambda: fig_column_lineage.measure(ctx, column_rows, url, gen, api),
+                lambda: fig_column_lineage.measure(ctx, column_rows, url, middle, api),
             )
             ctx.say("log: list and lookup queries")
-            _guard(ctx, reads_rows, lambda: fig_reads.measure(ctx, reads_rows, url, graph, api))
+            _guard(ctx, reads_rows, lambda: fig_reads.measure(ctx, reads_rows, url, api))
         _guard(ctx, replay_rows, lambda: fig_replay.measure(ctx, replay_rows, url, fold_rate))
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import random
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 import psycopg
 
 from bench import loadgen
 from bench.context import Context
-from bench.datagen import Graph
 from bench.harness import Service
 from bench.report import Row, below, now
 
@@ -84,17 +83,33 @@ def _walk(api: Service, n: int, first: Callable[[int], str]) -> tuple[loadgen.An
     return answers, items
 
 
-def measure(ctx: Context, out: list[Row], url: str, graph: Graph, api: Service) -> None:
+JOB_NAMESPACES = ("spark-prod", "airflow-prod")
+DATASET_NAMESPACES = ("s3a://warehouse", "bigquery", "hdfs://namenode:8020")
+
+
+def measure(
+    ctx: Context,
+    out: list[Row],
+    url: str,
+    api: Service,
+    job_namespaces: Sequence[str] = JOB_NAMESPACES,
+    dataset_namespaces: Sequence[str] = DATASET_NAMESPACES,
+) -> None:
+    """Lists and lookups; the filtered pages filter by `job_namespaces` (jobs) and
+    `dataset_namespaces` (datasets) in turn."""
     n = ctx.sizes.read_queries
     rng = random.Random(ctx.seed + 7)
     with psycopg.connect(url) as conn:
         job_ids = [
             str(r[0]) for r in conn.execute("SELECT id FROM readmodel.jobs ORDER BY id LIMIT 5000")
         ]
+        # (a sample in a random-like order, the same every run: a platform's million
+        # names would not fit this process)
         names = [
             (r[0], r[1], r[2])
             for r in conn.execute(
-                "SELECT namespace, name, kind FROM readmodel.dataset_names ORDER BY 1, 2"
+                "SELECT namespace, name, kind FROM readmodel.dataset_names "
+                "ORDER BY hashtext(namespace || '/' || name), 1, 2 LIMIT 20000"
             )
         ]
         counts = conn.execute(
@@ -102,12 +117,14 @@ def measure(ctx: Context, out: list[Row], url: str, graph: Graph, api: Service) 
             " (SELECT count(*) FROM readmodel.datasets), (SELECT count(*) FROM event_log)"
         ).fetchone()
     assert counts is not None
-    namespaces = ["spark-prod", "airflow-prod"]
-    ds_namespaces = ["s3a://warehouse", "bigquery", "hdfs://namenode:8020"]
     lookups = rng.sample(names, min(n, len(names)))
 
     def jobs(i: int) -> str:
-        return _q("/api/v1/jobs") if i % 4 == 0 else _q("/api/v1/jobs", namespace=namespaces[i % 2])
+        return (
+            _q("/api/v1/jobs")
+            if i % 4 == 0
+            else _q("/api/v1/jobs", namespace=job_namespaces[i % len(job_namespaces)])
+        )
 
     def runs(i: int) -> str:
         if i % 4 == 0:
@@ -120,7 +137,7 @@ def measure(ctx: Context, out: list[Row], url: str, graph: Graph, api: Service) 
         return (
             _q("/api/v1/datasets")
             if i % 4 == 0
-            else _q("/api/v1/datasets", namespace=ds_namespaces[i % 3])
+            else _q("/api/v1/datasets", namespace=dataset_namespaces[i % len(dataset_namespaces)])
         )
 
     walkers = {"list jobs": jobs, "list runs": runs, "list datasets": datasets}

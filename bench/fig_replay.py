@@ -8,6 +8,7 @@ the peak at the end.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from bench.context import Context
 from bench.harness import python_env, run_child
@@ -39,15 +40,24 @@ def rows(ctx: Context) -> list[Row]:
     ]
 
 
+def replay(
+    url: str, log_path: Path, expected: int, extra: dict[str, str] | None = None
+) -> tuple[int, float, int, list[tuple[float, int]]]:
+    """`metastore replay` in a child: (events replayed, seconds, peak KiB, VmHWM samples)."""
+    seconds, peak_kib, samples = run_child(
+        ["-m", "metastore", "replay", "--no-progress"], python_env(url, extra), log_path
+    )
+    match = REPLAYED.search(log_path.read_text(errors="replace"))
+    replayed = int(match.group(1).replace(",", "")) if match else expected
+    return replayed, seconds, peak_kib, samples
+
+
 def measure(ctx: Context, out: list[Row], url: str, fold_rate: float | None) -> None:
     rate, rss = out
     ctx.say(f"replay: metastore replay over {ctx.sizes.log_events:,} events")
-    log_path = ctx.log_dir / "replay.log"
-    seconds, peak_kib, samples = run_child(
-        ["-m", "metastore", "replay", "--no-progress"], python_env(url), log_path
+    replayed, seconds, peak_kib, samples = replay(
+        url, ctx.log_dir / "replay.log", ctx.sizes.log_events
     )
-    match = REPLAYED.search(log_path.read_text(errors="replace"))
-    replayed = int(match.group(1).replace(",", "")) if match else ctx.sizes.log_events
     quarter = [hwm for t, hwm in samples if t <= seconds / 4]
     rate.value = replayed / seconds
     rate.baseline = fold_rate

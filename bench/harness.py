@@ -76,12 +76,14 @@ def warm_wal(url: str) -> None:
 class Cluster:
     """A throwaway PostgreSQL server; `database()` makes a fresh, prepared database."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, warm: bool = True) -> None:
+        """`warm`: fill and recycle WARM_WAL first (see warm_wal; tiny runs skip it)."""
         WORK_DIR.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix=f"metastore-bench-{label}-", dir=WORK_DIR))
         self.pg = EmbeddedPostgres(self.dir)  # not fast_unsafe: real durability
         self.url = self.pg.start()
-        warm_wal(self.url)
+        if warm:
+            warm_wal(self.url)
         self._count = 0
 
     def database(self) -> str:
@@ -182,16 +184,22 @@ def service_env(
 
 
 def start_service(
-    argv: list[str], env: Mapping[str, str], port: int, log_dir: Path, timeout: float = 60.0
+    argv: list[str],
+    env: Mapping[str, str],
+    port: int,
+    log_dir: Path,
+    timeout: float = 60.0,
+    cwd: Path = ROOT,
 ) -> Service:
+    """`cwd`: the checkout whose code runs (another commit's, for a before/after)."""
     log_path = log_dir / f"{Path(argv[-1]).name}-{port}.log"
     with log_path.open("wb") as log_file:
         popen = subprocess.Popen(
             [sys.executable, *argv],
-            env=dict(env),
+            env={**env, "PYTHONPATH": str(cwd)},
             stdout=log_file,
             stderr=subprocess.STDOUT,
-            cwd=ROOT,
+            cwd=cwd,
         )
     service = Service(popen, port, log_path)
     deadline = time.monotonic() + timeout
@@ -211,12 +219,20 @@ def start_service(
 
 @contextlib.contextmanager
 def metastore(
-    command: str, database_url: str, log_dir: Path, extra: Mapping[str, str] | None = None
+    command: str,
+    database_url: str,
+    log_dir: Path,
+    extra: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
 ) -> Iterator[Service]:
     """`python -m metastore api|projector` against the database, until the block ends."""
     port = free_port()
     service = start_service(
-        ["-m", "metastore", command], service_env(database_url, port, extra), port, log_dir
+        ["-m", "metastore", command],
+        service_env(database_url, port, extra),
+        port,
+        log_dir,
+        cwd=cwd,
     )
     try:
         yield service
@@ -303,7 +319,11 @@ def _copy_chunk(conn: psycopg.Connection[Any], records: list[LogRecord]) -> int:
 
 
 def run_child(
-    argv: list[str], env: Mapping[str, str], log_path: Path, sample: float = 0.1
+    argv: list[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    sample: float = 0.1,
+    cwd: Path = ROOT,
 ) -> tuple[float, int, list[tuple[float, int]]]:
     """Runs a Python child to the end: (seconds, peak RSS KiB, RSS samples).
 
@@ -317,10 +337,10 @@ def run_child(
     with log_path.open("wb") as log_file:
         popen = subprocess.Popen(
             [sys.executable, *argv],
-            env=dict(env),
+            env={**env, "PYTHONPATH": str(cwd)},
             stdout=log_file,
             stderr=subprocess.STDOUT,
-            cwd=ROOT,
+            cwd=cwd,
         )
     samples: list[tuple[float, int]] = []
     while True:

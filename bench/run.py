@@ -2,7 +2,8 @@
 
     python -m bench.run            # the full run (17-22 minutes on 2 cores)
     python -m bench.run --quick    # tiny sizes, seconds (the smoke test)
-    python -m bench.run --only ingest,batch,lag,log
+    python -m bench.run --only ingest,batch,lag,log,bounded,chain
+    python -m bench.run --scale    # a platform's year at growing sizes (bench/scale.py)
 
 Every figure gets a row even when it cannot be measured (a piece not landed, a process
 that failed): the value is n/a and the notes say why, so the table always has them all.
@@ -20,14 +21,14 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import fig_batch, fig_ingest, fig_lag, fig_log, loadgen
+from bench import fig_batch, fig_bounded, fig_chain, fig_ingest, fig_lag, fig_log, loadgen
 from bench.context import Context
 from bench.harness import ROOT, Missing
 from bench.report import Report, Row, load_average, machine, now, render
 from bench.sizes import FULL, QUICK, SEED
 from metastore.embedded_pg import EmbeddedPostgresError, find_bindir
 
-GROUPS = ("ingest", "batch", "lag", "log")
+GROUPS = ("ingest", "batch", "lag", "log", "bounded", "chain")
 
 
 def _postgres_version() -> str:
@@ -70,11 +71,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--out",
-        default=str(ROOT / "docs" / "BENCHMARKS.md"),
-        help="where to write the markdown (default docs/BENCHMARKS.md)",
+        default=None,
+        help="where to write the markdown (default docs/BENCHMARKS.md, with --scale "
+        "docs/BENCHMARKS-SCALE.md and its pictures in docs/scale/)",
     )
     parser.add_argument("--seed", type=int, default=SEED)
+    scale_args = parser.add_argument_group("the scale mode (make bench-scale)")
+    scale_args.add_argument(
+        "--scale", action="store_true", help="a platform's year, measured at growing sizes"
+    )
+    scale_args.add_argument(
+        "--max-events",
+        type=int,
+        help="the largest size (the default steps 1M, 2.5M, 5M scaled to it)",
+    )
+    scale_args.add_argument("--sizes", help="the sizes to measure at, comma-separated")
+    scale_args.add_argument(
+        "--keep", action="store_true", help="leave the loaded store running (for analysis)"
+    )
     args = parser.parse_args(argv)
+    command = "python -m bench.run " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    if args.scale:
+        return _scale(args, command.strip())
+    if args.max_events or args.sizes or args.keep:
+        parser.error("--max-events, --sizes and --keep go with --scale")
+    args.out = args.out or str(ROOT / "docs" / "BENCHMARKS.md")
     only = [g.strip() for g in args.only.split(",") if g.strip()]
     unknown = set(only) - set(GROUPS)
     if unknown:
@@ -83,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     sizes = QUICK if args.quick else FULL
     log_dir = Path(tempfile.mkdtemp(prefix="metastore-bench-logs-"))
     ctx = Context(sizes=sizes, log_dir=log_dir, seed=args.seed, quick=args.quick)
-    command = "python -m bench.run " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     report = Report(
         mode=sizes.name,
         command=command.strip(),
@@ -99,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         "batch": (fig_batch.rows(ctx), lambda rows: fig_batch.measure(ctx, rows)),
         "lag": (fig_lag.rows(ctx), lambda rows: fig_lag.measure(ctx, rows)),
         "log": (fig_log.rows(ctx), lambda rows: fig_log.measure(ctx, rows, report.notes)),
+        "bounded": (fig_bounded.rows(ctx), lambda rows: fig_bounded.measure(ctx, rows)),
+        "chain": (fig_chain.rows(ctx), lambda rows: fig_chain.measure(ctx, rows)),
     }
     for name in GROUPS:
         rows, measure = groups[name]
@@ -144,6 +166,18 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(log_dir, ignore_errors=True)
     else:
         ctx.say(f"some figures are n/a; the processes' logs are kept in {log_dir}")
+    return 0
+
+
+def _scale(args: argparse.Namespace, command: str) -> int:
+    from bench import scale
+
+    sizes, disk = scale.plan_sizes(args.max_events, args.sizes)
+    out = Path(args.out or ROOT / "docs" / "BENCHMARKS-SCALE.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log_dir = Path(tempfile.mkdtemp(prefix="metastore-bench-scale-logs-"))
+    scale.run(sizes, args.seed, out, log_dir, command, keep=args.keep, disk=disk)
+    shutil.rmtree(log_dir, ignore_errors=True)
     return 0
 
 

@@ -28,6 +28,8 @@ class Sizes:
     lineage_queries: int  # distinct random start nodes
     read_queries: int  # requests per list/lookup endpoint
     warmup_seconds: float
+    # a parent chain of `chain_runs` runs, folded in full batches and in batches of 10
+    chain_runs: int
 
 
 FULL = Sizes(
@@ -46,6 +48,7 @@ FULL = Sizes(
     lineage_queries=200,
     read_queries=300,
     warmup_seconds=2.0,
+    chain_runs=10_000,
 )
 
 QUICK = Sizes(
@@ -64,6 +67,7 @@ QUICK = Sizes(
     lineage_queries=20,
     read_queries=20,
     warmup_seconds=0.2,
+    chain_runs=300,
 )
 
 SEED = 20_241_017

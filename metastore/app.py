@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import psycopg
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -18,13 +19,17 @@ from metastore.auth import BearerAuth
 from metastore.config import Settings
 from metastore.db import (
     DATABASE_UNAVAILABLE,
+    RESERVED_CONNECTIONS,
     create_pool,
     database_unavailable,
+    read_models_missing,
+    read_session,
+    statement_timed_out,
     tune_ingest_session,
-    tune_read_session,
 )
 from metastore.group_commit import WORKERS, GroupCommitter
 from metastore.inflight import InflightBudget
+from metastore.metrics import READ_TIMEOUTS
 from metastore.problems import ProblemError, from_error, problem_response
 
 
@@ -45,6 +50,26 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _database_unavailable(request: Request, exc: Exception) -> Response:
     return database_unavailable(exc)
+
+
+async def _query_canceled(request: Request, exc: Exception) -> Response:
+    """A read past METASTORE_READ_TIMEOUT: a 503 of its own type, naming the limit."""
+    if not statement_timed_out(exc):
+        return database_unavailable(exc)
+    route = request.scope.get("route")
+    READ_TIMEOUTS.labels(getattr(route, "path", "other")).inc()
+    limit = request.app.state.settings.read_timeout
+    return problem_response(
+        503,
+        f"the read took longer than its time limit of {limit:g} s (METASTORE_READ_TIMEOUT) "
+        "and was stopped; ask for less (a smaller depth or limit, no as_of) or retry later",
+        instance=request.url.path,
+        kind="read-timeout",
+    )
+
+
+async def _read_models_missing(request: Request, exc: Exception) -> Response:
+    return read_models_missing(exc)
 
 
 class IngestFirst:
@@ -76,12 +101,24 @@ def _no_slash_redirects(router: Router) -> None:
 def create_app(settings: Settings) -> ASGIApp:
     # /api/v1 and the export feed read through `pool`: from the streaming replica when
     # METASTORE_READ_DATABASE_URL names one; ingest and the log notifier keep the primary.
-    pool = create_pool(settings, url=settings.read_database_url, configure=tune_read_session)
-    # /readyz asks the primary: through `pool` when that is the primary, else on a connection
-    # of its own (the committer's are for appends, and a probe must not queue behind them).
-    primary_pool = pool
+    # Each statement of a read runs METASTORE_READ_TIMEOUT at most.
+    reads = read_session(settings.read_timeout)
+    pool = create_pool(settings, url=settings.read_database_url, configure=reads)
+    # /readyz, /api/v1/status and the /metrics scrape have connections of their own, so
+    # reads holding every connection of `pool` cannot starve them.
+    reserved_pool = create_pool(
+        settings,
+        max_size=RESERVED_CONNECTIONS,
+        url=settings.read_database_url,
+        name="metastore-reserved",
+        configure=reads,
+    )
+    # /readyz asks the primary: on the reserved connections when that is the primary, else
+    # on one of its own (the committer's are for appends, and a probe must not queue
+    # behind them).
+    primary_pool = reserved_pool
     if settings.read_database_url is not None:
-        primary_pool = create_pool(settings, max_size=1, name="metastore-primary")
+        primary_pool = create_pool(settings, max_size=1, name="metastore-primary", configure=reads)
     # The committer's own connections, in autocommit: each group is one statement, so one
     # round trip commits it (metastore/eventlog.py), and readers never wait behind ingest
     # for a connection. One per worker, and one for keeping the partitions.
@@ -102,7 +139,8 @@ def create_app(settings: Settings) -> ASGIApp:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await pool.open(wait=False)
-        if primary_pool is not pool:
+        await reserved_pool.open(wait=False)
+        if primary_pool is not reserved_pool:
             await primary_pool.open(wait=False)
         await ingest_pool.open(wait=False)
         await committer.start()
@@ -113,8 +151,9 @@ def create_app(settings: Settings) -> ASGIApp:
             await notifier.stop()
             await committer.stop()
             await ingest_pool.close()
-            if primary_pool is not pool:
+            if primary_pool is not reserved_pool:
                 await primary_pool.close()
+            await reserved_pool.close()
             await pool.close()
 
     routes: list[BaseRoute] = [
@@ -130,6 +169,8 @@ def create_app(settings: Settings) -> ASGIApp:
             ProblemError: _problem,
             HTTPException: _http_error,
             **{cls: _database_unavailable for cls in DATABASE_UNAVAILABLE},
+            psycopg.errors.QueryCanceled: _query_canceled,
+            psycopg.errors.UndefinedTable: _read_models_missing,
         },
     )
     _no_slash_redirects(app.router)
@@ -137,6 +178,7 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.settings = settings
     app.state.inflight_budget = budget
     app.state.pool = pool
+    app.state.reserved_pool = reserved_pool
     app.state.primary_pool = primary_pool
     app.state.ingest_pool = ingest_pool
     app.state.group_committer = committer

@@ -10,13 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
 from metastore.config import ConfigError, Settings, load_settings
-from metastore.exit import Exit
+from metastore.exit import Exit, one_line
 from metastore.logs import configure_logging
 
 log = logging.getLogger("metastore")
@@ -31,7 +32,11 @@ def _database_url(settings: Settings) -> str:
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> None:
     from metastore.migrations import apply_migrations
 
-    applied = apply_migrations(_database_url(settings))
+    applied = apply_migrations(
+        _database_url(settings),
+        api_role=settings.api_role,
+        projector_role=settings.projector_role,
+    )
     log.info("schema is current", extra={"applied": len(applied)})
     print(f"applied {len(applied)} migration(s); the schema is current")
 
@@ -42,7 +47,7 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     from metastore.app import create_app
     from metastore.http_protocol import api_http_protocol
     from metastore.listen import listening_socket
-    from metastore.migrations import require_current_schema
+    from metastore.migrations import wait_for_current_schema
     from metastore.tls import CertificateReloader, server_context
 
     url = _database_url(settings)
@@ -53,7 +58,6 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
             "METASTORE_EXPORT_TOKENS or their _FILE variants); set METASTORE_AUTH=disabled "
             "to run without authentication"
         )
-    require_current_schema(url)
     # Bound before anything starts, so a port in use is one line naming METASTORE_PORT.
     sock = listening_socket(settings.host, settings.port, "METASTORE_PORT")
     app = create_app(settings)
@@ -86,7 +90,28 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     gc.collect()
     gc.freeze()
     server = uvicorn.Server(config)
-    server.run(sockets=[sock])
+    # The API serves (/healthz 200, /readyz 503) while it waits for a database that cannot
+    # be reached yet, rather than exiting into a crash loop; a schema behind the code
+    # still stops it, once the database answers.
+    refused: list[Exception] = []
+    stop_waiting = threading.Event()
+
+    def wait_for_schema() -> None:
+        try:
+            wait_for_current_schema(url, stop_waiting)
+        except Exception as exc:
+            refused.append(exc)
+            server.should_exit = True
+
+    waiter = threading.Thread(target=wait_for_schema, name="wait-for-database", daemon=True)
+    waiter.start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        stop_waiting.set()
+    waiter.join(timeout=5)
+    if refused:
+        raise refused[0]
     if not server.started:
         raise Exit("the API did not start (the log above says why)")
 
@@ -114,10 +139,8 @@ def with_kubernetes_catalogs(settings: Settings) -> Settings:
 
 
 def cmd_projector(settings: Settings, args: argparse.Namespace) -> None:
-    from metastore.migrations import require_current_schema
-
     settings = with_kubernetes_catalogs(settings)
-    require_current_schema(_database_url(settings))
+    _database_url(settings)
     from projections.runner import run_projector
 
     run_projector(settings)
@@ -304,12 +327,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         args.func(settings, args)
-    except (Exit, SchemaBehind, EmbeddedPostgresError, PortUnavailable) as exc:
+    except Exit as exc:
+        print(f"metastore: {exc}", file=sys.stderr)
+        return exc.status
+    except (SchemaBehind, EmbeddedPostgresError, PortUnavailable) as exc:
         print(f"metastore: {exc}", file=sys.stderr)
         return 1
     except psycopg.OperationalError as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"metastore: cannot reach the database: {first_line}", file=sys.stderr)
+        print(f"metastore: cannot reach the database: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except psycopg.Error as exc:  # one line, never a traceback
+        print(f"metastore: database error: {one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -41,11 +41,18 @@ class Settings:
     auth_disabled: bool
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
     read_database_url: str | None = None
+    # Seconds a statement of a read may run (api/v1, export); past it the read answers 503.
+    read_timeout: float = 10.0
     tls: TLSFiles | None = None
     # Which engine catalog is which metastore (the projector joins their names).
     catalogs: CatalogMap = NO_CATALOGS
     # Namespaces whose TrinoCatalogs add to the map (projector and replay; empty: none).
     catalogs_from_kubernetes: tuple[str, ...] = ()
+    # Roles `migrate` grants what `api` and `projector` need (a least-privilege install).
+    api_role: str | None = None
+    projector_role: str | None = None
+    # A projection not moved for this long while events wait is stalled (metastore.stalls).
+    stall_timeout: float = 60.0
 
     @property
     def auth_configured(self) -> bool:
@@ -97,9 +104,22 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("METASTORE_REQUEST_TIMEOUT", "30", "Seconds a client may take to send its request."),
     (
+        "METASTORE_READ_TIMEOUT",
+        "10",
+        "Seconds a statement of a read (`/api/v1`, export) may run; past it the read answers "
+        "503 of type `read-timeout` naming this limit.",
+    ),
+    (
+        "METASTORE_STALL_TIMEOUT",
+        "60",
+        "Seconds a projection may go without folding while events wait before the projector's "
+        "/readyz fails (503) and the API's /readyz and /api/v1/status report it stalled.",
+    ),
+    (
         "METASTORE_POOL_SIZE",
         "8",
-        "Database connections per API process for reads and export; ingest has 3 more.",
+        "Database connections per API process for reads and export; ingest has 3 more, and "
+        "`/readyz` and `/api/v1/status` 2 of their own.",
     ),
     ("METASTORE_AUTH", "enabled", "`disabled` lets `api` run without tokens (explicit opt-out)."),
     ("METASTORE_INGEST_TOKENS", "", "Comma-separated bearer tokens for POST /ingest/..."),
@@ -120,6 +140,18 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "Comma-separated Kubernetes namespaces whose TrinoClusters and TrinoCatalogs add "
         "entries to the catalog map (`projector` and `replay`, in a pod with a ServiceAccount "
         "that may read them; empty: off).",
+    ),
+    (
+        "METASTORE_API_ROLE",
+        "",
+        "Read by `migrate`: the database role `metastore api` runs as, when it is not the "
+        'migrating role; `migrate` grants it what the API needs (see "Install").',
+    ),
+    (
+        "METASTORE_PROJECTOR_ROLE",
+        "",
+        "Read by `migrate`: the database role of `metastore projector` and `replay`, when "
+        "it is not the migrating role; `migrate` grants it what the projector needs.",
     ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
@@ -260,6 +292,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "METASTORE_REQUEST_TIMEOUT", _positive_float, "a positive number of seconds"
         ),
         pool_size=_parse(env, "METASTORE_POOL_SIZE", _positive_int, "a positive integer"),
+        read_timeout=_parse(
+            env, "METASTORE_READ_TIMEOUT", _positive_float, "a positive number of seconds"
+        ),
+        stall_timeout=_parse(
+            env, "METASTORE_STALL_TIMEOUT", _positive_float, "a positive number of seconds"
+        ),
         auth_disabled=auth == "disabled",
         tokens={scope: _tokens(env, scope) for scope in SCOPES},
         read_database_url=_get(env, "METASTORE_READ_DATABASE_URL") or None,
@@ -270,6 +308,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             for n in _get(env, "METASTORE_CATALOGS_FROM_KUBERNETES").split(",")
             if n.strip()
         ),
+        api_role=_get(env, "METASTORE_API_ROLE") or None,
+        projector_role=_get(env, "METASTORE_PROJECTOR_ROLE") or None,
     )
 
 

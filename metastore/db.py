@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import select
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -23,6 +25,11 @@ RETRY_AFTER_S = "5"
 # OperationalError includes a replica's "conflict with recovery" (SQLSTATE 40001): a read
 # its replay cancelled is answered 503 with Retry-After too.
 DATABASE_UNAVAILABLE = (psycopg.OperationalError, PoolTimeout)
+# Connections /readyz and /api/v1/status keep to themselves: reads (and their statement
+# timeout) can hold every connection of the read pool, and the probes must still answer.
+RESERVED_CONNECTIONS = 2
+
+T = TypeVar("T")
 
 
 def create_pool(
@@ -48,28 +55,76 @@ def create_pool(
         if not conn.autocommit:
             await conn.commit()  # a pool takes connections back idle only
 
-    return AsyncConnectionPool(
+    async def check(conn: psycopg.AsyncConnection[Any]) -> None:
+        try:
+            await drop_if_closed(conn)
+        except psycopg.Error:
+            # What closed this connection (a restart) closed the pool's others too: replace
+            # them all now, rather than meet them one by one behind the pool's back-off
+            # between failed checks (0, 1, 2, 4 s: past the pool's timeout with 4 of them).
+            await pool.check()
+            raise
+
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url,
         min_size=min_size,
         max_size=max(settings.pool_size if max_size is None else max_size, min_size),
         timeout=POOL_TIMEOUT_S,
-        # Fails fast while PostgreSQL is down (503 to the client) and reconnects by itself.
+        # A request fails fast while PostgreSQL is down (503 after `timeout`); the pool keeps
+        # trying to connect for as long (at 0, 1, 3 and 5 s), so a request that began
+        # waiting in an outage is served soon after PostgreSQL is back, not at its timeout.
         kwargs={"connect_timeout": 5, "autocommit": autocommit},
-        reconnect_timeout=0,
+        reconnect_timeout=POOL_TIMEOUT_S,
         open=False,
         name=name,
         configure=configure_session,
+        check=check,
     )
+    return pool
 
 
-async def tune_read_session(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Session settings of the read API's connections: no JIT compilation.
+async def drop_if_closed(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pools' `check`, run before a connection is handed out: one that PostgreSQL has
+    closed since its last use (a restart, pg_terminate_backend) raises, and the pool
+    replaces it, so the first request after a restart does not fail on it.
 
-    The API's statements are index probes that compilation never pays for, priced by row
-    guesses: on a small, freshly folded read model a graph statement was priced past
-    `jit_above_cost`, and compiling it took 600 ms of a 677 ms answer (docs/PERFORMANCE.md).
+    A closed connection has its FATAL message or EOF waiting on its socket, which a
+    zero-timeout poll sees without a round trip; only such a connection is tried with
+    psycopg_pool's own check (an empty query, a round trip on every checkout otherwise).
     """
-    await conn.execute("SET jit = off")
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+_abandoned: set[asyncio.Task[Any]] = set()
+
+
+async def within(seconds: float, work: Awaitable[T]) -> T:
+    """`work`'s result, or TimeoutError after `seconds` whatever the database does.
+
+    Unlike asyncio.timeout it does not wait for the cancelled work to end: psycopg first
+    asks the server to cancel a running query, which a hung server leaves unanswered for
+    up to 10 s. The work is cancelled and left to finish in the background.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    finally:
+        if not task.done():
+            task.cancel()
+            _abandoned.add(task)
+            task.add_done_callback(_forget)
+    if task not in done:
+        raise TimeoutError
+    return task.result()
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 # A full group (group_commit.MAX_GROUP_BYTES, 4 MB of JSON) is hashed and sorted by the
@@ -90,9 +145,43 @@ async def tune_ingest_session(conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.execute("SET default_toast_compression = 'lz4'")
 
 
+def read_session(timeout_s: float) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:
+    """The session settings of read connections: a statement runs `timeout_s` at most,
+    and is planned without JIT compilation.
+
+    JIT pays off for long analytical scans; the reads are index lookups, but a recursive
+    walk's row estimate can run into millions, past jit_above_cost, and then compiling
+    took 0.5-1.2 s of a 20 ms query (docs/PERFORMANCE.md, "Reads without JIT").
+    """
+
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(f"SET statement_timeout = {round(timeout_s * 1000)}")
+        await conn.execute("SET jit = off")
+
+    return configure
+
+
+def statement_timed_out(exc: BaseException) -> bool:
+    """Whether `exc` is PostgreSQL cancelling a statement at its statement_timeout (not a
+    cancel by an operator, nor a replica's conflict with recovery)."""
+    return isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in str(exc)
+
+
 def database_unavailable(exc: Exception) -> Response:
     """The answer while PostgreSQL cannot be reached: 503 with Retry-After (clients retry)."""
     log.warning("database unavailable", extra={"error": type(exc).__name__})
     return problem_response(
         503, "the database is unavailable; retry later", headers={"Retry-After": RETRY_AFTER_S}
+    )
+
+
+def read_models_missing(exc: Exception) -> Response:
+    """The answer to a read before the projector's first start has created the read-model
+    tables (a fresh install's first seconds): 503 with Retry-After, not a server error."""
+    log.warning("read models not created yet", extra={"error": type(exc).__name__})
+    return problem_response(
+        503,
+        "the read models are not created yet (the projector creates them when it starts); "
+        "retry later",
+        headers={"Retry-After": RETRY_AFTER_S},
     )

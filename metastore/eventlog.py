@@ -287,6 +287,53 @@ def read_events_after(
         return _stored_events(cur.fetchall())
 
 
+# The projector's batch: up to `limit` events, and no more of them than add up to
+# `max_bytes` of stored JSON (the first whatever its size), so a batch's memory follows its
+# bytes (ten 4 MB events in one batch took the projector past 1 GiB). The row that would
+# pass the budget (the second, when the first alone does) comes back with its event NULL
+# (its text is never read: a value only leaves TOAST when an expression uses it), which
+# tells the reader the batch was cut.
+READ_BATCH_AFTER = """
+SELECT tx::text::bigint, seq, {times}, kind, event_type, run_id, job_namespace, job_name,
+       CASE WHEN n = 1 OR running <= %(max_bytes)s THEN event::text END
+FROM (
+    SELECT tx, seq, received_at, event_time, kind, event_type, run_id, job_namespace,
+           job_name, event, size_bytes, row_number() OVER w AS n,
+           sum(size_bytes) OVER w AS running
+    FROM (
+        SELECT * FROM event_log
+        WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
+          AND tx < pg_snapshot_xmin(pg_current_snapshot())
+        ORDER BY event_log.tx, event_log.seq
+        LIMIT %(limit)s
+    ) AS page
+    WINDOW w AS (ORDER BY page.tx, page.seq ROWS UNBOUNDED PRECEDING)
+) AS sized
+WHERE n <= 2 OR running - size_bytes <= %(max_bytes)s
+ORDER BY sized.tx, sized.seq
+"""
+
+
+def read_batch_after(
+    conn: psycopg.Connection[Any],
+    after: Position,
+    limit: int,
+    max_bytes: int,
+    guard_times: bool = False,
+) -> tuple[list[StoredEvent], bool]:
+    """Up to `limit` committed events past `after`, as raw JSON text, in log order, as long
+    as their stored sizes add up to at most `max_bytes` (the first one whatever its size);
+    and whether the byte budget cut the batch short. `guard_times`: see read_events_after.
+    """
+    query = READ_BATCH_AFTER.format(times=GUARDED_TIMES if guard_times else TIMES)
+    params = {"tx": after.tx, "seq": after.seq, "limit": limit, "max_bytes": max_bytes}
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(query, params)
+        rows = cur.fetchall()
+    cut = bool(rows) and rows[-1][-1] is None
+    return _stored_events(rows[:-1] if cut else rows), cut
+
+
 async def read_events_after_async(
     conn: psycopg.AsyncConnection[Any],
     after: Position,

@@ -7,3 +7,11 @@ other packages (`projections/replay.py`) can both import it without importing ea
 
 class Exit(Exception):
     """Stop the command with a one-line message and a non-zero status."""
+
+    status = 1
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's message (libpq's and PostgreSQL's run over several)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

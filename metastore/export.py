@@ -58,6 +58,7 @@ from metastore.eventlog import (
 )
 from metastore.metrics import EXPORT_EVENTS, EXPORT_WAITING
 from metastore.problems import ProblemError
+from metastore.timeparam import plus_for_space
 
 log = logging.getLogger("metastore.export")
 
@@ -161,7 +162,7 @@ def _bad(name: str, reason: str, kind: str | None = None) -> ProblemError:
 
 def _parse_since(raw: str) -> dt.datetime:
     try:
-        value = dt.datetime.fromisoformat(raw)
+        value = dt.datetime.fromisoformat(plus_for_space(raw))
     except ValueError:
         raise _bad("since", "expected an ISO 8601 date-time, e.g. 2024-05-01T00:00:00Z") from None
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)

@@ -60,7 +60,15 @@ LINGER_S = 2.0
 
 def closing_answer(status: int, reason: str, detail: str) -> bytes:
     """A whole problem+json answer that closes the connection, written by the protocol."""
-    problem = Problem(type=type_uri(status), title=reason, status=status, detail=detail)
+    problem = Problem(
+        type=type_uri(status),
+        title=reason,
+        status=status,
+        detail=detail,
+        instance=None,
+        pointer=None,
+        invalid_params=None,
+    )
     body = msgspec.json.encode(problem)
     return (
         b"HTTP/1.1 %d %b\r\n"

@@ -2,10 +2,12 @@
 
 METASTORE_MAX_EVENT_BYTES bounds one request; this bounds them all together, so memory
 follows the bytes held rather than the number of requests: 32 concurrent 32 MB batches took
-the API to 2.5 GB before. An ingest request takes its bytes from the budget before it
-holds them (the declared Content-Length at once, a chunked or gzip body as it grows) and
-gives them back when it has been answered. A request that does not fit is answered 503
-with Retry-After, which the OpenLineage clients retry; its body is discarded unread.
+the API to 2.5 GB before. An ingest request takes its bytes from the budget as they arrive
+(as they inflate, for gzip) and gives them back when it has been answered. Not on the
+declared Content-Length: four clients that sent heads declaring 32 MiB and then nothing
+held the whole default budget, and every other ingest request was refused. A request
+that does not fit is answered 503 with Retry-After, which the OpenLineage clients retry;
+the rest of its body is discarded unread.
 
 A plain counter: the event loop runs one request at a time between awaits, so taking and
 giving back need no lock (measured: under 0.1 µs a request).

@@ -99,8 +99,9 @@ class Endpoint(NamedTuple):
 async def read_body(scope: Scope, receive: Receive, max_bytes: int, claim: Claim) -> bytes:
     """The request body, decompressed, or a ProblemError (413, 415, 400, 501, 503).
 
-    The bytes it holds are taken from the budget through `claim` (a declared Content-Length
-    before the first byte is read, then as the body grows); the caller releases the claim.
+    The bytes it holds are taken from the budget through `claim` as they arrive (or
+    inflate), never on a declared Content-Length alone: a client that sends a head
+    declaring 32 MiB and then nothing holds nothing. The caller releases the claim.
     Its time is bounded by the server's request timeout (metastore/http_protocol.py). Raises
     ClientDisconnect when the client goes away (or is cut off) before the end.
     """
@@ -130,10 +131,8 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int, claim: Claim
         raise ProblemError(
             415, f"Content-Encoding {encoding!r} is not supported; send gzip or identity"
         )
-    if declared.isdigit():
-        if int(declared) > max_bytes:
-            raise _too_large(max_bytes)
-        claim.cover(int(declared))
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise _too_large(max_bytes)
     if encoding in GZIP_ENCODINGS:
         return await _read_gzip(receive, max_bytes, claim)
     return await _read_plain(receive, max_bytes, claim)
@@ -157,8 +156,7 @@ async def _read_plain(receive: Receive, max_bytes: int, claim: Claim) -> bytes:
         size += len(chunk)
         if size > max_bytes:
             raise _too_large(max_bytes)
-        if size > claim.size:  # a chunked body (a declared length is covered already)
-            claim.cover(size)
+        claim.cover(size)
         chunks.append(chunk)
     return b"".join(chunks)
 

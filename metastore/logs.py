@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 
@@ -10,6 +11,7 @@ import msgspec
 
 # uvicorn adds `color_message` (the message with ANSI colours) to its records: not for logs.
 _RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
+_LINE_BREAKS = re.compile(r"\s*\n\s*")
 
 
 class JsonFormatter(logging.Formatter):
@@ -37,6 +39,10 @@ class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s %(message)s")
 
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        # One line a record (as in JSON): libpq's messages run over several lines.
+        return _LINE_BREAKS.sub(" ", super().formatMessage(record))
+
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         extras = [
@@ -45,6 +51,30 @@ class TextFormatter(logging.Formatter):
             if k not in _RESERVED and not k.startswith("_")
         ]
         return f"{line} {' '.join(extras)}" if extras else line
+
+
+class Repeats(logging.Filter):
+    """Lets a message through once every `seconds` when it repeats word for word: while
+    PostgreSQL is down each pool tries to connect every second or two and says so each
+    time, which buried the one line a process logs every few seconds that it waits."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.created - self.last.get(text, float("-inf")) < self.seconds:
+            return False
+        if len(self.last) > 1000:  # the texts name the error: a handful, bounded anyway
+            self.last.clear()
+        self.last[text] = record.created
+        return True
+
+
+# The connection pools' warnings, repeated while the database is down.
+POOL_REPEATS_S = 30.0
 
 
 def configure_logging(level: str, fmt: str) -> None:
@@ -58,3 +88,4 @@ def configure_logging(level: str, fmt: str) -> None:
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").disabled = True
+    logging.getLogger("psycopg.pool").filters[:] = [Repeats(POOL_REPEATS_S)]

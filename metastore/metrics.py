@@ -43,13 +43,19 @@ REQUEST_DURATION = Histogram(
 )
 
 # Database
-# By pool: "api" (reads, export, health) and "ingest" (the group committer's).
+# By pool: "api" (reads, export), "reserved" (/readyz, /api/v1/status, the scrape) and
+# "ingest" (the group committer's).
 POOL_SIZE = Gauge("metastore_db_pool_connections", "Connections in the pool.", ["pool"])
 POOL_IN_USE = Gauge("metastore_db_pool_connections_in_use", "Connections handed out.", ["pool"])
 POOL_WAITING = Gauge(
     "metastore_db_pool_requests_waiting", "Requests waiting for a connection.", ["pool"]
 )
 LOG_EVENTS = Gauge("metastore_log_events", "Events in the log (estimate from the sequence).")
+READ_TIMEOUTS = Counter(
+    "metastore_read_timeouts_total",
+    "Reads stopped at METASTORE_READ_TIMEOUT (answered 503 read-timeout), by route.",
+    ["route"],
+)
 
 # Projector
 PROJECTION_POSITION = Gauge(
@@ -73,10 +79,29 @@ FOLD_BATCH_SECONDS = Histogram(
 DEAD_LETTERS = Counter(
     "metastore_projector_dead_letters_total", "Events whose fold failed.", ["projection"]
 )
+PARENT_CHAINS_CUT = Counter(
+    "metastore_projector_parent_chains_cut_total",
+    "Runs whose parent chain was cut: by a cycle, or past 100 runs up (their root is the "
+    "run where it was cut).",
+    ["reason"],
+)
+FOLD_FALLBACKS = Counter(
+    "metastore_projector_fold_fallbacks_total",
+    "Batches a projection folded event by event, to find the events whose fold fails.",
+    ["projection"],
+)
 MALFORMED_FACETS = Counter(
     "metastore_projector_malformed_facets_total",
     "Facets ignored because they were malformed.",
     ["facet"],
+)
+
+# Read API
+MALFORMED_PARTS = Counter(
+    "metastore_api_malformed_parts_total",
+    "Parts of stored facets left out of (or nulled in) read answers because they break the "
+    "OpenAPI document: a whole facet, schema fields, columnLineage transformations.",
+    ["part"],
 )
 
 # Database (read at scrape time by metastore.metrics_endpoint)

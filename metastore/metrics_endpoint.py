@@ -69,9 +69,10 @@ async def observe_log(pool: AsyncConnectionPool[Any]) -> None:
 
 
 async def metrics(request: Request) -> Response:
-    pool: AsyncConnectionPool[Any] = request.app.state.pool
-    await observe_log(pool)
-    observe_pool(pool, "api")  # after the log query, which itself used a connection
+    reserved: AsyncConnectionPool[Any] = request.app.state.reserved_pool
+    await observe_log(reserved)
+    observe_pool(request.app.state.pool, "api")
+    observe_pool(reserved, "reserved")  # after the log query, which itself used a connection
     observe_pool(request.app.state.ingest_pool, "ingest")
     budget: InflightBudget = request.app.state.inflight_budget
     INGEST_INFLIGHT_BYTES.set(budget.held)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Annotated
 
 import msgspec
+from msgspec import Meta
 from starlette.responses import Response
 
 PROBLEM_JSON = "application/problem+json"
@@ -32,6 +34,8 @@ TYPES: dict[str, str] = {
     "not-implemented": "A transfer coding the server does not apply.",
     "internal": "An unexpected error; it is logged.",
     "unavailable": "The database is unavailable; retry after `Retry-After`.",
+    "read-timeout": "The read ran past its time limit (METASTORE_READ_TIMEOUT) and was "
+    "stopped; ask for less, or retry later.",
 }
 _TYPE_OF_STATUS = {
     400: "invalid-request",
@@ -60,19 +64,25 @@ def type_uri(status: int, kind: str | None = None) -> str:
     return PROBLEM_BASE + kind if kind else "about:blank"
 
 
-class InvalidParam(msgspec.Struct, omit_defaults=True):
+# What `type` can be: the URIs above, or RFC 9457's `about:blank` for a status without one.
+TYPE_URIS: tuple[str, ...] = (*(PROBLEM_BASE + kind for kind in TYPES), "about:blank")
+
+
+class InvalidParam(msgspec.Struct):
     name: str  # the field, as a JSON pointer ("/run/runId") or a query parameter name
     reason: str
 
 
-class Problem(msgspec.Struct, omit_defaults=True):
-    type: str = "about:blank"  # (always set: type_uri)
-    title: str = ""
-    status: int = 500
-    detail: str | None = None
-    instance: str | None = None
-    pointer: str | None = None  # the first offending field (JSON pointer), when there is one
-    invalid_params: list[InvalidParam] | None = msgspec.field(name="invalid-params", default=None)
+class Problem(msgspec.Struct, kw_only=True):
+    """Every member is always sent (null when it does not apply), as the schema says."""
+
+    type: Annotated[str, Meta(extra_json_schema={"enum": list(TYPE_URIS)})]  # see type_uri
+    title: str
+    status: int
+    detail: str | None
+    instance: str | None
+    pointer: str | None  # the first offending field (JSON pointer), when there is one
+    invalid_params: list[InvalidParam] | None = msgspec.field(name="invalid-params")
 
 
 TITLES = {

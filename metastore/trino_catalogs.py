@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from metastore.catalogs import CatalogEntry, CatalogFileError, CatalogMap, metastore_namespace
+from metastore.exit import one_line
 
 VARIABLE = "METASTORE_CATALOGS_FROM_KUBERNETES"
 GROUP = "/apis/trino.stackable.tech/v1alpha1"
@@ -190,7 +191,6 @@ def catalogs_with_kubernetes(
         api = KubernetesApi.in_cluster(env)
         return with_discovered(catalogs, discover(api, namespaces))
     except (OSError, ValueError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CatalogFileError(
-            f"{VARIABLE}={','.join(namespaces)!r}: cannot read the TrinoCatalogs: {reason}"
+            f"{VARIABLE}={','.join(namespaces)!r}: cannot read the TrinoCatalogs: {one_line(exc)}"
         ) from None

@@ -13,9 +13,10 @@ from typing import Any
 import psycopg
 
 from projections.common import FoldEvent, json_text, row_param, rows_select
+from projections.decode import EDGE_CHUNK, edge_chunks
 
 NAME = "column_lineage"
-VERSION = 3  # 2: edge_key; 3: job_ids
+VERSION = 4  # 2: edge_key; 3: job_ids; 4: keyed by edge_key, fields of at most 512 bytes
 TABLES = ("column_lineage",)
 
 TYPES = ("text",) * 6 + ("jsonb", "uuid", "uuid", "timestamptz", "timestamptz", "bigint", "uuid")
@@ -26,8 +27,7 @@ UPSERT = f"""
 INSERT INTO column_lineage AS t ({COLUMNS}, job_ids)
 SELECT {COLUMNS}, ARRAY(SELECT jsonb_array_elements_text(r.jobs)::uuid)
 FROM ({rows_select((*TYPES, "jsonb"))}) AS r({COLUMNS}, jobs)
-ON CONFLICT (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
-DO UPDATE SET
+ON CONFLICT (edge_key) DO UPDATE SET
     -- (a set: a job already listed is the common case, and leaves the array as it is)
     job_ids = CASE WHEN excluded.job_ids <@ t.job_ids THEN t.job_ids
         ELSE t.job_ids || excluded.job_ids END,
@@ -51,16 +51,24 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     jobs: dict[str, set[str]] = {}  # edge_key -> every job that reported it
     for event in events:
         jid = event.job_id
+        job = str(jid)
         when = event.event_time
-        for ref in event.refs:  # column_edges: of outputs and DatasetEvents only
-            for out_field, in_ns, in_name, in_field, transformations, key in ref.column_edges:
-                row: list[Any] = [ref.namespace, ref.name, out_field, in_ns, in_name, in_field]
-                row += (transformations, jid, event.run_id, when, when, event.seq)
-                add(rows, key, row)
-                if jid is not None:
-                    jobs.setdefault(key, set()).add(str(jid))
-    if not rows:
-        return
+        for ref in event.refs:  # column edges: of outputs and DatasetEvents only
+            for chunk in edge_chunks(ref):
+                for out_field, in_ns, in_name, in_field, transformations, key in chunk:
+                    row: list[Any] = [ref.namespace, ref.name, out_field, in_ns, in_name, in_field]
+                    row += (transformations, jid, event.run_id, when, when, event.seq)
+                    add(rows, key, row)
+                    if jid is not None:
+                        jobs.setdefault(key, set()).add(job)
+                if len(rows) >= EDGE_CHUNK:  # written as they come: memory stays a chunk's
+                    write(cur, rows, jobs)
+                    rows, jobs = {}, {}
+    if rows:
+        write(cur, rows, jobs)
+
+
+def write(cur: psycopg.Cursor[Any], rows: dict[str, list[Any]], jobs: dict[str, set[str]]) -> None:
     job_lists = [json_text(sorted(jobs.get(key, ()))) for key in rows]
     # transformations: JSON text already
     cur.execute(

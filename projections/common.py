@@ -366,18 +366,15 @@ def columns_of(rows: Mapping[Any, Sequence[Any]]) -> list[Sequence[Any]]:
     return [*zip(*rows, strict=True), *zip(*rows.values(), strict=True)] if rows else []
 
 
-def edge_key(names: tuple[str, str, str, str, str, str]) -> str:
+def edge_key(output: str, input: str) -> str:
     """A field pair (out namespace, name, field, in namespace, name, field) as a uuid (hex).
 
     column_lineage.edge_key and the keys of run_column_lineage.edges. A 128-bit BLAKE2b
     of the names joined by NUL, which no name stored in PostgreSQL's text can contain, so
-    two pairs never share an input.
+    two pairs never share an input. `output` is the first three and a NUL (shared by a
+    field's inputs), `input` the last three.
     """
-    return hashlib.blake2b("\0".join(names).encode(), digest_size=16).hexdigest()
-
-
-def fields_hash(fields: Any) -> bytes:
-    return hashlib.sha256(msgspec.json.encode(fields, order="sorted")).digest()
+    return hashlib.blake2b(f"{output}{input}".encode(), digest_size=16).hexdigest()
 
 
 # (out_field, in_namespace, in_name, in_field, transformations as JSON text, edge_key)
@@ -413,6 +410,9 @@ class DatasetRef(msgspec.Struct, frozen=True):
     catalog: CatalogLink | None = None
     # The `lifecycleStateChange` facet's state (CREATE, DROP, ...), of an output.
     lifecycle: str | None = None
+    # Its `columnLineage` facet is too large to be worked out on reading: the folds make
+    # its edges in chunks (decode.edge_chunks), and column_edges is empty.
+    deferred_lineage: bool = False
 
 
 # Stored facets (`facets::text` of a read-model row) back to name -> raw JSON.

@@ -17,10 +17,17 @@ write it (a START, a FAIL: the run only attempted it; see FoldEvent.writes) give
 dataset its names but no facets and no schema version.
 
 A dataset's display name (its `namespace` and `name` columns) is its most table-like
-name: the least `display_key` of its names, a symlink identifier of type TABLE before a
-name an event used, before any other; then the first seen. A name's key only ever falls
-(a name gains a symlink type or becomes emitted, its first_seen moves earlier), so the
-least key is the same whatever order the events come in.
+name: the least `display_key` of its names, a symlink identifier of type TABLE or a
+metastore's name a catalog rule derived before a name an event used, before any other;
+then the first seen. Its home (`home_namespace`, `home_name`: the one namespace it counts
+in) is the least key among the names an event used (kind `emitted` or `symlink`): the
+display name unless only a catalog rule derived that. A name's key only ever falls (a name
+gains a symlink type, a rule or an event, its first_seen moves earlier), so the least keys
+are the same whatever order the events come in.
+
+A name's kind says where it comes from: `emitted` when an event used it, else `symlink`
+when a symlinks facet named it, else `catalog` (only a rule derived it); `joined_by`, the
+rule that joined it, is independent of the kind.
 """
 
 from __future__ import annotations
@@ -50,8 +57,10 @@ from projections.common import (
 
 NAME = "datasets"
 # 2: facets json; 3: names joined by catalog rules; 4: display name by display_key;
-# 5: an output a run only attempted (not written) makes no version and merges no facets
-VERSION = 5
+# 5: a name an event used is `emitted` whatever joined it, and each dataset's home name;
+# 6: no catalog name that no index holds (a metadataUri of kilobytes);
+# 7: an output a run only attempted (a START, a FAIL) makes no version and merges no facets
+VERSION = 7
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -67,6 +76,9 @@ DATASET_COLUMNS = (
     "first_tx",
     "first_seq",
     "display_key",
+    "home_namespace",
+    "home_name",
+    "home_key",
 )
 DATASET_TYPES = (
     "uuid",
@@ -80,6 +92,9 @@ DATASET_TYPES = (
     "uuid",
     "bigint",
     "bigint",
+    "jsonb",
+    "text",
+    "text",
     "jsonb",
 )
 NAME_COLUMNS = (
@@ -194,17 +209,11 @@ NameKey = tuple[str, str]
 # (namespace, name, kind, symlink type, joined_by): a name as one event gives it.
 GivenName = tuple[str, str, str, str | None, str | None]
 
-# Which kind a name keeps when it comes several ways: the engine's name a catalog rule
-# joins (its `catalog` kind says why it is in the dataset) over the name an event uses,
-# over a symlink, over a metastore name known only by a catalog rule. joined_by is JSON
-# the fold wrote itself (decode.catalog_link), so its role reads as text.
-ENGINE_ROLE = '"role":"engine"'
-
-
-def name_rank(kind: str, joined_by: str | None) -> int:
-    if kind == "catalog":
-        return 3 if joined_by is not None and ENGINE_ROLE in joined_by else 0
-    return 2 if kind == "emitted" else 1
+# Which kind a name keeps when it comes several ways: the name an event used, over a
+# symlink, over a metastore's name only a catalog rule derived. joined_by is JSON the fold
+# wrote itself (decode.catalog_link), so its role reads as text.
+KIND_RANK = {"emitted": 2, "symlink": 1, "catalog": 0}
+METASTORE_ROLE = '"role":"metastore"'
 
 
 def display_key(name: dict[str, Any]) -> list[Any]:
@@ -214,11 +223,9 @@ def display_key(name: dict[str, Any]) -> list[Any]:
     catalog rule derived); 1: a name an event used (an engine's name a catalog rule joined
     is one); 2: any other.
     """
-    kind = name["kind"]
-    engine = kind == "catalog" and ENGINE_ROLE in (name["joined_by"] or "")
-    if name["symlink_type"] == "TABLE" or (kind == "catalog" and not engine):
+    if name["symlink_type"] == "TABLE" or METASTORE_ROLE in (name["joined_by"] or ""):
         rank = 0
-    elif kind == "emitted" or engine:
+    elif name["kind"] == "emitted":
         rank = 1
     else:
         rank = 2
@@ -259,13 +266,24 @@ class Fold:
                 }
                 dcur.execute(SELECT_VERSIONS, params)
                 self._add_versions(dcur.fetchall())
-        self.all_versions: set[uuid.UUID] = set()  # datasets with every version loaded
         self.changed_names: set[NameKey] = set()
         self.changed_datasets: set[uuid.UUID] = set()
         self.changed_versions: set[uuid.UUID] = set()  # datasets whose versions changed
         self.changed_version_keys: set[tuple[uuid.UUID, bytes]] = set()
         self.emptied: set[uuid.UUID] = set()  # merged away: their stored versions go
-        self.merged: dict[uuid.UUID, uuid.UUID] = {}  # loser -> survivor
+        # Merges this batch made: loser -> the dataset it merged into. The names and rows in
+        # memory keep the id they had until `write`; `find` gives the dataset an id is now.
+        # (Moving every name of the loser at each merge made a chain of merges quadratic.)
+        self.merged: dict[uuid.UUID, uuid.UUID] = {}
+
+    def find(self, did: uuid.UUID) -> uuid.UUID:
+        """The dataset `did` is part of now, after this batch's merges."""
+        live = did
+        while live in self.merged:
+            live = self.merged[live]
+        while did != live:  # (each id passed points at the survivor from now on)
+            self.merged[did], did = live, self.merged[did]
+        return live
 
     def _add_versions(self, rows: list[dict[str, Any]]) -> None:
         """Adds stored versions not loaded yet (one loaded may have changed in memory)."""
@@ -273,31 +291,44 @@ class Fold:
             v["fields_hash"] = bytes(v["fields_hash"])
             self.versions.setdefault(v["dataset_id"], {}).setdefault(v["fields_hash"], v)
 
-    def load_all_versions(self, ids: list[uuid.UUID]) -> None:
-        missing = [i for i in ids if i not in self.all_versions]
-        if not missing:
-            return
+    def merge_versions(self) -> None:
+        """Moves the schema versions of the datasets merged away to their survivors, with
+        every stored version of both (the load took only those the batch's schemas have),
+        once for the whole batch: a version's first and last sightings combine by min and
+        max, so the order of the merges does not matter."""
+        survivors = {self.find(loser) for loser in self.merged}
         with loading_cursor(self.cur) as dcur:
-            dcur.execute(SELECT_ALL_VERSIONS, (uuid_array(missing),))
-            self._add_versions(dcur.fetchall())
-        self.all_versions.update(missing)
+            dcur.execute(SELECT_ALL_VERSIONS, (uuid_array([*self.merged, *survivors]),))
+            for stored in dcur.fetchall():
+                stored["fields_hash"] = bytes(stored["fields_hash"])
+                versions = self.versions.setdefault(stored["dataset_id"], {})
+                mine = versions.setdefault(stored["fields_hash"], stored)
+                if mine is not stored:  # (seen in this batch: it may start earlier)
+                    _combine(mine, stored)
+        for loser in self.merged:
+            survivor = self.find(loser)
+            kept = self.versions.setdefault(survivor, {})
+            for key, version in self.versions.pop(loser, {}).items():
+                version["dataset_id"] = survivor
+                self.changed_version_keys.add((survivor, key))
+                mine = kept.setdefault(key, version)
+                if mine is not version:
+                    _combine(mine, version)
 
     def fold_ref(self, event: FoldEvent, ref: DatasetRef) -> None:
         when = event.event_time
         link = ref.catalog
-        names: list[GivenName] = [
-            (ref.namespace, ref.name, "emitted", None, None)
-            if link is None
-            else (ref.namespace, ref.name, "catalog", None, link.engine_joined_by)
-        ]
+        engine_joined_by = None if link is None else link.engine_joined_by
+        names: list[GivenName] = [(ref.namespace, ref.name, "emitted", None, engine_joined_by)]
         names += [(ns, n, "symlink", kind, None) for ns, n, kind in ref.symlinks]
         if link is not None:
             names.append((link.namespace, link.name, "catalog", None, link.metastore_joined_by))
-        ids = []
+        found: dict[uuid.UUID, None] = {}  # (a set in the order found)
         for ns, n, _, _, _ in names:
             known = self.names.get((ns, n))
-            if known is not None and known["dataset_id"] not in ids:
-                ids.append(known["dataset_id"])
+            if known is not None:
+                found[self.find(known["dataset_id"])] = None
+        ids = list(found)
         if not ids:
             did = dataset_id(ref.namespace, ref.name)
             self.datasets[did] = self.new_dataset(did, ref, event)
@@ -352,6 +383,9 @@ class Fold:
             "first_tx": event.position.tx,
             "first_seq": event.seq,
             "display_key": None,
+            "home_namespace": None,
+            "home_name": None,
+            "home_key": None,
         }
 
     def name(
@@ -379,20 +413,25 @@ class Fold:
             self.display(did, self.names[(ns, n)])
             return
         symlink = row["symlink_type"] or symlink_type
-        rank, stored = name_rank(kind, joined_by), name_rank(row["kind"], row["joined_by"])
-        # The kind ranked highest; among catalog rules of one rank, the earliest event's.
-        takes_kind = rank > stored or (
-            rank == stored and joined_by != row["joined_by"] and when < row["first_seen"]
+        # The kind ranked highest; the rule that joined it, if any did: among several, the
+        # earliest event's.
+        takes_kind = KIND_RANK[kind] > KIND_RANK[row["kind"]]
+        takes_rule = (
+            joined_by is not None
+            and joined_by != row["joined_by"]
+            and (row["joined_by"] is None or when < row["first_seen"])
         )
         if (
-            row["dataset_id"] != did
+            self.find(row["dataset_id"]) != did
             or takes_kind
+            or takes_rule
             or symlink != row["symlink_type"]
             or when < row["first_seen"]
         ):
             row["dataset_id"] = did
             if takes_kind:
                 row["kind"] = kind
+            if takes_rule:
                 row["joined_by"] = joined_by
             row["symlink_type"] = symlink
             row["first_seen"] = min(row["first_seen"], when)
@@ -400,12 +439,17 @@ class Fold:
             self.display(did, row)
 
     def display(self, did: uuid.UUID, name: dict[str, Any]) -> None:
-        """Makes `name` the display name of dataset `did` if it is the more table-like."""
+        """Makes `name` the display name of dataset `did` if it is the more table-like, and
+        its home if it is that among the names an event used."""
         dataset = self.datasets[did]
         key = display_key(name)
         if dataset["display_key"] is None or key < dataset["display_key"]:
             dataset["display_key"] = key
             dataset["namespace"], dataset["name"] = name["namespace"], name["name"]
+            self.changed_datasets.add(did)
+        if name["kind"] != "catalog" and (dataset["home_key"] is None or key < dataset["home_key"]):
+            dataset["home_key"] = key
+            dataset["home_namespace"], dataset["home_name"] = name["namespace"], name["name"]
             self.changed_datasets.add(did)
 
     def observe_schema(self, did: uuid.UUID, event: FoldEvent, ref: DatasetRef) -> None:
@@ -456,54 +500,42 @@ class Fold:
         ):
             kept["display_key"] = gone["display_key"]
             kept["namespace"], kept["name"] = gone["namespace"], gone["name"]
+        if gone["home_key"] is not None and (
+            kept["home_key"] is None or gone["home_key"] < kept["home_key"]
+        ):
+            kept["home_key"] = gone["home_key"]
+            kept["home_namespace"], kept["home_name"] = gone["home_namespace"], gone["home_name"]
         gone["merged_into"] = survivor
         gone["current_fields"] = None  # its schemas are the survivor's now
-        self.load_all_versions([loser, survivor])
-        gone_versions = self.versions.pop(loser, {})
-        kept_versions = self.versions.setdefault(survivor, {})
         self.emptied.add(loser)
-        for key, version in gone_versions.items():
-            version["dataset_id"] = survivor
-            self.changed_version_keys.add((survivor, key))
-            mine = kept_versions.get(key)
-            if mine is None:
-                kept_versions[key] = version
-                continue
-            if (version["event_time"], version["seq"]) < (mine["event_time"], mine["seq"]):
-                mine.update(
-                    event_time=version["event_time"],
-                    seq=version["seq"],
-                    run_id=version["run_id"],
-                    job_id=version["job_id"],
-                )
-            if (version["last_event_time"], version["last_seq"]) > (
-                mine["last_event_time"],
-                mine["last_seq"],
-            ):
-                mine.update(
-                    last_event_time=version["last_event_time"], last_seq=version["last_seq"]
-                )
-        for name_key, row in self.names.items():
-            if row["dataset_id"] == loser:
-                row["dataset_id"] = survivor
-                self.changed_names.add(name_key)
-        for earlier, to in self.merged.items():
-            if to == loser:
-                self.merged[earlier] = survivor
-        # (rows this batch absorbed into the loser, or made aliases of it: written after
-        # REPOINT_MERGED, they would point at the loser again)
-        for did, row in self.datasets.items():
-            if row["merged_into"] == loser:
-                row["merged_into"] = survivor
-                self.changed_datasets.add(did)
+        # (its names, its versions and the rows pointing at it follow in `write`)
         self.merged[loser] = survivor
         self.changed_datasets.update((loser, survivor))
         self.changed_versions.update((loser, survivor))
 
+    def follow_merges(self) -> None:
+        """Points the names and rows in memory at the datasets their ids are part of now,
+        and moves the versions of the datasets merged away (once for the batch)."""
+        for key, row in self.names.items():
+            live = self.find(row["dataset_id"])
+            if live != row["dataset_id"]:
+                row["dataset_id"] = live
+                self.changed_names.add(key)
+        # (rows absorbed into a loser before, or made aliases of it: written after
+        # REPOINT_MERGED, they would point at the loser again)
+        for did, row in self.datasets.items():
+            into = row["merged_into"]
+            if into is not None and self.find(into) != into:
+                row["merged_into"] = self.find(into)
+                self.changed_datasets.add(did)
+        self.merge_versions()
+
     def write(self) -> None:
         cur = self.cur
         if self.merged:
-            losers, survivors = list(self.merged), list(self.merged.values())
+            self.follow_merges()
+            losers = list(self.merged)
+            survivors = [self.find(loser) for loser in losers]
             with planner_without(cur, *INDEX_PROBES_ONLY):
                 cur.execute(REPOINT_NAMES, (losers, survivors))
                 cur.execute(REPOINT_MERGED, (losers, survivors))
@@ -526,7 +558,7 @@ class Fold:
                 [json_text(r[c]) if r["new_facets"] else UNCHANGED for r in rows]
                 if c == "facets"
                 else [json_text(r[c]) for r in rows]
-                if c in ("facet_times", "display_key")
+                if c in ("facet_times", "display_key", "home_key")
                 else [r[c] for r in rows]  # current_fields: JSON text already (or None)
                 for c in DATASET_COLUMNS
             ]
@@ -548,6 +580,23 @@ class Fold:
                         [[r[c] for r in rows] for c in VERSION_COLUMNS],  # fields: JSON text
                     ),
                 )
+
+
+def _combine(version: dict[str, Any], other: dict[str, Any]) -> None:
+    """Makes `version` (of a schema) span `other` too: the earlier first sighting (with its
+    run and job), the later last one."""
+    if (other["event_time"], other["seq"]) < (version["event_time"], version["seq"]):
+        version.update(
+            event_time=other["event_time"],
+            seq=other["seq"],
+            run_id=other["run_id"],
+            job_id=other["job_id"],
+        )
+    if (other["last_event_time"], other["last_seq"]) > (
+        version["last_event_time"],
+        version["last_seq"],
+    ):
+        version.update(last_event_time=other["last_event_time"], last_seq=other["last_seq"])
 
 
 def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Fold | None:

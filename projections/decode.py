@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import hashlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
 from metastore.catalogs import NO_CATALOGS, CatalogMap, metastore_namespace
-from metastore.envelope import MAX_NAME_BYTES
+from metastore.envelope import MAX_EVENT_DATASETS, MAX_NAME_BYTES
 from metastore.eventlog import Position
 from projections.common import (
     CatalogLink,
@@ -29,11 +31,9 @@ from projections.common import (
     DatasetRef,
     Facets,
     FoldEvent,
-    as_dict,
     as_list,
     edge_key,
     facet,
-    fields_hash,
     job_id,
     json_text,
     malformed,
@@ -175,35 +175,49 @@ def writes_outputs(event_type: str | None, job_facets: Facets | None) -> bool:
 
 def dataset_refs(kind: str, doc: _Event, catalogs: CatalogMap = NO_CATALOGS) -> list[DatasetRef]:
     refs: list[DatasetRef] = []
+    symlinks = [MAX_EVENT_SYMLINKS]  # what the event's symlinks facets may still add
     if kind == "dataset":
         if doc.dataset is not None:
-            _add_ref(refs, "dataset", doc.dataset, catalogs)
+            _add_ref(refs, "dataset", doc.dataset, catalogs, symlinks)
         return refs
+    named = len(doc.inputs or ()) + len(doc.outputs or ())
+    if named > MAX_EVENT_DATASETS:  # (stored before ingest refused such events)
+        raise ValueError(
+            f"the event names {named:,} datasets; ingest takes at most "
+            f"{MAX_EVENT_DATASETS:,} (inputs and outputs) an event"
+        )
     for role, datasets in (("input", doc.inputs), ("output", doc.outputs)):
         for ds in datasets or ():
-            _add_ref(refs, role, ds, catalogs)
+            _add_ref(refs, role, ds, catalogs, symlinks)
     return refs
 
 
-def _add_ref(refs: list[DatasetRef], role: str, ds: _Dataset, catalogs: CatalogMap) -> None:
+def _add_ref(
+    refs: list[DatasetRef], role: str, ds: _Dataset, catalogs: CatalogMap, symlinks: list[int]
+) -> None:
     namespace, name = text(ds.namespace), text(ds.name)
     if namespace is None or name is None:
         return
     facets = ds.facets
     schema = schema_of(facets)
+    # An input's column lineage describes another dataset's fields: not folded.
+    lineage = facets.get("columnLineage") if facets and role != "input" else None
+    deferred = lineage is not None and len(lineage) > EAGER_LINEAGE_BYTES
     refs.append(
         DatasetRef(
             role,
             namespace,
             name,
             facets,
-            symlink_names(facets),
+            symlink_names(facets, symlinks),
             None if schema is None else schema[0],
             None if schema is None else schema[1],
-            # An input's column lineage describes another dataset's fields: not folded.
-            lineage_edges(namespace, name, facets) if facets and role != "input" else [],
+            [e for c in lineage_chunks(namespace, name, lineage) for e in c]
+            if lineage is not None and not deferred
+            else [],
             catalog_link(namespace, name, facets, catalogs),
             lifecycle_state(facets) if facets and role == "output" else None,
+            deferred,
         )
     )
 
@@ -221,6 +235,17 @@ def catalog_link(
     its catalog (Spark names a Hive table by its location, and says its Hive name with
     `symlinks`) joins nothing.
     """
+    link = _catalog_link(namespace, name, facets, catalogs)
+    if link is not None and not indexable(link.namespace, link.name):
+        # (a metastore URI of kilobytes: no index holds that name, so the facet joins nothing)
+        malformed("catalog")
+        return None
+    return link
+
+
+def _catalog_link(
+    namespace: str, name: str, facets: Facets | None, catalogs: CatalogMap
+) -> CatalogLink | None:
     match = catalogs.match(namespace, name) if catalogs else None
     if match is not None:
         entry = match.entry
@@ -279,19 +304,61 @@ def indexable(namespace: str, name: str) -> bool:
     """Whether a dataset name is within what ingest takes for one (MAX_NAME_BYTES each):
     a facet naming a longer one could not be stored (the names are index keys), so that
     part of the facet is malformed, where ingest refuses such a name in the envelope."""
-    limit = MAX_NAME_BYTES
-    return (len(namespace) * 4 <= limit or len(namespace.encode()) <= limit) and (
-        len(name) * 4 <= limit or len(name.encode()) <= limit
-    )
+    return _fits(namespace, MAX_NAME_BYTES) and _fits(name, MAX_NAME_BYTES)
 
 
-def symlink_names(facets: Facets | None) -> list[tuple[str, str, str | None]]:
-    """(namespace, name, type) of each identifier of a `symlinks` dataset facet."""
-    symlinks = facet(facets, "symlinks")
-    if symlinks is None:
+def _fits(text: str, limit: int) -> bool:
+    # (a character is at most 4 bytes: most texts need no encoding to pass)
+    return len(text) * 4 <= limit or len(text.encode()) <= limit
+
+
+# A field name of column lineage at most this many bytes: column_lineage's lookup indexes
+# key (namespace, name, field), and two names at MAX_NAME_BYTES and a field at this fit an
+# index entry (2,704 bytes). A longer one (no table has such a column) makes its edge a
+# malformed part of the facet, ignored and counted.
+MAX_FIELD_BYTES = 512
+
+
+# The names one event's `symlinks` facets give, all its datasets together: each is a name
+# the datasets fold holds (about 3 KB of memory each, over the projections), and a facet
+# of 30 MB lists a million. Real tables have a handful; the identifiers past this are
+# ignored (counted as malformed). The datasets an event names are bounded at ingest
+# (envelope.MAX_EVENT_DATASETS).
+MAX_EVENT_SYMLINKS = 10_000
+
+
+class _Symlinks(msgspec.Struct):
+    """A `symlinks` facet with each identifier left undecoded."""
+
+    identifiers: list[msgspec.Raw] | None = None
+
+
+_symlinks_decoder = msgspec.json.Decoder(_Symlinks)
+
+
+def symlink_names(
+    facets: Facets | None, budget: list[int] | None = None
+) -> list[tuple[str, str, str | None]]:
+    """(namespace, name, type) of each identifier of a `symlinks` dataset facet, no more
+    than `budget[0]` of them (decremented), the event's MAX_EVENT_SYMLINKS by default."""
+    raw = facets.get("symlinks") if facets else None
+    if raw is None:
+        return []
+    budget = budget if budget is not None else [MAX_EVENT_SYMLINKS]
+    try:
+        identifiers = _symlinks_decoder.decode(raw).identifiers or []
+    except (msgspec.DecodeError, RecursionError):  # (a ValidationError is a DecodeError)
+        malformed("symlinks")
         return []
     names = []
-    for ident in as_list(symlinks.get("identifiers")):
+    for identifier in identifiers:
+        if budget[0] <= 0:
+            malformed("symlinks")
+            break
+        try:
+            ident = msgspec.json.decode(identifier)
+        except (msgspec.DecodeError, RecursionError):
+            ident = None
         if not isinstance(ident, dict):
             malformed("symlinks")
             continue
@@ -300,15 +367,28 @@ def symlink_names(facets: Facets | None) -> list[tuple[str, str, str | None]]:
             malformed("symlinks")
             continue
         names.append((namespace, name, text(ident.get("type"))))
+        budget[0] -= 1
     return names
 
 
 # A dataset's schema facet comes back unchanged with every event that names it (nearly all
 # of the benchmark workload's were seen among the last 1,024), so its fields' JSON and
-# hash are kept by the facet's bytes. Only well-formed
-# schemas are kept: a malformed one is counted each time it is seen.
+# hash are kept by the facet's bytes. Only well-formed schemas up to KNOWN_SCHEMA_BYTES are
+# kept (1,024 schemas of 30 MB would be 60 GB): a malformed one is counted each time seen.
 KNOWN_SCHEMAS = 1024
+KNOWN_SCHEMA_BYTES = 64 * 1024
 _known_schemas: dict[bytes, tuple[str, bytes]] = {}
+
+
+class _Schema(msgspec.Struct, rename={"deleted": "_deleted"}):
+    """A `schema` facet with each field left undecoded."""
+
+    fields: list[msgspec.Raw] | None = None
+    deleted: Any = None
+
+
+_schema_decoder = msgspec.json.Decoder(_Schema)
+_sorted_encoder = msgspec.json.Encoder(order="sorted")
 
 
 def schema_of(facets: Facets | None) -> tuple[str, bytes] | None:
@@ -316,88 +396,161 @@ def schema_of(facets: Facets | None) -> tuple[str, bytes] | None:
     raw = facets.get("schema") if facets else None
     if raw is None:
         return None
-    key = bytes(raw)
-    known = _known_schemas.get(key)
+    key = bytes(raw) if len(raw) <= KNOWN_SCHEMA_BYTES else None
+    known = _known_schemas.get(key) if key is not None else None
     if known is not None:
         return known
-    fields = schema_fields(facets)
-    if fields is None:
-        return None
-    known = json_text(fields), fields_hash(fields)
+    known = schema_text(raw)
+    if known is None or key is None:
+        return known
     if len(_known_schemas) >= KNOWN_SCHEMAS:
         _known_schemas.clear()  # simpler than LRU, and the working set refills it at once
     _known_schemas[key] = known
     return known
 
 
-def schema_fields(facets: Facets | None) -> list[Any] | None:
-    """The `fields` of a `schema` facet, or None (absent, deleted, or malformed: counted)."""
-    schema = facet(facets, "schema")
-    if schema is None or schema.get("_deleted") is True:
+def schema_text(raw: msgspec.Raw) -> tuple[str, bytes] | None:
+    """The `fields` of a `schema` facet as JSON text and the sha256 of their JSON with
+    sorted keys; None when absent, deleted or malformed (counted).
+
+    Field by field, so a schema of a million fields is never a million dicts at once (its
+    JSON took 8 times its size as Python objects).
+    """
+    try:
+        schema = _schema_decoder.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # (a ValidationError is a DecodeError)
+        schema = None
+    if schema is not None and schema.deleted is True:
         return None
-    fields = schema.get("fields")
-    if not isinstance(fields, list):
+    if schema is None or schema.fields is None:
         malformed("schema")
         return None
-    return fields
+    texts, digest = [], hashlib.sha256(b"[")
+    for number, field in enumerate(schema.fields):
+        try:
+            value = msgspec.json.decode(field)
+        except (msgspec.DecodeError, RecursionError):
+            malformed("schema")
+            return None
+        texts.append(json_text(value))
+        digest.update(
+            b"," + _sorted_encoder.encode(value) if number else _sorted_encoder.encode(value)
+        )
+    digest.update(b"]")
+    return "[" + ",".join(texts) + "]", digest.digest()
 
 
-def lineage_edges(namespace: str, name: str, facets: Facets | None) -> list[ColumnEdge]:
-    """The edges into dataset `namespace`/`name` of its `columnLineage` facet ([] when
-    absent or deleted)."""
-    lineage = facet(facets, "columnLineage")
-    if lineage is None or lineage.get("_deleted") is True:
-        return []
-    return column_edges(namespace, name, lineage)
+# A `columnLineage` facet up to this size has its edges worked out as the event is read
+# (on the prefetcher's thread, beside the fold); a larger one (a table of thousands of
+# columns) where it is folded, EDGE_CHUNK edges at a time: as Python objects its edges take
+# about 6 times their JSON, and the whole facet decoded 8 times, so a batch of such events
+# held at once took the projector past 1 GiB (docs/PERFORMANCE.md).
+EAGER_LINEAGE_BYTES = 64 * 1024
+EDGE_CHUNK = 10_000
 
 
-def column_edges(namespace: str, name: str, lineage: dict[str, Any]) -> list[ColumnEdge]:
-    """(out_field, in_namespace, in_name, in_field, transformations, edge_key) of a
-    columnLineage facet of dataset `namespace`/`name`.
+class _Lineage(msgspec.Struct, rename={"deleted": "_deleted"}):
+    """A `columnLineage` facet with each field's description left undecoded."""
 
-    The transformations as JSON text and the key, computed once for the tables that store
-    them.
-    """
-    fields = as_dict(lineage.get("fields"))
-    if fields is None:
-        malformed("columnLineage")
-        return []
-    edges = []
-    for out_field, spec in fields.items():
-        spec = as_dict(spec)
-        if spec is None:
+    fields: dict[str, msgspec.Raw] | None = None
+    deleted: Any = None
+
+
+_lineage_decoder = msgspec.json.Decoder(_Lineage)
+
+
+def edge_chunks(ref: DatasetRef, count: bool = True) -> Iterator[list[ColumnEdge]]:
+    """The column lineage edges of `ref`, in lists of at most EDGE_CHUNK (those worked out
+    when the event was read: one list). `count`: count malformed parts (once per fold)."""
+    if ref.column_edges:
+        yield ref.column_edges
+    elif ref.deferred_lineage and ref.facets:
+        yield from lineage_chunks(ref.namespace, ref.name, ref.facets["columnLineage"], count)
+
+
+def lineage_chunks(
+    namespace: str, name: str, raw: msgspec.Raw, count: bool = True
+) -> Iterator[list[ColumnEdge]]:
+    """The edges into dataset `namespace`/`name` of its `columnLineage` facet `raw`, in
+    lists of at most EDGE_CHUNK (none when deleted). Each field is decoded on its own, so a
+    field that cannot be (a number beyond float64) loses only its own edges."""
+    try:
+        lineage = _lineage_decoder.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # (a ValidationError is a DecodeError)
+        if count:
             malformed("columnLineage")
+        return
+    if lineage.deleted is True:
+        return
+    if lineage.fields is None:
+        if count:
+            malformed("columnLineage")
+        return
+    edges: list[ColumnEdge] = []
+    for out_field, spec in lineage.fields.items():
+        try:
+            described = msgspec.json.decode(spec)
+        except (msgspec.DecodeError, RecursionError):
+            described = None
+        if not field_edges(edges, namespace, name, out_field, described) and count:
+            malformed("columnLineage")
+        if len(edges) >= EDGE_CHUNK:
+            yield edges
+            edges = []
+    if edges:
+        yield edges
+
+
+def field_edges(
+    edges: list[ColumnEdge], namespace: str, name: str, out_field: str, spec: Any
+) -> bool:
+    """Appends the edges into field `out_field` its description `spec` gives:
+    (out_field, in_namespace, in_name, in_field, transformations, edge_key), the
+    transformations as JSON text and the key computed once for the tables that store them.
+    False when any part was malformed (and left out). (Written for speed: a wide table's
+    facet has hundreds of thousands of inputs.)"""
+    if type(spec) is not dict or not _fits(out_field, MAX_FIELD_BYTES):
+        return False
+    well_formed = True
+    # Facet 1-0-x describes the transformation per output field; 1-1-0 per input field.
+    kind, description = spec.get("transformationType"), spec.get("transformationDescription")
+    legacy = (
+        json_text([{"type": kind, "description": description}])
+        if (kind or description) and (text(kind) or text(description))
+        else "[]"
+    )
+    output = f"{namespace}\0{name}\0{out_field}\0"
+    for source in as_list(spec.get("inputFields")):
+        if type(source) is not dict:
+            well_formed = False
             continue
-        # Facet 1-0-x describes the transformation per output field; 1-1-0 per input field.
-        legacy = []
-        if text(spec.get("transformationType")) or text(spec.get("transformationDescription")):
-            legacy = [
-                {
-                    "type": spec.get("transformationType"),
-                    "description": spec.get("transformationDescription"),
-                }
-            ]
-        for source in as_list(spec.get("inputFields")):
-            source = as_dict(source)
-            in_namespace, in_name, in_field = (
-                (text(source.get("namespace")), text(source.get("name")), text(source.get("field")))
-                if source
-                else (None, None, None)
+        in_namespace, in_name, in_field = (
+            source.get("namespace"),
+            source.get("name"),
+            source.get("field"),
+        )
+        if not (
+            type(in_namespace) is str
+            and type(in_name) is str
+            and type(in_field) is str
+            and in_namespace
+            and in_name
+            and in_field
+            # (a character is at most 4 bytes: short names need no closer look)
+            and (
+                (len(in_namespace) <= 256 and len(in_name) <= 256)
+                or indexable(in_namespace, in_name)
             )
-            if (
-                in_namespace is None
-                or in_name is None
-                or in_field is None
-                or not indexable(in_namespace, in_name)
-            ):
-                malformed("columnLineage")
-                continue
-            assert source is not None
-            transformations = [
-                t for t in as_list(source.get("transformations")) if isinstance(t, dict)
-            ] or legacy
-            key = edge_key((namespace, name, out_field, in_namespace, in_name, in_field))
-            edges.append(
-                (out_field, in_namespace, in_name, in_field, json_text(transformations), key)
-            )
-    return edges
+            and (len(in_field) <= 128 or _fits(in_field, MAX_FIELD_BYTES))
+        ):
+            well_formed = False
+            continue
+        listed = source.get("transformations")
+        transformations = legacy
+        if listed and type(listed) is list:
+            kept = [t for t in listed if type(t) is dict]
+            if kept:
+                transformations = json_text(kept)
+        key = edge_key(output, f"{in_namespace}\0{in_name}\0{in_field}")
+        edges.append((out_field, in_namespace, in_name, in_field, transformations, key))
+    return well_formed

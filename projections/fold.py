@@ -26,8 +26,8 @@ from psycopg.rows import tuple_row
 
 from metastore import pgarray
 from metastore.catalogs import NO_CATALOGS, CatalogMap
-from metastore.eventlog import Position, read_events_after
-from metastore.metrics import DEAD_LETTERS, FOLDED_EVENTS
+from metastore.eventlog import Position, read_batch_after
+from metastore.metrics import DEAD_LETTERS, FOLD_FALLBACKS, FOLDED_EVENTS
 from projections.common import FoldEvent, planner_without
 from projections.decode import fold_event
 from projections.schema import SIDE_PROJECTIONS, rules_of
@@ -35,6 +35,18 @@ from projections.schema import SIDE_PROJECTIONS, rules_of
 log = logging.getLogger("metastore.projector")
 
 BATCH_SIZE = 2000
+# A batch also ends before its events' stored JSON passes this many bytes (an event larger
+# than that is a batch of its own): a batch's memory, decoded and folded, is some times its
+# bytes (docs/PERFORMANCE.md, "Bounded fold"), and a batch that ends here is not read
+# ahead of. 2,000 events of the benchmark's workload (3 KB on average) are about 6 MB, of
+# the conformance scenarios about 9 MB: full batches of those still are (8 MiB cut them,
+# and folded 15 % slower).
+BATCH_BYTES = 16 * 1024 * 1024
+# And after the event that brings its dataset names (inputs, outputs, their symlinks) to
+# this many: each is a few KB of memory over the projections, and 16 MiB of events with
+# thousands of small outputs each would be hundreds of thousands of them (an event alone
+# names at most envelope.MAX_EVENT_DATASETS datasets and decode.MAX_EVENT_SYMLINKS more).
+BATCH_NAMES = 40_000
 
 LOAD_STATE = """
 SELECT name, version, rules, cursor_tx::text::bigint, cursor_seq FROM projection_state
@@ -90,9 +102,13 @@ class Batch(msgspec.Struct):
 
     events: list[FoldEvent]
     unreadable: list[Unreadable]
-    read: int  # rows read (events and unreadable ones): fewer than asked means the end
+    read: int  # rows read (events and unreadable ones)
     last: Position | None  # the last row's position (None: nothing read)
     received_at: dt.datetime | None  # the last row's append time
+    full: bool = False  # it ended at its limit of events or bytes: more may follow
+    # It ended at its limit of bytes or dataset names: the next is not read ahead, so the
+    # projector holds one such batch at a time (docs/PERFORMANCE.md, "Bounded fold").
+    heavy: bool = False
 
 
 def read_batch(
@@ -100,8 +116,11 @@ def read_batch(
     after: Position,
     limit: int,
     catalogs: CatalogMap = NO_CATALOGS,
+    max_bytes: int = BATCH_BYTES,
 ) -> Batch:
-    """The next `limit` events past `after`, decoded for the folds (with `catalogs`).
+    """The next `limit` events past `after` (no more than `max_bytes` of them, unless one
+    alone is larger, and up to the one that brings their dataset names to BATCH_NAMES),
+    decoded for the folds (with `catalogs`).
 
     In the caller's transaction (the setting is reset after the read), or in a
     transaction of its own on an autocommit connection (the prefetcher's). What cannot be
@@ -112,13 +131,18 @@ def read_batch(
     """
     try:
         with conn.transaction(), planner_without(conn, "enable_sort"):
-            stored_events = read_events_after(conn, after, limit, raw=True)
+            stored_events, cut = read_batch_after(conn, after, limit, max_bytes)
     except psycopg.DataError:
         with conn.transaction(), planner_without(conn, "enable_sort"):
-            stored_events = read_events_after(conn, after, limit, raw=True, guard_times=True)
+            stored_events, cut = read_batch_after(conn, after, limit, max_bytes, guard_times=True)
     events: list[FoldEvent] = []
     unreadable: list[Unreadable] = []
-    for stored in stored_events:
+    names = 0
+    for index, stored in enumerate(stored_events):
+        if names >= BATCH_NAMES:  # (the events after are read again by the next batch)
+            del stored_events[index:]
+            cut = True
+            break
         if stored.event_time is None or stored.received_at is None:
             unreadable.append(Unreadable(stored.position, UNREADABLE_TIME))
             continue
@@ -139,6 +163,7 @@ def read_batch(
             unreadable.append(Unreadable(stored.position, _error_text(exc)))
             continue
         events.append(event)
+        names += sum(1 + len(ref.symlinks) for ref in event.refs)
     last = stored_events[-1] if stored_events else None
     return Batch(
         events,
@@ -146,6 +171,8 @@ def read_batch(
         len(stored_events),
         last.position if last else None,
         last.received_at if last else None,
+        cut or len(stored_events) == limit,
+        cut,
     )
 
 
@@ -157,6 +184,10 @@ UNREADABLE_TIME = (
 
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+def _first_line(exc: BaseException) -> str:
+    return _error_text(exc).splitlines()[0][:500]
 
 
 # The collector's thresholds while folding. A batch is hundreds of thousands of small
@@ -328,6 +359,7 @@ class BatchResult(msgspec.Struct):
     read: int = 0
     folded: dict[str, int] = {}
     received_at: dt.datetime | None = None
+    full: bool = False  # the batch ended at its limit of events or bytes: more may follow
 
 
 def fold_batch(
@@ -354,12 +386,12 @@ def fold_batch(
     batch = prefetcher.take(start, limit) if prefetcher else None
     if batch is None:
         batch = read_batch(conn, start, limit, catalogs)
-    result = BatchResult(read=batch.read, folded={})
+    result = BatchResult(read=batch.read, folded={}, full=batch.full)
     if batch.last is None:
         return result
     events, last = batch.events, batch.last
     read_next = None
-    if prefetcher is not None and batch.read == limit:
+    if prefetcher is not None and batch.full and not batch.heavy:
         read_next = functools.partial(prefetcher.request, last, limit)
     result.received_at = batch.received_at
     with contextlib.ExitStack() as stack:
@@ -451,10 +483,13 @@ def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = 
             if read_next is not None:
                 read_next()
         return True
-    except Exception:
+    except Exception as exc:
         if any(conn.broken or conn.closed for conn in conns):
             raise  # the database is gone: nothing to isolate
-        log.info("pipelined batch fold failed; folding projection by projection", exc_info=True)
+        log.info(
+            "pipelined batch fold failed; folding projection by projection",
+            extra={"error": _first_line(exc)},
+        )
         return False
 
 
@@ -470,13 +505,15 @@ def fold_isolated(
         with conn.transaction():
             projection.fold(cur, events)
         return
-    except Exception:
+    except Exception as exc:
         if conn.broken or conn.closed:
             raise  # the database is gone: nothing to isolate
+        # One line and a count, whatever the batch's size: each failing event gets its own
+        # line (and dead letter) below, the error says why; a traceback says nothing more.
+        FOLD_FALLBACKS.labels(projection=projection.NAME).inc()
         log.warning(
-            "batch fold failed; isolating the failing events",
-            extra={"projection": projection.NAME},
-            exc_info=True,
+            "batch fold failed; folding its events one by one",
+            extra={"projection": projection.NAME, "events": len(events), "error": _first_line(exc)},
         )
     for event in events:
         try:

@@ -12,16 +12,20 @@ Both fold order-independently: inserts, and upserts by min/max, never a read.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import psycopg
 
 from projections.common import ColumnEdge, FoldEvent, columns_of, row_param, rows_select
+from projections.decode import edge_chunks
 
 NAME = "history"
 # 2: run_column_edges keyed by edge_key; 3: run_column_lineage, a row per output;
-# 4: no schema observation of an output a run only attempted
-VERSION = 4
+# 4: run_column_lineage_latest (an output's reports newest first); 5: edges of fields over
+# 512 bytes left out, a field that cannot be decoded loses only its edges;
+# 6: no schema observation of an output a run only attempted
+VERSION = 6
 TABLES = ("schema_observations", "run_column_lineage")
 STATIC_RUN = uuid.UUID(int=0)  # the run id of a JobEvent's column lineage
 
@@ -57,30 +61,36 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             if ref.schema_hash is not None and event.observes(ref):
                 key = (ref.namespace, ref.name, event.seq, ref.role)
                 observations[key] = [event.event_time, ref.schema_hash, event.run_id]
-            if ref.role != "output" or event.job_id is None or not ref.column_edges:
+            if ref.role != "output" or event.job_id is None:
+                continue
+            if not (ref.column_edges or ref.deferred_lineage):
                 continue
             run = event.run_id if event.kind == "run" and event.run_id else STATIC_RUN
             when = event.event_time
             report = (ref.namespace, ref.name, event.job_id, run)
             seen = reports.get(report)
             if seen is None:
-                reports[report] = [ref.column_edges, when, when, event.seq]
+                reports[report] = [ref, when, when, event.seq]
                 continue
             seen[1] = min(seen[1], when)
             if (when, event.seq) > (seen[2], seen[3]):
-                seen[0], seen[2], seen[3] = ref.column_edges, when, event.seq
+                seen[0], seen[2], seen[3] = ref, when, event.seq
     if observations:
         cur.execute(INSERT_OBSERVATIONS, row_param(OBSERVATION_TYPES, columns_of(observations)))
+    for report, seen in list(reports.items()):
+        # (column_lineage counted the malformed parts of a facet it made in chunks)
+        seen[0] = edges_object(edge_chunks(seen[0], count=False))
+        if seen[0] == "{}":  # a large facet with no edge well formed, as a small one
+            del reports[report]
     if reports:
-        for seen in reports.values():
-            seen[0] = edges_object(seen[0])
         cur.execute(UPSERT_RUN_COLUMN_LINEAGE, row_param(REPORT_TYPES, columns_of(reports)))
 
 
-def edges_object(edges: list[ColumnEdge]) -> str:
+def edges_object(chunks: Iterable[list[ColumnEdge]]) -> str:
     """A report's pairs as a JSON object, edge_key -> transformations (JSON text already).
 
-    The keys are hex digits and need no escaping.
+    The keys are hex digits and need no escaping. An empty report (every part of a large
+    facet malformed) is an empty object.
     """
-    pairs = [f'"{key}":{transformations}' for *_, transformations, key in edges]
+    pairs = [f'"{key}":{transformations}' for edges in chunks for *_, transformations, key in edges]
     return "{" + ",".join(pairs) + "}"

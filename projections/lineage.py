@@ -176,11 +176,14 @@ def _later(span: list[Any], at: int, value: tuple[Any, ...]) -> None:
         span[at : at + len(value)] = value
 
 
-RunKey = tuple[uuid.UUID, uuid.UUID, str, str, str]  # (run, job, direction, ns, name)
+RunKey = tuple[uuid.UUID, str, str, str]  # (run, direction, namespace, name)
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
+    # Keyed as the table is: a runId that two jobs report (producers do reuse them) is one
+    # run's edges, with the job of its first event, as the stored row keeps it.
     run_edges: dict[RunKey, list[Any]] = {}  # + [first_write_at, last_write_at]
+    run_jobs: dict[RunKey, uuid.UUID] = {}
     job_edges: dict[tuple[uuid.UUID, str, str, str, str], list[Any]] = {}
     # run -> [job, started_at, ended_at, has_start, first_complete, last_complete,
     #         failed_at, failed_state]
@@ -198,7 +201,8 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             _span(job_edges, job_key, when, ref.lifecycle)
             if is_run:
                 assert event.run_id is not None
-                run_key = (event.run_id, jid, direction, ref.namespace, ref.name)
+                run_key = (event.run_id, direction, ref.namespace, ref.name)
+                run_jobs.setdefault(run_key, jid)
                 span = _span(run_edges, run_key, when, ref.lifecycle)
                 if len(span) == 4:
                     span += [None, None]
@@ -211,10 +215,12 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     for span in job_edges.values():
         span += [None] * 5
     touched = {rid for rid, r in runs.items() if r[4] is not None or r[6] is not None}
-    for (rid, jid, direction, namespace, name), span in run_edges.items():
+    for run_key, span in run_edges.items():
+        rid, direction, namespace, name = run_key
         if direction != "output":
             continue
         touched.add(rid)
+        jid = run_jobs[run_key]
         run = runs[rid]
         if run[4] is not None:  # it completed: it wrote all its outputs
             span[4] = run[4] if span[4] is None else min(span[4], run[4])
@@ -225,7 +231,9 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         if run[6] is not None:
             _later(job_span, 6, (run[6], rid, run[7]))
     if run_edges:
-        cur.execute(UPSERT_RUN_EDGES, row_param(RUN_EDGE_TYPES, columns_of(run_edges)))
+        run_ids, directions, namespaces, names, *spans = columns_of(run_edges)
+        columns = [run_ids, list(run_jobs.values()), directions, namespaces, names, *spans]
+        cur.execute(UPSERT_RUN_EDGES, row_param(RUN_EDGE_TYPES, columns))
     if job_edges:
         cur.execute(UPSERT_JOB_EDGES, row_param(JOB_EDGE_TYPES, columns_of(job_edges)))
     if runs:

@@ -39,13 +39,16 @@ from projections.fold import (
 )
 from projections.schema import (
     BY_NAME,
+    CATALOG_PROJECTIONS,
     FOLD_LOCK,
     LIVE_SCHEMA,
     PROJECTIONS,
     REPLAY_LOCK,
+    active_projector_rules,
     create_readmodel_tables,
     create_tables,
     outdated_projections,
+    rules_key,
     rules_of,
     stored_tables,
 )
@@ -210,7 +213,7 @@ def _rebuild(
             raise RebuildStopped(",".join(names))
         with batch_transaction(conn, BUILD_SCHEMA, side):
             result = one_batch(side)
-        if result.read < limit:
+        if not result.full:
             break
     for attempt in range(1, SWAP_ATTEMPTS + 1):
         saved = (dict(cursors), dict(folded), letters[0], received[0])
@@ -220,7 +223,7 @@ def _rebuild(
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
                 set_search_path(conn, BUILD_SCHEMA)
                 # The last batches and the swap: one transaction, so one connection.
-                while one_batch(None).read >= limit:
+                while one_batch(None).full:
                     pass
                 swap(conn, projections, cursors, folded, received[0], catalogs)
             break
@@ -321,6 +324,23 @@ def rebuild_outdated(
     return outdated
 
 
+def refuse_another_map(conn: psycopg.Connection[Any], catalogs: CatalogMap) -> None:
+    """Exit when the active projector joins names by another catalog map: the datasets this
+    replay swapped in would be derived by rules the projector does not fold by (it would
+    have to rebuild them again). Rules change through the projector."""
+    active = active_projector_rules(conn)
+    conn.rollback()
+    if active is None or active == rules_key(catalogs):
+        return
+    mine = catalogs.fingerprint[:8] or "none"
+    theirs = f"{active & 0xFFFFFFFF:08x}" if active else "none"
+    raise Exit(
+        f"the active projector joins dataset names by another catalog map (fingerprint "
+        f"{theirs}; this replay's METASTORE_CATALOGS_FILE: {mine}): replay with the "
+        "projector's map, or give the projector the new one (it rebuilds the datasets itself)"
+    )
+
+
 def run_replay(settings: Settings, projection: str | None = None, progress: bool = True) -> None:
     """The `metastore replay` command."""
     assert settings.database_url is not None
@@ -330,6 +350,8 @@ def run_replay(settings: Settings, projection: str | None = None, progress: bool
         )
     names = [projection] if projection else [p.NAME for p in PROJECTIONS]
     with psycopg.connect(settings.database_url) as conn:
+        if CATALOG_PROJECTIONS.intersection(names):
+            refuse_another_map(conn, settings.catalogs)
         create_readmodel_tables(conn, settings.catalogs)
     started = time.monotonic()
     events = rebuild(settings.database_url, names, progress, catalogs=settings.catalogs)

@@ -26,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
 from metastore.eventlog import NOTIFY_CHANNEL
+from metastore.exit import one_line
 from metastore.listen import unavailable
 from metastore.metrics import (
     FOLD_BATCH_SECONDS,
@@ -33,10 +34,12 @@ from metastore.metrics import (
     PROJECTION_LAG_SECONDS,
     PROJECTION_POSITION,
 )
-from metastore.migrations import missing_migrations
+from metastore.migrations import missing_migrations, wait_for_current_schema
+from metastore.stalls import stalled_projections
 from metastore.tls import CertificateReloader, server_context
 from projections.fold import (
     BATCH_SIZE,
+    BatchResult,
     Prefetcher,
     batch_transaction,
     collector_for_batches,
@@ -46,7 +49,16 @@ from projections.fold import (
     tune_session,
 )
 from projections.replay import RebuildStopped, prepare_tables, rebuild
-from projections.schema import FOLD_LOCK, LEADER_LOCK, LIVE_SCHEMA, PROJECTIONS, adopt_rules
+from projections.schema import (
+    FOLD_LOCK,
+    LEADER_LOCK,
+    LIVE_SCHEMA,
+    PROJECTIONS,
+    RULES_LOCK,
+    adopt_rules,
+    outdated_projections,
+    rules_key,
+)
 
 log = logging.getLogger("metastore.projector")
 
@@ -58,13 +70,13 @@ def fold_live_batch(
     prefetcher: Prefetcher | None = None,
     side: psycopg.Connection[Any] | None = None,
     catalogs: CatalogMap = NO_CATALOGS,
-) -> int:
+) -> BatchResult:
     """Folds one batch into the live tables and moves the cursors, in one transaction.
 
     (Two with a `side` connection: see projections.schema.SIDE_PROJECTIONS.) The datasets'
     names are joined by the catalog map `catalogs`; a projection derived with another map
-    is not folded into (it waits for its rebuild). Returns how many events were read
-    (fewer than `limit` means caught up).
+    is not folded into (it waits for its rebuild). Returns what was read (not `full`:
+    caught up).
     """
     with batch_transaction(conn, LIVE_SCHEMA, side):
         # The side connection folds under this lock too: its transaction begins after the
@@ -73,12 +85,12 @@ def fold_live_batch(
         cursors = load_cursors(conn, projections, side, catalogs)
         projections = [p for p in projections if p.NAME in cursors]
         if not projections:
-            return 0
+            return BatchResult()
         result = fold_batch(
             conn, projections, cursors, limit, prefetcher=prefetcher, side=side, catalogs=catalogs
         )
         save_cursors(conn, cursors, result, side)
-    return result.read
+    return result
 
 
 def catch_up(
@@ -115,9 +127,9 @@ def _catch_up(
         adopt_rules(conn, catalogs)  # (fresh tables; others wait for a rebuild)
     total = 0
     while True:
-        read = fold_live_batch(conn, PROJECTIONS, limit, prefetcher, side, catalogs)
-        total += read
-        if read < limit:
+        result = fold_live_batch(conn, PROJECTIONS, limit, prefetcher, side, catalogs)
+        total += result.read
+        if not result.full:
             return total
 
 
@@ -129,6 +141,9 @@ STANDBY_RETRY_S = 1.0
 LAG_EVERY_S = 2.0
 # A client of the HTTPS health port that has not finished its handshake by then is dropped.
 HANDSHAKE_TIMEOUT_S = 10.0
+# /readyz answers within this whatever the database does (the chart's probe: 3 s).
+READY_TIMEOUT_S = 0.9
+READY_CONNECT_TIMEOUT_S = 3
 
 # Counted up to 100,000 (a cheap index range scan); beyond that the gauge says 100000.
 LAG = """
@@ -182,12 +197,23 @@ class BackgroundRebuild:
 class ProjectorStatus:
     """What /readyz and the logs say about the running projector (shared with the server)."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, stall_timeout: float = 60.0) -> None:
         self.database_url = database_url
+        self.stall_timeout = stall_timeout
         # starting | standby | rebuilding (folding the projections not being rebuilt) |
         # active | unavailable
         self.role = "starting"
         self.rebuild: BackgroundRebuild | None = None
+        self._check: SchemaCheck | None = None
+        self._check_lock = threading.Lock()
+
+    def check_schema(self) -> SchemaCheck:
+        """/readyz's database check: the one in flight (shared by concurrent probes, so a
+        hung database holds one thread, not one per probe) or a new one."""
+        with self._check_lock:
+            if self._check is None or self._check.done.is_set():
+                self._check = SchemaCheck(self.database_url, self.stall_timeout)
+            return self._check
 
     def folding(self) -> None:
         """Active: `rebuilding` while a rebuild runs beside the fold, `active` after."""
@@ -196,6 +222,45 @@ class ProjectorStatus:
             self.rebuild = None  # (a failed one is started again by the next `lead`)
             rebuilding.check()
         self.role = "rebuilding" if self.rebuild is not None else "active"
+
+    def rebuild_outdated(self, outdated: list[str], catalogs: CatalogMap) -> None:
+        """Starts rebuilding `outdated` beside the fold, unless a rebuild runs already."""
+        if not outdated or self.rebuild is not None:
+            return
+        log.info(
+            "projections of another version or catalog map found; rebuilding them "
+            "while folding the others",
+            extra={"projections": ",".join(outdated)},
+        )
+        self.rebuild = BackgroundRebuild(self.database_url, outdated, catalogs)
+        self.role = "rebuilding"
+
+
+class SchemaCheck:
+    """The missing migrations and the stalled projections, looked up on a daemon thread of
+    its own: a probe waits for it at most READY_TIMEOUT_S, whatever the database does."""
+
+    def __init__(self, database_url: str, stall_timeout: float) -> None:
+        self.done = threading.Event()
+        self.missing: list[str] = []
+        self.stalled: list[str] = []
+        self.error: psycopg.Error | None = None
+        threading.Thread(
+            target=self._run, args=(database_url, stall_timeout), name="readyz", daemon=True
+        ).start()
+
+    def _run(self, database_url: str, stall_timeout: float) -> None:
+        try:
+            with psycopg.connect(
+                database_url, connect_timeout=READY_CONNECT_TIMEOUT_S, autocommit=True
+            ) as conn:
+                self.missing = missing_migrations(conn)
+                if not self.missing:
+                    self.stalled = stalled_projections(conn, stall_timeout)
+        except psycopg.Error as exc:
+            self.error = exc
+        finally:
+            self.done.set()
 
 
 def run_projector(settings: Settings) -> None:
@@ -209,7 +274,7 @@ def run_projector(settings: Settings) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    status = ProjectorStatus(settings.database_url)
+    status = ProjectorStatus(settings.database_url, settings.stall_timeout)
     tls = None
     if settings.tls is not None:
         tls = CertificateReloader(settings.tls).attach(server_context(settings.tls))
@@ -226,15 +291,19 @@ def run_projector(settings: Settings) -> None:
         )
     backoff = 0.5
     try:
+        # Up and answering /healthz (and /readyz 503) while the database cannot be reached
+        # yet, rather than a crash loop; a schema behind the code still stops it.
+        if not wait_for_current_schema(settings.database_url, stop):
+            return
         while not stop.is_set():
             try:
                 lead(settings.database_url, status, stop, settings.catalogs)
                 backoff = 0.5
             except psycopg.OperationalError as exc:
                 status.role = "unavailable"
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                 log.warning(
-                    "database unavailable; retrying", extra={"error": first, "retry_in_s": backoff}
+                    "database unavailable; retrying",
+                    extra={"error": one_line(exc), "retry_in_s": backoff},
                 )
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
@@ -265,15 +334,10 @@ def lead(
         if stop.is_set():
             return
         log.info("this projector is now active")
+        # Held as long as this projector leads: `metastore replay` reads the map from it.
+        leader.execute("SELECT pg_advisory_lock(%s, %s)", (RULES_LOCK, rules_key(catalogs)))
         leader.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        outdated = prepare_tables(database_url, catalogs)
-        if outdated and status.rebuild is None:
-            log.info(
-                "projections of another version or catalog map found; rebuilding them "
-                "while folding the others",
-                extra={"projections": ",".join(outdated)},
-            )
-            status.rebuild = BackgroundRebuild(database_url, outdated, catalogs)
+        status.rebuild_outdated(prepare_tables(database_url, catalogs), catalogs)
         status.folding()
         with (
             psycopg.connect(database_url, connect_timeout=10) as conn,
@@ -298,15 +362,21 @@ def fold_until_stopped(
     with collector_for_batches():
         while not stop.is_set():
             started = time.monotonic()
-            read = fold_live_batch(conn, prefetcher=prefetcher, side=side, catalogs=catalogs)
+            result = fold_live_batch(conn, prefetcher=prefetcher, side=side, catalogs=catalogs)
             if status is not None:
                 status.folding()  # (a failed rebuild raises here, and the projector stops)
-            if read:
+            if result.read:
                 FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
             if time.monotonic() - last_lag > LAG_EVERY_S:
                 update_lag_metrics(conn)
+                if status is not None and status.rebuild is None:
+                    # Tables swapped in by a replay with another map (or version) are not
+                    # folded into (see fold.load_cursors): rebuilt with this projector's.
+                    with conn.transaction():
+                        outdated = outdated_projections(conn, catalogs)
+                    status.rebuild_outdated(outdated, catalogs)
                 last_lag = time.monotonic()
-            if read >= BATCH_SIZE:
+            if result.full:
                 continue
             # Caught up: sleep until a NOTIFY (or the poll interval), then drain the others.
             for _ in leader.notifies(timeout=POLL_INTERVAL_S, stop_after=1):
@@ -393,15 +463,32 @@ def start_health_server(
 
 
 def readiness(status: ProjectorStatus) -> tuple[int, dict[str, Any]]:
-    try:
-        with psycopg.connect(status.database_url, connect_timeout=3, autocommit=True) as conn:
-            missing = missing_migrations(conn)
-    except psycopg.Error:
+    """Ready when the database answers with a current schema and, on the active projector,
+    no projection is stalled (metastore.stalls) but those it is rebuilding."""
+    check = status.check_schema()
+    if not check.done.wait(READY_TIMEOUT_S):
+        reason = f"database did not answer within {READY_TIMEOUT_S} s"
+        return 503, {"status": "unavailable", "reason": reason}
+    if check.error is not None:
         return 503, {"status": "unavailable", "reason": "database unreachable"}
+    missing, stalled = check.missing, check.stalled
     if missing:
         return 503, {
             "status": "unavailable",
             "reason": "schema behind; run `metastore migrate`",
             "missing_migrations": missing,
         }
-    return 200, {"status": "ok", "role": status.role}
+    rebuild = status.rebuild
+    rebuilding = rebuild.names if rebuild is not None and rebuild.running else []
+    body: dict[str, Any] = {"status": "ok", "role": status.role}
+    if rebuilding:
+        body["rebuilding"] = rebuilding
+    if stalled:
+        body["stalled_projections"] = stalled
+    if status.role in ("active", "rebuilding") and set(stalled) - set(rebuilding):
+        body["status"] = "stalled"
+        body["reason"] = (
+            f"projections not moved for over {status.stall_timeout:g} s while events wait"
+        )
+        return 503, body
+    return 200, body

@@ -2,8 +2,12 @@
 
 State: a terminal event (COMPLETE, FAIL, ABORT) always beats START/RUNNING/OTHER, and
 among events of the same rank the latest by eventTime (then seq) wins, so a late START
-never undoes a COMPLETE. Root runs follow the parent chain; when a run learns its parent
-after its children were folded, the children's root is moved up with it.
+never undoes a COMPLETE. Root runs follow the parent chain (`root_path`: the runs above,
+nearest first); when a run learns its parent after its children were folded, the children's
+root is moved up with it. A chain is followed MAX_PARENT_DEPTH runs up at most, and stops
+where it would come back to a run it passed (a cycle); both are counted. So a run's root
+depends only on the runs at most that far above it, and a chain that grows upwards batch
+by batch moves only the runs that close to its top: folding it is linear in its length.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from metastore.metrics import PARENT_CHAINS_CUT
 from metastore.pgarray import uuid_array
 from projections.common import (
     FACETS_DECODER,
@@ -32,7 +37,7 @@ from projections.common import (
 )
 
 NAME = "runs"
-VERSION = 3  # 2: facets json; 3: index runs_started
+VERSION = 5  # 2: facets json; 3: index runs_started; 4: index runs_namespace; 5: root_path
 TABLES = ("runs",)
 
 COLUMNS = (
@@ -51,6 +56,7 @@ COLUMNS = (
     "parent_job_namespace",
     "parent_job_name",
     "root_run_id",
+    "root_path",
     "facets",
     "facet_times",
     "first_seen",
@@ -75,6 +81,7 @@ TYPES = (
     "text",
     "text",
     "uuid",
+    "uuid[]",  # (as an array literal: see `write`)
     "json",
     "jsonb",
     "timestamptz",
@@ -90,19 +97,53 @@ SELECT_RUNS = (
     f"SELECT {', '.join('facets::text AS facets' if c == 'facets' else c for c in COLUMNS)} "
     "FROM runs WHERE id = ANY(%b::uuid[])"
 )
-SELECT_ROOTS = "SELECT id, root_run_id FROM runs WHERE id = ANY(%b::uuid[])"
+SELECT_PATHS = "SELECT id, root_path FROM runs WHERE id = ANY(%b::uuid[])"
 UPSERT = f"""
 INSERT INTO runs ({", ".join(COLUMNS)})
 {rows_select(TYPES)}
 ON CONFLICT (id) DO UPDATE SET
 {", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])}
 """
-# Runs whose root was a run that now has a root above it (its parent arrived late).
-MOVE_ROOTS = """
-UPDATE runs SET root_run_id = m.new_root
-FROM unnest(%s::uuid[], %s::uuid[]) AS m(old_root, new_root)
-WHERE runs.root_run_id = m.old_root AND runs.id <> m.old_root
-  AND runs.root_run_id IS DISTINCT FROM m.new_root
+# How many runs up a parent chain is followed (the `parent` facets' runs, or the root a
+# facet names): past it, a run's root is the run this many links above it. Real
+# hierarchies (an Airflow DAG run, its task, the Spark application and its jobs) are a
+# handful deep; the bound keeps a crafted chain of any length linear to fold.
+MAX_PARENT_DEPTH = 100
+
+# The tops (runs that were the top of their chain, or not folded yet) that now have runs
+# above them, whose new path (`tail`) holds a run below them: a cycle through stored runs,
+# whose paths `move_roots` cuts in Python.
+SELECT_CYCLIC = """
+SELECT DISTINCT root_run_id FROM runs
+WHERE id = ANY(%b::uuid[]) AND root_run_id = ANY(%b::uuid[]) AND id <> root_run_id
+"""
+# The stored runs below each other top (those whose root it was; not those whose path is
+# full: their root is further down) get its new path after theirs, up to the bound; the
+# count of those cut by it comes back. (In the server: only the few tops' paths travel.)
+TOP_TYPES = ("uuid", "uuid[]")
+EXTEND_PATHS = f"""
+WITH tops(top, tail) AS ({rows_select(TOP_TYPES)}),
+moved AS (
+    UPDATE runs SET root_path = n.path, root_run_id = n.path[cardinality(n.path)]
+    FROM tops, runs old,
+         LATERAL (SELECT (old.root_path || tops.tail)[1:{MAX_PARENT_DEPTH}] AS path) n
+    WHERE old.root_run_id = tops.top AND old.id <> tops.top
+      AND cardinality(old.root_path) < {MAX_PARENT_DEPTH} AND old.id <> ALL(%b::uuid[])
+      AND runs.id = old.id
+    RETURNING cardinality(old.root_path) + cardinality(tops.tail) > {MAX_PARENT_DEPTH} AS cut
+)
+SELECT count(*) FILTER (WHERE cut) FROM moved
+"""
+SELECT_BELOW = f"""
+SELECT id, root_path FROM runs
+WHERE root_run_id = ANY(%b::uuid[]) AND id <> root_run_id
+  AND cardinality(root_path) < {MAX_PARENT_DEPTH}
+"""
+MOVE_TYPES = ("uuid", "uuid", "uuid[]")
+MOVE_ROOTS = f"""
+UPDATE runs SET root_run_id = m.root_run_id, root_path = m.root_path
+FROM ({rows_select(MOVE_TYPES)}) AS m(id, root_run_id, root_path)
+WHERE runs.id = m.id
 """
 
 
@@ -130,7 +171,7 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Loaded:
 
 def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> None:
     """Folds the batch into the loaded rows, moves roots, writes the rows back."""
-    old_roots = {rid: r["root_run_id"] for rid, r in rows.items()}
+    old_paths = {rid: r["root_path"] for rid, r in rows.items()}
     for event in events:
         if event.kind != "run" or event.run_id is None:
             continue
@@ -142,14 +183,10 @@ def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> No
         return
     explicit_roots = {rid: derive_from_facets(row) for rid, row in rows.items()}
     resolve_roots(cur, rows, explicit_roots)
-    moved = [
-        (rid, row["root_run_id"])
-        for rid, row in rows.items()
-        if row["root_run_id"] != rid and old_roots.get(rid, rid) != row["root_run_id"]
-    ]
-    if moved:
-        with planner_without(cur, *INDEX_PROBES_ONLY):
-            cur.execute(MOVE_ROOTS, ([m[0] for m in moved], [m[1] for m in moved]))
+    # Runs that were the top of their chain (or not folded yet) and now have a run above.
+    tops = [rid for rid, row in rows.items() if row["root_path"] and not old_paths.get(rid)]
+    if tops:
+        move_roots(cur, rows, tops)
     write(cur, list(rows.values()))
 
 
@@ -175,6 +212,7 @@ def new_run(event: FoldEvent) -> dict[str, Any]:
         "parent_job_namespace": None,
         "parent_job_name": None,
         "root_run_id": event.run_id,
+        "root_path": None,
         "facets": {},
         "facet_times": {},
         "first_seen": event.event_time,
@@ -219,49 +257,137 @@ def derive_from_facets(row: dict[str, Any]) -> uuid.UUID | None:
     return parent.root_run_id
 
 
+class Walk:
+    """Parent chains followed up to MAX_PARENT_DEPTH runs, without recursion: the batch's
+    rows by their `parent` facet (or the root it names), other runs by their stored path."""
+
+    def __init__(
+        self,
+        rows: dict[uuid.UUID, dict[str, Any]],
+        explicit: dict[uuid.UUID, uuid.UUID | None],
+        stored: dict[uuid.UUID, list[uuid.UUID]],
+    ) -> None:
+        self.rows, self.explicit, self.stored = rows, explicit, stored
+        self.cut = {"depth": 0, "cycle": 0}
+
+    def path(self, rid: uuid.UUID) -> list[uuid.UUID]:
+        """The runs above `rid`, nearest first; the last is its root ([]: it is its own)."""
+        path: list[uuid.UUID] = []
+        seen = {rid}
+        current = rid
+        while True:
+            if current in self.rows:
+                given = self.explicit.get(current)
+                if given is not None:  # the root the facet names ends the walk
+                    return self.extend(path, seen, [] if given == current else [given])
+                parent = self.rows[current]["parent_run_id"]
+                if parent is None:
+                    return path
+                if not self.step(path, seen, parent):
+                    return path
+                current = parent
+            else:  # a run folded before (its path is stored), or not seen yet (its own root)
+                return self.extend(path, seen, self.stored.get(current) or [])
+
+    def extend(
+        self, path: list[uuid.UUID], seen: set[uuid.UUID], more: list[uuid.UUID]
+    ) -> list[uuid.UUID]:
+        """`path` followed by `more`, up to a cycle or the depth bound."""
+        for run in more:
+            if not self.step(path, seen, run):
+                break
+        return path
+
+    def step(self, path: list[uuid.UUID], seen: set[uuid.UUID], run: uuid.UUID) -> bool:
+        """Appends `run` to `path` unless that closes a cycle or passes the bound (counted)."""
+        if run in seen:
+            self.cut["cycle"] += 1
+            return False
+        if len(path) >= MAX_PARENT_DEPTH:
+            self.cut["depth"] += 1
+            return False
+        path.append(run)
+        seen.add(run)
+        return True
+
+    def count(self) -> None:
+        for reason, runs in self.cut.items():
+            if runs:
+                PARENT_CHAINS_CUT.labels(reason=reason).inc(runs)
+
+
 def resolve_roots(
     cur: psycopg.Cursor[Any],
     rows: dict[uuid.UUID, dict[str, Any]],
     explicit: dict[uuid.UUID, uuid.UUID | None],
 ) -> None:
-    """Sets root_run_id of every row: the parent facet's root, else the top of the chain."""
+    """Sets root_path and root_run_id of every row: the runs above it, and the last of them
+    (itself when none), within MAX_PARENT_DEPTH and up to a cycle."""
     outside = {
         r["parent_run_id"]
         for r in rows.values()
         if r["parent_run_id"] is not None and r["parent_run_id"] not in rows
     }
-    stored: dict[uuid.UUID, uuid.UUID] = {}
+    stored: dict[uuid.UUID, list[uuid.UUID]] = {}
     if outside:
         with loading_cursor(cur) as dcur:
-            dcur.execute(SELECT_ROOTS, (uuid_array(outside),))
-            stored = {row["id"]: row["root_run_id"] for row in dcur.fetchall()}
-    resolved: dict[uuid.UUID, uuid.UUID] = {}
-
-    def root_of(rid: uuid.UUID, visiting: set[uuid.UUID]) -> uuid.UUID:
-        if rid in resolved:
-            return resolved[rid]
-        if rid not in rows:
-            return stored.get(rid, rid)  # a parent we have not seen is its own root, for now
-        row = rows[rid]
-        parent = row["parent_run_id"]
-        given = explicit.get(rid)
-        if given is not None:
-            root = given
-        elif parent is None or parent in visiting:
-            root = rid
-        else:
-            visiting.add(rid)
-            root = root_of(parent, visiting)
-        resolved[rid] = root
-        return root
-
+            dcur.execute(SELECT_PATHS, (uuid_array(outside),))
+            stored = {row["id"]: row["root_path"] or [] for row in dcur.fetchall()}
+    walk = Walk(rows, explicit, stored)
     for rid, row in rows.items():
-        row["root_run_id"] = root_of(rid, set())
+        path = walk.path(rid)
+        row["root_path"] = path or None
+        row["root_run_id"] = path[-1] if path else rid
+    walk.count()
+
+
+def move_roots(
+    cur: psycopg.Cursor[Any], rows: dict[uuid.UUID, dict[str, Any]], tops: list[uuid.UUID]
+) -> None:
+    """Extends the paths of the stored runs whose root was one of `tops` (which now have
+    runs above them) by the top's new path, within the bound: each such run is moved at
+    most MAX_PARENT_DEPTH times over its life, so a chain growing upwards stays linear."""
+    tails = {top: rows[top]["root_path"] for top in tops}
+    with loading_cursor(cur) as dcur:
+        above = uuid_array({run for tail in tails.values() for run in tail})
+        dcur.execute(SELECT_CYCLIC, (above, uuid_array(tops)))
+        cyclic = {row["root_run_id"] for row in dcur.fetchall()}
+        plain = [top for top in tops if top not in cyclic]
+        if plain:
+            columns: list[list[Any]] = [plain, [_array(tails[top]) for top in plain]]
+            with planner_without(cur, *INDEX_PROBES_ONLY):
+                dcur.execute(EXTEND_PATHS, (*row_param(TOP_TYPES, columns), uuid_array(rows)))
+                row = dcur.fetchone()
+            if row and row["count"]:
+                PARENT_CHAINS_CUT.labels(reason="depth").inc(row["count"])
+        if not cyclic:
+            return
+        dcur.execute(SELECT_BELOW, (uuid_array(cyclic),))
+        below = [(r["id"], r["root_path"]) for r in dcur.fetchall() if r["id"] not in rows]
+    if not below:
+        return
+    walk = Walk({}, {}, {})
+    moved: list[list[Any]] = []
+    for rid, path in below:
+        extended = walk.extend(list(path), {rid, *path}, tails[path[-1]] or [])
+        moved.append([rid, extended[-1], _array(extended)])
+    walk.count()
+    with planner_without(cur, *INDEX_PROBES_ONLY):
+        cur.execute(MOVE_ROOTS, row_param(MOVE_TYPES, list(zip(*moved, strict=True))))
+
+
+def _array(values: list[uuid.UUID] | None) -> str | None:
+    """A uuid[] as the array literal `rows_select` casts (None: NULL)."""
+    return "{" + ",".join(map(str, values)) + "}" if values else None
 
 
 def write(cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
     columns = [
-        [json_text(r[c]) for r in rows] if c in JSON_COLUMNS else [r[c] for r in rows]
+        [json_text(r[c]) for r in rows]
+        if c in JSON_COLUMNS
+        else [_array(r[c]) for r in rows]
+        if c == "root_path"
+        else [r[c] for r in rows]
         for c in COLUMNS
     ]
     cur.execute(UPSERT, row_param(TYPES, columns))

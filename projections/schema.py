@@ -148,8 +148,34 @@ def outdated_projections(
     return [p.NAME for p in PROJECTIONS if stored.get(p.NAME) != (p.VERSION, rules_of(p, catalogs))]
 
 
+def rules_key(catalogs: CatalogMap) -> int:
+    """The catalog map as 32 bits (of its fingerprint; 0 for none), the second key of the
+    RULES_LOCK the active projector holds: `metastore replay` compares it with its own."""
+    unsigned = int(catalogs.fingerprint[:8] or "0", 16)
+    return unsigned - (1 << 32) if unsigned >= 1 << 31 else unsigned
+
+
+def active_projector_rules(conn: psycopg.Connection[Any]) -> int | None:
+    """The rules_key of the active projector's map (None: no projector active)."""
+    row = conn.execute(ACTIVE_RULES, (RULES_LOCK,)).fetchone()
+    if row is None:
+        return None
+    unsigned = int(row[0])
+    return unsigned - (1 << 32) if unsigned >= 1 << 31 else unsigned
+
+
+# Advisory locks show in pg_locks to every role; a two-key one as (classid, objid).
+ACTIVE_RULES = """
+SELECT objid::bigint FROM pg_locks
+WHERE locktype = 'advisory' AND classid = %s::bigint::oid AND objsubid = 2 AND granted
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+LIMIT 1
+"""
+
 # Advisory lock keys (arbitrary constants, one per purpose).
 SCHEMA_LOCK = 0x6D730001  # creating the read-model tables
 LEADER_LOCK = 0x6D730002  # held for its whole life by the active projector
 FOLD_LOCK = 0x6D730003  # held by every transaction that folds into the live tables
 REPLAY_LOCK = 0x6D730004  # one rebuild at a time
+# With the catalog map's rules_key, held by the active projector (two-key form).
+RULES_LOCK = 0x6D730005

@@ -22,6 +22,7 @@ from pytest_postgresql.janitor import DatabaseJanitor
 
 from metastore.embedded_pg import EmbeddedPostgres
 from metastore.migrations import apply_migrations
+from tests.support import ReadmeInstall
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT.parent / "shared" / "conformance"
@@ -124,3 +125,13 @@ def empty_database_url(pg_server: Server) -> Iterator[str]:
     """A fresh database with no schema at all (for migration tests)."""
     with pg_server.database("e") as url:
         yield url
+
+
+@pytest.fixture
+def readme_install(pg_server: Server) -> Iterator[ReadmeInstall]:
+    """The README's roles and database ("Install on Kubernetes"), dropped after the test."""
+    setup = ReadmeInstall(pg_server)
+    try:
+        yield setup
+    finally:
+        setup.drop()

@@ -47,10 +47,10 @@ KEYS: dict[str, tuple[str, Any, bool]] = {
     "/api/v1/datasets/{dataset_id}/versions": ("versions", lambda q: [_TIME, 1], True),
     "/api/v1/datasets/{dataset_id}/runs": (
         "dataset-runs",
-        lambda q: [_TIME, _ID, "output"],
+        lambda q: ["output", _TIME, _ID] if q.sort == "writers_first" else [_TIME, _ID, "output"],
         True,
     ),
-    "/api/v1/search": ("search", lambda q: [1, "orders", "job", _ID], True),
+    "/api/v1/search": ("search", lambda q: [1, "orders", "job", str(_ID)], True),
     "/api/v1/jobs/{job_id}/datasets": ("job-datasets", lambda q: ["file", "/tmp", _ID], True),
     "/api/v1/runs/{run_id}/datasets": ("run-datasets", lambda q: ["file", "/tmp", _ID], True),
 }

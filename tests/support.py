@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+from psycopg import sql
 
 from metastore.embedded_pg import free_port
 
@@ -280,3 +284,85 @@ def failed_trino_events() -> list[dict[str, Any]]:
             [daily], [attempted], {"errorMessage": error},
         ),
     ]  # fmt: skip
+
+
+README_SQL = re.compile(r"<!-- roles\.sql[^>]*-->\n```sql\n(.*?)```", re.S)
+
+
+class ReadmeInstall:
+    """The README's roles and database, under names of this test's own."""
+
+    def __init__(self, pg_server: Any) -> None:
+        self.pg_server = pg_server
+        self.owner = f"ms{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        self.api = f"{self.owner}_api"
+        self.projector = f"{self.owner}_projector"
+        self.database = self.owner
+
+    def statements(self, leave_out: str | None = None) -> list[str]:
+        """The README's SQL block with our names, one statement (or `\\connect`) each."""
+        match = README_SQL.search((ROOT / "README.md").read_text())
+        assert match, "README.md has no <!-- roles.sql --> block"
+        text = match.group(1)
+        text = re.sub(r"\bmetastore_api\b", self.api, text)
+        text = re.sub(r"\bmetastore_projector\b", self.projector, text)
+        text = re.sub(r"\bmetastore\b", self.owner, text)
+        statements: list[str] = []
+        current: list[str] = []
+        for line in text.splitlines():
+            if line.startswith("--") or not line.strip():
+                continue
+            if line.startswith("\\connect "):
+                statements.append(line.strip())
+                continue
+            current.append(line.strip())
+            if line.rstrip().endswith(";"):
+                statements.append(" ".join(current).rstrip(";"))
+                current = []
+        assert not current, f"a statement without its semicolon: {current}"
+        return [s for s in statements if not (leave_out and s.startswith(leave_out))]
+
+    def run_sql(self, leave_out: str | None = None) -> None:
+        """As the test server's superuser, in `psql`'s manner (`\\connect` switches)."""
+        conn = psycopg.connect(self.pg_server.url("postgres"), autocommit=True)
+        try:
+            for statement in self.statements(leave_out):
+                if statement.startswith("\\connect "):
+                    conn.close()
+                    conn = psycopg.connect(
+                        self.pg_server.url(statement.split()[1]), autocommit=True
+                    )
+                else:
+                    conn.execute(statement)
+        finally:
+            conn.close()
+
+    def url(self, role: str) -> str:
+        netloc = f"{role}@{self.pg_server.host}:{self.pg_server.port}"
+        return self.pg_server.parts._replace(netloc=netloc, path="/" + self.database).geturl()
+
+    def migrate(self) -> subprocess.CompletedProcess[str]:
+        env = {
+            **os.environ,
+            "METASTORE_DATABASE_URL": self.url(self.owner),
+            "METASTORE_API_ROLE": self.api,
+            "METASTORE_PROJECTOR_ROLE": self.projector,
+            "METASTORE_LOG_FORMAT": "text",
+        }
+        return subprocess.run(
+            [sys.executable, "-m", "metastore", "migrate"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+
+    def drop(self) -> None:
+        with psycopg.connect(self.pg_server.url("postgres"), autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(self.database)
+                )
+            )
+            for role in (self.api, self.projector, self.owner):
+                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))

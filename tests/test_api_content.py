@@ -104,8 +104,15 @@ def test_lineage_downstream_of_raw_orders(api: httpx.Client) -> None:
 
 def test_lineage_depth_direction_and_node_limit(api: httpx.Client) -> None:
     raw, daily = lookup(api, RAW_ORDERS), lookup(api, SPARK)
-    one_hop = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="downstream", depth=1)
-    assert [n["type"] for n in one_hop["nodes"]] == ["dataset", "job"]
+    # `depth` counts jobs, so a graph ends on datasets: depth 1 is a job and its outputs.
+    one_job = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="downstream", depth=1)
+    assert [(n["type"], n["depth"]) for n in one_job["nodes"]] == [
+        ("dataset", 0),
+        ("job", 1),
+        ("dataset", 2),
+    ]
+    alone = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="downstream", depth=0)
+    assert [n["id"] for n in alone["nodes"]] == [raw["id"]]
     upstream = get(api, "/lineage", node=f"dataset:{daily['id']}", direction="upstream")
     assert {(n["namespace"], n["name"]) for n in upstream["nodes"]} == {
         RAW_ORDERS,
@@ -119,7 +126,8 @@ def test_lineage_depth_direction_and_node_limit(api: httpx.Client) -> None:
     capped = get(api, "/lineage", node=f"dataset:{raw['id']}", direction="both", max_nodes=2)
     assert capped["truncated"] is True
     assert [n["depth"] for n in capped["nodes"]] == [0, 1]  # the nearest are kept
-    from_job = get(api, "/lineage", node=f"job:{job_id(api, ORDERS_ETL)}", depth=1)
+    # From a job, depth 0 is the job and its datasets.
+    from_job = get(api, "/lineage", node=f"job:{job_id(api, ORDERS_ETL)}", depth=0)
     assert {n["name"] for n in from_job["nodes"]} == {ORDERS_ETL[1], RAW_ORDERS[1], HIVE[1]}
 
 
@@ -150,6 +158,19 @@ def test_column_lineage_of_cll_table(api: httpx.Client) -> None:
     assert {(e["from"]["field"], e["to"]["field"]) for e in down["edges"]} == {
         (f, out) for ns, name, f, out in expected if name.endswith("cll_source2")
     }
+
+
+def test_column_lineage_of_one_field(api: httpx.Client) -> None:
+    tbl1 = lookup(api, ("file", "/tmp/cll_test/tbl1"))
+    everything = get(api, f"/datasets/{tbl1['id']}/column-lineage")["edges"]
+    agg = get(api, f"/datasets/{tbl1['id']}/column-lineage", field="agg")["edges"]
+    assert agg and {e["to"]["field"] for e in agg} == {"agg"}
+    assert agg == [e for e in everything if e["to"]["field"] == "agg"]
+    source2 = lookup(api, ("file", "/tmp/cll_test/cll_source2"))
+    down = get(api, f"/datasets/{source2['id']}/column-lineage", direction="downstream", field="c")
+    assert {(e["from"]["field"], e["to"]["field"]) for e in down["edges"]} == {("c", "agg")}
+    nothing = get(api, f"/datasets/{tbl1['id']}/column-lineage", field="no_such_field")
+    assert nothing["edges"] == [] and nothing["truncated"] is False
 
 
 def test_airflow_dag_run_has_its_tasks_as_children(api: httpx.Client) -> None:
@@ -233,6 +254,34 @@ def test_search_ranks_exact_then_prefix_then_substring(api: httpx.Client) -> Non
     symlinked = get(api, "/search", q="sales.orders_daily")["items"]
     ids = {h["id"] for h in symlinked if h["type"] == "dataset"}
     assert ids == {lookup(api, SPARK)["id"], lookup(api, TRINO)["id"]}  # hive name finds Spark's
+
+
+def test_search_by_type_and_namespace_with_namespaces_among_the_hits(api: httpx.Client) -> None:
+    everything = get(api, "/search", q="a", limit=500)
+    assert {h["type"] for h in everything["items"]} == {"job", "dataset", "namespace"}
+    assert (everything["total"], everything["total_is_exact"]) == (len(everything["items"]), True)
+    namespaces = get(api, "/search", q="hive", type="namespace")["items"]
+    assert [(h["name"], h["match"]) for h in namespaces] == [
+        ("hive://dataproc-producer-test-m:9083", "prefix"),
+        ("hive://hive-metastore:9083", "prefix"),
+        ("hdfs://dataproc-producer-test-m/user/hive/warehouse", "substring"),
+    ]
+    assert all(set(h) == {"type", "name", "match"} for h in namespaces)
+    # several types, comma-separated: the hits of those types, in the same order
+    some = get(api, "/search", q="a", type="namespace,job", limit=500)["items"]
+    assert some == [h for h in everything["items"] if h["type"] in ("namespace", "job")]
+    # a namespace: its jobs, the datasets that count in it, itself
+    in_airflow = get(api, "/search", q="bq", namespace="airflow")
+    assert {h["name"] for h in in_airflow["items"]} == {"BQ", "BQ.copy", "BQ.download", "BQ.upload"}
+    assert in_airflow["total"] == 4
+    bucket = get(api, "/search", q="txt", namespace="gs://mock-bucket", limit=500)["items"]
+    listed = get(api, "/datasets", namespace="gs://mock-bucket", q="txt", limit=500)["items"]
+    assert bucket and {h["id"] for h in bucket} == {d["id"] for d in listed}
+    # pages of a filtered search walk the same list
+    first = get(api, "/search", q="a", type="dataset", limit=3)
+    rest = get(api, "/search", q="a", type="dataset", limit=500, cursor=first["next_cursor"])
+    whole = get(api, "/search", q="a", type="dataset", limit=500)["items"]
+    assert first["items"] + rest["items"] == whole and first["total"] == len(whole) > 3
 
 
 def test_namespaces_and_status(api: httpx.Client) -> None:

@@ -4,14 +4,18 @@ If-None-Match, 400 and 404 as problem+json naming the parameter."""
 from __future__ import annotations
 
 import copy
+import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
 
+from metastore.api.openapi import build_document
+from metastore.api.pagination import TOTAL_CAP
 from projections.runner import catch_up
 from tests.apiserver import scenario_api
 from tests.logdata import append
@@ -22,7 +26,7 @@ LISTS = [
     ("/jobs", {}),
     ("/runs", {}),
     ("/datasets", {}),
-    ("/datasets", {"namespace": "file"}),
+    ("/datasets", {"namespace": "gs://mock-bucket"}),
     ("/search", {"q": "a"}),
 ]
 
@@ -196,3 +200,116 @@ def test_malformed_ids_are_400(api: httpx.Client, path: str) -> None:
     response = api.get(path)
     assert response.status_code == 400, response.text
     assert response.headers["content-type"] == "application/problem+json"
+
+
+# --- strict parameters, time parameters, problems, totals ---------------------------------
+
+
+def test_every_operation_answers_an_unknown_parameter_with_a_400_naming_it(
+    served: tuple[httpx.Client, str],
+) -> None:
+    """Walks every operation of the OpenAPI document: a typo (`stat=FAIL`) never answers
+    unfiltered data. Ingest and the health endpoints ignore parameters, as documented."""
+    document = build_document()
+    event = conformance_events("scenarios/seed_spark_trino")[0]  # stored already: a no-op
+    base = str(served[0].base_url).rstrip("/").removesuffix("/api/v1")
+    walked = 0
+    with httpx.Client(base_url=base, timeout=10) as client:
+        for path, operations in document["paths"].items():
+            for method, op in operations.items():
+                concrete = re.sub(r"\{[^}]+\}", UNKNOWN, path)
+                body = {"json": [event] if path.endswith("batch") else event}
+                response = client.request(
+                    method.upper(),
+                    concrete,
+                    params={"stat": "FAIL"},
+                    **(body if method == "post" else {}),
+                )
+                walked += 1
+                if "ignore" in op["description"]:
+                    assert response.status_code == 200, (method, path, response.text)
+                    assert "400" not in op["responses"] or method == "post"
+                    continue
+                assert response.status_code == 400, (method, path, response.text)
+                problem = response.json()
+                assert [p["name"] for p in problem["invalid-params"]] == ["stat"], path
+                assert "stat" in problem["detail"]
+                documented = op["responses"]["400"]["description"]
+                assert "not one of this operation's" in documented or "takes none" in documented
+    assert walked == sum(len(ops) for ops in document["paths"].values()) > 20
+
+
+def test_a_space_where_a_plus_was_meant_is_read_as_a_plus(
+    served: tuple[httpx.Client, str],
+) -> None:
+    api = served[0]
+    base = str(api.base_url).rstrip("/").removesuffix("/api/v1")
+    encoded = api.get("/runs", params={"until": "2024-10-17T11:18:20+02:00", "limit": 500})
+    # `+` put into the URL unencoded arrives as a space
+    unencoded = api.get("/runs?limit=500&until=2024-10-17T11:18:20+02:00")
+    assert encoded.status_code == unencoded.status_code == 200, unencoded.text
+    assert unencoded.json() == encoded.json() and encoded.json()["items"]
+    utc = api.get("/runs", params={"until": "2024-10-17T09:18:20Z", "limit": 500})
+    assert utc.json() == encoded.json()
+    node = f"dataset:{api.get('/datasets', params={'limit': 1}).json()['items'][0]['id']}"
+    assert api.get(f"/lineage?node={node}&as_of=2026-12-04T00:00:00+00:00").status_code == 200
+    feed = httpx.get(base + "/export/openlineage/events?since=2024-10-17T11:18:20+02:00")
+    assert feed.status_code == 200, feed.text
+
+
+def test_a_problem_carries_every_documented_member(served: tuple[httpx.Client, str]) -> None:
+    api = served[0]
+    schema = build_document()["components"]["schemas"]["Problem"]
+    members = set(schema["properties"])
+    assert set(schema["required"]) == members
+    assert not [m for m, sub in schema["properties"].items() if "default" in sub]
+    kinds = schema["properties"]["type"]["enum"]
+    base = str(api.base_url).rstrip("/").removesuffix("/api/v1")
+    answers = [
+        api.get("/jobs", params={"stat": "FAIL"}),
+        api.get("/jobs", params={"limit": "0"}),
+        api.get(f"/jobs/{UNKNOWN}"),
+        api.get("/jobs", params={"cursor": "garbage"}),
+        api.post("/jobs"),
+        httpx.post(base + "/ingest/openlineage", json={"eventTime": "x"}),
+        httpx.get(base + "/export/openlineage/events", params={"limit": "0"}),
+        httpx.get(base + "/nowhere"),
+    ]
+    for response in answers:
+        problem = response.json()
+        assert response.headers["content-type"] == "application/problem+json"
+        assert set(problem) == members, problem  # null members are sent, never left out
+        assert problem["type"] in kinds and problem["status"] == response.status_code
+    assert answers[5].json()["pointer"] is not None and answers[2].json()["pointer"] is None
+
+
+def test_totals_are_exact_up_to_10000_and_a_lower_bound_beyond(
+    pg_server: Any, template_db: str, tmp_path: Path
+) -> None:
+    with scenario_api(pg_server, template_db, tmp_path, events=[]) as (url, database_url):
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(BULK_RUNS, {"n": TOTAL_CAP + 1})
+        with httpx.Client(base_url=url + "/api/v1", timeout=30) as api:
+            page = api.get("/runs", params={"limit": 1}).json()
+            assert (page["total"], page["total_is_exact"]) == (TOTAL_CAP, False)
+            assert len(page["items"]) == 1 and page["next_cursor"]
+            one_job = api.get("/runs", params={"namespace": "bulk", "state": "COMPLETE,FAIL"})
+            assert (one_job.json()["total"], one_job.json()["total_is_exact"]) == (TOTAL_CAP, False)
+            none = api.get("/runs", params={"state": "FAIL"}).json()
+            assert (none["total"], none["total_is_exact"], none["items"]) == (0, True, [])
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                conn.execute("DELETE FROM readmodel.runs WHERE id = %s", (page["items"][0]["id"],))
+            exact = api.get("/runs", params={"limit": 1, "namespace": "bulk"}).json()
+            assert (exact["total"], exact["total_is_exact"]) == (TOTAL_CAP, True)
+
+
+# 10,001 runs of one job, written straight into the read model (a fold of as many events
+# would cost seconds and prove nothing more about counting).
+BULK_RUNS = """
+INSERT INTO readmodel.runs (id, job_id, job_namespace, job_name, state, state_time,
+                            first_seen, last_seen, first_seq, state_rank, state_seq)
+SELECT gen_random_uuid(), '00000000-0000-4000-8000-0000000000b1', 'bulk', 'job', 'COMPLETE',
+       t, t, t, i, 2, i
+FROM generate_series(1, %(n)s) AS i
+CROSS JOIN LATERAL (SELECT timestamptz '2026-01-01' + i * interval '1 second' AS t) x
+"""

@@ -18,9 +18,11 @@ import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from bench.hard_cases import MALFORMED, malformed_parts
 from metastore.api.openapi import build_document
 from tests.conftest import Server
 from tests.support import conformance_events, open_service
+from tests.test_metrics import scrape, value
 
 PRODUCER = "https://example.com/a-careless-producer"
 RUN_ID = str(uuid.uuid4())
@@ -65,7 +67,7 @@ def api(
 ) -> Iterator[httpx.Client]:
     log_dir = tmp_path_factory.mktemp("facets")
     with open_service(pg_server, template_db, log_dir, "facets") as (_, client):
-        for event in [*conformance_events("facet_invalid"), HAND_MADE]:
+        for event in [*conformance_events("facet_invalid"), HAND_MADE, *malformed_parts()]:
             posted = client.post("/ingest/openlineage", json=event)
             assert posted.status_code == 200, posted.text
         client.base_url = client.base_url.join("/api/v1/")
@@ -73,6 +75,7 @@ def api(
         while (
             client.get("/status").json()["projections"][0]["lag_seconds"] > 0
             or not (client.get("/datasets", params={"namespace": "careless"}).json()["items"])
+            or not client.get("/datasets", params={"name": MALFORMED[1]}).json()["items"]
         ):
             assert time.monotonic() < deadline, "not folded"
             time.sleep(0.2)
@@ -132,3 +135,54 @@ def test_the_log_keeps_the_malformed_facets_as_sent(api: httpx.Client) -> None:
     (event,) = answer(api, f"/runs/{RUN_ID}/events")["items"]
     facets = event["event"]["run"]["facets"] if "event" in event else event["run"]["facets"]
     assert facets["custom"] == 5 and facets["errorMessage"]["message"] == 42
+
+
+# What tests/../bench/hard_cases.malformed_parts sent, as served: members that are not
+# objects, or fields without a string name, left out; properties of the wrong type nulled.
+SERVED_FIELDS = [
+    {"name": "ok", "type": "string"},
+    {"name": "nested", "type": "struct", "fields": [{"name": "inner"}]},
+    {"name": "bad_type", "type": None, "description": None},
+]
+SERVED_TRANSFORMATIONS = [
+    {"type": None, "description": None, "masking": None},
+    {"type": "DIRECT", "subtype": "IDENTITY", "masking": False},
+]
+
+
+def test_schema_fields_and_transformations_that_break_their_schema_are_mended_and_counted(
+    api: httpx.Client,
+) -> None:
+    metrics = str(api.base_url.join("/metrics"))
+    before = scrape(metrics.removesuffix("/metrics"))
+    parts = one_id(api, "/datasets", namespace=MALFORMED[0], name=MALFORMED[1])
+    dataset = answer(api, f"/datasets/{parts}")
+    validator("Dataset").validate(dataset)
+    assert dataset["fields"] == SERVED_FIELDS
+    assert dataset["versions"]["items"][0]["fields"] == SERVED_FIELDS
+    versions = answer(api, f"/datasets/{parts}/versions")
+    validator("DatasetVersionPage").validate(versions)
+    assert versions["items"][0]["fields"] == SERVED_FIELDS
+    for params in ({}, {"as_of": "2030-01-01T00:00:00Z"}):
+        lineage = answer(api, f"/datasets/{parts}/column-lineage", **params)
+        validator("ColumnLineage").validate(lineage)
+        (edge,) = lineage["edges"]
+        assert edge["transformations"] == SERVED_TRANSFORMATIONS
+    after = scrape(metrics.removesuffix("/metrics"))
+
+    def counted(part: str) -> float:
+        name = "metastore_api_malformed_parts_total"
+        return value(after, name, part=part) - value(before, name, part=part)
+
+    # 4 + 2 nested fields left out and 2 properties nulled, in three answers' fields
+    assert counted("schema.fields") == 3 * 8
+    assert counted("columnLineage.transformations") == 2 * 3  # nulled, in two answers
+
+
+def test_the_log_keeps_malformed_parts_as_sent(api: httpx.Client) -> None:
+    (sent,) = malformed_parts()
+    (event,) = answer(api, f"/runs/{sent['run']['runId']}/events")["items"]
+    stored = event["outputs"][0]["facets"]
+    assert stored["schema"]["fields"] == sent["outputs"][0]["facets"]["schema"]["fields"]
+    lineage = stored["columnLineage"]["fields"]["ok"]["inputFields"][0]
+    assert lineage["transformations"][0] == {"type": 1, "description": {"a": 1}, "masking": "yes"}

@@ -1,11 +1,14 @@
 """Cockpit's screens over the conformance scenarios, through a client that counts its calls.
 
 Each screen must take at most two calls: the namespaces with their job and dataset counts,
-a lineage graph with jobs coloured by the state of their latest run, and a dataset page
-(names, schema, history, readers and writers, column lineage), now and as of a past
-moment. The rest checks the shapes those screens rely on: one rule for `started_at`, one
-for `root`, embedded references, the display name, integration from the producer URL,
-lifecycle changes, the standard facets surfaced, sorts and cursors bound to their filters.
+a namespace's recent failures, a lineage graph with jobs coloured by the state of their
+latest run that ends on datasets and marks what lies beyond, a dataset page (names,
+schema, history, readers and writers with their latest runs, column lineage), now and as
+of a past moment, and a job page (its parent and children with their latest runs, its
+runs with their total). The rest checks the shapes those screens rely on: one rule for
+`started_at`, one for `root`, embedded references, the display name, integration from the
+producer URL, lifecycle changes, the standard facets surfaced, sorts and cursors bound to
+their filters.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ BQ_COPY_RUN = "01936893-9751-7b10-a4a7-cd7454722d0f"
 NO_START_RUN = "0191a400-0000-7000-8000-000000000001"
 FAILED_RUN = "0191a400-0000-7000-8000-000000000002"
 CATALOGUED = ("s3a://warehouse", "sales.db/cockpit_catalogued")
+ABORTED_RUN = "0191a400-0000-7000-8000-000000000003"
+OTHER_FAILED_RUN = "0191a400-0000-7000-8000-000000000004"
+BUSY_READS = 11  # more reader runs than the dataset page embeds (10)
 
 
 def _facet(body: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +82,26 @@ def extra_events() -> list[dict[str, Any]]:
     failed = copy.deepcopy(failed_start)
     failed["eventType"] = "FAIL"
     failed["eventTime"] = "2020-01-01T00:01:00Z"
-    return [running, done, failed_start, failed]
+    # An aborted run in the same namespace, and a failed one in another.
+    aborted = copy.deepcopy(failed)
+    aborted.update(eventType="ABORT", eventTime="2019-06-01T00:00:00Z")
+    aborted["run"]["runId"] = ABORTED_RUN
+    aborted["job"]["name"] = "cockpit.aborted"
+    elsewhere = copy.deepcopy(failed)
+    elsewhere.update(eventTime="2019-01-01T00:00:00Z")
+    elsewhere["run"]["runId"] = OTHER_FAILED_RUN
+    elsewhere["job"]["namespace"] = "cockpit-other"
+    # A busy reader of the catalogued table: more runs than the dataset page embeds.
+    reads = []
+    for n in range(BUSY_READS):
+        read = copy.deepcopy(done)
+        read["eventTime"] = f"2026-09-04T08:{n:02d}:00Z"
+        read["run"]["runId"] = f"0191a400-0000-7000-8000-0000000001{n:02d}"
+        read["job"] = {"namespace": "prod-lineage", "name": "cockpit.busy_reader"}
+        read["inputs"] = [{"namespace": CATALOGUED[0], "name": CATALOGUED[1]}]
+        read["outputs"] = []
+        reads.append(read)
+    return [running, done, failed_start, failed, aborted, elsewhere, *reads]
 
 
 class Counting(httpx.Client):
@@ -150,9 +175,38 @@ def test_namespaces_screen_is_one_call_with_counts(api: Counting, helper: Counti
         assert (ns["job_count"], ns["dataset_count"]) == (len(jobs), len(datasets)), ns
         assert ns["has_jobs"] == (ns["job_count"] > 0)
     counts = {n["name"]: (n["job_count"], n["dataset_count"]) for n in page["items"]}
-    assert counts["airflow"][0] == 16 and counts["prod-lineage"][0] == 4
-    # A dataset counts once in a namespace, under any of its names there (symlinks too).
+    assert counts["airflow"][0] == 16 and counts["prod-lineage"][0] == 6
+    # A dataset counts in one namespace, that of its most table-like name an event used:
+    # Spark's orders_daily in Hive's (its TABLE symlink), not in s3a://warehouse too.
     assert counts[HIVE[0]] == (0, 1)
+    datasets = helper.get_json("/datasets", limit=1)
+    assert (
+        datasets["total_is_exact"]
+        and sum(n["dataset_count"] for n in page["items"]) == (datasets["total"])
+    )
+
+
+def test_namespace_overview_with_recent_failures_is_one_call(
+    api: Counting, helper: Counting
+) -> None:
+    failures = api.get_json("/runs", namespace="prod-lineage", state="FAIL,ABORT", sort="started")
+    assert api.calls == 1
+    assert [(r["id"], r["state"]) for r in failures["items"]] == [
+        (FAILED_RUN, "FAIL"),
+        (ABORTED_RUN, "ABORT"),
+    ]
+    assert (failures["total"], failures["total_is_exact"]) == (2, True)
+    # the same runs a client would have filtered from every run
+    expected = [
+        r["id"]
+        for r in every(helper, "/runs", sort="started")
+        if r["job"]["namespace"] == "prod-lineage" and r["state"] in ("FAIL", "ABORT")
+    ]
+    assert [r["id"] for r in failures["items"]] == expected
+    assert OTHER_FAILED_RUN not in expected
+    # The same parameter twice is refused, naming the list form.
+    twice = helper.get("/runs", params=[("state", "FAIL"), ("state", "ABORT")])
+    assert twice.status_code == 400 and "state=A,B" in twice.json()["detail"]
 
 
 def test_lineage_graph_with_coloured_jobs_is_one_call(api: Counting, helper: Counting) -> None:
@@ -192,6 +246,91 @@ def test_trino_job_integration_comes_from_its_producer_url(helper: Counting) -> 
     assert trino["integration"] == "TRINO"
     assert trino["latest_run"]["state"] == "COMPLETE"
     assert job(helper, ("airflow", "BQ"))["integration"] == "AIRFLOW"  # the jobType facet's
+
+
+def test_dataset_page_with_its_writers_latest_states_is_two_calls(
+    api: Counting, helper: Counting
+) -> None:
+    catalogued = lookup(helper, CATALOGUED)
+    page = api.get_json(f"/datasets/{catalogued['id']}")
+    api.get_json(f"/datasets/{catalogued['id']}/column-lineage")
+    assert api.calls == 2
+    (writer,) = page["producers"]
+    assert writer["job"]["name"] == "cockpit.no_start"
+    assert writer["job"]["latest_run"]["id"] == NO_START_RUN
+    assert writer["job"]["latest_run"]["state"] == "COMPLETE"
+    (reader,) = page["consumers"]
+    assert reader["name"] == "cockpit.busy_reader"
+    assert reader["latest_run"]["state"] == "COMPLETE"
+    # Writers first on the embedded page: the busy reader's 11 newer runs do not push the
+    # writer off it.
+    runs = page["runs"]["items"]
+    assert len(runs) == 10 and runs[0]["id"] == NO_START_RUN and runs[0]["role"] == "output"
+    assert {r["role"] for r in runs[1:]} == {"input"}
+    rest = helper.get_json(
+        f"/datasets/{catalogued['id']}/runs",
+        sort="writers_first",
+        cursor=page["runs"]["next_cursor"],
+    )
+    assert len(runs) + len(rest["items"]) == BUSY_READS + 1
+    # role= keeps one side
+    writers = helper.get_json(f"/datasets/{catalogued['id']}/runs", role="writer")["items"]
+    assert [(r["id"], r["role"]) for r in writers] == [(NO_START_RUN, "output")]
+    readers = helper.get_json(f"/datasets/{catalogued['id']}/runs", role="reader")["items"]
+    assert len(readers) == BUSY_READS and {r["role"] for r in readers} == {"input"}
+
+
+def test_job_page_with_parent_and_children_states_is_two_calls(
+    api: Counting, helper: Counting
+) -> None:
+    bq = api.get_json(f"/jobs/{job(helper, ('airflow', 'BQ'))['id']}")
+    runs = api.get_json("/runs", job_id=bq["id"], limit=10)
+    assert api.calls == 2
+    assert bq["parent"] is None
+    children = {c["name"]: c for c in bq["children"]}
+    assert set(children) == {"BQ.copy", "BQ.download", "BQ.upload"}
+    for child in children.values():
+        listed = job(helper, ("airflow", child["name"]))
+        assert child["latest_run"] == listed["latest_run"] and child["latest_run"]["state"]
+    assert (runs["total"], runs["total_is_exact"]) == (bq["run_count"], True)
+    # A child's page: its parent with its latest run, in one call.
+    copy_ = api.get_json(f"/jobs/{children['BQ.copy']['id']}")
+    assert api.calls == 3
+    assert copy_["parent"]["id"] == bq["id"]
+    assert copy_["parent"]["latest_run"] == bq["latest_run"]
+
+
+def neighbours(client: Counting, node: dict[str, Any]) -> dict[str, set[str]]:
+    """A node's neighbours upstream and downstream (by node key), from the graph 1 hop
+    around it (a job's datasets; a dataset's jobs)."""
+    found: dict[str, set[str]] = {"upstream": set(), "downstream": set()}
+    for direction in found:
+        depth = 0 if node["type"] == "job" else 1
+        graph = client.get_json("/lineage", node=node["key"], direction=direction, depth=depth)
+        found[direction] = {n["key"] for n in graph["nodes"] if n["depth"] == 1}
+    return found
+
+
+def test_a_graph_around_a_dataset_ends_on_datasets_and_marks_what_lies_beyond(
+    api: Counting, helper: Counting
+) -> None:
+    test_csv = lookup(helper, ("gs://mock-bucket", "test.csv"))
+    for depth in (1, 2):
+        graph = api.get_json("/lineage", node=f"dataset:{test_csv['id']}", depth=depth)
+        deepest = max(n["depth"] for n in graph["nodes"])
+        assert deepest == 2 * depth
+        assert {n["type"] for n in graph["nodes"] if n["depth"] == deepest} == {"dataset"}
+        shown = {n["key"] for n in graph["nodes"]}
+        for node in graph["nodes"]:
+            around = neighbours(helper, node)
+            assert node["beyond"] == {side: len(keys - shown) for side, keys in around.items()}, (
+                node
+            )
+    assert api.calls == 2
+    # At depth 1 the BigQuery table at the edge says one job reads it beyond the answer.
+    graph = helper.get_json("/lineage", node=f"dataset:{test_csv['id']}", depth=1)
+    edge = next(n for n in graph["nodes"] if n["name"] == "mock-project.test.upload")
+    assert edge["depth"] == 2 and edge["beyond"] == {"upstream": 0, "downstream": 1}
 
 
 def test_dataset_page_is_two_calls_now_and_as_of(api: Counting, helper: Counting) -> None:
@@ -235,7 +374,7 @@ def test_started_at_is_one_rule_everywhere(helper: Counting) -> None:
     assert run["started_at"] == "2026-09-03T08:00:05Z" == run["first_seen"]
     assert run["duration_seconds"] == pytest.approx(55)
     dataset = lookup(helper, CATALOGUED)
-    (of_dataset,) = helper.get_json(f"/datasets/{dataset['id']}/runs")["items"]
+    (of_dataset,) = helper.get_json(f"/datasets/{dataset['id']}/runs", role="writer")["items"]
     assert of_dataset["id"] == NO_START_RUN and of_dataset["started_at"] == run["started_at"]
     listed = [r for r in every(helper, "/runs", job_id=run["job"]["id"])]
     assert [r["started_at"] for r in listed] == [run["started_at"]]
@@ -273,8 +412,10 @@ def test_display_name_and_matched_names(helper: Counting) -> None:
         "symlink_type": None,
         "joined_by": None,
     }
-    in_warehouse = {d["id"]: d for d in every(helper, "/datasets", namespace=SPARK[0])}
-    assert in_warehouse[spark["id"]]["matched_name"]["name"] == SPARK[1]
+    # It counts in one namespace, that of its display name (a name an event used).
+    in_hive = {d["id"]: d for d in every(helper, "/datasets", namespace=HIVE[0])}
+    assert in_hive[spark["id"]]["matched_name"]["name"] == HIVE[1]
+    assert spark["id"] not in {d["id"] for d in every(helper, "/datasets", namespace=SPARK[0])}
     hits = helper.get_json("/search", q="sales.db/orders_daily")["items"]
     (hit,) = [h for h in hits if h["id"] == spark["id"]]
     assert (hit["namespace"], hit["name"]) == HIVE
@@ -298,7 +439,8 @@ def test_lifecycle_changes_and_a_dropped_table_is_no_ordinary_writer(
     assert then["lifecycle"]["state"] == "DROP"
     graph = api.get_json("/lineage", node=f"dataset:{t1['id']}", depth=1)
     drop_job = next(n for n in graph["nodes"] if n["name"] == DROP_JOB[1])
-    (edge,) = [e for e in graph["edges"] if e["from"] == drop_job["key"]]
+    key = f"dataset:{t1['id']}"
+    (edge,) = [e for e in graph["edges"] if (e["from"], e["to"]) == (drop_job["key"], key)]
     assert edge["lifecycle_state"] == "DROP"
 
 
@@ -319,10 +461,14 @@ def test_sorts(helper: Counting) -> None:
     by_run = helper.get_json("/jobs", sort="latest_run", limit=500)["items"]
     starts = [j["latest_run"]["started_at"] for j in by_run if j["latest_run"]]
     assert starts == sorted(starts, reverse=True) and len(starts) == len(by_run)
-    assert by_run[0]["name"] == "cockpit.no_start"
-    failed = helper.get_json("/jobs", sort="failed_first", limit=2)["items"]
-    assert failed[0]["name"] == "cockpit.failing" and failed[0]["latest_run"]["state"] == "FAIL"
-    assert failed[1]["name"] == by_run[0]["name"]
+    assert by_run[0]["name"] == "cockpit.busy_reader"
+    failed = helper.get_json("/jobs", sort="failed_first", limit=4)["items"]
+    assert [(j["name"], j["latest_run"]["state"]) for j in failed[:3]] == [
+        ("cockpit.failing", "FAIL"),
+        ("cockpit.aborted", "ABORT"),
+        ("cockpit.failing", "FAIL"),  # (cockpit-other's)
+    ]
+    assert failed[3]["name"] == by_run[0]["name"]
     runs = helper.get_json("/runs", sort="failed_first", limit=500)["items"]
     assert runs[0]["id"] == FAILED_RUN
     started = [

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench import fig_bounded
 from bench.report import parse_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +40,9 @@ FIGURES = {
     "lookup by exact name p95, ms": False,
     "replay, events/s": True,
     "replay peak RSS, MiB": True,
+    **{f"{read.figure}, ms": False for read in fig_bounded.reads()},
+    "parent chain of 300 runs, full batches, s": True,
+    "parent chain of 300 runs, batches of 10, s": True,
 }
 # The issue allows this row to be n/a while the endpoint rejects `as_of`.
 MAY_BE_NA = {"as-of lineage depth 5 p95, ms"}

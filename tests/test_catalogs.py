@@ -178,10 +178,11 @@ def test_the_seed_with_the_map_is_one_dataset_for_the_three_names(
     assert spark == dataset_id(*SPARK)  # the id of the name seen first
     assert dataset_of(conn, HIVE) == spark and dataset_of(conn, TRINO) == spark
     names = names_of(conn, spark)
+    # Trino's name is one an event used: `emitted`, and joined_by says the map joined it.
     assert {name: kind for name, (kind, _) in names.items()} == {
         SPARK: "emitted",
         HIVE: "symlink",
-        TRINO: "catalog",
+        TRINO: "emitted",
     }
     assert names[TRINO][1] == {
         "rule": "map",
@@ -192,6 +193,8 @@ def test_the_seed_with_the_map_is_one_dataset_for_the_three_names(
         "role": "engine",
         "via": {"namespace": HIVE[0], "name": HIVE[1]},
     }
+    # Hive's name is a symlink Spark sent, and the map derived it too: joined_by says so
+    assert names[HIVE][1]["role"] == "metastore" and names[SPARK][1] is None
     # the Trino output has its Hive name too, known from the map alone
     summary = dataset_of(conn, SUMMARY)
     assert summary == dataset_id(*SUMMARY) and dataset_of(conn, HIVE_SUMMARY) == summary
@@ -245,7 +248,7 @@ def test_a_catalog_facet_naming_the_metastore_joins_without_a_map(conn: Conn) ->
     spark = dataset_of(conn, SPARK)
     assert dataset_of(conn, TRINO) == spark and dataset_of(conn, HIVE) == spark
     kind, joined_by = names_of(conn, spark)[TRINO]
-    assert kind == "catalog"
+    assert kind == "emitted"
     assert joined_by == {
         "rule": "facet",
         "entry": None,
@@ -460,7 +463,7 @@ def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
     assert set(names) == {SPARK, HIVE, TRINO}
     assert names[SPARK]["kind"] == "emitted" and names[SPARK]["joined_by"] is None
     assert names[HIVE]["kind"] == "symlink" and names[HIVE]["symlink_type"] == "TABLE"
-    assert names[TRINO]["kind"] == "catalog"
+    assert names[TRINO]["kind"] == "emitted"
     assert names[TRINO]["joined_by"]["rule"] == "map"
     assert names[TRINO]["joined_by"]["entry"] == 0
     assert names[TRINO]["joined_by"]["via"] == {"namespace": HIVE[0], "name": HIVE[1]}
@@ -468,6 +471,34 @@ def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
     assert {w["job"]["name"] for w in dataset["producers"]} == {
         "orders_etl.execute_replace_table_as_select_command"
     }
+
+
+def test_each_dataset_counts_in_one_namespace_by_a_name_an_event_used(
+    seed_api: httpx.Client,
+) -> None:
+    counts = {n["name"]: n["dataset_count"] for n in get(seed_api, "/namespaces")["items"]}
+    listed = get(seed_api, "/datasets")
+    assert sum(counts.values()) == listed["total"] == 3  # raw orders, orders_daily, summary
+    # Hive's namespace lists the table Spark named there (a symlink), not the summary
+    # whose Hive name only the map derived.
+    in_hive = get(seed_api, "/datasets", namespace=HIVE[0])["items"]
+    assert [(d["namespace"], d["name"]) for d in in_hive] == [HIVE]
+    # The summary counts in Trino's, by the name Trino's event emitted, and shows under
+    # its metastore name.
+    (summary,) = get(seed_api, "/datasets", namespace=TRINO_NS)["items"]
+    assert (summary["namespace"], summary["name"]) == HIVE_SUMMARY
+    matched = summary["matched_name"]
+    assert (matched["namespace"], matched["name"], matched["kind"]) == (*SUMMARY, "emitted")
+    assert matched["joined_by"]["role"] == "engine"
+    names = {
+        (n["namespace"], n["name"]): n for n in get(seed_api, f"/datasets/{summary['id']}")["names"]
+    }
+    assert {name: n["kind"] for name, n in names.items()} == {
+        SUMMARY: "emitted",
+        HIVE_SUMMARY: "catalog",
+    }
+    assert names[HIVE_SUMMARY]["joined_by"]["role"] == "metastore"
+    assert counts == {RAW_ORDERS[0]: 1, HIVE[0]: 1, TRINO_NS: 1, "prod-lineage": 0}
 
 
 def graph_names(graph: dict[str, Any]) -> set[tuple[str, str, str]]:

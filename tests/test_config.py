@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from metastore.config import VARIABLES, ConfigError, default_inflight_bytes, load_settings
+from metastore.embedded_pg import free_port
 
 # A wrong value for every variable that has a format (the others are free text).
 BAD_VALUES = [
@@ -25,6 +26,10 @@ BAD_VALUES = [
     ("METASTORE_MAX_INFLIGHT_BYTES", "1048576"),  # below METASTORE_MAX_EVENT_BYTES
     ("METASTORE_REQUEST_TIMEOUT", "-5"),
     ("METASTORE_REQUEST_TIMEOUT", "nan"),
+    ("METASTORE_READ_TIMEOUT", "0"),
+    ("METASTORE_READ_TIMEOUT", "ten"),
+    ("METASTORE_STALL_TIMEOUT", "0"),
+    ("METASTORE_STALL_TIMEOUT", "1m"),
     ("METASTORE_POOL_SIZE", "0"),
     ("METASTORE_POOL_SIZE", "many"),
     ("METASTORE_AUTH", "off"),
@@ -53,6 +58,8 @@ def test_every_variable_with_a_format_is_checked() -> None:
         "METASTORE_READ_DATABASE_URL",
         "METASTORE_HOST",
         "METASTORE_CATALOGS_FROM_KUBERNETES",
+        "METASTORE_API_ROLE",
+        "METASTORE_PROJECTOR_ROLE",
     } | {f"METASTORE_{scope}_TOKENS" for scope in ("INGEST", "READ", "EXPORT")}
     # The TLS files' mistakes are checked case by case in tests/test_tls.py.
     tls_files = {
@@ -120,12 +127,26 @@ def test_api_refuses_to_start_without_tokens_unless_auth_is_disabled_explicitly(
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "METASTORE_AUTH=disabled" in lines[0], result.stderr
-    # with the opt-out the token check passes and the next problem is the database
-    opted_out = metastore(
-        "api",
-        env={"METASTORE_DATABASE_URL": "postgresql://127.0.0.1:1/x", "METASTORE_AUTH": "disabled"},
+    # with the opt-out the token check passes: it serves, and waits for the database
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
+    opted_out = subprocess.Popen(
+        [sys.executable, "-m", "metastore", "api"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **clean,
+            "METASTORE_DATABASE_URL": "postgresql://127.0.0.1:1/x",
+            "METASTORE_AUTH": "disabled",
+            "METASTORE_HOST": "127.0.0.1",
+            "METASTORE_PORT": str(free_port()),
+        },
     )
-    assert opted_out.returncode == 1 and "cannot reach the database" in opted_out.stderr
+    try:
+        assert opted_out.stderr is not None
+        assert "waiting for the database: connection failed" in opted_out.stderr.readline()
+    finally:
+        opted_out.terminate()
+        opted_out.communicate(timeout=30)
 
 
 def test_dev_refuses_to_run_open_on_a_non_loopback_address() -> None:

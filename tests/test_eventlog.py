@@ -16,6 +16,8 @@ import pytest
 from psycopg import errors, sql
 from psycopg_pool import AsyncConnectionPool
 
+from metastore.config import load_settings
+from metastore.db import create_pool
 from metastore.envelope import parse_event
 from metastore.eventlog import (
     START,
@@ -239,3 +241,48 @@ def test_a_reader_never_skips_an_append_that_commits_late(database_url: str) -> 
             reader.close()
 
     asyncio.run(scenario())
+
+
+def test_a_group_that_meets_a_dead_connection_is_committed_on_a_fresh_one(
+    database_url: str,
+) -> None:
+    """The committer's connection dies while its append waits (a PostgreSQL restart, an
+    administrator's pg_terminate_backend): the group is appended again on a fresh
+    connection, and the request is answered as committed, its event stored once."""
+    settings = load_settings({"METASTORE_DATABASE_URL": database_url})
+
+    async def scenario() -> list[str | None]:
+        pool = create_pool(settings, min_size=1, max_size=2, autocommit=True, name="test")
+        blocker = await psycopg.AsyncConnection.connect(database_url)
+        admin = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
+        await pool.open(wait=True)
+        committer = GroupCommitter(pool)
+        await committer.start()
+        try:
+            # The append waits behind this lock until its connection is ended.
+            await blocker.execute("LOCK TABLE event_digests IN EXCLUSIVE MODE")
+            append = asyncio.create_task(committer.append([record(42)]))
+            pid = None
+            for _ in range(200):
+                cur = await admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query LIKE '%event_digests%'"
+                )
+                row = await cur.fetchone()
+                if row:
+                    pid = row[0]
+                    break
+                await asyncio.sleep(0.05)
+            assert pid is not None, "the append never waited for the lock"
+            await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            await blocker.commit()
+            return await asyncio.wait_for(append, 20)
+        finally:
+            await committer.stop()
+            await pool.close()
+            await blocker.close()
+            await admin.close()
+
+    assert asyncio.run(scenario()) == [None]
+    with psycopg.connect(database_url) as conn:
+        assert count(conn, "job_name = 'job-42'") == 1

@@ -19,7 +19,7 @@ import pytest
 from metastore.config import VARIABLES, ConfigError, load_settings
 from metastore.embedded_pg import free_port
 from metastore.migrations import apply_migrations, migration_ids, missing_migrations
-from tests.support import ROOT, start_process
+from tests.support import ROOT, running, start_process
 
 SUBCOMMANDS = ("dev", "migrate", "api", "projector", "replay")
 
@@ -121,15 +121,39 @@ def test_migrate_command_then_api_serves(empty_database_url: str, tmp_path: Path
         proc.stop()
 
 
+def test_reads_before_the_projector_made_the_read_models_answer_503(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    """A fresh install's api pods may serve before the projector's first start has created
+    the read-model tables: a read then is a 503 to retry, not a server error."""
+    apply_migrations(empty_database_url)  # the schema, no read-model tables yet
+    with running("api", empty_database_url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api:
+        answer = httpx.get(api.base_url + "/api/v1/jobs")
+        assert answer.status_code == 503
+        assert answer.headers["retry-after"] == "5"
+        assert "the read models are not created yet" in answer.json()["detail"]
+        assert httpx.get(api.base_url + "/readyz").status_code == 200  # ingest works meanwhile
+
+
 @pytest.mark.parametrize("command", ["api", "projector"])
 def test_api_and_projector_refuse_a_schema_that_is_behind(
     empty_database_url: str, command: str
 ) -> None:
-    result = metastore(
-        command, env={"METASTORE_DATABASE_URL": empty_database_url, "METASTORE_AUTH": "disabled"}
+    # They listen (and answer /healthz) before the database answers, so on ports of their own.
+    port = str(free_port())
+    env = {
+        "METASTORE_DATABASE_URL": empty_database_url,
+        "METASTORE_AUTH": "disabled",
+        "METASTORE_HOST": "127.0.0.1",
+        "METASTORE_PORT": port,
+        "METASTORE_PROJECTOR_PORT": port,
+    }
+    result = metastore(command, env=env)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"metastore: the database schema is behind this version ({len(migration_ids())} "
+        f"migration(s) missing, first {migration_ids()[0]}); run `metastore migrate`"
     )
-    assert result.returncode != 0
-    assert "run `metastore migrate`" in result.stderr
 
 
 def test_api_without_database_url_says_so() -> None:

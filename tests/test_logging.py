@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
 import httpx
 
+from metastore.logs import Repeats
 from tests.support import start_process
 from tests.test_export import FEED
 
@@ -61,3 +63,27 @@ def test_text_logs_are_readable_lines_with_every_request(database_url: str, tmp_
             rf" status={status} duration_ms=\d+(\.\d+)?"
         )
         assert re.search(pattern, output), (pattern, output)
+
+
+def test_a_pool_warning_repeated_word_for_word_is_logged_once_in_30_s() -> None:
+    """While PostgreSQL is down the pools try to connect every second or two; the process's
+    own line that it waits (every 5 s) must not drown in theirs."""
+    repeats = Repeats(30.0)
+
+    def record(message: str, at: float) -> logging.LogRecord:
+        made = logging.makeLogRecord({"name": "psycopg.pool", "msg": message})
+        made.created = at
+        return made
+
+    refused = "error connecting in 'metastore-api': connection refused"
+    passed = [
+        repeats.filter(record(text, at))
+        for text, at in [
+            (refused, 0.0),
+            (refused, 1.0),
+            ("error connecting in 'metastore-ingest': connection refused", 1.5),
+            (refused, 29.0),
+            (refused, 30.5),
+        ]
+    ]
+    assert passed == [True, False, True, False, True]

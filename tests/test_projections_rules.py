@@ -13,7 +13,9 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
+from metastore.eventlog import START
 from projections.common import dataset_id, job_id
+from projections.fold import read_batch
 from projections.replay import rebuild
 from projections.runner import catch_up, fold_live_batch
 from projections.schema import PROJECTIONS, SIDE_PROJECTIONS
@@ -122,6 +124,36 @@ def test_children_arriving_before_their_parents_get_the_right_root(conn: Conn) -
         "SELECT parent_job_id FROM readmodel.jobs WHERE name = 'leaf'"
     ).fetchone()
     assert parent_job == (job_id(NS, "middle"),)
+
+
+def test_a_batch_ends_at_its_bytes_and_an_event_larger_than_them_is_one_alone(
+    conn: Conn,
+) -> None:
+    pad = {"pad": {"x": "y" * 5_000}}
+    big = [run_event("START", i, new_id(), "big", run_facets=pad) for i in range(3)]
+    small = [run_event("START", 10 + i, new_id(), "small") for i in range(4)]
+    append(conn, [big[0], *small[:2], big[1], big[2], *small[2:]])
+    sizes = [r[0] for r in conn.execute("SELECT size_bytes FROM event_log ORDER BY tx, seq")]
+    budget = 2 * max(sizes[1:3]) + 10  # two small events, not three; no large one
+    batches, position = [], START
+    while (batch := read_batch(conn, position, 100, max_bytes=budget)).last is not None:
+        batches.append((batch.read, batch.full))
+        position = batch.last
+    assert batches == [(1, True), (2, True), (1, True), (1, True), (2, False)]
+    catch_up(conn, limit=100)  # (each batch then has a full one after it: to the end)
+    assert conn.execute("SELECT count(*) FROM readmodel.runs").fetchone() == (7,)
+
+
+def test_a_parent_cycle_folded_a_run_at_a_time_stops_where_it_closes(conn: Conn) -> None:
+    """Each run's root is the run below it in the cycle (the walk stops before it comes
+    back), whichever batch closes the cycle; and a run above it is the root of neither."""
+    a, b, c = new_id(), new_id(), new_id()
+    fold(conn, run_event("START", 1, a, "a", run_facets=parent_facet(b, "b")))
+    fold(conn, run_event("START", 2, b, "b", run_facets=parent_facet(c, "c")))
+    fold(conn, run_event("START", 3, c, "c", run_facets=parent_facet(a, "a")))
+    roots = {r: run_row(conn, r)["root_run_id"] for r in (a, b, c)}
+    assert roots == {a: uuid.UUID(c), b: uuid.UUID(a), c: uuid.UUID(b)}
+    assert run_row(conn, a)["root_path"] == [uuid.UUID(b), uuid.UUID(c)]
 
 
 def test_the_parent_facets_root_is_taken_when_given(conn: Conn) -> None:
@@ -353,7 +385,7 @@ def test_side_projections_left_behind_by_a_crash_catch_up_alone(conn: Conn) -> N
     # them up without folding the others' events twice.
     total = append(conn, copies(all_scenario_events(), 3))
     main = [p for p in PROJECTIONS if p.NAME not in SIDE_PROJECTIONS]
-    assert fold_live_batch(conn, main, limit=total // 2) == total // 2
+    assert fold_live_batch(conn, main, limit=total // 2).read == total // 2
     assert catch_up(conn.info.dsn) == total
     folded = dict(conn.execute("SELECT name, events_folded FROM projection_state").fetchall())
     assert folded == dict.fromkeys(folded, total) and set(folded) == {p.NAME for p in PROJECTIONS}

@@ -235,6 +235,22 @@ def test_a_schema_as_of_before_between_and_after_its_change(api: httpx.Client) -
     assert between["last_seen"] == "2026-01-02T00:10:00Z"  # report1 named it last then
 
 
+def test_writers_and_readers_carry_their_latest_run_as_of_then(api: httpx.Client) -> None:
+    clean = dataset_id(api, "clean")
+    during = get(api, f"/datasets/{dataset_id(api, 'raw_a')}", as_of=DURING_RUN1)
+    (reader,) = during["consumers"]
+    run = reader["latest_run"]
+    assert (run["id"], run["state"], run["ended_at"]) == (run_id("run1"), "START", None)
+    between = get(api, f"/datasets/{clean}", as_of=BETWEEN)
+    assert between["producers"][0]["job"]["latest_run"]["id"] == run_id("run1")
+    assert between["producers"][0]["job"]["latest_run"]["state"] == "COMPLETE"
+    (reader,) = between["consumers"]
+    assert reader["latest_run"]["id"] == run_id("report1")
+    now = get(api, f"/datasets/{clean}")
+    assert now["producers"][0]["job"]["latest_run"]["id"] == run_id("run2")
+    assert now["consumers"][0]["latest_run"]["id"] == run_id("report2")
+
+
 def test_the_runs_of_a_dataset_newest_first_with_the_schema_they_met(api: httpx.Client) -> None:
     clean = dataset_id(api, "clean")
     items = get(api, f"/datasets/{clean}/runs")["items"]
@@ -268,7 +284,7 @@ def test_the_lineage_graph_as_of_three_moments(api: httpx.Client) -> None:
     # raw_a existed before etl: nothing downstream of it yet
     assert graph(api, raw_a, as_of=BEFORE, direction="downstream") == {"raw_a"}
     assert api.get("/api/v1/lineage", params={"node": clean, "as_of": BEFORE}).status_code == 404
-    found = get(api, "/lineage", node=clean, as_of=AFTER, direction="upstream", depth=2)
+    found = get(api, "/lineage", node=clean, as_of=AFTER, direction="upstream", depth=1)
     etl = f"job:{job_id(api, 'etl')}"
     assert {(e["from"], e["to"]) for e in found["edges"]} == {
         (etl, clean),

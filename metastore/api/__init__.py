@@ -8,6 +8,7 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from metastore.api import (
+    column_lineage,
     datasets,
     impact,
     jobs,
@@ -29,6 +30,7 @@ routes: list[BaseRoute] = [
     *lineage_diff.resource.routes,
     *lineage.resource.routes,
     *impact.resource.routes,
+    *column_lineage.resource.routes,
     *run_lineage.resource.routes,
     *search.resource.routes,
     *status.resource.routes,

@@ -69,22 +69,26 @@ EDGE_HELD = """CASE WHEN e.source = 'static' THEN e.first_seen <= %(as_of)s
                    AND re.namespace = e.namespace AND re.name = e.name) END"""
 
 # The fields_hash of the latest schema observation at or before `{moment}` (T unless
-# given) of any of dataset `{dataset}`'s names, or NULL.
+# given) under any of the names `{names}` (a FROM item of (namespace, name) rows), or NULL.
 SCHEMA_AT = """(
-    SELECT o.fields_hash FROM readmodel.dataset_names n
+    SELECT o.fields_hash FROM {names} n
     CROSS JOIN LATERAL (
         SELECT o.fields_hash, o.event_time, o.seq FROM readmodel.schema_observations o
         WHERE o.namespace = n.namespace AND o.name = n.name AND o.event_time <= {moment}
         ORDER BY o.event_time DESC, o.seq DESC LIMIT 1) o
-    WHERE n.dataset_id = {dataset}
     ORDER BY o.event_time DESC, o.seq DESC LIMIT 1)"""
 
 
+# How table-like dataset_names row `{n}` is, as projections.datasets.display_key ranks
+# it (0: a TABLE symlink or a metastore's name a catalog rule derived, 1: a name an event
+# used, 2: another; least first).
+DISPLAY_RANK = """CASE WHEN {n}.symlink_type = 'TABLE'
+                       OR ({n}.joined_by->>'role') = 'metastore' THEN 0
+                  WHEN {n}.kind = 'emitted' THEN 1 ELSE 2 END"""
 # The display name of dataset `{dataset}` at T: rows (namespace, name), one. Its most
-# table-like name first seen by T, by the rule of projections.datasets.display_key (0: a
-# TABLE symlink or a metastore's name a catalog rule derived, 1: a name an event used, 2:
-# another; then the first seen). Most often its display name now, seen by T already (the
-# second element of its display_key): then the names are not read.
+# table-like name first seen by T (DISPLAY_RANK, then the first seen). Most often its
+# display name now, seen by T already (the second element of its display_key): then the
+# names are not read.
 DISPLAY_NAME_AT = """(
     (SELECT d0.namespace, d0.name FROM readmodel.datasets d0
      WHERE d0.id = {dataset}
@@ -93,10 +97,7 @@ DISPLAY_NAME_AT = """(
     (SELECT n.namespace, n.name
      FROM readmodel.dataset_names n
      WHERE n.dataset_id = {dataset} AND n.first_seen <= %(as_of)s
-     ORDER BY CASE WHEN n.symlink_type = 'TABLE' OR (n.kind = 'catalog'
-                        AND (n.joined_by->>'role') IS DISTINCT FROM 'engine') THEN 0
-                   WHEN n.kind IN ('emitted', 'catalog') THEN 1 ELSE 2 END,
-              n.first_seen, n.namespace, n.name
+     ORDER BY {rank}, n.first_seen, n.namespace, n.name
      LIMIT 1)
     LIMIT 1)"""
 
@@ -116,6 +117,12 @@ _ENDED_AT = "CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.even
 RUN_AT_COLUMNS = f"""lr.run_id, coalesce(s.event_type, 'RUNNING'),
        coalesce(s.event_time, lr.started_at), lr.started_at, {_ENDED_AT},
        extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8"""
+# The same as a LatestRun in JSON (null when the job had not run by T).
+RUN_AT_JSON = f"""CASE WHEN lr.run_id IS NOT NULL THEN json_build_object(
+    'id', lr.run_id, 'state', coalesce(s.event_type, 'RUNNING'),
+    'state_time', coalesce(s.event_time, lr.started_at), 'started_at', lr.started_at,
+    'ended_at', {_ENDED_AT},
+    'duration_seconds', extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8) END"""
 
 
 def latest_run_at_joins(job: str) -> str:
@@ -137,12 +144,23 @@ def edge_held(job: str = "e.job_id") -> str:
     return EDGE_HELD.format(latest=latest_run(job))
 
 
+def display_rank(n: str) -> str:
+    return DISPLAY_RANK.format(n=n)
+
+
 def display_name_at(dataset: str) -> str:
-    return DISPLAY_NAME_AT.format(dataset=dataset)
+    return DISPLAY_NAME_AT.format(dataset=dataset, rank=display_rank("n"))
 
 
 def schema_at(dataset: str, moment: str = "%(as_of)s") -> str:
-    return SCHEMA_AT.format(dataset=dataset, moment=moment)
+    """The schema at `moment` of dataset `dataset` (any of its names)."""
+    names = f"(SELECT namespace, name FROM readmodel.dataset_names WHERE dataset_id = {dataset})"
+    return schema_at_names(names, moment)
+
+
+def schema_at_names(names: str, moment: str = "%(as_of)s") -> str:
+    """The schema at `moment` under the names of FROM item `names` (namespace, name)."""
+    return SCHEMA_AT.format(names=names, moment=moment)
 
 
 def check_seen(

@@ -91,14 +91,10 @@ WHERE lr.failed_at <= %(as_of)s
 # A node's display name as of T: the most table-like of its names then (rows dataset_id,
 # namespace, name; projections.datasets.display_key's rule, as asof.DISPLAY_NAME_AT).
 # Now it is the dataset's own.
-DISPLAY_AS_OF = """
+DISPLAY_AS_OF = f"""
 LEFT JOIN (
-    SELECT DISTINCT ON (dataset_id) dataset_id, namespace, name FROM names
-    ORDER BY dataset_id,
-             CASE WHEN symlink_type = 'TABLE' OR (kind = 'catalog'
-                  AND (joined_by->>'role') IS DISTINCT FROM 'engine') THEN 0
-                  WHEN kind IN ('emitted', 'catalog') THEN 1 ELSE 2 END,
-             first_seen, namespace, name) dn
+    SELECT DISTINCT ON (dataset_id) dataset_id, namespace, name FROM names n
+    ORDER BY dataset_id, {asof.display_rank("n")}, first_seen, namespace, name) dn
   ON dn.dataset_id = d.id"""
 # A stale reason's input under its display name (joined as `ind`).
 INPUT_NAME_NOW = "LEFT JOIN readmodel.datasets ind ON ind.id = f.input"

@@ -9,21 +9,30 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, dataset_nodes, facets, models, params
+from metastore.api import asof, dataset_nodes, facets, limits, models, params, parts
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, decode_cursor, page
+from metastore.api.pagination import (
+    bound_kind,
+    count_capped,
+    decode_cursor,
+    page,
+    page_of_bytes,
+    page_with_total,
+)
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     dataset_type,
     description,
+    latest_run,
     lifecycle_as_of,
     lifecycle_state,
     lifecycle_time,
@@ -41,27 +50,34 @@ NAME_JSON = (
 SUMMARY = f"""d.id, d.namespace, d.name, d.first_seen, d.last_seen, {name_count("d")},
        {lifecycle_state("d.facets")}"""
 
-LIST_DATASETS = f"""
-SELECT {SUMMARY}, n.namespace, n.name, ({{matched}})::text
+# Without a namespace the list walks dataset_names in its primary key order, the row of
+# each dataset's display name; with one, the datasets whose home (the one name a dataset
+# counts in a namespace by: its most table-like name an event used) is there, in the
+# order of the datasets_home index. Each walk orders by `key`, the walked name.
+DISPLAY_WALK = """
 FROM readmodel.dataset_names n
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-name lookup: flattened into a join, the planner would
     -- misjudge the display-name test (three correlated equalities) and sort everything.
     SELECT * FROM readmodel.datasets d
-    WHERE d.id = n.dataset_id AND d.merged_into IS NULL {{display}}
+    WHERE d.id = n.dataset_id AND d.merged_into IS NULL
+      AND n.namespace = d.namespace AND n.name = d.name
     OFFSET 0
 ) d
-WHERE true {{filters}}
-ORDER BY n.namespace, n.name
+WHERE true {filters}"""
+DISPLAY_KEY = "n.namespace, n.name"
+HOME_WALK = """
+FROM readmodel.datasets d
+WHERE d.merged_into IS NULL AND d.home_namespace = %(namespace)s {filters}"""
+HOME_KEY = "d.home_namespace, d.home_name"
+LIST_DATASETS = f"""
+SELECT {SUMMARY}, {{key}}, ({{matched}})::text
+{{walk}}
+ORDER BY {{key}}
 LIMIT %(limit)s
 """
-# The list walks dataset_names in its primary key order: without a namespace, the row of
-# each dataset's display name; with one, each dataset's first name in that namespace
-# (a dataset is in a namespace when any of its names is, symlinks included).
-FILTER_DISPLAY_NAME = "AND n.namespace = d.namespace AND n.name = d.name"
-FILTER_NAMESPACE = """AND n.namespace = %(namespace)s AND NOT EXISTS (
-    SELECT 1 FROM readmodel.dataset_names o
-    WHERE o.dataset_id = n.dataset_id AND o.namespace = n.namespace AND o.name < n.name)"""
+# (every live dataset has one display name: unfiltered, the list counts the datasets)
+COUNT_ALL = count_capped("SELECT 1 FROM readmodel.datasets d WHERE d.merged_into IS NULL")
 FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
     SELECT 1 FROM readmodel.dataset_names n
     WHERE n.dataset_id = d.id AND lower(n.name) LIKE %(pattern)s))"""
@@ -69,8 +85,10 @@ FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
 FILTER_EXACT_NAME = """AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
     WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s)"""
-AFTER = "AND (n.namespace, n.name) > (%(after_namespace)s, %(after_name)s)"
-# The name that matched: of `q`, else of `name`, else the walked name of `namespace`.
+AFTER = "AND ({key}) > (%(after_namespace)s, %(after_name)s)"
+# The name that matched: of `q`, else of `name`, else the home name in `namespace`.
+MATCHED_HOME = f"""(SELECT {NAME_JSON.format(n="h")} FROM readmodel.dataset_names h
+    WHERE h.namespace = d.home_namespace AND h.name = d.home_name)"""
 MATCHED_BY = """(SELECT {json} FROM readmodel.dataset_names m
     WHERE m.dataset_id = d.id AND {test} ORDER BY m.namespace, m.name LIMIT 1)"""
 MATCHED_Q = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="lower(m.name) LIKE %(pattern)s")
@@ -83,88 +101,129 @@ JOIN readmodel.datasets d ON d.id = n.dataset_id
 WHERE n.namespace = %(namespace)s AND n.name = %(name)s
 """
 
-# The jobs that wrote any of its names: when last, and the lifecycle change they last
-# reported. Now: from job_edges; as of T: from the run edges that began by then.
-WRITERS = """
-coalesce((
-    SELECT json_agg(json_build_object(
-               'job', json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name),
-               'last_write_at', x.last_write_at, 'lifecycle_state', x.lifecycle_state)
-           ORDER BY x.namespace, x.name)
-    FROM (SELECT j.id, j.namespace, j.name, max(e.last_write_at) AS last_write_at,
-                 (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
-                     AS lifecycle_state
-          FROM readmodel.dataset_names n
-          JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-          JOIN readmodel.jobs j ON j.id = e.job_id
-          WHERE n.dataset_id = d.id AND e.direction = 'output'
-          GROUP BY j.id, j.namespace, j.name) x
-), '[]')::text
-"""
-WRITERS_AS_OF = f"""
-coalesce((
-    SELECT json_agg(json_build_object(
-               'job', json_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name),
-               'last_write_at', (
+# The jobs that wrote any of its names: when last successfully (a run that COMPLETEd),
+# and the lifecycle change they last reported; now from job_edges, as of T from the run
+# edges that began by then. The first
+# EMBEDDED_REFS by name as JSON (`list`), each job with its latest run (now, or at T in
+# its state then), joined LATERAL as `w` (the readers as `rd`), and how many there are.
+# Grouped in name order, so the first are found without grouping the rest (20,000 Trino
+# queries write one table).
+JOB_WITH_RUN = """json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name,
+                              'latest_run', {run})"""
+WRITER = """json_build_object(
+               'job', {job},
+               'last_write_at', {last_write_at}, 'lifecycle_state', {lifecycle_state})"""
+FIRST_BY_NAME = f"""LEFT JOIN LATERAL (
+    SELECT coalesce(json_agg({{item}} ORDER BY x.namespace, x.name), '[]')::text AS list
+    FROM ({{jobs}} ORDER BY 2, 3, 1 LIMIT {limits.EMBEDDED_REFS}) x
+    {{run_joins}}
+) {{alias}} ON true"""
+JOBS_OF = """
+    SELECT {columns}
+    FROM readmodel.dataset_names n
+    JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+    JOIN readmodel.jobs j ON j.id = e.job_id
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}'{held}
+    GROUP BY j.id, j.namespace, j.name"""
+JOB_COUNT = """(
+    SELECT count(DISTINCT e.job_id)
+    FROM readmodel.dataset_names n
+    JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}'{held})"""
+HELD = " AND " + asof.edge_held()
+JOB = "j.id, j.namespace, j.name, j.latest_run_id"
+# Each job's latest run: now (`jr`), or at T (`lr` and `s`).
+RUN_NOW = {
+    "job": JOB_WITH_RUN.format(run=latest_run("jr")),
+    "run_joins": "LEFT JOIN readmodel.runs jr ON jr.id = x.latest_run_id",
+}
+RUN_AS_OF = {
+    "job": JOB_WITH_RUN.format(run=asof.RUN_AT_JSON),
+    "run_joins": asof.latest_run_at_joins("x.id"),
+}
+WRITERS = FIRST_BY_NAME.format(
+    item=WRITER.format(
+        job=RUN_NOW["job"], last_write_at="x.last_write_at", lifecycle_state="x.lifecycle_state"
+    ),
+    jobs=JOBS_OF.format(
+        columns=f"""{JOB}, max(e.last_write_at) AS last_write_at,
+           (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
+               AS lifecycle_state""",
+        direction="output",
+        held="",
+    ),
+    run_joins=RUN_NOW["run_joins"],
+    alias="w",
+)
+WRITERS_AS_OF = FIRST_BY_NAME.format(
+    item=WRITER.format(
+        job=RUN_AS_OF["job"],
+        last_write_at="""(
                    SELECT max(CASE WHEN re.last_write_at <= %(as_of)s THEN re.last_write_at
                                    ELSE re.first_write_at END)
                    FROM readmodel.dataset_names w
                    JOIN readmodel.run_edges re ON re.namespace = w.namespace
                     AND re.name = w.name AND re.direction = 'output'
-                   WHERE w.dataset_id = d.id AND re.job_id = j.id
-                     AND re.first_write_at <= %(as_of)s),
-               'lifecycle_state', (
+                   WHERE w.dataset_id = d.id AND re.job_id = x.id
+                     AND re.first_write_at <= %(as_of)s)""",
+        lifecycle_state="""(
                    SELECT re.lifecycle_state
                    FROM readmodel.dataset_names w
                    JOIN readmodel.run_edges re ON re.namespace = w.namespace
                     AND re.name = w.name AND re.direction = 'output'
-                   WHERE w.dataset_id = d.id AND re.job_id = j.id
+                   WHERE w.dataset_id = d.id AND re.job_id = x.id
                      AND re.lifecycle_time <= %(as_of)s
-                   ORDER BY re.lifecycle_time DESC LIMIT 1))
-           ORDER BY j.namespace, j.name)
-    FROM (SELECT DISTINCT e.job_id
-          FROM readmodel.dataset_names n
-          JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-          WHERE n.dataset_id = d.id AND e.direction = 'output'
-            AND {asof.edge_held()}) x
-    JOIN readmodel.jobs j ON j.id = x.job_id
-), '[]')::text
-"""
-READERS = """
-coalesce((
-    SELECT json_agg(json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name)
-                    ORDER BY x.namespace, x.name)
-    FROM (SELECT DISTINCT j.id, j.namespace, j.name
-          FROM readmodel.dataset_names n
-          JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-          JOIN readmodel.jobs j ON j.id = e.job_id
-          WHERE n.dataset_id = d.id AND e.direction = 'input'{held}) x
-), '[]')::text
-"""
+                   ORDER BY re.lifecycle_time DESC LIMIT 1)""",
+    ),
+    jobs=JOBS_OF.format(columns=JOB, direction="output", held=HELD),
+    run_joins=RUN_AS_OF["run_joins"],
+    alias="w",
+)
+READERS = FIRST_BY_NAME.format(
+    item=RUN_NOW["job"],
+    jobs=JOBS_OF.format(columns=JOB, direction="input", held=""),
+    run_joins=RUN_NOW["run_joins"],
+    alias="rd",
+)
+READERS_AS_OF = FIRST_BY_NAME.format(
+    item=RUN_AS_OF["job"],
+    jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD),
+    run_joins=RUN_AS_OF["run_joins"],
+    alias="rd",
+)
+COUNTS = ", ".join(JOB_COUNT.format(direction=d, held="") for d in ("output", "input"))
+COUNTS_AS_OF = ", ".join(JOB_COUNT.format(direction=d, held=HELD) for d in ("output", "input"))
+# Its first EMBEDDED_REFS names (by kind, namespace, name); name_count counts them all.
+# As of T (`seen`), the names first seen by then.
 NAMES = f"""
 coalesce((
     SELECT json_agg({NAME_JSON.format(n="n")} ORDER BY n.kind, n.namespace, n.name)
-    FROM readmodel.dataset_names n WHERE n.dataset_id = d.id{{seen}}
+    FROM (SELECT * FROM readmodel.dataset_names n WHERE n.dataset_id = d.id{{seen}}
+          ORDER BY n.kind, n.namespace, n.name LIMIT {limits.EMBEDDED_REFS}) n
 ), '[]')::text
 """
+SEEN = " AND n.first_seen <= %(as_of)s"
 CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets")},
        {dataset_type("d.facets")}"""
 
 # An id absorbed by a merge answers as the dataset it was merged into.
 GET_DATASET = f"""
 SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
-       d.first_seen, d.last_seen, {NAMES.format(seen="")}, {WRITERS}, {READERS.format(held="")},
-       {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")}
+       d.first_seen, d.last_seen, {NAMES.format(seen="")}, w.list, rd.list,
+       {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
+       {name_count("d")}, {COUNTS}
 FROM readmodel.datasets d
+{WRITERS}
+{READERS}
 WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
 
 # As of T: the schema of the latest observation by then, the jobs whose run at T (or
 # static lineage by then) wrote or read it, and when it was last seen by then (its run
-# edges and schema observations), the lifecycle change and freshness by then, its names
-# first seen by then (and its display name among them). Facets and the catalogue fields
-# are today's.
+# edges and schema observations), the lifecycle change by then, its names first seen by
+# then (and its display name among them). Facets and the catalogue fields are today's.
+# (Its freshness, now or then: dataset_nodes.py.)
 GET_DATASET_AS_OF = f"""
 SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.fields::text,
        d.facets::text, d.first_seen,
@@ -180,38 +239,65 @@ SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.f
                WHERE o.namespace = n.namespace AND o.name = n.name
                  AND o.event_time <= %(as_of)s
            ) x WHERE n.dataset_id = d.id), d.first_seen),
-       {NAMES.format(seen=" AND n.first_seen <= %(as_of)s")}, {WRITERS_AS_OF},
-       {READERS.format(held=" AND " + asof.edge_held())},
-       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time
+       {NAMES.format(seen=SEEN)}, w.list, rd.list,
+       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time,
+       {name_count("d", SEEN.replace("n.", "c."))}, {COUNTS_AS_OF}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
 LEFT JOIN LATERAL {lifecycle_as_of("d")} lc ON true
 LEFT JOIN LATERAL {asof.display_name_at("d.id")} dn ON true
+{WRITERS_AS_OF}
+{READERS_AS_OF}
 WHERE d.id = coalesce(
     (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
 
-# The runs that read or wrote any of the dataset's names (started by `as_of` when given),
-# newest first by start; the page is cut before the per-run schema lookups. A run's
-# schema: the latest its own events carried for the dataset in that role, else (a reader)
-# the latest observed at its start. Its state: now, or at `as_of` from its events then.
-RUNS_OF_DATASET = f"""
+# The dataset's names under which runs read or wrote it, and under which schemas were
+# observed: one index probe each (ordered as the index is, so it stays one whatever the
+# planner guesses of a name's rows), so the page below looks up only those. A dataset
+# with 2,001 names (a symlinks facet) otherwise cost a scan of run_edges, and 2,001
+# schema lookups for each reader on the page.
+RUN_NAMES = """
+SELECT n.namespace, n.name, e.found IS NOT NULL, o.found IS NOT NULL
+FROM readmodel.dataset_names n
+LEFT JOIN LATERAL (
+    SELECT true AS found FROM readmodel.run_edges e
+    WHERE e.namespace = n.namespace AND e.name = n.name
+    ORDER BY e.namespace, e.name, e.direction LIMIT 1) e ON true
+LEFT JOIN LATERAL (
+    SELECT true AS found FROM readmodel.schema_observations o
+    WHERE o.namespace = n.namespace AND o.name = n.name
+    ORDER BY o.namespace, o.name, o.event_time DESC LIMIT 1) o ON true
+WHERE n.dataset_id = %(id)s
+"""
+EDGE_NAMES = "unnest(%(edge_namespaces)s::text[], %(edge_names)s::text[])"
+SCHEMA_NAMES = (
+    "(SELECT * FROM unnest(%(schema_namespaces)s::text[], %(schema_names)s::text[])"
+    " AS s(namespace, name))"
+)
+
+# The runs that read or wrote any of those names (started by `as_of` when given, of one
+# role when `direction` is given), newest first by start (writers first with sort
+# `writers_first`); the page is cut before the per-run schema lookups. A run's schema: the
+# latest its own events carried for the dataset in that role, else (a reader) the latest
+# observed at its start. Its state: now, or at `as_of` from its events then.
+# Formatted with `state`, `ended` and `state_join` (now or at T), `key` and `outer_key`
+# (the sort's key over `t`/`lr` and over `p`), `after` (the cursor's condition, or none),
+# `edge_names` and `schema_names` (the FROM items above) and `schema_at`.
+RUNS_OF_DATASET = """
 WITH page AS (
     SELECT t.run_id, t.direction, t.lifecycle_state, lr.started_at
     FROM (SELECT e.run_id, e.direction,
                  (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
                      AS lifecycle_state
-          FROM readmodel.dataset_names n
+          FROM {edge_names} AS n(namespace, name)
           JOIN readmodel.run_edges e ON e.namespace = n.namespace AND e.name = n.name
-          WHERE n.dataset_id = %(id)s
+          WHERE %(direction)s::text IS NULL OR e.direction = %(direction)s::text
           GROUP BY e.run_id, e.direction) t
     JOIN readmodel.lineage_runs lr ON lr.run_id = t.run_id
-    WHERE (%(as_of)s::timestamptz IS NULL OR lr.started_at <= %(as_of)s)
-      AND (%(after_time)s::timestamptz IS NULL
-           OR (lr.started_at, t.run_id, t.direction)
-              < (%(after_time)s, %(after_run)s::uuid, %(after_role)s::text))
-    ORDER BY lr.started_at DESC, t.run_id DESC, t.direction DESC
+    WHERE (%(as_of)s::timestamptz IS NULL OR lr.started_at <= %(as_of)s) {after}
+    ORDER BY {key}
     LIMIT %(limit)s
 ),
 versions AS (
@@ -219,26 +305,49 @@ versions AS (
     FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
 )
 SELECT p.run_id, p.direction, p.started_at, r.job_id, r.job_namespace, r.job_name,
-       {{state}}, {{ended}},
+       {state}, {ended},
        (SELECT v.version FROM versions v WHERE v.fields_hash = coalesce(
             (SELECT o.fields_hash FROM readmodel.schema_observations o
-             JOIN readmodel.dataset_names n ON n.namespace = o.namespace AND n.name = o.name
-             WHERE o.run_id = p.run_id AND o.role = p.direction AND n.dataset_id = %(id)s
+             JOIN {schema_names} n ON n.namespace = o.namespace AND n.name = o.name
+             WHERE o.run_id = p.run_id AND o.role = p.direction
                AND (%(as_of)s::timestamptz IS NULL OR o.event_time <= %(as_of)s)
              ORDER BY o.event_time DESC, o.seq DESC LIMIT 1),
-            CASE WHEN p.direction = 'input' THEN {asof.schema_at("%(id)s", "p.started_at")} END)),
+            CASE WHEN p.direction = 'input' THEN {schema_at} END)),
        p.lifecycle_state
 FROM page p
 JOIN readmodel.runs r ON r.id = p.run_id
-JOIN readmodel.lineage_runs lr ON lr.run_id = p.run_id {{state_join}}
-ORDER BY p.started_at DESC, p.run_id DESC, p.direction DESC
+JOIN readmodel.lineage_runs lr ON lr.run_id = p.run_id {state_join}
+ORDER BY {outer_key}
 """
-RUNS_NOW = RUNS_OF_DATASET.format(state="r.state", ended="r.ended_at", state_join="")
-RUNS_AS_OF = RUNS_OF_DATASET.format(
-    state="coalesce(s.event_type, 'RUNNING')",
-    ended="CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END",
-    state_join=asof.RUN_AT_JOIN,
-)
+RUN_STATE_NOW = {"state": "r.state", "ended": "r.ended_at", "state_join": ""}
+RUN_STATE_AS_OF = {
+    "state": "coalesce(s.event_type, 'RUNNING')",
+    "ended": "CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END",
+    "state_join": asof.RUN_AT_JOIN,
+}
+# The sorts: the key's columns (all descending: 'output' > 'input') and their types.
+RUN_SORTS: dict[str, tuple[tuple[str, str, str], list[type]]] = {
+    "started": (("started_at", "run_id", "direction"), [dt.datetime, uuid.UUID, str]),
+    "writers_first": (("direction", "started_at", "run_id"), [str, dt.datetime, uuid.UUID]),
+}
+_RUN_KEY = {"started_at": "lr.started_at", "run_id": "t.run_id", "direction": "t.direction"}
+_RUN_CAST = {"started_at": "timestamptz", "run_id": "uuid", "direction": "text"}
+
+
+def runs_of_dataset(as_of: bool, sort: str, after: bool) -> str:
+    columns, _ = RUN_SORTS[sort]
+    key = ", ".join(_RUN_KEY[c] for c in columns)
+    bound = ", ".join(f"%(a{i})s::{_RUN_CAST[c]}" for i, c in enumerate(columns))
+    return RUNS_OF_DATASET.format(
+        **(RUN_STATE_AS_OF if as_of else RUN_STATE_NOW),
+        edge_names=EDGE_NAMES,
+        schema_names=SCHEMA_NAMES,
+        schema_at=asof.schema_at_names(SCHEMA_NAMES, "p.started_at"),
+        key=", ".join(f"{_RUN_KEY[c]} DESC" for c in columns),
+        outer_key=", ".join(f"p.{c} DESC" for c in columns),
+        after=f"AND ({key}) < ({bound})" if after else "",
+    )
+
 
 DATASET_EXISTS = "SELECT 1 FROM readmodel.datasets WHERE id = %(id)s"
 # The id a dataset id answers as (an id absorbed by a merge: the survivor's).
@@ -250,25 +359,35 @@ WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(i
 # Newest first. Version numbers count from the oldest schema, so they are computed over
 # the whole history and the page is cut after. As of T: the versions first seen by then.
 LIST_VERSIONS = f"""
-SELECT v.version, v.event_time, v.seq, v.fields::text,
-       -- no run carried it (a DatasetEvent, an input): null; a run never seen: its id alone
-       coalesce((CASE WHEN v.run_id IS NULL THEN NULL
-                      WHEN r.id IS NULL THEN json_build_object('id', v.run_id, 'job', NULL,
-                                                               'state', NULL)
-                      ELSE {run_ref("r")} END)::text, 'null') FROM (
-    SELECT row_number() OVER (ORDER BY event_time, seq) AS version,
-           event_time, seq, fields, run_id
-    FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
-) v
-LEFT JOIN readmodel.runs r ON r.id = v.run_id
-WHERE (%(after_time)s::timestamptz IS NULL
-       OR (v.event_time, v.seq) < (%(after_time)s, %(after_seq)s))
-  AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
-ORDER BY v.event_time DESC, v.seq DESC
-LIMIT %(limit)s
+SELECT version, event_time, seq,
+       -- past the page's bytes (the first always fits): no fields, the page ends before
+       CASE WHEN sum(octet_length(fields)) OVER w - octet_length(fields) < %(page_bytes)s
+            THEN fields END,
+       run
+FROM (
+    SELECT v.version, v.event_time, v.seq, v.fields::text AS fields,
+           -- no run carried it (a DatasetEvent, an input): null; a run never seen: its id
+           coalesce((CASE WHEN v.run_id IS NULL THEN NULL
+                          WHEN r.id IS NULL THEN json_build_object('id', v.run_id, 'job', NULL,
+                                                                   'state', NULL)
+                          ELSE {run_ref("r")} END)::text, 'null') AS run
+    FROM (
+        SELECT row_number() OVER (ORDER BY event_time, seq) AS version,
+               event_time, seq, fields, run_id
+        FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
+    ) v
+    LEFT JOIN readmodel.runs r ON r.id = v.run_id
+    WHERE (%(after_time)s::timestamptz IS NULL
+           OR (v.event_time, v.seq) < (%(after_time)s, %(after_seq)s))
+      AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
+    ORDER BY v.event_time DESC, v.seq DESC
+    LIMIT %(limit)s
+) p
+WINDOW w AS (ORDER BY event_time DESC, seq DESC)
+ORDER BY event_time DESC, seq DESC
 """
 # How many versions and runs the dataset page embeds (the first page of each list).
-EMBEDDED = 10
+EMBEDDED = limits.EMBEDDED_PAGE
 
 
 class ListQuery(msgspec.Struct, frozen=True):
@@ -289,6 +408,30 @@ class PageQuery(msgspec.Struct, frozen=True):
     cursor: params.Cursor = None
 
 
+ROLES = {"writer": "output", "reader": "input"}
+
+
+class RunsQuery(msgspec.Struct, frozen=True):
+    as_of: asof.AsOf = None
+    role: Annotated[
+        Literal["writer", "reader"] | None,
+        Meta(
+            description="Only the runs that wrote it (`writer`: items of role `output`) or "
+            "read it (`reader`: role `input`)."
+        ),
+    ] = None
+    sort: Annotated[
+        Literal["started", "writers_first"],
+        Meta(
+            description="`started`: newest first by `started_at`; `writers_first`: the runs "
+            "that wrote it first, newest first, then those that read it (the order of the "
+            "dataset page's embedded `runs`)."
+        ),
+    ] = "started"
+    limit: params.Limit = params.DEFAULT_LIMIT
+    cursor: params.Cursor = None
+
+
 class DatasetQuery(msgspec.Struct, frozen=True):
     as_of: asof.AsOf = None
 
@@ -302,10 +445,12 @@ LIST = Operation(
     tag="datasets",
     query=ListQuery,
     description="Datasets by their display name (its most table-like name). `namespace` "
-    "matches any of a dataset's names (symlinks included; then ordered by that name); `q` "
-    "is a substring of any of its names; `name` alone matches any of its names exactly, "
-    "in any namespace. `namespace` and `name` together are the exact lookup: it resolves "
-    "any name of a dataset, symlink names included, and answers one item or none. Each "
+    "lists the datasets that count in that namespace, as /namespaces counts them: each "
+    "dataset counts in one, that of its most table-like name an event used (its display "
+    "name, unless only a catalog rule derived that), ordered by that name; `q` is a "
+    "substring of any of its names; `name` alone matches any of its names exactly, in any "
+    "namespace. `namespace` and `name` together are the exact lookup: it resolves any name "
+    "of a dataset, symlink and catalog names included, and answers one item or none. Each "
     "item says in `matched_name` which of its names matched.",
 )
 GET = Operation(
@@ -322,12 +467,13 @@ GET = Operation(
     "current schema, description, owners, tags, type, lifecycle state, facets, its "
     "freshness (last successful write, a failed attempt after it, stale and why), the "
     "jobs that write it (with their last successful write and lifecycle change) and read "
-    "it, and the first page of its schema history (`versions`) and of its runs (`runs`). "
-    "With `as_of`: its schema as of then (the latest version seen at or before it), the "
-    "jobs whose latest run started by then wrote or read it, `last_seen`, the lifecycle "
-    "change, freshness and history as of then, the names first seen by then (its display "
-    "name among them); facets and the catalogue fields as they are now. A dataset first "
-    "seen after `as_of` answers 404 of type `not-yet`. " + models.WRITE_RULE,
+    "it, each with its latest run, and the first page of its schema history (`versions`) "
+    "and of its runs (`runs`, writers first). With `as_of`: its schema as of then (the "
+    "latest version seen at or before it), the jobs whose latest run started by then "
+    "wrote or read it, `last_seen`, the lifecycle change, freshness and history as of "
+    "then, the names first seen by then (its display name among them); facets and the "
+    "catalogue fields as they are now. A dataset first seen after `as_of` answers 404 of "
+    "type `not-yet`. " + models.WRITE_RULE,
 )
 VERSIONS = Operation(
     "GET",
@@ -341,7 +487,8 @@ VERSIONS = Operation(
     not_found=True,
     description="One version per distinct schema, newest first, each with the run whose "
     "output first carried it (a schema only a failed or aborted run reported is no "
-    "version). With `as_of`: the versions first seen by then.",
+    "version; a page ends once it holds 4 MiB of fields, always holding one). With "
+    "`as_of`: the versions first seen by then.",
 )
 RUNS = Operation(
     "GET",
@@ -351,19 +498,20 @@ RUNS = Operation(
     models.RunOfDatasetPage,
     tag="datasets",
     path_params=DatasetPath,
-    query=PageQuery,
+    query=RunsQuery,
     not_found=True,
     description="Every run that read (`role` input) or wrote (output) the dataset under "
-    "any of its names, newest first by start, with the version of the schema it saw or "
-    "produced (as numbered by /versions) and the lifecycle change it reported (a DROP "
-    "wrote no data). A run that did both appears once per role. With `as_of`: the runs "
-    "started by then, in the state they had then.",
+    "any of its names, newest first by start (or as `sort` says), with the version of the "
+    "schema it saw or produced (as numbered by /versions) and the lifecycle change it "
+    "reported (a DROP wrote no data). A run that did both appears once per role. "
+    "`role=writer` or `role=reader` keeps one role. With `as_of`: the runs started by "
+    "then, in the state they had then.",
 )
 resource = Resource()
 
 _name = msgspec.json.Decoder(models.DatasetName)
 _names = msgspec.json.Decoder(list[models.DatasetName])
-_jobs = msgspec.json.Decoder(list[models.JobRef])
+_jobs = msgspec.json.Decoder(list[models.JobRefWithRun])
 _writers = msgspec.json.Decoder(list[models.DatasetWriter])
 _owners = msgspec.json.Decoder(list[models.Owner])
 _tags = msgspec.json.Decoder(list[models.Tag])
@@ -392,16 +540,21 @@ async def list_datasets(request: Request) -> Response:
                 conn, LOOKUP_DATASET, {"namespace": query.namespace, "name": query.name}
             )
         return json_response(
-            request, models.DatasetPage(items=[_summary(r) for r in found], next_cursor=None)
+            request,
+            models.DatasetPage(
+                items=[_summary(r) for r in found],
+                next_cursor=None,
+                total=len(found),
+                total_is_exact=True,
+            ),
         )
     filters: list[str] = []
-    args: dict[str, Any] = {"limit": query.limit + 1}
+    args: dict[str, Any] = {"limit": query.limit + 1, "namespace": query.namespace}
     matched = "NULL::json"
+    walk, key = DISPLAY_WALK, DISPLAY_KEY
     if query.namespace is not None:
-        filters.append(FILTER_NAMESPACE)
-        args["namespace"] = query.namespace
-        matched = NAME_JSON.format(n="n")
-    display = FILTER_DISPLAY_NAME if query.namespace is None else ""
+        walk, key = HOME_WALK, HOME_KEY
+        matched = MATCHED_HOME
     if query.name is not None:
         filters.append(FILTER_EXACT_NAME)
         args["name"] = query.name
@@ -410,22 +563,40 @@ async def list_datasets(request: Request) -> Response:
         filters.append(FILTER_NAME)
         args["pattern"] = like_substring(query.q)
         matched = MATCHED_Q
+    if filters or query.namespace is not None:
+        counted = count_capped("SELECT 1" + walk.format(filters="\n  ".join(filters)))
+    else:
+        counted = COUNT_ALL
     kind = bound_kind("datasets", query)
     if query.cursor is not None:
         args["after_namespace"], args["after_name"] = decode_cursor(query.cursor, kind, [str, str])
-        filters.append(AFTER)
-    sql = LIST_DATASETS.format(display=display, filters="\n  ".join(filters), matched=matched)
+        filters.append(AFTER.format(key=key))
+    where = walk.format(filters="\n  ".join(filters))
+    sql = LIST_DATASETS.format(walk=where, key=key, matched=matched)
     async with connection(request) as conn:
-        found = await rows(conn, sql, args)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[7], r[8]))
+        items, next_cursor, count, exact = await page_with_total(
+            conn, sql, counted, args, query, kind, lambda r: (r[7], r[8])
+        )
     return json_response(
-        request, models.DatasetPage(items=[_summary(r) for r in items], next_cursor=next_cursor)
+        request,
+        models.DatasetPage(
+            items=[_summary(r) for r in items],
+            next_cursor=next_cursor,
+            total=count,
+            total_is_exact=exact,
+        ),
     )
 
 
 async def _versions(
-    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery, kind: str
+    conn: AsyncConnection[Any],
+    dataset: uuid.UUID,
+    query: PageQuery,
+    kind: str,
+    page_bytes: int = limits.PAGE_BYTES,
 ) -> models.DatasetVersionPage:
+    """A page of versions: `query.limit` at most, ending early once it holds `page_bytes`
+    of fields (always its first)."""
     after: tuple[Any, ...] = (None, None)
     if query.cursor is not None:
         after = decode_cursor(query.cursor, kind, [dt.datetime, int])
@@ -435,13 +606,14 @@ async def _versions(
         "after_seq": after[1],
         "as_of": query.as_of,
         "limit": query.limit + 1,
+        "page_bytes": page_bytes,
     }
     found = await rows(conn, LIST_VERSIONS, args)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2]))
+    items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[1], r[2]), 3)
     return models.DatasetVersionPage(
         items=[
             models.DatasetVersion(
-                version=r[0], event_time=r[1], fields=msgspec.Raw(r[3]), run=_run_ref.decode(r[4])
+                version=r[0], event_time=r[1], fields=parts.fields(r[3]), run=_run_ref.decode(r[4])
             )
             for r in items
         ],
@@ -450,21 +622,26 @@ async def _versions(
 
 
 async def _runs(
-    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery, kind: str
+    conn: AsyncConnection[Any], dataset: uuid.UUID, query: RunsQuery, kind: str
 ) -> models.RunOfDatasetPage:
-    after: tuple[Any, ...] = (None, None, None)
-    if query.cursor is not None:
-        after = decode_cursor(query.cursor, kind, [dt.datetime, uuid.UUID, str])
-    args = {
+    columns, types = RUN_SORTS[query.sort]
+    names = await rows(conn, RUN_NAMES, {"id": dataset})
+    args: dict[str, Any] = {
         "id": dataset,
-        "after_time": after[0],
-        "after_run": after[1],
-        "after_role": after[2],
+        "direction": ROLES[query.role] if query.role else None,
+        "edge_namespaces": [n[0] for n in names if n[2]],
+        "edge_names": [n[1] for n in names if n[2]],
+        "schema_namespaces": [n[0] for n in names if n[3]],
+        "schema_names": [n[1] for n in names if n[3]],
         "as_of": query.as_of,
         "limit": query.limit + 1,
     }
-    found = await rows(conn, RUNS_NOW if query.as_of is None else RUNS_AS_OF, args)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[2], r[0], r[1]))
+    if query.cursor is not None:
+        args.update((f"a{i}", v) for i, v in enumerate(decode_cursor(query.cursor, kind, types)))
+    sql = runs_of_dataset(query.as_of is not None, query.sort, query.cursor is not None)
+    found = await rows(conn, sql, args)
+    at = {"run_id": 0, "direction": 1, "started_at": 2}
+    items, next_cursor = page(found, query.limit, kind, lambda r: [r[at[c]] for c in columns])
     return models.RunOfDatasetPage(
         items=[
             models.RunOfDataset(
@@ -488,7 +665,7 @@ def _versions_kind(dataset: uuid.UUID, query: PageQuery) -> str:
     return bound_kind("versions", query, dataset)
 
 
-def _runs_kind(dataset: uuid.UUID, query: PageQuery) -> str:
+def _runs_kind(dataset: uuid.UUID, query: RunsQuery) -> str:
     return bound_kind("dataset-runs", query, dataset)
 
 
@@ -498,13 +675,16 @@ async def get_dataset(request: Request) -> Response:
     query: DatasetQuery = GET.parse_query(request)
     args = {"id": path.dataset_id, "as_of": query.as_of}
     first = PageQuery(as_of=query.as_of, limit=EMBEDDED)
+    writers_first = RunsQuery(as_of=query.as_of, sort="writers_first", limit=EMBEDDED)
     async with connection(request) as conn:
         r = await row(conn, GET_DATASET if query.as_of is None else GET_DATASET_AS_OF, args)
         if r is None:
             raise not_found("dataset", path.dataset_id)
         asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
-        versions = await _versions(conn, r[0], first, _versions_kind(r[0], first))
-        runs = await _runs(conn, r[0], first, _runs_kind(r[0], first))
+        versions = await _versions(
+            conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
+        )
+        runs = await _runs(conn, r[0], writers_first, _runs_kind(r[0], writers_first))
         fresh = (await dataset_nodes.of(conn, [r[0]], query.as_of))[r[0]].freshness
     lifecycle = None
     if r[14] is not None and r[15] is not None:
@@ -515,13 +695,16 @@ async def get_dataset(request: Request) -> Response:
             id=r[0],
             namespace=r[1],
             name=r[2],
-            fields=msgspec.Raw(r[3]) if r[3] is not None else None,
+            fields=parts.fields(r[3]) if r[3] is not None else None,
             facets=facets.served(r[4], facets.DATASET),
             first_seen=r[5],
             last_seen=r[6],
             names=_names.decode(r[7]),
+            name_count=r[16],
             producers=_writers.decode(r[8]),
+            producer_count=r[17],
             consumers=_jobs.decode(r[9]),
+            consumer_count=r[18],
             description=r[10],
             owners=_owners.decode(r[11]),
             tags=_tags.decode(r[12]),
@@ -535,7 +718,9 @@ async def get_dataset(request: Request) -> Response:
     )
 
 
-async def _dataset_id(conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery) -> Any:
+async def _dataset_id(
+    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery | RunsQuery
+) -> Any:
     ref = await row(conn, DATASET_ID, {"id": dataset})
     if ref is None:
         raise not_found("dataset", dataset)
@@ -556,7 +741,7 @@ async def list_versions(request: Request) -> Response:
 @resource.add(RUNS)
 async def list_runs(request: Request) -> Response:
     path: DatasetPath = RUNS.parse_path(request)
-    query: PageQuery = RUNS.parse_query(request)
+    query: RunsQuery = RUNS.parse_query(request)
     async with connection(request) as conn:
         dataset = await _dataset_id(conn, path.dataset_id, query)
         answer = await _runs(conn, dataset, query, _runs_kind(dataset, query))

@@ -14,8 +14,13 @@ from metastore.problems import ProblemError
 
 
 @contextlib.asynccontextmanager
-async def connection(request: Request) -> AsyncIterator[AsyncConnection[Any]]:
-    async with request.app.state.pool.connection() as conn:
+async def connection(
+    request: Request, *, reserved: bool = False
+) -> AsyncIterator[AsyncConnection[Any]]:
+    """A read connection; `reserved`: one of the few kept for /status and the probes, which
+    reads cannot take (metastore/app.py)."""
+    pool = request.app.state.reserved_pool if reserved else request.app.state.pool
+    async with pool.connection() as conn:
         yield conn
 
 

@@ -4,8 +4,10 @@ The OpenAPI document types each facet (an object with string `_producer`/`_schem
 the standard ones by their schema (models.*_STANDARD_FACETS), and clients generate their
 types from it. A producer may still send a facet that breaks its schema (the corpus's
 `facet_invalid`); the fold ignores it where it uses it, and an answer leaves it out the
-same way, so every answer matches the document. The log keeps it as sent: a run's events
-and the export feed still show it.
+same way, so every answer matches the document, and counts it
+(metastore_api_malformed_parts_total, part `facet`). The log keeps it as sent: a run's
+events and the export feed still show it. api/parts.py does the same for the parts of a
+facet served on their own (schema fields, transformations).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import msgspec
 
 from metastore.api import models
+from metastore.metrics import MALFORMED_PARTS
 
 
 class _AnyFacet(msgspec.Struct):
@@ -45,6 +48,7 @@ def served(text: str, standard: dict[str, msgspec.json.Decoder[object]]) -> msgs
         return msgspec.Raw(text)  # the stored bytes, untouched
     for name in malformed:
         del facets[name]
+    MALFORMED_PARTS.labels("facet").inc(len(malformed))
     return msgspec.Raw(msgspec.json.encode(facets))
 
 

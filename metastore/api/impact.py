@@ -23,7 +23,7 @@ from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import run_ref
 
-DEFAULT_DEPTH = 10
+DEFAULT_DEPTH = 5  # jobs downstream (11 hops from a run)
 UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 
 # The run: its job, its start (as lineage sees it), its reference as JSON.
@@ -51,10 +51,7 @@ class ImpactQuery(msgspec.Struct, frozen=True):
             "`dataset:<id>`.",
         ),
     ]
-    depth: Annotated[
-        int,
-        Meta(ge=1, le=lineage.MAX_DEPTH, description="Hops downstream from the start node."),
-    ] = DEFAULT_DEPTH
+    depth: lineage.JobHops = DEFAULT_DEPTH
     max_nodes: Annotated[
         int,
         Meta(ge=1, le=lineage.NODE_LIMIT, description="Node limit; past it `truncated` is set."),
@@ -71,8 +68,8 @@ OP = Operation(
     tag="lineage",
     query=ImpactQuery,
     not_found=True,
-    description="Everything downstream of `node` within `depth` hops, as the lineage graph "
-    "(the same walk, downstream only, its node limit and `truncated`): every dataset with "
+    description="Everything downstream of `node` within `depth` jobs, as the lineage graph "
+    "(the same walk, downstream only, its limits, `beyond` and `truncated`): every dataset with "
     "its freshness (last successful write, a failed attempt after it, stale and why) and "
     "owners, every job that reads one with its latest run. From a run, the walk starts at "
     "the datasets that run wrote or, when it FAILed or ABORTed, attempted to write: its "

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from metastore.api import asof, facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, decode_cursor, page
+from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     DATASETS_PAGE,
@@ -22,6 +22,8 @@ from metastore.api.sqlparts import (
     duration,
     edge_datasets,
     job_datasets_at,
+    jobs_with_runs,
+    latest_run,
     like_substring,
     owners,
     started,
@@ -41,17 +43,22 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {description("j.facets")}, p.id, p.namespace, p.name, j.first_seen, j.last_seen,
        {LATEST_RUN},
        coalesce({started("r")}, {NEVER}) AS sort_time,
-       CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END AS sort_failed
+       CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END AS sort_failed,
+       {latest_run("pr")}::text
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
+LEFT JOIN readmodel.runs pr ON pr.id = p.latest_run_id
 WHERE true {{filters}}
 ORDER BY {{order}}
 LIMIT %(limit)s
 """
+COUNT_JOBS = count_capped("""SELECT 1 FROM readmodel.jobs j
+LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
+WHERE true {filters}""")
 FILTER_NAMESPACE = "AND j.namespace = %(namespace)s"
 FILTER_NAME = "AND lower(j.name) LIKE %(pattern)s"
-FILTER_STATE = "AND r.state = %(state)s"
+FILTER_STATE = "AND r.state = ANY(%(state)s)"
 SORTS: dict[str, tuple[str, str, list[type]]] = {
     "name": (
         "j.namespace, j.name",
@@ -76,27 +83,24 @@ SORTS: dict[str, tuple[str, str, list[type]]] = {
     ),
 }
 
-CHILDREN = """
-coalesce((
-    SELECT json_agg(json_build_object('id', c.id, 'namespace', c.namespace,
-                                      'name', c.name) ORDER BY c.namespace, c.name)
-    FROM readmodel.jobs c WHERE c.parent_job_id = j.id
-), '[]')::text
-"""
+# Its parent (a list of one or none) and its first EMBEDDED_REFS children by name, each
+# with its latest run, and how many children there are.
+PARENT = jobs_with_runs("p", "p.id = j.parent_job_id", as_of=False)
+CHILDREN = jobs_with_runs("c", "c.parent_job_id = j.id", as_of=False)
+CHILD_COUNT = "(SELECT count(*) FROM readmodel.jobs c WHERE c.parent_job_id = j.id)"
 CATALOGUE = f"""{description("j.facets")}, {owners("j.facets")}, {tags("j.facets")}"""
 RUN_COUNT = "(SELECT count(*) FROM readmodel.runs c WHERE c.job_id = j.id)"
 
 GET_JOB = f"""
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        j.facets::text, j.first_seen, j.last_seen,
-       p.id, p.namespace, p.name,
+       {PARENT},
        {LATEST_RUN},
        {CHILDREN},
        {edge_datasets("job_edges", "job_id", "j.id", "input")},
        {edge_datasets("job_edges", "job_id", "j.id", "output")},
-       {CATALOGUE}, {RUN_COUNT}
+       {CATALOGUE}, {RUN_COUNT}, {CHILD_COUNT}
 FROM readmodel.jobs j
-LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE j.id = %(id)s
 """
@@ -104,23 +108,24 @@ WHERE j.id = %(id)s
 # As of T: the latest run started by then, in the state its events up to T gave it (read
 # from the log: a terminal event wins, as in the runs projection), and the datasets of
 # that run (and static lineage declared by then). Names, facets, parent and children are
-# today's: they say what the job is, not what it did. Runs counted: those started by T.
+# today's: they say what the job is, not what it did (their latest runs are those at T).
+# Runs counted: those started by T.
 GET_JOB_AS_OF = f"""
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        j.facets::text, j.first_seen,
        coalesce((SELECT max(l.event_time) FROM event_log l
                  WHERE l.job_namespace = j.namespace AND l.job_name = j.name
                    AND l.event_time <= %(as_of)s), j.first_seen),
-       p.id, p.namespace, p.name,
+       {jobs_with_runs("p", "p.id = j.parent_job_id", as_of=True)},
        {asof.RUN_AT_COLUMNS},
-       {CHILDREN},
+       {jobs_with_runs("c", "c.parent_job_id = j.id", as_of=True)},
        {job_datasets_at("j.id", "input")},
        {job_datasets_at("j.id", "output")},
        {CATALOGUE},
        (SELECT count(*) FROM readmodel.lineage_runs c
-        WHERE c.job_id = j.id AND c.started_at <= %(as_of)s)
+        WHERE c.job_id = j.id AND c.started_at <= %(as_of)s),
+       {CHILD_COUNT}
 FROM readmodel.jobs j
-LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
 {asof.latest_run_at_joins("j.id")}
 WHERE j.id = %(id)s
 """
@@ -130,7 +135,11 @@ class ListQuery(msgspec.Struct, frozen=True):
     namespace: params.NamespaceName = None
     q: params.Substring = None
     state: Annotated[
-        models.RunState | None, Meta(description="Only jobs whose latest run is in this state.")
+        params.RunStates | None,
+        Meta(
+            description="Only jobs whose latest run is in one of these states, "
+            "comma-separated (`state=FAIL,ABORT`)."
+        ),
     ] = None
     sort: Annotated[
         Literal["name", "latest_run", "failed_first"],
@@ -174,8 +183,9 @@ GET = Operation(
     query=JobQuery,
     not_found=True,
     description="Names, facets, job type, description, owners and tags, parent and child "
-    "jobs, latest run, run count, and the datasets it reads and writes (over all its runs "
-    "and its static lineage; the first 100 of each by name, with their counts). With "
+    "jobs (each with its latest run), latest run, run count, and the datasets it reads and "
+    "writes (over all its runs and its static lineage; the first 100 of each by name, with "
+    "their counts; the first 100 children likewise). With "
     "`as_of`: its latest run started at or before then, in the state it had then, and the "
     "datasets that run read and wrote (plus static lineage declared by then); `last_seen` "
     "as of then; names, facets, parent and children as they are now. A job first seen "
@@ -218,8 +228,16 @@ def _latest_run(r: Any) -> models.LatestRun | None:
     )
 
 
-def _job_ref(r: Any) -> models.JobRef | None:
-    return models.JobRef(id=r[0], namespace=r[1], name=r[2]) if r[0] is not None else None
+_latest = msgspec.json.Decoder(models.LatestRun | None)
+
+
+def _parent(r: Any) -> models.JobRefWithRun | None:
+    """The parent of a list row: (id, namespace, name) and its latest run as JSON."""
+    if r[0] is None:
+        return None
+    return models.JobRefWithRun(
+        id=r[0], namespace=r[1], name=r[2], latest_run=_latest.decode(r[3] or "null")
+    )
 
 
 @resource.add(LIST)
@@ -236,20 +254,23 @@ async def list_jobs(request: Request) -> Response:
     if query.state is not None:
         filters.append(FILTER_STATE)
         args["state"] = query.state
+    counted = COUNT_JOBS.format(filters="\n  ".join(filters))
     order, after, key_types = SORTS[query.sort]
     kind = bound_kind("jobs", query)
     if query.cursor is not None:
         key = decode_cursor(query.cursor, kind, key_types)
         args.update({f"a{i}": v for i, v in enumerate(key)})
         filters.append(after)
-    async with connection(request) as conn:
-        found = await rows(conn, LIST_JOBS.format(filters="\n  ".join(filters), order=order), args)
     sort_key = {
         "name": lambda r: (r[1], r[2]),
         "latest_run": lambda r: (r[18], r[1], r[2]),
         "failed_first": lambda r: (r[19], r[18], r[1], r[2]),
     }[query.sort]
-    items, next_cursor = page(found, query.limit, kind, sort_key)
+    sql = LIST_JOBS.format(filters="\n  ".join(filters), order=order)
+    async with connection(request) as conn:
+        items, next_cursor, count, exact = await page_with_total(
+            conn, sql, counted, args, query, kind, sort_key
+        )
     return json_response(
         request,
         models.JobPage(
@@ -262,7 +283,7 @@ async def list_jobs(request: Request) -> Response:
                     processing_type=r[4],
                     integration=r[5],
                     description=r[6],
-                    parent=_job_ref(r[7:10]),
+                    parent=_parent((*r[7:10], r[20])),
                     first_seen=r[10],
                     last_seen=r[11],
                     latest_run=_latest_run(r[12:18]),
@@ -270,11 +291,13 @@ async def list_jobs(request: Request) -> Response:
                 for r in items
             ],
             next_cursor=next_cursor,
+            total=count,
+            total_is_exact=exact,
         ),
     )
 
 
-_refs = msgspec.json.Decoder(list[models.JobRef])
+_refs = msgspec.json.Decoder(list[models.JobRefWithRun])
 _datasets = msgspec.json.Decoder(list[models.DatasetRef])
 _owners = msgspec.json.Decoder(list[models.Owner])
 _tags = msgspec.json.Decoder(list[models.Tag])
@@ -302,17 +325,18 @@ async def get_job(request: Request) -> Response:
             facets=facets.served(r[6], facets.JOB),
             first_seen=r[7],
             last_seen=r[8],
-            parent=_job_ref(r[9:12]),
-            latest_run=_latest_run(r[12:18]),
-            children=_refs.decode(r[18]),
-            inputs=_datasets.decode(r[19]),
-            input_count=r[20],
-            outputs=_datasets.decode(r[21]),
-            output_count=r[22],
-            description=r[23],
-            owners=_owners.decode(r[24]),
-            tags=_tags.decode(r[25]),
-            run_count=r[26],
+            parent=next(iter(_refs.decode(r[9])), None),
+            latest_run=_latest_run(r[10:16]),
+            children=_refs.decode(r[16]),
+            inputs=_datasets.decode(r[17]),
+            input_count=r[18],
+            outputs=_datasets.decode(r[19]),
+            output_count=r[20],
+            description=r[21],
+            owners=_owners.decode(r[22]),
+            tags=_tags.decode(r[23]),
+            run_count=r[24],
+            child_count=r[25],
         ),
     )
 

@@ -74,7 +74,7 @@ class DiffQuery(msgspec.Struct, frozen=True):
         | None
     ) = None
     direction: lineage.Direction = "both"
-    depth: lineage.Depth = lineage.DEFAULT_DEPTH
+    depth: lineage.JobHops = lineage.DEFAULT_DEPTH
     max_nodes: Annotated[
         int,
         Meta(

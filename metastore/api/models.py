@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from metastore.api import limits
+
 REF = "#/components/schemas/{name}"
 
 # JSON passed through without a decode (stored events, schema fields, facets): the schema
@@ -110,11 +112,11 @@ LifecycleState = Annotated[
 NameKind = Annotated[
     str,
     Meta(
-        description="Where the name comes from: `emitted` (an event used it), `symlink` (an "
-        "identifier of a `symlinks` facet), `catalog` (joined by a catalog rule, which "
-        "`joined_by` names: an engine's name joined to its metastore's name, or a "
-        "metastore's name known only from one); more kinds may come, so treat an unknown "
-        "kind as a name like the others.",
+        description="Where the name comes from: `emitted` (an event used it, whether or not "
+        "a catalog rule also joined it: `joined_by` says so), `symlink` (an identifier of a "
+        "`symlinks` facet, and no event used it), `catalog` (no event used it: a catalog "
+        "rule derived it, the metastore's name of an engine's name, as `joined_by` says); "
+        "more kinds may come, so treat an unknown kind as a name like the others.",
         examples=["symlink"],
     ),
 ]
@@ -134,6 +136,21 @@ Duration = Annotated[
 
 class Struct(msgspec.Struct, kw_only=True):
     pass
+
+
+# A list's total: counted up to 10,000 (api/pagination.py, TOTAL_CAP), so no page pays for
+# counting a long list to its end.
+Total = Annotated[
+    int,
+    Meta(
+        ge=0,
+        description="How many items all the pages hold, with these filters: exact up to "
+        "10,000; beyond, 10,000 with `total_is_exact` false (there are at least that many).",
+    ),
+]
+TotalIsExact = Annotated[
+    bool, Meta(description="False when `total` is a lower bound (more than 10,000 items).")
+]
 
 
 # --- facet shapes (documentation of what passes through) -----------------------------
@@ -412,7 +429,13 @@ class Namespace(Struct):
     job_count: Annotated[int, Meta(ge=0, description="Jobs in this namespace.")]
     dataset_count: Annotated[
         int,
-        Meta(ge=0, description="Datasets with a name in this namespace (symlinks included)."),
+        Meta(
+            ge=0,
+            description="Datasets that count in this namespace (/datasets?namespace= lists "
+            "them): each dataset counts in one namespace, that of its most table-like name an "
+            "event used (its display name, unless only a catalog rule derived that one), so "
+            "the counts of all namespaces add up to the number of datasets.",
+        ),
     ]
     first_seen: Time
     last_seen: Time
@@ -422,6 +445,7 @@ class NamespacePage(Struct):
     items: list[Namespace]
     next_cursor: Cursor
     total: Annotated[int, Meta(ge=0, description="Namespaces in all pages.")]
+    total_is_exact: Annotated[bool, Meta(description="Always true: namespaces are few.")]
 
 
 # --- jobs -----------------------------------------------------------------------------
@@ -438,6 +462,15 @@ class LatestRun(Struct):
     duration_seconds: Duration
 
 
+class JobRefWithRun(Struct):
+    """A job another object points at, with its latest run: what a list colours it by."""
+
+    id: uuid.UUID
+    namespace: str
+    name: str
+    latest_run: LatestRun | None
+
+
 class JobSummary(Struct):
     id: uuid.UUID
     namespace: str
@@ -446,7 +479,7 @@ class JobSummary(Struct):
     processing_type: str | None
     integration: str | None
     description: Description
-    parent: JobRef | None
+    parent: JobRefWithRun | None
     first_seen: Time
     last_seen: Time
     latest_run: LatestRun | None
@@ -455,6 +488,8 @@ class JobSummary(Struct):
 class JobPage(Struct):
     items: list[JobSummary]
     next_cursor: Cursor
+    total: Total
+    total_is_exact: TotalIsExact
 
 
 class Job(Struct):
@@ -470,8 +505,16 @@ class Job(Struct):
     facets: JobFacets
     first_seen: Time
     last_seen: Time
-    parent: JobRef | None
-    children: list[JobRef]
+    parent: JobRefWithRun | None
+    children: Annotated[
+        list[JobRefWithRun],
+        Meta(
+            description="Its child jobs (jobs whose runs name this job's in their parent "
+            f"facet), each with its latest run: the first {limits.EMBEDDED_REFS} by name; "
+            "`child_count` counts them all."
+        ),
+    ]
+    child_count: Annotated[int, Meta(ge=0, description="How many child jobs it has.")]
     latest_run: LatestRun | None
     run_count: Annotated[int, Meta(ge=0, description="Its runs (all time).")]
     inputs: Annotated[
@@ -515,6 +558,8 @@ class RunSummary(Struct):
 class RunPage(Struct):
     items: list[RunSummary]
     next_cursor: Cursor
+    total: Total
+    total_is_exact: TotalIsExact
 
 
 class Run(Struct):
@@ -549,7 +594,11 @@ class Run(Struct):
 
 class RunEventPage(Struct):
     items: Annotated[
-        list[JSONObject], Meta(description="The run's OpenLineage events as stored, in log order.")
+        list[JSONObject],
+        Meta(
+            description="The run's OpenLineage events as stored, in log order (a page ends "
+            f"once it holds {limits.PAGE_BYTES // 2**20} MiB of events, always holding one)."
+        ),
     ]
     next_cursor: Cursor
 
@@ -599,7 +648,11 @@ class DatasetName(Struct):
         str | None, Meta(description="The symlinks identifier's `type` (TABLE, ...).")
     ]
     joined_by: Annotated[
-        NameJoin | None, Meta(description="For kind `catalog`: the rule that joined it.")
+        NameJoin | None,
+        Meta(
+            description="The catalog rule that joined it (of any kind: an engine's name an "
+            "event emitted, or the metastore's name the rule derived); null when none did."
+        ),
     ] = None
 
 
@@ -625,8 +678,8 @@ class DatasetSummary(Struct):
     matched_name: Annotated[
         DatasetName | None,
         Meta(
-            description="The name that matched the list's `namespace`, `name` or `q` "
-            "filter (null without one)."
+            description="The name that matched the list's `namespace` (the name it counts "
+            "there by), `name` or `q` filter (null without one)."
         ),
     ]
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
@@ -638,6 +691,8 @@ class DatasetSummary(Struct):
 class DatasetPage(Struct):
     items: list[DatasetSummary]
     next_cursor: Cursor
+    total: Total
+    total_is_exact: TotalIsExact
 
 
 class DatasetVersion(Struct):
@@ -690,7 +745,7 @@ class RunOfDatasetPage(Struct):
 class DatasetWriter(Struct):
     """A job that wrote the dataset, or changed its lifecycle (a DROP writes no data)."""
 
-    job: JobRef
+    job: Annotated[JobRefWithRun, Meta(description="The job, with its latest run.")]
     last_write_at: Annotated[
         Time | None,
         Meta(
@@ -711,7 +766,14 @@ class Dataset(Struct):
     id: uuid.UUID
     namespace: Annotated[str, Meta(description="Namespace of its display name.")]
     name: Annotated[str, Meta(description="Its display name (the rule in DatasetSummary).")]
-    names: list[DatasetName]
+    names: Annotated[
+        list[DatasetName],
+        Meta(
+            description=f"Its names with their kind: the first {limits.EMBEDDED_REFS} (by "
+            "kind, namespace and name); `name_count` counts them all."
+        ),
+    ]
+    name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
     fields: Annotated[
         SchemaFields | None, Meta(description="The `schema` facet fields of the latest version.")
     ]
@@ -727,18 +789,34 @@ class Dataset(Struct):
     freshness: FreshnessField
     producers: Annotated[
         list[DatasetWriter],
-        Meta(description="Jobs that wrote it (or changed its lifecycle), by name."),
+        Meta(
+            description="Jobs that wrote it (or changed its lifecycle): the first "
+            f"{limits.EMBEDDED_REFS} by name; `producer_count` counts them all."
+        ),
     ]
-    consumers: list[JobRef]
+    producer_count: Annotated[int, Meta(ge=0, description="How many jobs wrote it.")]
+    consumers: Annotated[
+        list[JobRefWithRun],
+        Meta(
+            description="The jobs that read it, with their latest run: the first "
+            f"{limits.EMBEDDED_REFS} by name; `consumer_count` counts them all."
+        ),
+    ]
+    consumer_count: Annotated[int, Meta(ge=0, description="How many jobs read it.")]
     versions: Annotated[
         DatasetVersionPage,
-        Meta(description="The first page (10) of /datasets/{id}/versions: its history."),
+        Meta(
+            description=f"The first page ({limits.EMBEDDED_PAGE}, ending early past "
+            f"{limits.EMBEDDED_BYTES // 2**20} MiB of fields) of /datasets/{{id}}/versions: "
+            "its history."
+        ),
     ]
     runs: Annotated[
         RunOfDatasetPage,
         Meta(
-            description="The first page (10) of /datasets/{id}/runs: its latest readers "
-            "and writers."
+            description="The first page (10) of /datasets/{id}/runs?sort=writers_first: "
+            "the runs that wrote it, newest first, then those that read it (a busy reader "
+            "never pushes the writers off)."
         ),
     ]
 
@@ -753,7 +831,35 @@ NodeKey = Annotated[
         description="`dataset:<id>` or `job:<id>`, as in the `node` parameter.",
     ),
 ]
-Depth = Annotated[int, Meta(ge=0, description="Hops from the start node.")]
+Depth = Annotated[
+    int,
+    Meta(
+        ge=0,
+        description="Hops from the start node (dataset -> job -> dataset is two): a job's "
+        "datasets are one hop from it.",
+    ),
+]
+
+
+class Beyond(Struct):
+    """How many of a node's neighbours this answer leaves out: what expanding it would add."""
+
+    upstream: Annotated[
+        int,
+        Meta(
+            ge=0,
+            description="Its neighbours upstream not in the answer (a dataset's writers, a "
+            "job's inputs).",
+        ),
+    ]
+    downstream: Annotated[
+        int,
+        Meta(
+            ge=0,
+            description="Its neighbours downstream not in the answer (a dataset's readers, "
+            "a job's outputs).",
+        ),
+    ]
 
 
 class JobNode(Struct, tag_field="type", tag="job"):
@@ -768,6 +874,7 @@ class JobNode(Struct, tag_field="type", tag="job"):
     processing_type: str | None
     integration: str | None
     latest_run: LatestRun | None
+    beyond: Beyond
 
 
 class DatasetNode(Struct, tag_field="type", tag="dataset"):
@@ -784,6 +891,7 @@ class DatasetNode(Struct, tag_field="type", tag="dataset"):
     lifecycle_state: LifecycleState | None
     owners: Owners
     freshness: FreshnessField
+    beyond: Beyond
 
 
 LineageNode = JobNode | DatasetNode
@@ -807,7 +915,11 @@ class LineageGraph(Struct):
     nodes: list[LineageNode]
     edges: list[LineageEdge]
     truncated: Annotated[
-        bool, Meta(description="True when the node limit cut the graph short of `depth`.")
+        bool,
+        Meta(
+            description="True when a limit cut the graph short of `depth`: the node limit, "
+            f"{limits.VISIT_LIMIT:,} edges looked at, or {limits.EDGE_LIMIT:,} edges."
+        ),
     ]
 
 
@@ -927,7 +1039,8 @@ class RunLineage(Struct):
         list[DatasetNode],
         Meta(
             description="What the start run and each leaf run read and wrote, as graph "
-            "nodes (`depth`: of the nearest of those runs)."
+            "nodes (`depth`: of the nearest of those runs; `beyond`: the jobs writing or "
+            "reading it that ran none of the answer's runs)."
         ),
     ]
     dataset_edges: Annotated[
@@ -956,14 +1069,27 @@ class ColumnEdge(Struct):
     to: ColumnRef
     transformations: Transformations
     job: Annotated[JobRef | None, Meta(description="The job of the latest report of this edge.")]
-    jobs: Annotated[list[JobRef], Meta(description="Every job that reported this edge.")]
+    jobs: Annotated[
+        list[JobRef],
+        Meta(
+            description=f"Jobs that reported this edge (all time): up to {limits.EDGE_JOBS} "
+            "of them, by name; `job_count` counts them all."
+        ),
+    ]
+    job_count: Annotated[int, Meta(ge=0, description="How many jobs ever reported this edge.")]
     depth: Annotated[int, Meta(ge=1)]
 
 
 class ColumnLineage(Struct):
     dataset: DatasetRef
     edges: list[ColumnEdge]
-    truncated: bool
+    truncated: Annotated[
+        bool,
+        Meta(
+            description=f"True when the walk stopped short of `depth`: at {limits.EDGE_LIMIT:,} "
+            f"edges, or {limits.VISIT_LIMIT:,} edges looked at."
+        ),
+    ]
 
 
 # --- search ---------------------------------------------------------------------------
@@ -974,24 +1100,44 @@ class MatchedName(Struct):
     name: str
 
 
-class SearchHit(Struct):
-    type: Literal["dataset", "job"]
+Match = Annotated[
+    Literal["exact", "prefix", "substring"],
+    Meta(description="How the name matched `q`; results are ranked in this order."),
+]
+
+
+class JobHit(Struct, tag_field="type", tag="job"):
     id: uuid.UUID
     namespace: str
-    name: Annotated[str, Meta(description="Its name (a dataset's display name).")]
+    name: str
+    matched_name: Annotated[MatchedName, Meta(description="The name that matched `q`.")]
+    match: Match
+
+
+class DatasetHit(Struct, tag_field="type", tag="dataset"):
+    id: uuid.UUID
+    namespace: Annotated[str, Meta(description="Namespace of its display name.")]
+    name: Annotated[str, Meta(description="Its display name.")]
     matched_name: Annotated[
         MatchedName,
-        Meta(description="The name that matched `q` (for a dataset, maybe not its display name)."),
+        Meta(description="The name that matched `q` (maybe not its display name)."),
     ]
-    match: Annotated[
-        Literal["exact", "prefix", "substring"],
-        Meta(description="How the name matched `q`; results are ranked in this order."),
-    ]
+    match: Match
+
+
+class NamespaceHit(Struct, tag_field="type", tag="namespace"):
+    name: Annotated[str, Meta(description="The namespace.")]
+    match: Match
+
+
+SearchHit = JobHit | DatasetHit | NamespaceHit
 
 
 class SearchPage(Struct):
     items: list[SearchHit]
     next_cursor: Cursor
+    total: Total
+    total_is_exact: TotalIsExact
 
 
 # --- status ---------------------------------------------------------------------------
@@ -1015,6 +1161,14 @@ class ProjectionStatus(Struct):
     ]
     dead_letters: int
     updated_at: Time
+    stalled: Annotated[
+        bool,
+        Meta(
+            description="It has not folded for longer than METASTORE_STALL_TIMEOUT (60 s by "
+            "default) while the oldest event past its position is older than that: a rebuild "
+            "under way, a projector down, or one stuck. Its answers are that old."
+        ),
+    ] = False
 
 
 class Freshness(Struct):
@@ -1097,6 +1251,9 @@ GLOSSARY: dict[str, str] = {
     "processing_type": "The `jobType` facet's processingType (BATCH or STREAMING).",
     "job": "The job.",
     "latest_run": "Its run with the latest start; null when it never ran.",
+    "beyond": "How many of its neighbours the answer leaves out, upstream and downstream.",
+    "match": "How the name matched `q`; results are ranked in this order.",
+    "total": "How many items all the pages hold.",
     "lifecycle": "The latest lifecycle change reported for it; null when none.",
     "lifecycle_state": "The latest `lifecycleStateChange` reported for it (CREATE, DROP, "
     "...); null when none.",

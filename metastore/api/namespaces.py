@@ -15,12 +15,13 @@ from metastore.api.pagination import decode_cursor, page
 from metastore.api.responses import json_response
 
 # Counted per namespace of the page: jobs by the jobs (namespace, name) index, datasets
-# by the dataset_names primary key (a dataset counts once however many names it has there).
+# by the datasets_home index: those whose home name (the one name a dataset counts in a
+# namespace by) is there, so the counts of all namespaces add up to the datasets.
 LIST_NAMESPACES = """
 SELECT ns.name, ns.has_jobs, ns.has_datasets,
        (SELECT count(*) FROM readmodel.jobs j WHERE j.namespace = ns.name),
-       (SELECT count(DISTINCT n.dataset_id) FROM readmodel.dataset_names n
-        WHERE n.namespace = ns.name),
+       (SELECT count(*) FROM readmodel.datasets d
+        WHERE d.home_namespace = ns.name AND d.merged_into IS NULL),
        ns.first_seen, ns.last_seen,
        (SELECT count(*) FROM readmodel.namespaces)
 FROM readmodel.namespaces ns
@@ -45,7 +46,8 @@ LIST = Operation(
     tag="namespaces",
     query=ListQuery,
     description="Every namespace seen in an event, for jobs, datasets or both, by name, "
-    "with how many jobs and datasets it has, and how many namespaces there are in all.",
+    "with how many jobs and datasets it has, and how many namespaces there are in all. A "
+    "dataset counts in one namespace (see `dataset_count`), so the counts add up.",
 )
 resource = Resource()
 
@@ -77,5 +79,6 @@ async def list_namespaces(request: Request) -> Response:
             ],
             next_cursor=next_cursor,
             total=total,
+            total_is_exact=True,
         ),
     )

@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from metastore import export
 from metastore.api import (
+    column_lineage,
     datasets,
     impact,
     jobs,
@@ -52,8 +53,9 @@ API_RESOURCES = (
     runs,
     datasets,
     lineage,
-    lineage_diff,
+    column_lineage,
     run_lineage,
+    lineage_diff,
     impact,
     search,
     status,
@@ -70,23 +72,36 @@ still change before it is declared stable.
 Conventions of `/api/v1`: lists answer `{"items": [...], "next_cursor": ...}` with
 keyset pagination (`limit`, default 50, at most 500; pass `next_cursor` back as the
 opaque `cursor`, with the same filters and sort: it is bound to them; it is null on the
-last page), stable under concurrent ingest. Every answer carries an `ETag` and honours
-`If-None-Match` (304). Errors are RFC 9457 `application/problem+json` whose `type` URI
-tells them apart (`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
-`.../invalid-request`, `.../invalid-cursor`, ...). Times are RFC 3339 in UTC (`Z`),
-whatever the database server's time zone.
+last page), stable under concurrent ingest; `/runs`, `/jobs`, `/datasets`, `/search` and
+`/namespaces` add `total`, exact up to 10,000 (`total_is_exact`; beyond, 10,000 and
+false: at least that many). Every answer carries an `ETag` and honours `If-None-Match`
+(304). Errors are RFC 9457 `application/problem+json` whose `type` (an enum) tells them
+apart (`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
+`.../invalid-request`, `.../invalid-cursor`, ...); every member of a problem is sent,
+null when it does not apply. Times are RFC 3339 in UTC (`Z`), whatever the database
+server's time zone.
+
+Parameters are strict: a query parameter an operation does not take is a 400 naming it
+in `invalid-params` (a typo never answers unfiltered data), and so is a parameter given
+twice. A list is one comma-separated parameter (`state=FAIL,ABORT`). A time parameter
+(`as_of`, `since`, `until`) whose `+` offset arrived as a space (sent unencoded) is read
+with the `+`.
 
 One shape per thing: a run is `id` everywhere; what an answer points at is an embedded
-reference (`{id, namespace, name}`; a run `{id, job, state}`), never a bare id; a run's
-`started_at` is its START eventTime, else its earliest eventTime, in every answer; `root`
-is null for a run without a parent. A dataset answers under its display name, its most
-table-like name (a `symlinks` identifier of type TABLE, else a name an event used), and
-lists all its names with their kind.
+reference (`{id, namespace, name}`; a run `{id, job, state}`; a job's parent and
+children and a dataset's writers and readers add the job's `latest_run`, as graph nodes
+do), never a bare id; a run's `started_at` is its START eventTime, else its earliest
+eventTime, in every answer; `root` is null for a run without a parent. A dataset answers
+under its display name, its most table-like name (a `symlinks` identifier of type TABLE,
+else a name an event used), lists all its names with their kind, and counts in one
+namespace (that of its most table-like name an event used), so namespace counts add up.
 
-Cockpit's screens: namespaces with their counts (`/namespaces`), a lineage graph whose
-nodes carry what it draws (`/lineage`), a dataset page (`/datasets/{dataset_id}` and its
-`/column-lineage`), what a failed run broke (`/impact`), what changed between two moments
-(`/lineage/diff`): one or two calls each.
+Cockpit's screens: namespaces with their counts (`/namespaces`), a namespace's recent
+failures (`/runs?namespace=...&state=FAIL,ABORT`), a lineage graph whose nodes carry
+what it draws and what lies beyond (`/lineage`), a dataset page (`/datasets/{dataset_id}`
+and its `/column-lineage`), a job page (`/jobs/{job_id}` and `/runs?job_id=`), what a
+failed run broke (`/impact`), what changed between two moments (`/lineage/diff`): one or
+two calls each.
 
 Writes: a write is a successful one. A run writes its outputs when it COMPLETEs (a
 STREAMING job, `jobType.processingType` STREAMING in the event, also at each RUNNING event
@@ -97,7 +112,13 @@ is never the writer run lineage or `as_of` names. Every dataset and dataset node
 (a writer's latest run failed after that write, or a dataset its writers read was
 successfully written after it).
 
-Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` (and its `/versions`,
+Bounds: each statement of a read runs at most METASTORE_READ_TIMEOUT (10 s by default;
+past it a 503 of type `.../read-timeout`); graph walks stop at `max_nodes` nodes, 20,000
+edges looked at or 5,000 edges (`truncated: true`); an embedded list holds its first 100
+(an edge's `jobs`: 20) with a count of all; a page ends at `limit` items or 4 MiB of stored
+JSON; no answer exceeds 16 MiB apart from the parts producers sent, served as sent.
+
+Time travel: `/lineage`, `/impact`, `/jobs/{job_id}`, `/datasets/{dataset_id}` (and its `/versions`,
 `/runs` and `/column-lineage`) take `as_of` (RFC 3339, for example
 `?as_of=2026-11-24T09:00:00Z`) and answer as things were at that moment, by eventTime:
 each job's inputs and outputs are those of its latest run started at or before it (and
@@ -220,14 +241,30 @@ def _problem(
     return answer
 
 
+_UNKNOWN_PARAMETER = (
+    "A query parameter was given: this operation takes none; `invalid-params` names it."
+)
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "string"}}}
+_READ_UNAVAILABLE = (
+    "The database is unavailable (type `unavailable`): retry after `Retry-After`; or the "
+    "read ran past its time limit, METASTORE_READ_TIMEOUT (type `read-timeout`, no "
+    "Retry-After): ask for less (a smaller depth or limit, no `as_of`) or retry later."
+)
 _INGESTED = {"type": "object", "properties": {"status": {"const": "success"}}}
+# Probes and scrapers are configured by others and filter nothing: parameters are ignored.
+_PROBE = " It takes no query parameters and ignores any (probes and scrapers add their own)."
 _HEALTH = {"type": "object", "properties": {"status": {"type": "string"}}, "required": ["status"]}
 
 _UNSUPPORTED = _problem("Content-Type is not JSON or Content-Encoding not gzip or identity.")
+# Ingest takes no query parameters and ignores any: emitters can be configured to add some
+# (the Java client's `urlParams`), and one refused would only log a warning and lose events.
+_IGNORES_PARAMETERS = (
+    " Query parameters are ignored (emitters may add some, such as the Java client's "
+    "`urlParams`; refusing them would lose events)."
+)
 _EVENT_DESCRIPTION = (
     "Validates the envelope and appends the event, unchanged, to the log. 200 means it "
-    "is committed (a retry of the same event is stored once)."
+    "is committed (a retry of the same event is stored once)." + _IGNORES_PARAMETERS
 )
 _EVENT_RESPONSES = {
     "200": _json(_INGESTED, "Stored (committed to the log)."),
@@ -238,7 +275,7 @@ _EVENT_RESPONSES = {
 }
 _BATCH_DESCRIPTION = (
     "Each event is validated and stored on its own; the answer says which "
-    "failed and whether retrying them can help."
+    "failed and whether retrying them can help." + _IGNORES_PARAMETERS
 )
 _BATCH_RESPONSES = {
     "200": _json({"$ref": REF.format(name="BatchResult")}, "Per-event results."),
@@ -305,7 +342,8 @@ OTHER_OPERATIONS = (
         "export",
         "The log as a pull feed, in log order: a cursor never skips an event. A JSON page "
         "ends early once it holds 4 MiB of events (its first event whatever its size): "
-        "continue from `next_cursor`. Events go out as stored.",
+        "continue from `next_cursor`. Events go out as stored. An unknown query parameter "
+        "is a 400 naming it.",
         scope="export",
         query=ExportQuery,
         responses={
@@ -324,7 +362,11 @@ OTHER_OPERATIONS = (
                     }
                 },
             },
-            "400": _problem("A parameter is invalid."),
+            "400": _problem(
+                "A parameter is invalid, or not one of this operation's; `invalid-params` "
+                "names it.",
+                kind="invalid-request",
+            ),
         },
     ),
     OtherOperation(
@@ -333,7 +375,7 @@ OTHER_OPERATIONS = (
         "healthz",
         "The process is alive",
         "health",
-        "Answers while the process runs (it checks nothing else).",
+        "Answers while the process runs (it checks nothing else)." + _PROBE,
         responses={"200": _json(_HEALTH, "Alive.")},
     ),
     OtherOperation(
@@ -342,7 +384,7 @@ OTHER_OPERATIONS = (
         "readyz",
         "The database answers and the schema is current",
         "health",
-        "200 when the database answers and its schema is the code's; 503 otherwise.",
+        "200 when the database answers and its schema is the code's; 503 otherwise." + _PROBE,
         responses={"200": _json(_HEALTH, "Ready."), "503": _json(_HEALTH, "Not ready.")},
     ),
     OtherOperation(
@@ -351,7 +393,7 @@ OTHER_OPERATIONS = (
         "metrics",
         "Prometheus metrics",
         "health",
-        "The process's metrics in the Prometheus text format.",
+        "The process's metrics in the Prometheus text format." + _PROBE,
         responses={
             "200": {
                 "description": "Prometheus text format.",
@@ -402,6 +444,8 @@ def _parameters(struct: type[msgspec.Struct], where: str) -> list[dict[str, Any]
         if "examples" in schema:  # the parameter's own `example` is what viewers show
             parameter["example"] = schema["examples"][0]
         parameter["required"] = where == "path" or name in required
+        if schema.get("type") == "array":  # one parameter, comma-separated: state=FAIL,ABORT
+            parameter["style"], parameter["explode"] = "form", False
         parameter["schema"] = schema
         parameters.append(parameter)
     return parameters
@@ -451,12 +495,16 @@ def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
         "200": {**body, "headers": _ETAG},
         "304": {"description": "Not modified (the If-None-Match ETag matches).", "headers": _ETAG},
     }
-    if parameters:
-        responses["400"] = _problem(
-            "A parameter is invalid; `invalid-params` names it (type `invalid-request`, or "
-            "`invalid-cursor` for a cursor of another list, filter or sort).",
-            kind="invalid-request",
+    responses["400"] = _problem(
+        (
+            "A parameter is invalid, or not one of this operation's; `invalid-params` names "
+            "it (type `invalid-request`, or `invalid-cursor` for a cursor of another list, "
+            "filter or sort)."
         )
+        if parameters
+        else _UNKNOWN_PARAMETER,
+        kind="invalid-request",
+    )
     responses.update(
         _refusals(
             "read",
@@ -466,9 +514,7 @@ def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
             else None,
         )
     )
-    responses["503"] = _problem(
-        "The database is unavailable; retry.", _RETRY_AFTER, kind="unavailable"
-    )
+    responses["503"] = _problem(_READ_UNAVAILABLE, _RETRY_AFTER, kind="unavailable")
     return {
         "operationId": op.operation_id,
         "summary": op.summary,
@@ -498,7 +544,7 @@ def _other_operation(op: OtherOperation) -> dict[str, Any]:
     if op.scope:
         responses.update(_refusals(op.scope, None))
         responses["503"] = _problem(
-            "The database is unavailable; retry."
+            _READ_UNAVAILABLE
             if op.body is None
             else "The database is unavailable, or the server holds its budget of request "
             "bytes in flight (METASTORE_MAX_INFLIGHT_BYTES); retry after Retry-After seconds.",
@@ -536,6 +582,9 @@ def _add_examples(paths: dict[str, Any], components: dict[str, Any]) -> None:
                             "title": TITLES.get(int(code), "Error"),
                             "status": int(code),
                             "detail": answer["description"],
+                            "instance": None,
+                            "pointer": None,
+                            "invalid-params": None,
                         }
                     elif media.endswith("json") and "example" not in content:
                         content["example"] = example(content["schema"], components)
@@ -621,6 +670,7 @@ def build_document() -> dict[str, Any]:
                     **_json({"type": "object", "additionalProperties": True}, "The document."),
                     "headers": _ETAG,
                 },
+                "400": _problem(_UNKNOWN_PARAMETER, kind="invalid-request"),
                 **_refusals("read", None),
             },
         }

@@ -2,7 +2,9 @@
 
 Each resource module declares its `Operation`s; the handler parses its parameters with
 `op.parse(request)` and openapi.py renders the same objects, so the documented parameters
-(types, enums, limits) are exactly the ones the handler accepts.
+(types, enums, limits) are exactly the ones the handler accepts. The route an operation
+makes refuses a query parameter its struct does not have before the handler runs, so a
+typo (`stat=FAIL`) is a 400 naming it on every operation, never unfiltered data.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from metastore.problems import InvalidParam, ProblemError
+from metastore.timeparam import plus_for_space
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -50,6 +53,8 @@ class Operation:
         for name, value in request.query_params.multi_items():
             if name in given:
                 reason = "given more than once"
+                if name in _list_fields(self.query):
+                    reason += f" (a list is comma-separated: {name}=A,B)"
                 raise ProblemError(
                     400,
                     f"query parameter `{name}` is invalid: {reason}",
@@ -61,26 +66,65 @@ class Operation:
     def parse_path(self, request: Request) -> Any:
         return _convert(dict(request.path_params), self.path_params, "path")
 
+    def check_names(self, request: Request) -> None:
+        """400 naming every query parameter this operation does not take."""
+        known = _names(self.query)
+        unknown = sorted({name for name in request.query_params if name not in known})
+        if not unknown:
+            return
+        takes = ", ".join(f"`{n}`" for n in sorted(known)) if known else "none"
+        reason = f"not a parameter of this operation (it takes: {takes})"
+        listed = ", ".join(f"`{n}`" for n in unknown)
+        raise ProblemError(
+            400,
+            f"query parameter {listed} is unknown: {reason}",
+            invalid_params=[InvalidParam(name=name, reason=reason) for name in unknown],
+        )
+
     def route(self, handler: Handler) -> Route:
-        return Route(self.path, handler, methods=[self.method], name=self.operation_id)
+        async def checked(request: Request) -> Response:
+            self.check_names(request)
+            return await handler(request)
+
+        return Route(self.path, checked, methods=[self.method], name=self.operation_id)
+
+
+def _fields(struct: type[msgspec.Struct]) -> tuple[msgspec.inspect.Field, ...]:
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return info.fields
+
+
+def _options(field: msgspec.inspect.Field) -> tuple[msgspec.inspect.Type, ...]:
+    """The types a field takes (a union's members, each unwrapped from its Metadata)."""
+    # (a type annotated with a description or examples comes wrapped in Metadata)
+    kind = field.type.type if isinstance(field.type, msgspec.inspect.Metadata) else field.type
+    options = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
+    return tuple(t.type if isinstance(t, msgspec.inspect.Metadata) else t for t in options)
 
 
 @functools.cache
-def _datetime_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
-    info = msgspec.inspect.type_info(struct)
-    assert isinstance(info, msgspec.inspect.StructType)
-    names = set()
-    for f in info.fields:
-        options = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
-        # (a type annotated with a description or examples comes wrapped in Metadata)
-        options = tuple(t.type if isinstance(t, msgspec.inspect.Metadata) else t for t in options)
-        if any(isinstance(t, msgspec.inspect.DateTimeType) for t in options):
-            names.add(f.encode_name)
-    return frozenset(names)
+def _names(struct: type[msgspec.Struct]) -> frozenset[str]:
+    return frozenset(f.encode_name for f in _fields(struct))
+
+
+@functools.cache
+def _taking(struct: type[msgspec.Struct], kind: type[msgspec.inspect.Type]) -> frozenset[str]:
+    """The parameters of `struct` that take a `kind`: a ListType (a list, sent
+    comma-separated: OpenAPI's form style without explode) or a DateTimeType."""
+    return frozenset(
+        f.encode_name for f in _fields(struct) if any(isinstance(t, kind) for t in _options(f))
+    )
+
+
+def _list_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
+    return _taking(struct, msgspec.inspect.ListType)
 
 
 def _convert(values: dict[str, Any], struct: type[msgspec.Struct], where: str) -> Any:
-    for name in _datetime_fields(struct) & values.keys():
+    values = dict(values)
+    for name in _taking(struct, msgspec.inspect.DateTimeType) & values.keys():
+        values[name] = plus_for_space(values[name])  # `+00:00` sent unencoded
         # Lax conversion would read a number as a Unix time; the API takes RFC 3339 only.
         if not _RFC3339.match(values[name]):
             reason = "expected an RFC 3339 date-time with an offset (2024-01-31T12:00:00Z)"
@@ -97,6 +141,9 @@ def _convert(values: dict[str, Any], struct: type[msgspec.Struct], where: str) -
                 f"{where} parameter `{name}` is invalid: {reason}",
                 invalid_params=[InvalidParam(name=name, reason=reason)],
             )
+    for name in _list_fields(struct) & values.keys():
+        # One order and no repeats, so a cursor is bound to the set of values, not its spelling.
+        values[name] = sorted(set(values[name].split(",")))
     try:
         parsed = msgspec.convert(values, struct, strict=False)
     except msgspec.ValidationError as exc:

@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import msgspec
+from psycopg import AsyncConnection
 
+from metastore.api.db import row, rows
 from metastore.problems import InvalidParam, ProblemError
 
 T = TypeVar("T")
@@ -82,3 +84,55 @@ def page(
         return rows, None
     rows = rows[:limit]
     return rows, encode_cursor(kind, key(rows[-1]))
+
+
+# --- totals ---------------------------------------------------------------------------
+# A list's total is counted up to TOTAL_CAP: exact below, "at least TOTAL_CAP" beyond, so a
+# page never pays for counting a large list to the end.
+TOTAL_CAP = 10_000
+
+
+def count_capped(select: str) -> str:
+    """A statement counting the rows of `select` (a list's FROM and WHERE, without its
+    cursor, order and limit), stopping one past TOTAL_CAP."""
+    return f"SELECT count(*) FROM ({select} LIMIT {TOTAL_CAP + 1}) counted"
+
+
+async def page_with_total(
+    conn: AsyncConnection[Any],
+    query: str,
+    count: str,
+    args: Any,
+    listed: Any,
+    kind: str,
+    key: Callable[[Any], Sequence[Any]],
+) -> tuple[list[Any], str | None, int, bool]:
+    """A list's page (its rows, read by `query` with `args`: `limit + 1` of them), the next
+    cursor, and the list's total and whether it is exact (`count`: a count_capped
+    statement, run only when the page is not the whole list). `listed`: the list's query
+    parameters (their `limit` and `cursor`)."""
+    found = await rows(conn, query, args)
+    items, next_cursor = page(found, listed.limit, kind, key)
+    whole = items if listed.cursor is None and next_cursor is None else None
+    counted, exact = await total(conn, count, args, whole)
+    return items, next_cursor, counted, exact
+
+
+async def total(
+    conn: AsyncConnection[Any], count: str, args: Any, whole: Sequence[Any] | None
+) -> tuple[int, bool]:
+    """(total, total_is_exact) of a list: `whole` when the page holds the whole list (first
+    page, no next one), else counted by `count` (a count_capped statement)."""
+    if whole is not None:
+        return len(whole), True
+    (counted,) = await row(conn, count, args)
+    return (TOTAL_CAP, False) if counted > TOTAL_CAP else (counted, True)
+
+
+def page_of_bytes(
+    rows: list[T], limit: int, kind: str, key: Callable[[T], Sequence[Any]], column: int
+) -> tuple[list[T], str | None]:
+    """`page` for rows whose query cut them at a byte budget: past it, a row comes with
+    None in `column` (its stored JSON, left unsent), and the page ends before it."""
+    fits = next((i for i, r in enumerate(rows) if r[column] is None), len(rows))  # type: ignore[index]
+    return page(rows[: fits + 1], min(limit, fits), kind, key)

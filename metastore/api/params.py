@@ -7,6 +7,8 @@ from typing import Annotated
 
 from msgspec import Meta
 
+from metastore.api.models import RunState
+
 Limit = Annotated[int, Meta(ge=1, le=500, description="Items per page (at most 500).")]
 DEFAULT_LIMIT = 50
 # Opaque: only the `next_cursor` values a list hands out are valid (others answer 400).
@@ -31,6 +33,8 @@ Substring = (
     ]
     | None
 )
+# A name or a namespace (a filter's value, described where it is used).
+Name = Annotated[str, Meta(pattern=NO_NUL, max_length=2000)]
 NamespaceName = (
     Annotated[str, Meta(pattern=NO_NUL, max_length=2000, description="Exact namespace.")] | None
 )
@@ -46,3 +50,6 @@ ExactName = (
     | None
 )
 Timestamp = Annotated[dt.datetime, Meta(tz=True)]
+# Several values in one parameter, comma-separated (`state=FAIL,ABORT`; the same name twice
+# is refused, as for every parameter).
+RunStates = Annotated[list[RunState], Meta(min_length=1, max_length=6)]

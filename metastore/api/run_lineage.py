@@ -23,7 +23,13 @@ from starlette.responses import Response
 
 from metastore.api import dataset_nodes, models
 from metastore.api.db import connection, not_found, row, rows
-from metastore.api.lineage import DEFAULT_DEPTH, MAX_DEPTH, NODE_LIMIT, dataset_node
+from metastore.api.lineage import (
+    DATASETS_BEYOND,
+    DEFAULT_DEPTH,
+    MAX_DEPTH,
+    NODE_LIMIT,
+    dataset_node,
+)
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 
@@ -83,9 +89,6 @@ JOIN readmodel.runs r ON r.id = lr.run_id
 WHERE lr.run_id = ANY(%(runs)s::uuid[])
 """
 RUN_KNOWN = "SELECT 1 FROM readmodel.lineage_runs WHERE run_id = %(run_id)s"
-DATASET_REFS = """
-SELECT id, namespace, name FROM readmodel.datasets WHERE id = ANY(%(ids)s::uuid[])
-"""
 # Rows (run, dataset id, role, written) of what the runs read and wrote.
 RUN_DATASETS = """
 SELECT DISTINCT e.run_id, n.dataset_id, e.direction, e.last_write_at IS NOT NULL
@@ -93,7 +96,8 @@ FROM readmodel.run_edges e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 WHERE e.run_id = ANY(%(runs)s::uuid[])
 """
-# Those datasets, under their display names (their details: dataset_nodes.of).
+# The datasets of the links and of those, under their display names (the details of
+# the latter: dataset_nodes.of).
 DATASET_NAMES = """
 SELECT id, namespace, name FROM readmodel.datasets WHERE id = ANY(%(ids)s::uuid[])
 """
@@ -168,16 +172,21 @@ async def get_run_lineage(request: Request) -> Response:
                 if truncated:
                     break
         nodes = await rows(conn, RUN_NODES, {"runs": list(depth_of)})
-        datasets = await rows(conn, DATASET_REFS, {"ids": list({d for _, _, d in links})})
         drawn = [query.run_id, *leaves(depth_of, links)]
         io = await rows(conn, RUN_DATASETS, {"runs": drawn})
         ids = list({d for _, d, _, _ in io})
-        names = await rows(conn, DATASET_NAMES, {"ids": ids})
+        names = await rows(conn, DATASET_NAMES, {"ids": list({d for _, _, d in links} | set(ids))})
         details = await dataset_nodes.of(conn, ids, None)
-    refs = {d[0]: models.DatasetRef(id=d[0], namespace=d[1], name=d[2]) for d in datasets}
+        # what the drawn datasets' nodes leave out: their jobs that ran none of the runs
+        beyond = await rows(
+            conn, DATASETS_BEYOND, {"datasets": ids, "jobs": list({r[1] for r in nodes})}
+        )
+    refs = {d[0]: models.DatasetRef(id=d[0], namespace=d[1], name=d[2]) for d in names}
     dataset_depth: dict[uuid.UUID, int] = {}
     for run, dataset, _, _ in io:
         dataset_depth[dataset] = min(dataset_depth.get(dataset, depth_of[run]), depth_of[run])
+    # upstream of a dataset are the jobs writing it ('output' edges)
+    left_out = {(ds, "up" if direction == "output" else "down"): n for direction, ds, n in beyond}
     return json_response(
         request,
         models.RunLineage(
@@ -191,8 +200,19 @@ async def get_run_lineage(request: Request) -> Response:
             ],
             datasets=sorted(
                 (
-                    dataset_node(i, dataset_depth[i], namespace, name, details[i])
+                    dataset_node(
+                        i,
+                        dataset_depth[i],
+                        namespace,
+                        name,
+                        models.Beyond(
+                            upstream=left_out.get((i, "up"), 0),
+                            downstream=left_out.get((i, "down"), 0),
+                        ),
+                        details[i],
+                    )
                     for i, namespace, name in names
+                    if i in details
                 ),
                 key=lambda n: (n.depth, n.namespace, n.name, str(n.id)),
             ),

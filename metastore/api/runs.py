@@ -11,11 +11,17 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import facets, models, params
+from metastore.api import facets, limits, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.jobs import DatasetsQuery, datasets_page
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, decode_cursor, page
+from metastore.api.pagination import (
+    bound_kind,
+    count_capped,
+    decode_cursor,
+    page_of_bytes,
+    page_with_total,
+)
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import DATASETS_PAGE, duration, edge_datasets, run_ref, started
 from metastore.problems import ProblemError
@@ -44,8 +50,11 @@ WHERE true {{filters}}
 ORDER BY {{order}}
 LIMIT %(limit)s
 """
+# (the count of a list: its rows up to pagination.TOTAL_CAP, without the joins)
+COUNT_RUNS = count_capped("SELECT 1 FROM readmodel.runs r WHERE true {filters}")
 FILTER_JOB = "AND r.job_id = %(job_id)s"
-FILTER_STATE = "AND r.state = %(state)s"
+FILTER_NAMESPACE = "AND r.job_namespace = %(namespace)s"
+FILTER_STATE = "AND r.state = ANY(%(state)s)"
 FILTER_SINCE = "AND r.first_seen >= %(since)s"
 FILTER_UNTIL = "AND r.first_seen < %(until)s"
 _FAILED = "CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END"
@@ -86,14 +95,22 @@ WHERE r.id = %(id)s
 
 # The run's events in log order, below the horizon of finished transactions (see
 # metastore/eventlog.py), so a page never passes over an event that commits later.
+# A page ends once it holds PAGE_BYTES of events (always its first): past it, an event is
+# not read (NULL), and the page ends before it.
 RUN_EVENTS = """
-SELECT tx::text::bigint, seq, event::text
-FROM event_log
-WHERE run_id = %(run_id)s
-  AND (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < pg_snapshot_xmin(pg_current_snapshot())
+SELECT tx::text::bigint, seq,
+       CASE WHEN sum(size_bytes) OVER w - size_bytes < %(page_bytes)s THEN event::text END
+FROM (
+    SELECT tx, seq, size_bytes, event
+    FROM event_log
+    WHERE run_id = %(run_id)s
+      AND (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
+      AND tx < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY tx, seq
+    LIMIT %(limit)s
+) p
+WINDOW w AS (ORDER BY tx, seq)
 ORDER BY tx, seq
-LIMIT %(limit)s
 """
 RUN_KNOWN = """
 SELECT EXISTS (SELECT 1 FROM readmodel.runs WHERE id = %(run_id)s)
@@ -103,7 +120,16 @@ SELECT EXISTS (SELECT 1 FROM readmodel.runs WHERE id = %(run_id)s)
 
 class ListQuery(msgspec.Struct, frozen=True):
     job_id: Annotated[uuid.UUID | None, Meta(description="Only runs of this job.")] = None
-    state: Annotated[models.RunState | None, Meta(description="Only runs in this state.")] = None
+    namespace: Annotated[
+        params.Name | None,
+        Meta(
+            description="Only runs of jobs in this namespace.",
+        ),
+    ] = None
+    state: Annotated[
+        params.RunStates | None,
+        Meta(description="Only runs in one of these states, comma-separated (`state=FAIL,ABORT`)."),
+    ] = None
     since: (
         Annotated[dt.datetime, Meta(tz=True, description="Only runs first seen at or after this.")]
         | None
@@ -142,7 +168,8 @@ LIST = Operation(
     tag="runs",
     query=ListQuery,
     description="Runs, newest first (by the earliest eventTime of their events, or as "
-    "`sort` says); `since` and `until` bound that time (since <= t < until).",
+    "`sort` says); `since` and `until` bound that time (since <= t < until). A namespace's "
+    "recent failures: `namespace=...&state=FAIL,ABORT`.",
 )
 GET = Operation(
     "GET",
@@ -232,6 +259,7 @@ async def list_runs(request: Request) -> Response:
     args: dict[str, Any] = {"limit": query.limit + 1}
     for value, clause, name in (
         (query.job_id, FILTER_JOB, "job_id"),
+        (query.namespace, FILTER_NAMESPACE, "namespace"),
         (query.state, FILTER_STATE, "state"),
         (query.since, FILTER_SINCE, "since"),
         (query.until, FILTER_UNTIL, "until"),
@@ -239,24 +267,30 @@ async def list_runs(request: Request) -> Response:
         if value is not None:
             filters.append(clause)
             args[name] = value
+    counted = COUNT_RUNS.format(filters="\n  ".join(filters))
     order, after, key_types = SORTS[query.sort]
     kind = bound_kind("runs", query)
     if query.cursor is not None:
         key = decode_cursor(query.cursor, kind, key_types)
         args.update({f"a{i}": v for i, v in enumerate(key)})
         filters.append(after)
-    async with connection(request) as conn:
-        found = await rows(conn, LIST_RUNS.format(filters="\n  ".join(filters), order=order), args)
     sort_key = {
         "first_seen": lambda r: (r[21], r[0]),
         "started": lambda r: (r[23], r[0]),
         "failed_first": lambda r: (r[24], r[23], r[0]),
     }[query.sort]
-    items, next_cursor = page(found, query.limit, kind, sort_key)
+    sql = LIST_RUNS.format(filters="\n  ".join(filters), order=order)
+    async with connection(request) as conn:
+        items, next_cursor, count, exact = await page_with_total(
+            conn, sql, counted, args, query, kind, sort_key
+        )
     return json_response(
         request,
         models.RunPage(
-            items=[models.RunSummary(**_summary(r)) for r in items], next_cursor=next_cursor
+            items=[models.RunSummary(**_summary(r)) for r in items],
+            next_cursor=next_cursor,
+            total=count,
+            total_is_exact=exact,
         ),
     )
 
@@ -296,14 +330,20 @@ async def list_run_events(request: Request) -> Response:
         tx, seq = decode_cursor(query.cursor, kind, [int, int])
         if tx < 0 or seq < 0:
             raise ProblemError(400, "query parameter `cursor` is invalid: out of range")
-    args = {"run_id": path.run_id, "tx": tx, "seq": seq, "limit": query.limit + 1}
+    args = {
+        "run_id": path.run_id,
+        "tx": tx,
+        "seq": seq,
+        "limit": query.limit + 1,
+        "page_bytes": limits.PAGE_BYTES,
+    }
     async with connection(request) as conn:
         found = await rows(conn, RUN_EVENTS, args)
         if not found and query.cursor is None:
             known = await row(conn, RUN_KNOWN, {"run_id": path.run_id})
             if not known[0]:
                 raise not_found("run", path.run_id)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[0], r[1]))
+    items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[0], r[1]), 2)
     return json_response(
         request,
         models.RunEventPage(items=[msgspec.Raw(r[2]) for r in items], next_cursor=next_cursor),

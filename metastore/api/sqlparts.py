@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metastore.api import asof
+from metastore.api import asof, limits
 
 # The datasets behind a set of edge rows (namespace, name), resolved from edge names to
 # dataset ids, as a JSON array of {id, namespace, name} (decoded straight into DatasetRef
@@ -22,7 +22,7 @@ coalesce((
  JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name)
 """
 # How many of a job's or run's datasets its answer embeds (the rest: the counts, the graph).
-REF_CAP = 100
+REF_CAP = limits.EMBEDDED_REFS
 
 
 # A page of the datasets a job (job_edges) or run (run_edges) read or wrote, by display
@@ -96,6 +96,30 @@ def run_ref(r: str) -> str:
     )
 
 
+def latest_run(r: str) -> str:
+    """A LatestRun as JSON of readmodel.runs row `r` (null for a job that never ran)."""
+    return (
+        f"CASE WHEN {r}.id IS NOT NULL THEN json_build_object('id', {r}.id, "
+        f"'state', {r}.state, 'state_time', {r}.state_time, 'started_at', {started(r)}, "
+        f"'ended_at', {r}.ended_at, 'duration_seconds', {duration(r)}) END"
+    )
+
+
+def jobs_with_runs(j: str, where: str, as_of: bool, limit: int = limits.EMBEDDED_REFS) -> str:
+    """The first `limit` jobs `j` (readmodel.jobs) WHERE `where`, by name, as a JSON array
+    of JobRefWithRun: each with its latest run now, or at `%(as_of)s` in its state then."""
+    if as_of:
+        joins, run = asof.latest_run_at_joins(f"{j}.id"), asof.RUN_AT_JSON
+    else:
+        joins, run = f"LEFT JOIN readmodel.runs jr ON jr.id = {j}.latest_run_id", latest_run("jr")
+    return f"""coalesce((
+    SELECT json_agg(json_build_object('id', {j}.id, 'namespace', {j}.namespace,
+                                      'name', {j}.name, 'latest_run', {run})
+                    ORDER BY {j}.namespace, {j}.name)
+    FROM (SELECT {j}.* FROM readmodel.jobs {j} WHERE {where}
+          ORDER BY {j}.namespace, {j}.name LIMIT {limit}) {j} {joins}), '[]')::text"""
+
+
 # --- standard facets surfaced as fields -----------------------------------------------
 # Read from a facets column (json) with every shape checked: a facet as a producer sent it
 # may have any shape, and a wrong one reads as absent, never as an error.
@@ -151,8 +175,9 @@ def tags(facets: str) -> str:
 # `d` is a readmodel.datasets row.
 
 
-def name_count(d: str) -> str:
-    return f"(SELECT count(*) FROM readmodel.dataset_names c WHERE c.dataset_id = {d}.id)"
+def name_count(d: str, seen: str = "") -> str:
+    """How many names dataset `{d}` has (`seen`: a further condition on them, `c`)."""
+    return f"(SELECT count(*) FROM readmodel.dataset_names c WHERE c.dataset_id = {d}.id{seen})"
 
 
 def lifecycle_as_of(d: str) -> str:

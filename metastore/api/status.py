@@ -10,6 +10,7 @@ from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 from metastore.eventlog import WATERMARK, Position
+from metastore.stalls import is_stalled
 
 EXACT_COUNT_BELOW = 50_000
 
@@ -40,7 +41,8 @@ SELECT p.name, p.version, p.cursor_tx::text::bigint, p.cursor_seq, p.events_fold
            WHERE (e.tx, e.seq) > (p.cursor_tx, p.cursor_seq)
              AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
            ORDER BY e.tx, e.seq LIMIT 1)), 0)::float8,
-       (SELECT count(*) FROM dead_letters d WHERE d.projection = p.name)
+       (SELECT count(*) FROM dead_letters d WHERE d.projection = p.name),
+       extract(epoch FROM now() - p.updated_at)::float8
 FROM projection_state p
 ORDER BY p.name
 """
@@ -66,14 +68,18 @@ STATUS_OP = Operation(
     tag="status",
     description="The log's size and last readable position, and for each projection its "
     "position, how many events and seconds it lags behind the log, and its dead letters. "
-    "`freshness` adds the lag of the streaming replica the API reads from, if any.",
+    "`freshness` adds the lag of the streaming replica the API reads from, if any. A "
+    "projection that has not folded for longer than METASTORE_STALL_TIMEOUT (60 s by "
+    "default) while events wait is `stalled`.",
 )
 resource = Resource()
 
 
 @resource.add(STATUS_OP)
 async def get_status(request: Request) -> Response:
-    async with connection(request) as conn:
+    stall_timeout = request.app.state.settings.stall_timeout
+    # (on a reserved connection: /status answers while reads hold the read pool)
+    async with connection(request, reserved=True) as conn:
         estimate, size_bytes = await row(conn, LOG_ESTIMATE)
         if estimate < EXACT_COUNT_BELOW:
             (estimate,) = await row(conn, LOG_COUNT)
@@ -100,6 +106,7 @@ async def get_status(request: Request) -> Response:
                     lag_events=p[6],
                     lag_seconds=p[7],
                     dead_letters=p[8],
+                    stalled=is_stalled(p[6], p[7], p[9], stall_timeout),
                 )
                 for p in projections
             ],

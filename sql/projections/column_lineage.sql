@@ -15,8 +15,9 @@ CREATE TABLE column_lineage (
     last_seen       timestamptz NOT NULL,
     last_seq        bigint      NOT NULL,   -- seq of the latest report (ties in last_seen)
     -- a hash of the six names (projections.common.edge_key), also the keys of
-    -- run_column_lineage.edges
-    edge_key        uuid        NOT NULL,
-    PRIMARY KEY (out_namespace, out_name, out_field, in_namespace, in_name, in_field)
+    -- run_column_lineage.edges; the key: the six names (up to 1,024 bytes each for the
+    -- names, 512 for the fields: projections.decode) do not fit one index entry
+    edge_key        uuid        PRIMARY KEY
 );
+CREATE INDEX column_lineage_output ON column_lineage (out_namespace, out_name, out_field);
 CREATE INDEX column_lineage_input ON column_lineage (in_namespace, in_name, in_field);

@@ -24,22 +24,30 @@ CREATE TABLE datasets (
     first_tx        bigint      NOT NULL,
     first_seq       bigint      NOT NULL,
     -- the display name's [rank, first_seen µs, namespace, name]; rank 0: a symlink of type
-    -- TABLE, 1: a name an event used, 2: another (projections.datasets.display_key)
-    display_key     jsonb
+    -- TABLE or a metastore's name a catalog rule derived, 1: a name an event used, 2:
+    -- another (projections.datasets.display_key)
+    display_key     jsonb,
+    -- its home: the one namespace it counts in (GET /namespaces, /datasets?namespace=),
+    -- its least display_key among the names an event used (kind emitted or symlink)
+    home_namespace  text,
+    home_name       text,
+    home_key        jsonb
 );
 CREATE INDEX datasets_merged_into ON datasets (merged_into) WHERE merged_into IS NOT NULL;
+-- a namespace's datasets (/datasets?namespace=, /namespaces' counts), by their home name
+CREATE INDEX datasets_home ON datasets (home_namespace, home_name) WHERE merged_into IS NULL;
 
 CREATE TABLE dataset_names (
     namespace       text        NOT NULL,
     name            text        NOT NULL,
     dataset_id      uuid        NOT NULL,
-    -- 'emitted' | 'symlink' | 'catalog' (an engine's name joined to its metastore's by a
-    -- catalog rule, or a metastore's name known only from one): see datasets.name_rank
+    -- 'emitted' (an event used it) | 'symlink' (a symlinks facet named it) | 'catalog'
+    -- (neither: a catalog rule derived it): see datasets.KIND_RANK
     kind            text        NOT NULL,
     symlink_type    text,                      -- the symlinks facet's `type` (TABLE, ...)
     first_seen      timestamptz NOT NULL,
-    -- kind 'catalog': the rule that joined it, a JSON object {rule: map|facet, entry (the
-    -- map entry's index), engine, catalog, metastore, role: engine|metastore, via: the
+    -- the catalog rule that joined it (of any kind), a JSON object {rule: map|facet, entry
+    -- (the map entry's index), engine, catalog, metastore, role: engine|metastore, via: the
     -- other name {namespace, name}}; json: compared as the fold wrote it
     joined_by       json,
     PRIMARY KEY (namespace, name)

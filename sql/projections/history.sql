@@ -40,3 +40,7 @@ CREATE TABLE run_column_lineage (
     last_seq      bigint      NOT NULL,  -- its seq (ties in last_seen)
     PRIMARY KEY (out_namespace, out_name, job_id, run_id)
 );
+-- "the latest report of an output that counts at T" (as-of column lineage,
+-- metastore/api/column_lineage.py): its reports newest first, read until one counts.
+CREATE INDEX run_column_lineage_latest
+    ON run_column_lineage (out_namespace, out_name, last_seen DESC, last_seq DESC);

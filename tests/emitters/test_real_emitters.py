@@ -341,7 +341,14 @@ def test_the_dag_and_its_tasks_are_jobs_with_their_parent(
     assert (dag["job_type"], dag["integration"], dag["parent"]) == ("DAG", "AIRFLOW", None)
     for task in (copy, check):
         assert (task["job_type"], task["integration"]) == ("TASK", "AIRFLOW")
-        assert task["parent"] == {"id": dag["id"], "namespace": namespace, "name": "copy_a_to_b"}
+        parent = task["parent"]
+        assert (parent["id"], parent["namespace"], parent["name"]) == (
+            dag["id"],
+            namespace,
+            "copy_a_to_b",
+        )
+        # The parent reference carries the DAG's latest run, as the job page shows it.
+        assert parent["latest_run"]["id"] == dag["latest_run"]["id"]
         assert task["latest_run"]["state"] == "COMPLETE"
     assert {"copy_a_to_b.copy", "copy_a_to_b.check"} <= {c["name"] for c in dag["children"]}
     # The task runs hang under the DAG run.

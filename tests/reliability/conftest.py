@@ -10,6 +10,7 @@ import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +74,9 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError(f"no VmRSS for process {pid}")
 
 
-@pytest.fixture
-def stoppable_postgres() -> Iterator[tuple[EmbeddedPostgres, str]]:
-    """A PostgreSQL of this test's own, migrated, which the test may stop and restart."""
+@contextmanager
+def migrated_cluster() -> Iterator[tuple[EmbeddedPostgres, str]]:
+    """A PostgreSQL of its own, migrated, which a test may stop, restart or freeze."""
     # Not under tmp_path: when we are root the server's user cannot enter pytest's folder.
     pg = EmbeddedPostgres(
         Path(tempfile.mkdtemp(prefix="metastore-reliability-", dir="/tmp")), fast_unsafe=True
@@ -88,3 +89,10 @@ def stoppable_postgres() -> Iterator[tuple[EmbeddedPostgres, str]]:
         yield pg, url
     finally:
         pg.destroy()
+
+
+@pytest.fixture
+def stoppable_postgres() -> Iterator[tuple[EmbeddedPostgres, str]]:
+    """A PostgreSQL of this test's own, migrated, which the test may stop and restart."""
+    with migrated_cluster() as cluster:
+        yield cluster

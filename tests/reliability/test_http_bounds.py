@@ -266,7 +266,7 @@ def test_a_websocket_upgrade_is_plain_http_behind_the_token_check(
 
 
 class HeldRequest:
-    """An ingest request that has sent its head and part of its body, and waits."""
+    """An ingest request that has sent its head and `sent` bytes of its body, and waits."""
 
     def __init__(self, api: Process, length: int, sent: int, chunked: bool = False) -> None:
         self.sock = socket.create_connection(address(api), timeout=30)
@@ -286,13 +286,17 @@ def wait_for_inflight(api: Process, expected: float, timeout: float = 20) -> Non
         time.sleep(0.05)
 
 
+# Nearly a maximal request: two of them hold the budget but for a few hundred bytes.
+NEARLY = MAX_EVENT_BYTES - 200
+
+
 def test_past_the_budget_ingest_answers_503_with_retry_after_and_stores_nothing(
     api: Process, bounds_db: str
 ) -> None:
     wait_for_inflight(api, 0)
-    held = [HeldRequest(api, MAX_EVENT_BYTES, 1000) for _ in range(2)]
+    held = [HeldRequest(api, MAX_EVENT_BYTES, NEARLY) for _ in range(2)]
     try:
-        wait_for_inflight(api, 2 * MAX_EVENT_BYTES)  # the declared lengths, taken up front
+        wait_for_inflight(api, 2 * NEARLY)  # the bytes that arrived
         before = log_size(bounds_db)
         body = event_body()
         refused = httpx.post(api.base_url + EVENT, content=body, timeout=30)
@@ -312,14 +316,32 @@ def test_past_the_budget_ingest_answers_503_with_retry_after_and_stores_nothing(
     assert log_size(bounds_db) == before + 1
 
 
+def test_headers_alone_hold_no_budget(api: Process, bounds_db: str) -> None:
+    """Four clients that send a head declaring a maximal body and then nothing (each could
+    hold it until the request timeout, and again after reconnecting) hold nothing of the
+    budget: the bytes are taken as they arrive, and other ingest requests get through."""
+    wait_for_inflight(api, 0)
+    stalled = [HeldRequest(api, MAX_EVENT_BYTES, 0) for _ in range(4)]
+    try:
+        before = log_size(bounds_db)
+        for _ in range(3):
+            posted = httpx.post(api.base_url + EVENT, content=event_body(), timeout=30)
+            assert posted.status_code == 200, posted.text
+        assert log_size(bounds_db) == before + 3
+        assert inflight_bytes(api) == 0
+    finally:
+        for request in stalled:
+            request.close()
+
+
 def test_a_chunked_body_takes_its_bytes_as_they_come_and_is_refused_when_they_do_not_fit(
     api: Process,
 ) -> None:
     wait_for_inflight(api, 0)
-    declared = [HeldRequest(api, size, 1000) for size in (MAX_EVENT_BYTES, 512 * 1024)]
+    declared = [HeldRequest(api, size + 100, size) for size in (NEARLY, 512 * 1024)]
     chunked = HeldRequest(api, 0, 300 * 1024, chunked=True)
     try:
-        wait_for_inflight(api, MAX_EVENT_BYTES + 812 * 1024)
+        wait_for_inflight(api, NEARLY + 812 * 1024)
         # 300 KiB more of the chunked body (600 KiB, under the 1 MiB limit of a request):
         # 2.1 MiB in all, past the 2 MiB budget.
         more = 300 * 1024
@@ -327,7 +349,7 @@ def test_a_chunked_body_takes_its_bytes_as_they_come_and_is_refused_when_they_do
         problem = read_answer(chunked.sock).problem(503)
         assert "METASTORE_MAX_INFLIGHT_BYTES" in problem["detail"]
         # the refused request gave its bytes back
-        wait_for_inflight(api, MAX_EVENT_BYTES + 512 * 1024)
+        wait_for_inflight(api, NEARLY + 512 * 1024)
     finally:
         for request in (*declared, chunked):
             request.close()
@@ -336,16 +358,16 @@ def test_a_chunked_body_takes_its_bytes_as_they_come_and_is_refused_when_they_do
 
 def test_a_gzip_body_takes_its_bytes_as_they_inflate(api: Process) -> None:
     wait_for_inflight(api, 0)
-    held = [HeldRequest(api, size, 1000) for size in (MAX_EVENT_BYTES, 512 * 1024)]
+    held = [HeldRequest(api, size, size - 100) for size in (MAX_EVENT_BYTES, 512 * 1024)]
     try:
-        wait_for_inflight(api, MAX_EVENT_BYTES + 512 * 1024)
+        wait_for_inflight(api, MAX_EVENT_BYTES + 512 * 1024 - 200)
         # 8 KB on the wire, 800 KB inflated: past the 512 KiB left of the budget.
         body = gzip.compress(b" " * (800 * 1024))
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
         refused = httpx.post(api.base_url + BATCH, content=body, headers=headers, timeout=30)
         assert refused.status_code == 503, refused.text
         assert refused.headers["retry-after"] == "1"
-        wait_for_inflight(api, MAX_EVENT_BYTES + 512 * 1024)
+        wait_for_inflight(api, MAX_EVENT_BYTES + 512 * 1024 - 200)
     finally:
         for request in held:
             request.close()

@@ -1,16 +1,20 @@
 // A small Cockpit-like client on types generated from metastore/openapi.json
-// (openapi-typescript), type-checked under `tsc --strict` with no casts: it draws the
-// namespaces screen, a lineage graph with jobs coloured by their latest run, a dataset
-// page, "what broke" (everything a failed run reaches) and "what changed" (the graph's
+// A small Cockpit-like client on types generated from metastore/openapi.json
+// (openapi-typescript), type-checked under `tsc --strict` (with noUncheckedIndexedAccess
+// and exactOptionalPropertyTypes) with no casts: it draws the namespaces screen, a
+// namespace's recent failures, a lineage graph with jobs coloured by their latest run and
+// what lies beyond its edge, a dataset page, a job page and a search, reads a problem,
+// draws "what broke" (everything a failed run reaches) and "what changed" (the graph's
 // diff between two moments), and counts the calls each screen takes.
 // tests/test_openapi_client.py compiles it and runs it against a server loaded with the
 // conformance scenarios and a failed Trino run.
 //
-//   node build/js/client/screens.js <base url of /api/v1> <graph node> <dataset id> <as_of>
-//        <failed run id> <diff node> <from> <to>
+//   node build/js/client/screens.js <base url of /api/v1> <graph node> <dataset id>
+//        <as_of> <job id> <edge node> <failed run id> <diff node> <from> <to>
 import type { components, paths } from "../build/schema";
 
 type Schemas = components["schemas"];
+type Problem = Schemas["Problem"];
 type Ok<P extends keyof paths> = paths[P] extends {
   get: { responses: { 200: { content: { "application/json": infer Body } } } };
 }
@@ -19,26 +23,87 @@ type Ok<P extends keyof paths> = paths[P] extends {
 
 let calls = 0;
 
+function url(base: string, path: string, fill: Record<string, string>, query: Record<string, string>) {
+  let concrete: string = path;
+  for (const [name, value] of Object.entries(fill)) {
+    concrete = concrete.replace(`{${name}}`, encodeURIComponent(value));
+  }
+  const found = new URL(base + concrete.replace(/^\/api\/v1/, ""));
+  for (const [name, value] of Object.entries(query)) found.searchParams.set(name, value);
+  return found;
+}
+
 async function get<P extends keyof paths>(
   base: string,
   path: P,
   fill: Record<string, string>,
   query: Record<string, string> = {},
 ): Promise<Ok<P>> {
-  let concrete: string = path;
-  for (const [name, value] of Object.entries(fill)) {
-    concrete = concrete.replace(`{${name}}`, encodeURIComponent(value));
-  }
-  const url = new URL(base + concrete.replace(/^\/api\/v1/, ""));
-  for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
   calls += 1;
-  const response = await fetch(url);
+  const response = await fetch(url(base, path, fill, query));
   if (!response.ok) {
-    const problem: Schemas["Problem"] = await response.json();
+    const problem: Problem = await response.json();
     throw new Error(`${problem.type}: ${problem.detail ?? problem.title}`);
   }
   const body: Ok<P> = await response.json();
   return body;
+}
+
+// What a client shows for each kind of problem: the `type` is an enum of the documented
+// URIs, so this switch is exhaustive (a plain string would not compile below).
+function advice(problem: Problem): string {
+  switch (problem.type) {
+    case "https://stackable.tech/metastore/problems/invalid-request":
+    case "https://stackable.tech/metastore/problems/invalid-cursor":
+      return "fix the request";
+    case "https://stackable.tech/metastore/problems/unauthorized":
+    case "https://stackable.tech/metastore/problems/forbidden":
+      return "sign in again";
+    case "https://stackable.tech/metastore/problems/not-found":
+    case "https://stackable.tech/metastore/problems/not-yet":
+      return "nothing here";
+    case "https://stackable.tech/metastore/problems/method-not-allowed":
+    case "https://stackable.tech/metastore/problems/not-acceptable":
+    case "https://stackable.tech/metastore/problems/request-timeout":
+    case "https://stackable.tech/metastore/problems/conflict":
+    case "https://stackable.tech/metastore/problems/precondition-failed":
+    case "https://stackable.tech/metastore/problems/too-large":
+    case "https://stackable.tech/metastore/problems/unsupported-media-type":
+    case "https://stackable.tech/metastore/problems/unprocessable":
+    case "https://stackable.tech/metastore/problems/header-too-large":
+    case "https://stackable.tech/metastore/problems/not-implemented":
+    case "about:blank":
+      return "a client bug";
+    case "https://stackable.tech/metastore/problems/too-many-requests":
+    case "https://stackable.tech/metastore/problems/unavailable":
+    case "https://stackable.tech/metastore/problems/internal":
+      return "retry later";
+    case "https://stackable.tech/metastore/problems/read-timeout":
+      return "ask for less";
+    default: {
+      const unknown: never = problem.type;
+      return unknown;
+    }
+  }
+}
+
+// A request the API refuses: the problem as the schema types it, every member present.
+async function refused(base: string, query: Record<string, string>) {
+  calls += 1;
+  const response = await fetch(url(base, "/api/v1/runs", {}, query));
+  const problem: Problem = await response.json();
+  const named: string[] = (problem["invalid-params"] ?? []).map(
+    (p: Schemas["InvalidParam"]) => p.name,
+  );
+  return {
+    status: problem.status,
+    advice: advice(problem),
+    named,
+    // null, not left out: the members the schema requires are always sent
+    pointer: problem.pointer === null ? "null" : problem.pointer,
+    instance: problem.instance,
+    members: Object.keys(problem).sort(),
+  };
 }
 
 type RunState = Schemas["LatestRun"]["state"];
@@ -50,6 +115,14 @@ const COLOURS: Record<RunState, string> = {
   ABORT: "orange",
   OTHER: "grey",
 };
+
+function colour(run: Schemas["LatestRun"] | null): string {
+  return run ? COLOURS[run.state] : "white";
+}
+
+function total(page: { total: number; total_is_exact: boolean }): string {
+  return page.total_is_exact ? `${page.total}` : `${page.total}+`;
+}
 
 interface Screen<T> {
   calls: number;
@@ -76,6 +149,27 @@ async function namespaces(base: string) {
   };
 }
 
+// A namespace's recent failures, newest first, with how many there are.
+async function failures(base: string, namespace: string) {
+  const page = await get(
+    base,
+    "/api/v1/runs",
+    {},
+    { namespace, state: "FAIL,ABORT", sort: "started", limit: "10" },
+  );
+  return {
+    count: total(page),
+    rows: page.items.map((r: Schemas["RunSummary"]) => `${r.job.name} ${r.state}`),
+  };
+}
+
+function beyond(more: Schemas["Beyond"]): string {
+  const parts: string[] = [];
+  if (more.upstream > 0) parts.push(`+${more.upstream} up`);
+  if (more.downstream > 0) parts.push(`+${more.downstream} down`);
+  return parts.join(" ");
+}
+
 function nodeLabel(node: Schemas["JobNode"] | Schemas["DatasetNode"]) {
   switch (node.type) {
     case "job": {
@@ -83,8 +177,10 @@ function nodeLabel(node: Schemas["JobNode"] | Schemas["DatasetNode"]) {
       return {
         key: node.key,
         label: `${node.name} [${node.integration ?? "?"}]`,
-        colour: run ? COLOURS[run.state] : "white",
+        colour: colour(run),
         seconds: run?.duration_seconds ?? null,
+        depth: node.depth,
+        beyond: beyond(node.beyond),
       };
     }
     case "dataset":
@@ -94,13 +190,15 @@ function nodeLabel(node: Schemas["JobNode"] | Schemas["DatasetNode"]) {
         colour:
           node.lifecycle_state === "DROP" ? "black" : node.freshness.stale ? "amber" : "white",
         seconds: null,
+        depth: node.depth,
+        beyond: beyond(node.beyond),
       };
   }
 }
 
 // The lineage graph around a node, jobs coloured by the state of their latest run.
-async function graph(base: string, node: string, asOf?: string) {
-  const query: Record<string, string> = { node, depth: "3" };
+async function graph(base: string, node: string, depth: string, asOf?: string) {
+  const query: Record<string, string> = { node, depth };
   if (asOf !== undefined) query["as_of"] = asOf;
   const answer = await get(base, "/api/v1/lineage", {}, query);
   return {
@@ -109,7 +207,12 @@ async function graph(base: string, node: string, asOf?: string) {
   };
 }
 
-// The dataset page: names, schema, history, readers and writers, column lineage.
+function jobWithRun(job: Schemas["JobRefWithRun"]): string {
+  return `${job.name} ${colour(job.latest_run)}`;
+}
+
+// The dataset page: names, schema, history, readers and writers with the state of their
+// latest runs, column lineage.
 async function dataset(base: string, id: string) {
   const page = await get(base, "/api/v1/datasets/{dataset_id}", { dataset_id: id });
   const columns = await get(base, "/api/v1/datasets/{dataset_id}/column-lineage", {
@@ -130,14 +233,44 @@ async function dataset(base: string, id: string) {
     lifecycle: page.lifecycle?.state ?? null,
     versions: page.versions.items.map((v: Schemas["DatasetVersion"]) => v.version),
     runs: page.runs.items.map((r: Schemas["RunOfDataset"]) => `${r.role} ${r.job.name} ${r.state}`),
-    writers: page.producers.map((w: Schemas["DatasetWriter"]) => w.job.name),
-    readers: page.consumers.map((j: Schemas["JobRef"]) => j.name),
+    writers: page.producers.map((w: Schemas["DatasetWriter"]) => jobWithRun(w.job)),
+    readers: page.consumers.map(jobWithRun),
     columns: columns.edges.map(
       (e: Schemas["ColumnEdge"]) =>
         `${e.from.dataset?.name ?? e.from.name}.${e.from.field} -> ${e.to.field} by ${e.jobs
           .map((j: Schemas["JobRef"]) => j.name)
           .join(",")}`,
     ),
+  };
+}
+
+// The job page: its parent and children coloured by their latest runs, its runs.
+async function job(base: string, id: string) {
+  const page = await get(base, "/api/v1/jobs/{job_id}", { job_id: id });
+  const runs = await get(base, "/api/v1/runs", {}, { job_id: id, limit: "10" });
+  return {
+    title: `${page.namespace}/${page.name} ${colour(page.latest_run)}`,
+    parent: page.parent ? jobWithRun(page.parent) : null,
+    children: page.children.map(jobWithRun),
+    runs: `${total(runs)} runs`,
+  };
+}
+
+// Search: each kind of hit drawn its own way.
+async function search(base: string, q: string) {
+  const page = await get(base, "/api/v1/search", {}, { q, type: "namespace,dataset" });
+  return {
+    count: total(page),
+    hits: page.items.map((hit) => {
+      switch (hit.type) {
+        case "namespace":
+          return `namespace ${hit.name}`;
+        case "dataset":
+          return `dataset ${hit.namespace}/${hit.name} (as ${hit.matched_name.name})`;
+        case "job":
+          return `job ${hit.namespace}/${hit.name}`;
+      }
+    }),
   };
 }
 
@@ -166,7 +299,7 @@ async function whatBroke(base: string, runId: string) {
         );
         break;
       case "job":
-        jobs.push(`${node.name}: ${node.latest_run ? COLOURS[node.latest_run.state] : "white"}`);
+        jobs.push(`${node.name}: ${colour(node.latest_run)}`);
         break;
     }
   }
@@ -195,25 +328,34 @@ async function whatChanged(base: string, node: string, from: string, to: string)
 }
 
 async function main(): Promise<void> {
-  const [base, node, datasetId, asOf, failedRun, diffNode, from, to] = process.argv.slice(2);
+  const [base, node, datasetId, asOf, jobId, edgeNode, failedRun, diffNode, from, to] =
+    process.argv.slice(2);
   if (
     base === undefined ||
     node === undefined ||
     datasetId === undefined ||
+    jobId === undefined ||
+    edgeNode === undefined ||
     failedRun === undefined ||
     diffNode === undefined ||
     from === undefined ||
     to === undefined
   ) {
     throw new Error(
-      "usage: screens.js <base> <node> <dataset id> <as_of> <failed run> <diff node> <from> <to>",
+      "usage: screens.js <base> <node> <dataset id> <as_of> <job id> <edge node> " +
+        "<failed run> <diff node> <from> <to>",
     );
   }
   const result = {
     namespaces: await screen(() => namespaces(base)),
-    graph: await screen(() => graph(base, node)),
-    graphAsOf: await screen(() => graph(base, node, asOf)),
+    failures: await screen(() => failures(base, "prod-lineage")),
+    graph: await screen(() => graph(base, node, "3")),
+    graphAsOf: await screen(() => graph(base, node, "3", asOf)),
+    graphEdge: await screen(() => graph(base, edgeNode, "1")),
     dataset: await screen(() => dataset(base, datasetId)),
+    job: await screen(() => job(base, jobId)),
+    search: await screen(() => search(base, "hive")),
+    problem: await screen(() => refused(base, { stat: "FAIL" })),
     whatBroke: await screen(() => whatBroke(base, failedRun)),
     whatChanged: await screen(() => whatChanged(base, diffNode, from, to)),
   };

@@ -93,18 +93,29 @@ password
 {{- end -}}
 {{- end -}}
 
-{{/* libpq connection URL of the primary, without the password. */}}
-{{- define "metastore.databaseUrl" -}}
-{{- include "metastore.databaseUrlOf" (dict "ctx" . "host" .Values.database.host "port" .Values.database.port) -}}
+{{/*
+The database role of a component ("api", "projector" or "migrate"): database.<component>.user,
+else database.user. Call with (dict "ctx" $ "component" "api").
+*/}}
+{{- define "metastore.dbUser" -}}
+{{- $db := .ctx.Values.database -}}
+{{- $own := (index $db (.component | default "-")) | default dict -}}
+{{- $own.user | default $db.user -}}
 {{- end -}}
 
-{{/* libpq URL of the read replica (same database, user, password and TLS settings). */}}
+{{/* libpq URL of the primary for a component, without the password; call as metastore.dbUser. */}}
+{{- define "metastore.databaseUrl" -}}
+{{- $db := .ctx.Values.database -}}
+{{- include "metastore.databaseUrlOf" (dict "ctx" .ctx "host" $db.host "port" $db.port "user" (include "metastore.dbUser" .)) -}}
+{{- end -}}
+
+{{/* libpq URL of the read replica (the API's role, the primary's password and TLS settings). */}}
 {{- define "metastore.readDatabaseUrl" -}}
 {{- $r := .Values.database.readReplica -}}
-{{- include "metastore.databaseUrlOf" (dict "ctx" . "host" $r.host "port" ($r.port | default .Values.database.port)) -}}
+{{- include "metastore.databaseUrlOf" (dict "ctx" . "host" $r.host "port" ($r.port | default .Values.database.port) "user" (include "metastore.dbUser" (dict "ctx" . "component" "api"))) -}}
 {{- end -}}
 
-{{/* libpq URL of a server of the database; call with (dict "ctx" $ "host" h "port" p). */}}
+{{/* libpq URL of a server of the database; call with (dict "ctx" $ "host" h "port" p "user" u). */}}
 {{- define "metastore.databaseUrlOf" -}}
 {{- $db := .ctx.Values.database -}}
 {{- $params := list (printf "sslmode=%s" $db.sslmode) -}}
@@ -114,7 +125,7 @@ password
 {{- range $k, $v := $db.extraParams -}}
 {{- $params = append $params (printf "%s=%s" $k (toString $v | urlquery)) -}}
 {{- end -}}
-{{- printf "postgresql://%s@%s:%d/%s?%s" ($db.user | urlquery) .host (int .port) ($db.name | urlquery) (join "&" $params) -}}
+{{- printf "postgresql://%s@%s:%d/%s?%s" (.user | urlquery) .host (int .port) ($db.name | urlquery) (join "&" $params) -}}
 {{- end -}}
 
 {{/* Pod security context shared by all pods. */}}
@@ -153,14 +164,23 @@ seccompProfile:
 {{- end -}}
 
 {{/*
-Environment shared by every container: database connection and logging.
-Call with (dict "ctx" $) or (dict "ctx" $ "dbSecretName" "<name>") to read the password from another Secret.
+Environment shared by every container: database connection and logging. Call with
+(dict "ctx" $ "component" "api"); "dbSecretName" reads the chart-managed password from
+another Secret (the migration hook's copy).
 */}}
 {{- define "metastore.commonEnv" -}}
 {{- $ctx := .ctx -}}
+{{- $db := $ctx.Values.database -}}
+{{- $own := (index $db (.component | default "-")) | default dict -}}
 - name: METASTORE_DATABASE_URL
-  value: {{ include "metastore.databaseUrl" $ctx | quote }}
-{{- if include "metastore.hasDbPassword" $ctx }}
+  value: {{ include "metastore.databaseUrl" . | quote }}
+{{- if $own.existingSecret }}
+- name: PGPASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $own.existingSecret }}
+      key: {{ $db.existingSecretPasswordKey }}
+{{- else if include "metastore.hasDbPassword" $ctx }}
 - name: PGPASSWORD
   valueFrom:
     secretKeyRef:

