@@ -560,7 +560,9 @@ def test_names_as_of_a_moment(served: tuple[httpx.Client, str, str]) -> None:
     then, later = "2026-05-05T00:00:00Z", "2026-05-11T00:00:00Z"
     page = get(api, f"/datasets/{aliased}", as_of=then)
     assert (page["namespace"], page["name"]) == (DS_NS, "aliased")
-    assert [n["name"] for n in page["names"]] == ["aliased"]
+    assert ([n["name"] for n in page["names"]], page["name_count"]) == (["aliased"], 1)
+    column = get(api, f"/datasets/{aliased}/column-lineage", as_of=then)["dataset"]
+    assert column["name"] == "aliased"
     (node,) = get(api, "/lineage", node=f"dataset:{aliased}", depth=0, as_of=then)["nodes"]
     assert (node["name"], node["name_count"]) == ("aliased", 1)
     outputs = get(api, f"/jobs/{job_id(api, 'alias_w')}", as_of=then)["outputs"]
@@ -568,10 +570,13 @@ def test_names_as_of_a_moment(served: tuple[httpx.Client, str, str]) -> None:
     for moment in (later, None):
         params = {"as_of": moment} if moment else {}
         page = get(api, f"/datasets/{aliased}", **params)
-        assert (page["namespace"], page["name"], len(page["names"])) == (
+        assert (page["namespace"], page["name"], len(page["names"]), page["name_count"]) == (
             "hive://hms:9083",
             "db.aliased",
             2,
+            2,
         )
+        column = get(api, f"/datasets/{aliased}/column-lineage", **params)["dataset"]
+        assert column["name"] == "db.aliased"
         (node,) = get(api, "/lineage", node=f"dataset:{aliased}", depth=0, **params)["nodes"]
         assert (node["name"], node["name_count"]) == ("db.aliased", 2)
