@@ -77,8 +77,9 @@ def graph(
         "up": True,
         "kind": start[0],
         "id": start[1],
-        "depth": 5,
+        "depth": 5,  # hops (whatever the API's `depth` counts)
         "max_nodes": 1000,
+        "visit_limit": 20_000,  # (the bounds of issue 35: metastore/api/limits.py)
         "as_of": as_of,
         "run_outputs": None,
     }
@@ -87,7 +88,7 @@ def graph(
     t1 = time.perf_counter()
     jobs = [r[1] for r in found if r[0] == "job"]
     datasets = [r[1] for r in found if r[0] == "dataset"]
-    params = {"jobs": jobs, "datasets": datasets, "as_of": as_of}
+    params = {"jobs": jobs, "datasets": datasets, "as_of": as_of, "max_edges": 5_001}
     conn.execute(sql["edges" + suffix], params, prepare=True).fetchall()
     t2 = time.perf_counter()
     if "fresh" in sql and datasets:
