@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -386,7 +386,17 @@ def hops(kind: str, depth: int) -> int:
     return 2 * depth + (kind == "job")
 
 
-async def walk(
+class Walk(msgspec.Struct):
+    """What a walk found (rows of LINEAGE_WALK, nearest first), the links between its nodes
+    (rows of LINEAGE_EDGES) and its datasets' details (dataset_nodes: all of them, or
+    those the caller asked for)."""
+
+    found: list[Any]
+    links: list[Any]
+    details: dict[uuid.UUID, dataset_nodes.Details]
+
+
+async def walk_rows(
     conn: AsyncConnection[Any],
     kind: str,
     start: uuid.UUID,
@@ -397,11 +407,12 @@ async def walk(
     max_nodes: int,
     as_of: dt.datetime | None,
     run_outputs: list[uuid.UUID] | None = None,
-) -> models.LineageGraph:
-    """The graph around job or dataset `start`, `depth` jobs deep (404 when unknown, or
+    details: bool = True,
+) -> Walk:
+    """The walk around job or dataset `start`, `depth` jobs deep (404 when unknown, or
     first seen after `as_of`). `run_outputs`: the walk starts at job `start` as a run of
     it that wrote (or attempted) these datasets: its first hop downstream is to them
-    alone."""
+    alone. `details`: also the details of every dataset (else none: dataset_nodes.of)."""
     args = {
         "down": down,
         "up": up,
@@ -423,33 +434,45 @@ async def walk(
         raise not_found(kind, start)
     asof.check_seen(kind, start, found[0][7], as_of)
     jobs = [r[1] for r in found if r[0] == "job"]
-    datasets = [r[1] for r in found if r[0] == "dataset"]
+    datasets = [r[1] for r in found if r[0] == "dataset"] if details else []
     # the edges and the datasets' details in one round trip
     async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
         await links_at.execute(
             LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
             {
                 "jobs": jobs,
-                "datasets": datasets,
+                "datasets": [r[1] for r in found if r[0] == "dataset"],
                 "as_of": as_of,
                 "max_edges": limits.EDGE_LIMIT + 1,
             },
         )
-        await details_at.execute(
-            dataset_nodes.statement(as_of), {"datasets": datasets, "as_of": as_of}
-        )
+        if datasets:
+            await details_at.execute(
+                dataset_nodes.statement(as_of), {"datasets": datasets, "as_of": as_of}
+            )
         links = await links_at.fetchall()
-        details = dataset_nodes.build(await details_at.fetchall())
+        found_details = dataset_nodes.build(await details_at.fetchall()) if datasets else {}
     if run_outputs is not None:  # the run's job: only the run's own outputs
         wrote = set(run_outputs)
         links = [
             x for x in links if x[0] != "edge" or x[2] != start or x[1] != "output" or x[3] in wrote
         ]
+    return Walk(found=found, links=links, details=found_details)
+
+
+def node_key(r: Any) -> str:
+    """The key of the node of a row of the walk."""
+    return _key(r[0], r[1])
+
+
+def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.LineageGraph:
+    """The graph of a walk: its nodes (those in `keep` alone, when given), with what lies
+    beyond each, and all its edges."""
     # Neighbours left out, by node and side: upstream of a dataset are the jobs writing
     # it ('output' edges), of a job the datasets it reads ('input' edges).
     left_out: dict[tuple[str, Any, str], int] = {}
     edges = []
-    for what, direction, job, ds, lifecycle, count in links:
+    for what, direction, job, ds, lifecycle, count in walked.links:
         if what == "edge":
             edges.append(
                 models.LineageEdge(
@@ -476,13 +499,43 @@ async def walk(
                 upstream=left_out.get((r[0], r[1], "up"), 0),
                 downstream=left_out.get((r[0], r[1], "down"), 0),
             ),
-            details,
+            walked.details,
         )
-        for r in found
+        for r in walked.found
+        if keep is None or node_key(r) in keep
     ]
-    reached, cut = found[0][5], found[0][6]
-    truncated = reached > len(nodes) or bool(cut) or too_many_edges
+    truncated = too_many_edges
+    if walked.found:
+        reached, cut = walked.found[0][5], walked.found[0][6]
+        truncated = truncated or reached > len(walked.found) or bool(cut)
     return models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
+
+
+async def walk(
+    conn: AsyncConnection[Any],
+    kind: str,
+    start: uuid.UUID,
+    *,
+    up: bool,
+    down: bool,
+    depth: int,
+    max_nodes: int,
+    as_of: dt.datetime | None,
+    run_outputs: list[uuid.UUID] | None = None,
+) -> models.LineageGraph:
+    """The graph around job or dataset `start` (walk_rows, then graph_of)."""
+    walked = await walk_rows(
+        conn,
+        kind,
+        start,
+        up=up,
+        down=down,
+        depth=depth,
+        max_nodes=max_nodes,
+        as_of=as_of,
+        run_outputs=run_outputs,
+    )
+    return graph_of(walked)
 
 
 @resource.add(LINEAGE_OP)

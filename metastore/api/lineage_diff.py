@@ -1,9 +1,10 @@
 """GET /lineage/diff: what changed in the graph around a node between two moments.
 
-The graph as of `from` and as of `to` (lineage.walk, the same walk and limits as
+The graph as of `from` and as of `to` (lineage.walk_rows, the same walk and limits as
 `/lineage?as_of=`), compared by node key and edge, and the schema of every dataset in
 either graph at both moments (its latest version by each, asof.schema_at), compared
-field by field.
+field by field. What a dataset node shows (dataset_nodes) is read only for the nodes
+added or removed: most of a graph is in both.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, lineage, models
+from metastore.api import asof, dataset_nodes, lineage, models
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -145,8 +146,9 @@ async def get_lineage_diff(request: Request) -> Response:
     to = query.to or dt.datetime.now(dt.UTC)
     up, down = query.direction != "downstream", query.direction != "upstream"
 
-    async def graph(conn: AsyncConnection[Any], moment: dt.datetime) -> models.LineageGraph:
-        return await lineage.walk(
+    async def walked(conn: AsyncConnection[Any], moment: dt.datetime) -> lineage.Walk:
+        # (the datasets' details are read below, only for the nodes added or removed)
+        return await lineage.walk_rows(
             conn,
             kind,
             start,
@@ -155,39 +157,43 @@ async def get_lineage_diff(request: Request) -> Response:
             depth=query.depth,
             max_nodes=query.max_nodes,
             as_of=moment,
+            details=False,
         )
 
-    empty = models.LineageGraph(nodes=[], edges=[], truncated=False)
     async with connection(request) as conn:
-        after = await graph(conn, to)
+        after = await walked(conn, to)
         try:
-            before = await graph(conn, query.from_)
+            before = await walked(conn, query.from_)
         except ProblemError as problem:
             if problem.kind != "not-yet":
                 raise
-            before = empty  # it did not exist yet: all of it is new
-        datasets = {
-            n.id for g in (before, after) for n in g.nodes if isinstance(n, models.DatasetNode)
-        }
+            before = lineage.Walk(found=[], links=[], details={})  # all of it is new
+        had = {lineage.node_key(r): r for r in before.found}
+        has = {lineage.node_key(r): r for r in after.found}
+        added, removed = has.keys() - had.keys(), had.keys() - has.keys()
+        either = {**had, **has}
+        for walk, keys, moment in ((after, added, to), (before, removed, query.from_)):
+            ids = [either[k][1] for k in keys if k.startswith("dataset:")]
+            walk.details = await dataset_nodes.of(conn, ids, moment)
+        datasets = {r[1] for r in [*before.found, *after.found] if r[0] == "dataset"}
         changes = await rows(
             conn,
             SCHEMA_CHANGES,
             {"datasets": sorted(datasets), "from": query.from_, "as_of": to},
         )
-    had = {n.key: n for n in before.nodes}
-    has = {n.key: n for n in after.nodes}
-    edges_before = {_edge(e): e for e in before.edges}
-    edges_after = {_edge(e): e for e in after.edges}
+    graph_before, graph_after = lineage.graph_of(before, removed), lineage.graph_of(after, added)
+    edges_before = {_edge(e): e for e in graph_before.edges}
+    edges_after = {_edge(e): e for e in graph_after.edges}
     return json_response(
         request,
         models.LineageDiff(
             from_=query.from_,
             to=to,
-            nodes_added=[n for k, n in has.items() if k not in had],
-            nodes_removed=[n for k, n in had.items() if k not in has],
+            nodes_added=graph_after.nodes,
+            nodes_removed=graph_before.nodes,
             edges_added=[e for k, e in edges_after.items() if k not in edges_before],
             edges_removed=[e for k, e in edges_before.items() if k not in edges_after],
             schema_changes=[schema_change(r) for r in changes],
-            truncated=before.truncated or after.truncated,
+            truncated=graph_before.truncated or graph_after.truncated,
         ),
     )
