@@ -1,4 +1,6 @@
-"""Lineage depth 2 (jobs) from 200 random nodes, end to end through `GET /api/v1/lineage`.
+"""Lineage depth 2 (jobs) from 200 random nodes, end to end through `GET /api/v1/lineage`;
+impact (`GET /api/v1/impact`) from failed runs and the graph's diff
+(`GET /api/v1/lineage/diff`) between two moments, at the same depth.
 
 The graph is the workload's (about 100,000 datasets and jobs, fan-in and fan-out), folded
 by the real projector. The API's `depth` counts jobs (so a graph ends on datasets): depth 2
@@ -92,6 +94,24 @@ def rows(ctx: Context) -> list[Row]:
     ]
 
 
+def impact_rows(ctx: Context) -> list[Row]:
+    """The rows of impact and of the lineage diff, after `rows` in the `log` group."""
+    cmd = ctx.command(GROUP)
+    d = ctx.sizes.lineage_depth
+    return [
+        Row(
+            f"{what} depth {d} p95, ms",
+            "ms",
+            baseline_label="bare recursive CTE (p95)",
+            target="< 25",
+            check=below(25),
+            command=cmd,
+            client=f"{loadgen.ASYNCIO_CLIENT}; baseline: psycopg",
+        )
+        for what in ("impact", "lineage diff")
+    ]
+
+
 def _keys(url: str, graph: Graph) -> list[str]:
     """The API key (`dataset:<id>` / `job:<id>`) of every graph node, by node number."""
     with psycopg.connect(url) as conn:
@@ -118,6 +138,7 @@ def _as_of_supported(api: Service) -> bool:
 def measure(
     ctx: Context, out: list[Row], url: str, graph: Graph, gen: Generator, api: Service
 ) -> None:
+    """The lineage rows, then (when `out` has them: impact_rows) impact and diff."""
     s = ctx.sizes
     # Start nodes: any dataset some job touches, any job with lineage (node numbers as in
     # Graph.edges: datasets first, then task jobs).
@@ -151,6 +172,13 @@ def measure(
         population,
         f"; {unknown} start nodes not found in the read models" if unknown else "",
     )
+    if len(out) > 3:
+        impact, diff = out[3:5]
+        impact.baseline = diff.baseline = out[1].baseline
+        _impact(ctx, impact, url, api)
+        depth = s.lineage_depth // 2
+        lineage_paths = [f"/api/v1/lineage?node={keys[n]}&depth={depth}" for n in starts]
+        _diff(ctx, diff, lineage_paths, gen, api)
 
 
 def bare_walks(
@@ -188,7 +216,7 @@ def measure_starts(
 ) -> None:
     """Times the API's lineage (now and as of `middle`) from the nodes `keys` (API keys),
     against the bare CTE over bench_edges (of `node_type` ids) from `bare_starts`."""
-    p50, p95, as_of = out
+    p50, p95, as_of = out[:3]
     # `depth` counts jobs: 2 * depth hops from a dataset, one more from a job
     depth = ctx.sizes.lineage_depth // 2
     hops = [2 * depth + key.startswith("job:") for key in keys]
@@ -249,3 +277,85 @@ def measure_starts(
             )
     for r in out:
         r.measured_at = now()
+
+
+# The failed runs of the log (one task run in 25 fails), in a stable order to sample from.
+FAILED_RUNS = "SELECT id FROM readmodel.runs WHERE state = 'FAIL' ORDER BY id"
+
+
+def _summary(answers: loadgen.Answers) -> tuple[int, float, int]:
+    """(answers not 200, mean nodes per 200 answer, truncated answers)."""
+    graphs = [
+        msgspec.json.decode(b, type=Graphish)
+        for st, b in zip(answers.statuses, answers.bodies, strict=True)
+        if st == 200
+    ]
+    bad = sum(1 for st in answers.statuses if st != 200)
+    nodes = sum(len(g.nodes) for g in graphs) / max(1, len(graphs))
+    return bad, nodes, sum(g.truncated for g in graphs)
+
+
+def _impact(ctx: Context, row: Row, url: str, api: Service) -> None:
+    """`GET /api/v1/impact?node=run:<id>` from failed runs drawn at random, as many jobs
+    deep as the lineage rows (2 * depth + 1 hops from a run's job)."""
+    depth = ctx.sizes.lineage_depth // 2
+    with psycopg.connect(url) as conn:
+        failed = [r[0] for r in conn.execute(FAILED_RUNS)]
+    runs = random.Random(ctx.seed + 7).sample(failed, min(len(failed), ctx.sizes.lineage_queries))
+    paths = [f"/api/v1/impact?node=run:{run}&depth={depth}" for run in runs]
+    loadgen.get_many(api.base_url, paths[:10])  # warm-up
+    answers = loadgen.get_many(api.base_url, paths)
+    bad, nodes, truncated = _summary(answers)
+    if bad == len(paths):
+        row.note = f"n/a: no answer was 200 ({answers.statuses[:3]} ...)"
+        return
+    row.value = loadgen.percentile(answers.latencies_ms, 95)
+    row.note = (
+        f"{len(paths)} failed runs drawn at random (seed) from the log's {len(failed):,}, "
+        f"`GET /api/v1/impact?node=run:<id>&depth={depth}` (its attempted outputs, then "
+        f"downstream), one request at a time after 10 warm-up requests; p50 "
+        f"{loadgen.percentile(answers.latencies_ms, 50):.2f} ms; {bad} answers not 200; "
+        f"{nodes:,.0f} nodes per answer on average ({truncated} truncated). Baseline: the "
+        "bare CTE's p95 of the lineage rows."
+    )
+
+
+def _diff(ctx: Context, row: Row, paths: list[str], gen: Generator, api: Service) -> None:
+    """`GET /api/v1/lineage/diff` from the lineage rows' start nodes, between a quarter and
+    three quarters of the log's event times."""
+    span = gen.clock - START_TIME
+    before, after = START_TIME + span / 4, START_TIME + span * 3 / 4
+    quote = urllib.parse.quote
+    moments = f"&from={quote(before.isoformat())}&to={quote(after.isoformat())}"
+    diff_paths = [p.replace("/api/v1/lineage?", "/api/v1/lineage/diff?") + moments for p in paths]
+    loadgen.get_many(api.base_url, diff_paths[:10])  # warm-up
+    answers = loadgen.get_many(api.base_url, diff_paths)
+    bodies = [
+        msgspec.json.decode(b, type=Diffish)
+        for st, b in zip(answers.statuses, answers.bodies, strict=True)
+        if st == 200
+    ]
+    bad = sum(1 for st in answers.statuses if st != 200)
+    if not bodies:
+        row.note = f"n/a: no answer was 200 ({answers.statuses[:3]} ...)"
+        return
+    row.value = loadgen.percentile(answers.latencies_ms, 95)
+    n = max(1, len(bodies))
+    row.note = (
+        f"the lineage rows' {len(diff_paths)} start nodes, `GET /api/v1/lineage/diff?node=..."
+        f"&depth={ctx.sizes.lineage_depth // 2}&from=...&to=...` between "
+        f"{before.isoformat()} and {after.isoformat()} (a quarter and three quarters into the "
+        f"log's event times): two as-of walks and the schemas at both moments per answer; "
+        f"p50 {loadgen.percentile(answers.latencies_ms, 50):.2f} ms; {bad} answers not 200 "
+        f"(404: first seen after `to`); per answer on average "
+        f"{sum(len(b.nodes_added) for b in bodies) / n:,.1f} nodes added, "
+        f"{sum(len(b.nodes_removed) for b in bodies) / n:,.1f} removed, "
+        f"{sum(len(b.schema_changes) for b in bodies) / n:,.2f} schema changes. Baseline: "
+        "the bare CTE's p95 of the lineage rows."
+    )
+
+
+class Diffish(msgspec.Struct):
+    nodes_added: list[Any]
+    nodes_removed: list[Any]
+    schema_changes: list[Any]

@@ -32,6 +32,7 @@ def rows(ctx: Context) -> list[Row]:
         *fig_fold.rows(ctx),
         *fig_storage.rows(ctx),
         *fig_lineage.rows(ctx),
+        *fig_lineage.impact_rows(ctx),
         *fig_column_lineage.rows(ctx),
         *fig_reads.rows(ctx),
         *fig_replay.rows(ctx),
@@ -43,7 +44,7 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
         raise Missing("the projector (projections.runner) has not landed")
     fold_rows, rest = out[:1], out[1:]
     storage_rows, rest = rest[:1], rest[1:]
-    lineage_rows, rest = rest[:3], rest[3:]
+    lineage_rows, rest = rest[:5], rest[5:]
     column_rows, rest = rest[:2], rest[2:]
     reads_rows, replay_rows = rest[:4], rest[4:]
     s = ctx.sizes

@@ -25,6 +25,7 @@ from metastore.metrics import MALFORMED_FACETS
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 TERMINAL_STATES = frozenset({"COMPLETE", "FAIL", "ABORT"})
+FAILED_STATES = frozenset({"FAIL", "ABORT"})
 # Job ids are uuid5 of the job's name, so they are the same after any replay.
 JOB_ID_NAMESPACE = uuid.UUID("6f1d9f0e-8a51-4f43-9d5e-1c1f5a7c2b10")
 DATASET_ID_NAMESPACE = uuid.UUID("3b4e3c8a-2d8e-4b54-a1a4-6f8f0f3d9e21")
@@ -61,10 +62,19 @@ class FoldEvent(msgspec.Struct, frozen=True):
     order: list[int] = []
     parent: ParentRef | None = None  # the `parent` run facet of a run event
     producer: str | None = None  # the event's `producer` URL
+    # Whether this run event writes the outputs it names (decode.writes_outputs): a
+    # COMPLETE, or a RUNNING of a STREAMING job. Any other names them as an attempt.
+    writes: bool = False
 
     @property
     def seq(self) -> int:
         return self.position.seq
+
+    def observes(self, ref: DatasetRef) -> bool:
+        """Whether `ref`'s facets and schema describe the dataset as it is: an output of a
+        run event only when the event writes it; an output a run only attempted (a START,
+        a FAIL, ...) describes data that may never exist."""
+        return self.writes or ref.role != "output" or self.kind != "run"
 
 
 ONE_MICROSECOND = dt.timedelta(microseconds=1)  # made once, not per call of micros()

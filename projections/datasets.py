@@ -12,6 +12,10 @@ splits it again (a rebuild) gives each part the id of its own first name, the id
 before the join. A name first used by an event that joins a dataset known by another name
 gets a row for its own id too, `merged_into` that dataset: its id answers as the dataset.
 
+Facets and schemas describe the data as written: an output of a run event that does not
+write it (a START, a FAIL: the run only attempted it; see FoldEvent.writes) gives the
+dataset its names but no facets and no schema version.
+
 A dataset's display name (its `namespace` and `name` columns) is its most table-like
 name: the least `display_key` of its names, a symlink identifier of type TABLE or a
 metastore's name a catalog rule derived before a name an event used, before any other;
@@ -54,8 +58,9 @@ from projections.common import (
 NAME = "datasets"
 # 2: facets json; 3: names joined by catalog rules; 4: display name by display_key;
 # 5: a name an event used is `emitted` whatever joined it, and each dataset's home name;
-# 6: no catalog name that no index holds (a metadataUri of kilobytes)
-VERSION = 6
+# 6: no catalog name that no index holds (a metadataUri of kilobytes);
+# 7: an output a run only attempted (a START, a FAIL) makes no version and merges no facets
+VERSION = 7
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -350,11 +355,13 @@ class Fold:
         dataset = self.datasets[did]
         dataset["first_seen"] = min(dataset["first_seen"], when)
         dataset["last_seen"] = max(dataset["last_seen"], when)
+        self.changed_datasets.add(did)
+        if not event.observes(ref):
+            return  # an attempted output: its names, but no facets and no version
         if merge_facets(dataset["facets"], dataset["facet_times"], ref.facets, event.order) & (
             FACETS_CHANGED
         ):
             dataset["new_facets"] = True
-        self.changed_datasets.add(did)
         self.observe_schema(did, event, ref)
 
     @staticmethod
@@ -602,7 +609,7 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Fold | None:
             if ref.catalog is not None:
                 names.append((ref.catalog.namespace, ref.catalog.name))
             keys.update(names)
-            if ref.schema_hash is not None:
+            if ref.schema_hash is not None and event.observes(ref):
                 schemas.update((k, ref.schema_hash) for k in names)
     return Fold(cur, keys, schemas) if keys else None
 

@@ -139,6 +139,7 @@ def fold_event(
     of its datasets by the catalog map `catalogs` and their `catalog` facets)."""
     doc = decode_event(event_json)
     run_facets = doc.run.facets if doc.run else None
+    job_facets = doc.job.facets if doc.job else None
     return FoldEvent(
         position,
         received_at,
@@ -149,13 +150,27 @@ def fold_event(
         job_namespace,
         job_name,
         run_facets,
-        doc.job.facets if doc.job else None,
+        job_facets,
         job_id(job_namespace, job_name) if job_namespace and job_name else None,
         dataset_refs(kind, doc, catalogs),
         [micros(event_time), position.seq],
         parent_ref(run_facets) if kind == "run" and run_id is not None else None,
         text(doc.producer),
+        kind == "run" and writes_outputs(event_type, job_facets),
     )
+
+
+def writes_outputs(event_type: str | None, job_facets: Facets | None) -> bool:
+    """Whether a run event with this eventType writes its outputs: a COMPLETE does; so does
+    a RUNNING of a STREAMING job (its `jobType` facet in this event says so: a stream writes
+    while it runs). START, FAIL, ABORT and OTHER name outputs the run only attempted."""
+    if event_type == "COMPLETE":
+        return True
+    if event_type != "RUNNING" or not job_facets or "jobType" not in job_facets:
+        return False
+    job_type = facet(job_facets, "jobType") or {}
+    processing = text(job_type.get("processingType"))
+    return processing is not None and processing.upper() == "STREAMING"
 
 
 def dataset_refs(kind: str, doc: _Event, catalogs: CatalogMap = NO_CATALOGS) -> list[DatasetRef]:

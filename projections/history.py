@@ -1,6 +1,7 @@
 """Projection `history`: what questions "as of" a moment need beyond the current state.
 
-`schema_observations`: each event that carried a dataset's `schema` facet, with the hash
+`schema_observations`: each event that carried a dataset's `schema` facet (an output's
+only when the event wrote it, as for dataset versions), with the hash
 of its fields (the fields themselves are in dataset_versions), so the schema at any moment
 is the latest observation at or before it. `run_column_lineage`: the column lineage each
 run reported for each of its outputs (the nil run id for a JobEvent's static lineage),
@@ -22,8 +23,9 @@ from projections.decode import edge_chunks
 NAME = "history"
 # 2: run_column_edges keyed by edge_key; 3: run_column_lineage, a row per output;
 # 4: run_column_lineage_latest (an output's reports newest first); 5: edges of fields over
-# 512 bytes left out, a field that cannot be decoded loses only its edges
-VERSION = 5
+# 512 bytes left out, a field that cannot be decoded loses only its edges;
+# 6: no schema observation of an output a run only attempted
+VERSION = 6
 TABLES = ("schema_observations", "run_column_lineage")
 STATIC_RUN = uuid.UUID(int=0)  # the run id of a JobEvent's column lineage
 
@@ -56,7 +58,7 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     reports: dict[ReportKey, list[Any]] = {}  # -> [edges, first_seen, last_seen, last_seq]
     for event in events:
         for ref in event.refs:
-            if ref.schema_hash is not None:
+            if ref.schema_hash is not None and event.observes(ref):
                 key = (ref.namespace, ref.name, event.seq, ref.role)
                 observations[key] = [event.event_time, ref.schema_hash, event.run_id]
             if ref.role != "output" or event.job_id is None:

@@ -1,8 +1,18 @@
-"""Projection `lineage`: job <-> dataset edges, per run and per job, with first/last seen.
+"""Projection `lineage`: job <-> dataset edges, per run and per job, with first/last seen,
+and which of them are writes.
 
 Run events give run edges (and the job edges behind them, source 'run'); JobEvents give
 static lineage (job edges with source 'static'). Everything here is a min/max over the
 events, so the tables are upserts that never need to read first.
+
+A write is a successful one: a run writes every output it named (in any of its events)
+when it COMPLETEs, and a STREAMING job's RUNNING event writes the outputs it names
+(FoldEvent.writes). A run that FAILs or ABORTs only attempted its outputs: its edges stay,
+its failure is kept as the edge's latest attempt. A run's completion and its outputs can
+arrive in different batches, in either order, so after the upserts two statements settle
+them from what is stored (SETTLE_RUN_WRITES, then the job edges' latest write and attempt
+from the run edges of the batch's runs); both only write what moves forward (a max), so
+the tables are the same whatever the arrival order.
 """
 
 from __future__ import annotations
@@ -13,10 +23,19 @@ from typing import Any
 
 import psycopg
 
-from projections.common import TERMINAL_STATES, FoldEvent, columns_of, row_param, rows_select
+from projections.common import (
+    FAILED_STATES,
+    INDEX_PROBES_ONLY,
+    TERMINAL_STATES,
+    FoldEvent,
+    columns_of,
+    planner_without,
+    row_param,
+    rows_select,
+)
 
 NAME = "lineage"
-VERSION = 2  # 2: lifecycle_state of each edge
+VERSION = 3  # 2: lifecycle_state of each edge; 3: writes (completed runs) and failed attempts
 TABLES = ("run_edges", "job_edges", "lineage_runs")
 
 # The lifecycle state of an edge: the latest `lifecycleStateChange` its events reported
@@ -28,29 +47,58 @@ _LIFECYCLE = """
     lifecycle_time = CASE WHEN excluded.lifecycle_time >= t.lifecycle_time
         OR t.lifecycle_time IS NULL THEN coalesce(excluded.lifecycle_time, t.lifecycle_time)
         ELSE t.lifecycle_time END"""
+
+
+def _latest(columns: tuple[str, ...]) -> str:
+    """SET clauses keeping the greater tuple of `columns` (the first NULL: none yet)."""
+    fresh = ", ".join(f"excluded.{c}" for c in columns)
+    stored = ", ".join(f"t.{c}" for c in columns)
+    newer = f"(t.{columns[0]} IS NULL OR ({fresh}) > ({stored}))"
+    return ",".join(
+        f"\n    {c} = CASE WHEN {newer} AND excluded.{columns[0]} IS NOT NULL "
+        f"THEN excluded.{c} ELSE t.{c} END"
+        for c in columns
+    )
+
+
 EDGE_TIMES = ("timestamptz", "timestamptz", "text", "timestamptz")
-RUN_EDGE_TYPES = ("uuid", "uuid", "text", "text", "text", *EDGE_TIMES)
+RUN_EDGE_TYPES = ("uuid", "uuid", "text", "text", "text", *EDGE_TIMES, "timestamptz", "timestamptz")
 UPSERT_RUN_EDGES = f"""
 INSERT INTO run_edges AS t (run_id, job_id, direction, namespace, name, first_seen, last_seen,
-    lifecycle_state, lifecycle_time)
+    lifecycle_state, lifecycle_time, first_write_at, last_write_at)
 {rows_select(RUN_EDGE_TYPES)}
 ON CONFLICT (run_id, direction, namespace, name) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
-    last_seen = greatest(t.last_seen, excluded.last_seen),{_LIFECYCLE}
+    last_seen = greatest(t.last_seen, excluded.last_seen),
+    first_write_at = least(t.first_write_at, excluded.first_write_at),
+    last_write_at = greatest(t.last_write_at, excluded.last_write_at),{_LIFECYCLE}
 """
-JOB_EDGE_TYPES = ("uuid", "text", "text", "text", "text", *EDGE_TIMES)
+WRITE = ("last_write_at", "last_write_run")
+ATTEMPT = ("attempt_at", "attempt_run", "attempt_state")
+_LATEST_WRITE, _LATEST_ATTEMPT = _latest(WRITE), _latest(ATTEMPT)
+_LATEST_FAILURE = _latest(("failed_at", "failed_state"))
+JOB_EDGE_TYPES = (
+    "uuid", "text", "text", "text", "text", *EDGE_TIMES,
+    "timestamptz", "uuid", "timestamptz", "uuid", "text",
+)  # fmt: skip
 UPSERT_JOB_EDGES = f"""
 INSERT INTO job_edges AS t (job_id, direction, namespace, name, source, first_seen, last_seen,
-    lifecycle_state, lifecycle_time)
+    lifecycle_state, lifecycle_time, {", ".join(WRITE)}, {", ".join(ATTEMPT)})
 {rows_select(JOB_EDGE_TYPES)}
 ON CONFLICT (job_id, direction, namespace, name, source) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
-    last_seen = greatest(t.last_seen, excluded.last_seen),{_LIFECYCLE}
+    last_seen = greatest(t.last_seen, excluded.last_seen),{_LIFECYCLE},{_LATEST_WRITE},
+    {_LATEST_ATTEMPT.lstrip()}
 """
-# started_at: the earliest START, else the earliest event of the run.
-LINEAGE_RUN_TYPES = ("uuid", "uuid", "timestamptz", "timestamptz", "boolean")
+# started_at: the earliest START, else the earliest event of the run. The completion
+# (first and last COMPLETE) and the latest failure (FAIL or ABORT, and which).
+LINEAGE_RUN_TYPES = (
+    "uuid", "uuid", "timestamptz", "timestamptz", "boolean",
+    "timestamptz", "timestamptz", "timestamptz", "text",
+)  # fmt: skip
 UPSERT_LINEAGE_RUNS = f"""
-INSERT INTO lineage_runs AS t (run_id, job_id, started_at, ended_at, has_start)
+INSERT INTO lineage_runs AS t (run_id, job_id, started_at, ended_at, has_start,
+    first_complete, last_complete, failed_at, failed_state)
 {rows_select(LINEAGE_RUN_TYPES)}
 ON CONFLICT (run_id) DO UPDATE SET
     started_at = CASE
@@ -58,30 +106,87 @@ ON CONFLICT (run_id) DO UPDATE SET
         WHEN excluded.has_start THEN excluded.started_at
         ELSE t.started_at END,
     has_start = t.has_start OR excluded.has_start,
-    ended_at = greatest(t.ended_at, excluded.ended_at)
+    ended_at = greatest(t.ended_at, excluded.ended_at),
+    first_complete = least(t.first_complete, excluded.first_complete),
+    last_complete = greatest(t.last_complete, excluded.last_complete),{_LATEST_FAILURE}
+"""
+# A run's completion writes all its outputs, those named in other batches included.
+SETTLE_RUN_WRITES = """
+UPDATE run_edges e SET
+    first_write_at = least(e.first_write_at, lr.first_complete),
+    last_write_at = greatest(e.last_write_at, lr.last_complete)
+FROM lineage_runs lr
+WHERE lr.run_id = ANY(%(runs)s::uuid[]) AND lr.first_complete IS NOT NULL
+  AND e.run_id = lr.run_id AND e.direction = 'output'
+  AND (e.first_write_at IS NULL OR e.first_write_at > lr.first_complete
+       OR e.last_write_at < lr.last_complete)
+"""
+# A job edge's latest write, and latest failed attempt, over the batch's runs' edges.
+SETTLE_JOB_WRITES = """
+UPDATE job_edges t SET last_write_at = x.at, last_write_run = x.run
+FROM (
+    SELECT DISTINCT ON (job_id, namespace, name) job_id, namespace, name,
+           last_write_at AS at, run_id AS run
+    FROM run_edges
+    WHERE run_id = ANY(%(runs)s::uuid[]) AND direction = 'output' AND last_write_at IS NOT NULL
+    ORDER BY job_id, namespace, name, last_write_at DESC, run_id DESC
+) x
+WHERE t.job_id = x.job_id AND t.direction = 'output' AND t.namespace = x.namespace
+  AND t.name = x.name AND t.source = 'run'
+  AND (t.last_write_at IS NULL OR (x.at, x.run) > (t.last_write_at, t.last_write_run))
+"""
+SETTLE_JOB_ATTEMPTS = """
+UPDATE job_edges t SET attempt_at = x.at, attempt_run = x.run, attempt_state = x.state
+FROM (
+    SELECT DISTINCT ON (e.job_id, e.namespace, e.name) e.job_id, e.namespace, e.name,
+           lr.failed_at AS at, e.run_id AS run, lr.failed_state AS state
+    FROM run_edges e JOIN lineage_runs lr ON lr.run_id = e.run_id
+    WHERE e.run_id = ANY(%(runs)s::uuid[]) AND e.direction = 'output'
+      AND lr.failed_at IS NOT NULL
+    ORDER BY e.job_id, e.namespace, e.name, lr.failed_at DESC, e.run_id DESC,
+             lr.failed_state DESC
+) x
+WHERE t.job_id = x.job_id AND t.direction = 'output' AND t.namespace = x.namespace
+  AND t.name = x.name AND t.source = 'run'
+  AND (t.attempt_at IS NULL
+       OR (x.at, x.run, x.state) > (t.attempt_at, t.attempt_run, t.attempt_state))
 """
 
 DIRECTIONS = {"input": "input", "output": "output"}
 
 
-def _span(spans: dict[Any, list[Any]], key: Any, when: dt.datetime, lifecycle: str | None) -> None:
-    """[first_seen, last_seen, lifecycle_state, lifecycle_time] of an edge."""
+def _span(
+    spans: dict[Any, list[Any]], key: Any, when: dt.datetime, lifecycle: str | None
+) -> list[Any]:
+    """[first_seen, last_seen, lifecycle_state, lifecycle_time, ...] of an edge."""
     span = spans.get(key)
     if span is None:
-        spans[key] = [when, when, lifecycle, when if lifecycle else None]
-        return
+        span = spans[key] = [when, when, lifecycle, when if lifecycle else None]
+        return span
     span[0], span[1] = min(span[0], when), max(span[1], when)
     if lifecycle and (span[3] is None or when >= span[3]):
         span[2], span[3] = lifecycle, when
+    return span
+
+
+def _later(span: list[Any], at: int, value: tuple[Any, ...]) -> None:
+    """Sets span[at:at + len(value)] to `value` when that is the greater (a max)."""
+    current = span[at : at + len(value)]
+    if current[0] is None or value > tuple(current):
+        span[at : at + len(value)] = value
+
+
+RunKey = tuple[uuid.UUID, str, str, str]  # (run, direction, namespace, name)
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     # Keyed as the table is: a runId that two jobs report (producers do reuse them) is one
     # run's edges, with the job of its first event, as the stored row keeps it.
-    run_edges: dict[tuple[uuid.UUID, str, str, str], list[Any]] = {}
-    run_jobs: dict[tuple[uuid.UUID, str, str, str], uuid.UUID] = {}
+    run_edges: dict[RunKey, list[Any]] = {}  # + [first_write_at, last_write_at]
+    run_jobs: dict[RunKey, uuid.UUID] = {}
     job_edges: dict[tuple[uuid.UUID, str, str, str, str], list[Any]] = {}
-    # run -> [job, started_at, ended_at, has_start]
+    # run -> [job, started_at, ended_at, has_start, first_complete, last_complete,
+    #         failed_at, failed_state]
     runs: dict[uuid.UUID, list[Any]] = {}
     for event in events:
         jid = event.job_id
@@ -98,10 +203,33 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
                 assert event.run_id is not None
                 run_key = (event.run_id, direction, ref.namespace, ref.name)
                 run_jobs.setdefault(run_key, jid)
-                _span(run_edges, run_key, when, ref.lifecycle)
+                span = _span(run_edges, run_key, when, ref.lifecycle)
+                if len(span) == 4:
+                    span += [None, None]
+                if event.writes and direction == "output":
+                    span[4] = when if span[4] is None else min(span[4], when)
+                    span[5] = when if span[5] is None else max(span[5], when)
         if is_run:
             assert event.run_id is not None
             fold_lineage_run(runs, event.run_id, jid, event)
+    for span in job_edges.values():
+        span += [None] * 5
+    touched = {rid for rid, r in runs.items() if r[4] is not None or r[6] is not None}
+    for run_key, span in run_edges.items():
+        rid, direction, namespace, name = run_key
+        if direction != "output":
+            continue
+        touched.add(rid)
+        jid = run_jobs[run_key]
+        run = runs[rid]
+        if run[4] is not None:  # it completed: it wrote all its outputs
+            span[4] = run[4] if span[4] is None else min(span[4], run[4])
+            span[5] = run[5] if span[5] is None else max(span[5], run[5])
+        job_span = job_edges[(jid, "output", namespace, name, "run")]
+        if span[5] is not None:
+            _later(job_span, 4, (span[5], rid))
+        if run[6] is not None:
+            _later(job_span, 6, (run[6], rid, run[7]))
     if run_edges:
         run_ids, directions, namespaces, names, *spans = columns_of(run_edges)
         columns = [run_ids, list(run_jobs.values()), directions, namespaces, names, *spans]
@@ -113,21 +241,34 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             UPSERT_LINEAGE_RUNS,
             row_param(LINEAGE_RUN_TYPES, [list(runs), *zip(*runs.values(), strict=True)]),
         )
+    if touched:
+        # (what an earlier batch stored: a completion or outputs folded before)
+        settle = {"runs": list(touched)}
+        with planner_without(cur, *INDEX_PROBES_ONLY):
+            cur.execute(SETTLE_RUN_WRITES, settle)
+            cur.execute(SETTLE_JOB_WRITES, settle)
+            cur.execute(SETTLE_JOB_ATTEMPTS, settle)
 
 
 def fold_lineage_run(
     runs: dict[uuid.UUID, list[Any]], run_id: uuid.UUID, jid: uuid.UUID, event: FoldEvent
 ) -> None:
     when = event.event_time
-    is_start = event.event_type == "START"
-    ended = when if event.event_type in TERMINAL_STATES else None
+    state = event.event_type
+    is_start = state == "START"
+    ended = when if state in TERMINAL_STATES else None
     row = runs.get(run_id)
     if row is None:
-        runs[run_id] = [jid, when, ended, is_start]
-        return
-    if row[3] == is_start:
-        row[1] = min(row[1], when)
-    elif is_start:
-        row[1], row[3] = when, True
-    if ended is not None:
-        row[2] = ended if row[2] is None else max(row[2], ended)
+        row = runs[run_id] = [jid, when, ended, is_start, None, None, None, None]
+    else:
+        if row[3] == is_start:
+            row[1] = min(row[1], when)
+        elif is_start:
+            row[1], row[3] = when, True
+        if ended is not None:
+            row[2] = ended if row[2] is None else max(row[2], ended)
+    if state == "COMPLETE":
+        row[4] = when if row[4] is None else min(row[4], when)
+        row[5] = when if row[5] is None else max(row[5], when)
+    elif state in FAILED_STATES:
+        _later(row, 6, (when, state))

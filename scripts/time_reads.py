@@ -6,8 +6,10 @@ Generates `--events` events of the benchmark workload (bench/datagen.py, over a 
 `--nodes` datasets and jobs) into a throwaway PostgreSQL, folds them once with this
 checkout's projections, then serves them with `metastore api` from each tree in turns
 (the order swapped each round) and times the same requests on one keep-alive connection:
-list pages of jobs, runs and datasets (first, filtered, next by cursor) and lineage
-around datasets. A tree whose lineage `depth` counts jobs is asked for half the hops of
+list pages of jobs, runs and datasets (first, filtered, next by cursor), lineage around
+datasets (now and as of the middle of the runs' times), and where the tree's document has
+them, impact from failed runs and the lineage diff between a quarter and three quarters
+of the runs' times. A tree whose lineage `depth` counts jobs is asked for half the hops of
 one whose `depth` counts hops (its OpenAPI document says which), so both walk as far.
 `--other` is a source tree (e.g. `git archive main | tar -x -C /tmp/main-src`). A shared
 machine drifts: read the pairs, not one figure.
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -63,11 +66,23 @@ def load(url: str, count: int, nodes: int, seed: int) -> None:
     catch_up(url)
 
 
-def depth_counts_jobs(base: str) -> bool:
-    document = httpx.get(base + "/api/v1/openapi.json", timeout=30).json()
+def document_of(base: str) -> dict[str, Any]:
+    document: dict[str, Any] = httpx.get(base + "/api/v1/openapi.json", timeout=30).json()
+    return document
+
+
+def depth_counts_jobs(document: dict[str, Any]) -> bool:
     parameters = document["paths"]["/api/v1/lineage"]["get"]["parameters"]
     depth = next(p for p in parameters if p["name"] == "depth")
     return "jobs" in depth["description"]
+
+
+# The requests whose next page is timed too.
+NEXT_PAGE = {"list jobs", "list runs", "list datasets"}
+# The path each kind of request needs in a tree's document (else the tree does not time it).
+NEEDS = {"impact": "/api/v1/impact", "lineage diff": "/api/v1/lineage/diff"}
+# The answers that may be a 404 (a node first seen after the moment: not yet).
+MAY_BE_NOT_YET = {"lineage as of", "lineage diff"}
 
 
 def requests(url: str, seed: int, n: int) -> dict[str, list[str]]:
@@ -87,7 +102,20 @@ def requests(url: str, seed: int, n: int) -> dict[str, list[str]]:
                 "SELECT id FROM readmodel.datasets WHERE merged_into IS NULL ORDER BY id"
             )
         ]
+        failed = [
+            str(r[0])
+            for r in conn.execute("SELECT id FROM readmodel.runs WHERE state = 'FAIL' ORDER BY id")
+        ]
+        first, last = conn.execute(
+            "SELECT min(first_seen), max(last_seen) FROM readmodel.runs"
+        ).fetchone() or (None, None)
     q = urllib.parse.urlencode
+    span = last - first
+    middle, before, after = (first + span * k / 4 for k in (2, 1, 3))
+    lineage = [
+        f"/api/v1/lineage?node=dataset:{d}&direction=both&depth={{depth}}"
+        for d in rng.sample(datasets, min(n, len(datasets)))
+    ]
     return {
         "list jobs": [
             "/api/v1/jobs" if i % 2 else f"/api/v1/jobs?{q({'namespace': rng.choice(namespaces)})}"
@@ -103,32 +131,44 @@ def requests(url: str, seed: int, n: int) -> dict[str, list[str]]:
             else f"/api/v1/datasets?{q({'namespace': rng.choice(homes)})}"
             for i in range(n)
         ],
-        "lineage": [
-            f"/api/v1/lineage?node=dataset:{d}&direction=both&depth={{depth}}"
-            for d in rng.sample(datasets, min(n, len(datasets)))
+        "lineage": lineage,
+        "lineage as of": [f"{p}&{q({'as_of': middle.isoformat()})}" for p in lineage],
+        "impact": [
+            f"/api/v1/impact?node=run:{r}&depth={{depth}}"
+            for r in rng.sample(failed, min(n, len(failed)))
+        ],
+        "lineage diff": [
+            p.replace("/lineage?", "/lineage/diff?")
+            + f"&{q({'from': before.isoformat(), 'to': after.isoformat()})}"
+            for p in lineage
         ],
     }
 
 
 def time_side(src: Path, url: str, paths: dict[str, list[str]], log_dir: Path) -> dict[str, float]:
     port = free_port()
-    env = {**service_env(url, port), "PYTHONPATH": str(src)}
-    api = start_service(["-m", "metastore", "api"], env, port, log_dir)
+    # (the tree's code runs: start_service sets PYTHONPATH and the working directory)
+    env = service_env(url, port)
+    api = start_service(["-m", "metastore", "api"], env, port, log_dir, cwd=src)
     try:
-        depth = HOPS // 2 if depth_counts_jobs(api.base_url) else HOPS
+        document = document_of(api.base_url)
+        depth = HOPS // 2 if depth_counts_jobs(document) else HOPS
         session = loadgen.Session(api.base_url)
         result = {}
         try:
             for name, firsts in paths.items():
+                if name in NEEDS and NEEDS[name] not in document["paths"]:
+                    continue
                 latencies = []
                 for first in firsts[:10]:  # warm-up
                     session.get(first.format(depth=depth))
                 for first in firsts:
                     path = first.format(depth=depth)
                     ms, status, body = session.get(path)
-                    assert status == 200, (path, status, body[:300])
+                    ok = (200, 404) if name in MAY_BE_NOT_YET else (200,)
+                    assert status in ok, (path, status, body[:300])
                     latencies.append(ms)
-                    if name == "lineage":
+                    if name not in NEXT_PAGE:
                         continue
                     cursor = msgspec.json.decode(body, type=Page).next_cursor
                     if cursor:

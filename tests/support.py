@@ -133,11 +133,15 @@ def running(command: str, database_url: str, log_dir: Path, **kwargs: Any) -> It
 
 @contextmanager
 def open_service(
-    pg_server: Any, template_db: str, log_dir: Path, prefix: str
+    pg_server: Any,
+    template_db: str,
+    log_dir: Path,
+    prefix: str,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Process, httpx.Client]]:
     """A fresh migrated database with `metastore api` and `metastore projector` on it (no
-    tokens), and a client of the API."""
-    env = {"METASTORE_AUTH": "disabled"}
+    tokens, and `env`), and a client of the API."""
+    env = {"METASTORE_AUTH": "disabled", **(env or {})}
     with (
         pg_server.database(prefix, template_db) as url,
         running("api", url, log_dir, env=env) as api,
@@ -145,6 +149,141 @@ def open_service(
         httpx.Client(base_url=api.base_url, timeout=30) as client,
     ):
         yield api, client
+
+
+def wait_until_folded(
+    client: httpx.Client, headers: Mapping[str, str] | None = None, timeout: float = 30
+) -> None:
+    """Waits until every projection has folded every readable event (none dead-lettered)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = client.get("/api/v1/status", headers=headers).json()
+        if all(p["lag_events"] == 0 for p in status["projections"]):
+            assert all(p["dead_letters"] == 0 for p in status["projections"]), status
+            return
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+
+
+# --- the brief's example after a failed Trino run ----------------------------------------
+# scenarios/seed_spark_trino (Spark writes sales.db/orders_daily, alias Hive's
+# sales.orders_daily; Trino query 00042 reads it as lakehouse.sales.orders_daily and writes
+# lakehouse.sales.orders_summary), then a dbt model reads the summary, and the next day's
+# Trino query FAILs writing the summary with a new column. With BRIEF_CATALOGS the Trino
+# names join their Hive names.
+BRIEF_CATALOGS = """\
+catalogs:
+  - engine: 'trino://trino-coordinator-*:8443'
+    catalog: lakehouse
+    metastore: 'hive://hive-metastore:9083'
+"""
+TRINO = "trino://trino-coordinator-default-0.trino-coordinator-default.prod.svc.cluster.local:8443"
+TRINO_PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/trino"
+DBT_PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/dbt"
+FAILED_TRINO_RUN = "0191a8e4-6b2d-7c10-9e55-2f7d3a1c9b42"
+DBT_RUN = "0191a430-55a1-7d3e-8c21-6a9e0b4f7d13"
+RUN_EVENT = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+
+
+def _facet(producer: str, schema: str, **body: Any) -> dict[str, Any]:
+    return {
+        "_producer": producer,
+        "_schemaURL": f"https://openlineage.io/spec/facets/{schema}",
+        **body,
+    }
+
+
+def schema_facet(producer: str, fields: list[tuple[str, str]]) -> dict[str, Any]:
+    """A `schema` dataset facet of (name, type) fields."""
+    return _facet(
+        producer,
+        "1-1-1/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
+        fields=[{"name": n, "type": t} for n, t in fields],
+    )
+
+
+def ownership_facet(producer: str, owner: str) -> dict[str, Any]:
+    """An `ownership` dataset facet naming one maintainer."""
+    return _facet(
+        producer,
+        "1-0-1/OwnershipDatasetFacet.json#/$defs/OwnershipDatasetFacet",
+        owners=[{"name": owner, "type": "MAINTAINER"}],
+    )
+
+
+SUMMARY_V1 = [("order_date", "date"), ("region", "varchar"), ("revenue", "decimal(18,2)")]
+SUMMARY_V2 = [*SUMMARY_V1, ("channel", "varchar")]
+
+
+def run_event(
+    kind: str,
+    when: str,
+    producer: str,
+    job: tuple[str, str],
+    run: str,
+    inputs: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+    run_facets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "eventType": kind,
+        "eventTime": when,
+        "producer": producer,
+        "schemaURL": RUN_EVENT,
+        "job": {"namespace": job[0], "name": job[1]},
+        "run": {"runId": run, "facets": run_facets or {}},
+        "inputs": inputs,
+        "outputs": outputs,
+    }
+
+
+def failed_trino_events() -> list[dict[str, Any]]:
+    """The brief's example (the seed, a dbt model on its summary, then a failed Trino run),
+    in emission order."""
+    summary = {"namespace": TRINO, "name": "lakehouse.sales.orders_summary"}
+    daily = {"namespace": TRINO, "name": "lakehouse.sales.orders_daily"}
+    read_summary = {
+        **summary,
+        "facets": {
+            "schema": schema_facet(DBT_PRODUCER, SUMMARY_V1),
+            "ownership": ownership_facet(DBT_PRODUCER, "team:sales-analytics"),
+        },
+    }
+    revenue = {
+        "namespace": TRINO,
+        "name": "lakehouse.marts.revenue_by_region",
+        "facets": {
+            "schema": schema_facet(DBT_PRODUCER, [("region", "varchar"), ("revenue", "decimal")]),
+            "ownership": ownership_facet(DBT_PRODUCER, "team:finance"),
+        },
+    }
+    dbt = ("dbt://prod", "analytics.revenue_by_region")
+    failed = ("prod-lineage", "20260903_101500_00051_cm7qz")
+    attempted = {**summary, "facets": {"schema": schema_facet(TRINO_PRODUCER, SUMMARY_V2)}}
+    error = _facet(
+        TRINO_PRODUCER,
+        "1-0-1/ErrorMessageRunFacet.json#/$defs/ErrorMessageRunFacet",
+        message="Query exceeded per-node memory limit of 8GB",
+        programmingLanguage="JAVA",
+    )
+    return [
+        *conformance_events("scenarios/seed_spark_trino"),
+        run_event(
+            "START", "2026-09-02T11:00:00Z", DBT_PRODUCER, dbt, DBT_RUN, [read_summary], []
+        ),
+        run_event(
+            "COMPLETE", "2026-09-02T11:02:30Z", DBT_PRODUCER, dbt, DBT_RUN,
+            [read_summary], [revenue],
+        ),
+        run_event(
+            "START", "2026-09-03T10:15:00.210Z", TRINO_PRODUCER, failed, FAILED_TRINO_RUN,
+            [daily], [attempted],
+        ),
+        run_event(
+            "FAIL", "2026-09-03T10:15:41.002Z", TRINO_PRODUCER, failed, FAILED_TRINO_RUN,
+            [daily], [attempted], {"errorMessage": error},
+        ),
+    ]  # fmt: skip
 
 
 README_SQL = re.compile(r"<!-- roles\.sql[^>]*-->\n```sql\n(.*?)```", re.S)

@@ -30,6 +30,8 @@ FIGURES = {
     "lineage depth 5 p50, ms": True,
     "lineage depth 5 p95, ms": True,
     "as-of lineage depth 5 p95, ms": True,
+    "impact depth 5 p95, ms": True,
+    "lineage diff depth 5 p95, ms": True,
     "column lineage depth 5 p95, ms": False,
     "as-of column lineage depth 5 p95, ms": False,
     "list jobs p95, ms": False,

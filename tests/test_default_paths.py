@@ -7,7 +7,6 @@ Against a real `metastore api` and `metastore projector` with tokens enforced.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 
 from tests.conftest import Server
-from tests.support import Process, running
+from tests.support import Process, running, wait_until_folded
 
 MARQUEZ = Path(__file__).resolve().parent / "fixtures" / "marquez"
 APPLES = sorted((MARQUEZ / "apples").glob("*.json"))
@@ -79,17 +78,6 @@ def stored(database: str, document: Any) -> int:
     return int(row[0])
 
 
-def wait_until_folded(client: httpx.Client) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        status = client.get("/api/v1/status", headers=bearer(READ)).json()
-        if all(p["lag_events"] == 0 for p in status["projections"]):
-            assert all(p["dead_letters"] == 0 for p in status["projections"]), status
-            return
-        assert time.monotonic() < deadline, status
-        time.sleep(0.1)
-
-
 def read(client: httpx.Client, path: str, **params: Any) -> Any:
     answer = client.get("/api/v1" + path, params=params, headers=bearer(READ))
     assert answer.status_code == 200, answer.text
@@ -109,7 +97,7 @@ def test_marquez_fixtures_without_schema_url_are_stored_and_folded(
     assert answer.json()["summary"]["successful"] == len(OTHERS), answer.text
     for document in documents:
         assert stored(database, document) == 1, document["run"]["runId"]
-    wait_until_folded(client)
+    wait_until_folded(client, bearer(READ))
 
     jobs = read(client, "/jobs", namespace="grandmas.kitchen")["items"]
     assert {j["name"] for j in jobs} == {

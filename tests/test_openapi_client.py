@@ -2,12 +2,13 @@
 
 openapi-typescript turns metastore/openapi.json into types; `tsc --strict` (with
 noUncheckedIndexedAccess and exactOptionalPropertyTypes) type-checks
-tools/openapi/client/screens.ts, which draws Cockpit's screens, reads a facet's field and
-a schema field's type, tells problems apart by their `type` in an exhaustive switch, all
-without a cast; then node runs the compiled client against a server loaded with the
-conformance scenarios, and the screens must take the calls they promise. The node tools
-are the pinned ones of tools/openapi (package-lock.json, installed with `npm ci` by `make
-openapi-tools`).
+tools/openapi/client/screens.ts, which draws Cockpit's screens ("what broke" and "what
+changed" among them), reads a facet's field and a schema field's type, tells problems
+apart by their `type` in an exhaustive switch, all without a cast; then node runs the
+compiled client against a server loaded with the conformance scenarios and the brief's
+example after a failed Trino run, and the screens must take the calls they promise. The
+node tools are the pinned ones of tools/openapi (package-lock.json, installed with `npm
+ci` by `make openapi-tools`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import httpx
 import pytest
 
 from tests.apiserver import scenario_api
-from tests.support import all_scenario_events
+from tests.support import FAILED_TRINO_RUN, TRINO, all_scenario_events, failed_trino_events
 from tests.test_api_screens import extra_events
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +69,7 @@ def compiled() -> Path:
 def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
     compiled: Path, pg_server: Any, template_db: str, tmp_path: Path
 ) -> None:
-    events = all_scenario_events() + extra_events()
+    events = all_scenario_events() + extra_events() + failed_trino_events()
     with scenario_api(pg_server, template_db, tmp_path, events) as (url, _):
         base = url + "/api/v1"
 
@@ -78,12 +79,24 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
 
         raw = lookup("s3a://warehouse", "raw.db/orders")
         tbl1 = lookup("file", "/tmp/cll_test/tbl1")
+        summary = lookup(TRINO, "lakehouse.sales.orders_summary")
         test_csv = lookup("gs://mock-bucket", "test.csv")
         jobs = httpx.get(base + "/jobs", params={"namespace": "airflow", "limit": 500}).json()
         bq = next(j["id"] for j in jobs["items"] if j["name"] == "BQ")
         as_of = "2026-09-02T10:01:00Z"
         out = run(
-            "node", str(compiled), base, f"dataset:{raw}", tbl1, as_of, bq, f"dataset:{test_csv}"
+            "node",
+            str(compiled),
+            base,
+            f"dataset:{raw}",
+            tbl1,
+            as_of,
+            bq,
+            f"dataset:{test_csv}",
+            FAILED_TRINO_RUN,
+            f"dataset:{summary}",
+            "2026-09-02T12:00:00Z",
+            "2026-09-04T00:00:00Z",
         )
     screens = json.loads(out)
     assert {name: s["calls"] for name, s in screens.items()} == {
@@ -96,11 +109,41 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
         "job": 2,
         "search": 1,
         "problem": 1,
+        "whatBroke": 1,
+        "whatChanged": 1,
+    }
+    broke = screens["whatBroke"]["view"]
+    assert broke["run"] == "FAIL" and broke["truncated"] is False
+    assert broke["datasets"] == [
+        "lakehouse.sales.orders_summary [team:sales-analytics]: written "
+        "2026-09-02T10:15:03.870000Z by 20260902_101500_00042_ab3kd, FAIL at "
+        "2026-09-03T10:15:41.002000Z (stale: writer failed)",
+        "lakehouse.marts.revenue_by_region [team:finance]: written 2026-09-02T11:02:30Z by "
+        "analytics.revenue_by_region",
+    ]
+    assert broke["jobs"] == [
+        "20260903_101500_00051_cm7qz: red",
+        "analytics.revenue_by_region: green",
+    ]
+    changed = screens["whatChanged"]["view"]
+    assert changed == {
+        "added": ["job 20260903_101500_00051_cm7qz"],
+        "removed": [],
+        "edgesAdded": 2,
+        "edgesRemoved": 0,
+        "schema": [],
     }
     rows = {r["name"]: r for r in screens["namespaces"]["view"]["rows"]}
     assert rows["airflow"]["jobs"] == 16 and rows["s3a://warehouse"]["datasets"] == 4
     failures = screens["failures"]["view"]
-    assert failures == {"count": "2", "rows": ["cockpit.failing FAIL", "cockpit.aborted ABORT"]}
+    assert failures == {
+        "count": "3",
+        "rows": [
+            "20260903_101500_00051_cm7qz FAIL",  # the brief's example's failed Trino run
+            "cockpit.failing FAIL",
+            "cockpit.aborted ABORT",
+        ],
+    }
     nodes = {n["label"]: n["colour"] for n in screens["graph"]["view"]["nodes"]}
     assert nodes["orders_etl.execute_replace_table_as_select_command [SPARK]"] == "green"
     assert "hive://hive-metastore:9083/sales.orders_daily (2 names)" in nodes

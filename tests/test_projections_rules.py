@@ -392,3 +392,42 @@ def test_side_projections_left_behind_by_a_crash_catch_up_alone(conn: Conn) -> N
     incremental = dump_readmodel(conn)
     rebuild(conn.info.dsn, [p.NAME for p in PROJECTIONS])
     assert dump_readmodel(conn) == incremental
+
+
+@pytest.mark.parametrize("order", ["as emitted", "reversed"])
+def test_only_a_completed_run_or_a_streaming_one_writes(conn: Conn, order: str) -> None:
+    """A run writes its outputs when it COMPLETEs (those its START named too), a STREAMING
+    job at each RUNNING event naming them; a FAIL or ABORT only attempted them. One event a
+    batch, so a completion and the outputs it writes are folded apart."""
+    from tests.test_projector_properties import write_events
+
+    events = write_events()
+    append(conn, events if order == "as emitted" else events[::-1])
+    catch_up(conn, limit=1)
+    writes = dict(
+        conn.execute(
+            "SELECT run_id::text, (first_write_at, last_write_at)::text FROM readmodel.run_edges "
+            "WHERE direction = 'output'"
+        ).fetchall()
+    )
+    failed, aborted, quiet, stream = (events[i]["run"]["runId"] for i in (0, 2, 4, 6))
+    assert writes == {
+        failed: "(,)",
+        aborted: "(,)",
+        quiet: '("2026-09-04 10:02:00+00","2026-09-04 10:02:00+00")',
+        stream: '("2026-09-05 01:00:00+00","2026-09-05 02:00:00+00")',
+    }
+    edges = conn.execute(
+        "SELECT j.name, e.last_write_at::text, e.last_write_run::text, e.attempt_at::text, "
+        "e.attempt_run::text, e.attempt_state FROM readmodel.job_edges e "
+        "JOIN readmodel.jobs j ON j.id = e.job_id WHERE e.direction = 'output' ORDER BY 1"
+    ).fetchall()
+    spark = "orders_etl.execute_replace_table_as_select_command"
+    assert edges == [
+        (spark, "2026-09-04 10:02:00+00", quiet, "2026-09-03 11:01:00+00", aborted, "ABORT"),
+        ("orders_stream", "2026-09-05 02:00:00+00", stream, "2026-09-05 02:30:00+00", stream,
+         "FAIL"),
+    ]  # fmt: skip
+    # an attempt's schema is no version, nor a START's; the stream's RUNNING wrote one
+    versions = conn.execute("SELECT run_id::text FROM readmodel.dataset_versions").fetchall()
+    assert versions == [(stream,)]

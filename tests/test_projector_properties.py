@@ -3,6 +3,7 @@ included, nor on how the log was cut into batches; incremental folding equals a 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 from collections.abc import Iterator
@@ -22,7 +23,57 @@ from tests.logdata import append, dump_readmodel
 from tests.support import conformance_events
 
 SCENARIOS = ("airflow", "seed_spark_trino", "CLL", "spark_dataproc_simple_producer_test_complete")
-EVENTS = [e for s in SCENARIOS for e in conformance_events(f"scenarios/{s}")]
+
+
+def write_events() -> list[dict[str, Any]]:
+    """The seed's Spark run, edited into the cases the write rule turns on: a run that
+    FAILs reporting a new schema (its START says so too), one that ABORTs, one that names
+    its output only in its START and COMPLETEs without outputs, and a STREAMING job whose
+    RUNNING events write before it FAILs."""
+    start, complete = conformance_events("scenarios/seed_spark_trino")[:2]
+    output = complete["outputs"][0]
+    schema = {
+        "_producer": complete["producer"],
+        "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
+        "fields": [{"name": "id", "type": "long"}, {"name": "total", "type": "double"}],
+    }
+    streaming = {
+        "jobType": {
+            "_producer": complete["producer"],
+            "_schemaURL": "https://openlineage.io/spec/facets/2-0-3/JobTypeJobFacet.json",
+            "processingType": "STREAMING",
+            "integration": "SPARK",
+            "jobType": "JOB",
+        }
+    }
+
+    def event(kind: str, when: str, run: str, outputs: bool, job: str = "") -> dict[str, Any]:
+        e = copy.deepcopy(start if kind == "START" else complete)
+        e["eventType"], e["eventTime"] = kind, when
+        e["run"]["runId"] = run
+        e["outputs"] = [{**output, "facets": {**output["facets"], "schema": schema}}] * outputs
+        if job:
+            e["job"]["name"] = job
+            e["job"]["facets"] = streaming
+        return e
+
+    failed, aborted = "0191a500-0000-7000-8000-00000000000f", "0191a500-0000-7000-8000-00000000000a"
+    quiet, stream = "0191a500-0000-7000-8000-00000000000c", "0191a500-0000-7000-8000-00000000005e"
+    return [
+        event("START", "2026-09-03T10:00:00Z", failed, True),
+        event("FAIL", "2026-09-03T10:03:00Z", failed, True),
+        event("START", "2026-09-03T11:00:00Z", aborted, True),
+        event("ABORT", "2026-09-03T11:01:00Z", aborted, False),
+        event("START", "2026-09-04T10:00:00Z", quiet, True),
+        event("COMPLETE", "2026-09-04T10:02:00Z", quiet, False),
+        event("START", "2026-09-05T00:00:00Z", stream, False, "orders_stream"),
+        event("RUNNING", "2026-09-05T01:00:00Z", stream, True, "orders_stream"),
+        event("RUNNING", "2026-09-05T02:00:00Z", stream, True, "orders_stream"),
+        event("FAIL", "2026-09-05T02:30:00Z", stream, True, "orders_stream"),
+    ]
+
+
+EVENTS = [e for s in SCENARIOS for e in conformance_events(f"scenarios/{s}")] + write_events()
 
 _counter = itertools.count()
 
@@ -51,6 +102,13 @@ def semantic_view(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         "run_edges": sorted(q("SELECT * FROM readmodel.run_edges").fetchall(), key=str),
         "job_edges": sorted(q("SELECT * FROM readmodel.job_edges").fetchall(), key=str),
         "lineage_runs": sorted(q("SELECT * FROM readmodel.lineage_runs").fetchall(), key=str),
+        "schema_observations": sorted(
+            q(
+                "SELECT namespace, name, role, event_time, fields_hash, run_id "
+                "FROM readmodel.schema_observations"
+            ).fetchall(),
+            key=str,
+        ),
         "column_lineage": sorted(
             q(
                 "SELECT out_namespace, out_name, out_field, in_namespace, in_name, in_field, "

@@ -17,6 +17,7 @@ three different answers.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -473,3 +474,109 @@ def test_static_column_lineage_counts_from_its_job_event(
         == {("id", "raw_a", "id")}
         == field_edges(api, shared)
     )
+
+
+def test_the_diff_between_two_moments(api: httpx.Client) -> None:
+    """Between Jan 2 and Jan 5 etl's run2 replaced run1: clean's graph trades raw_a and
+    load_a for raw_b and load_b, and its schema gained `amount`, in one call."""
+    clean = dataset_id(api, "clean")
+    diff = get(
+        api, "/lineage/diff", node=f"dataset:{clean}", direction="upstream", depth=4,
+        **{"from": BETWEEN, "to": AFTER},
+    )  # fmt: skip
+    assert sorted(n["name"] for n in diff["nodes_added"]) == ["load_b", "raw_b"]
+    assert sorted(n["name"] for n in diff["nodes_removed"]) == ["load_a", "raw_a"]
+    assert (len(diff["edges_added"]), len(diff["edges_removed"])) == (2, 2)
+    (change,) = diff["schema_changes"]
+    assert change["dataset"] == {"id": clean, "namespace": DS_NS, "name": "clean"}
+    assert (change["from_version"], change["to_version"]) == (1, 2)
+    assert change["added"] == [{"name": "amount", "type": "BIGINT"}]
+    assert change["removed"] == change["type_changed"] == []
+    # the other way round, and a moment with itself
+    back = get(api, "/lineage/diff", node=f"dataset:{clean}", **{"from": AFTER, "to": BETWEEN})
+    assert back["schema_changes"][0]["removed"] == [{"name": "amount", "type": "BIGINT"}]
+    same = get(api, "/lineage/diff", node=f"dataset:{clean}", **{"from": AFTER, "to": AFTER})
+    assert same["nodes_added"] == same["nodes_removed"] == same["schema_changes"] == []
+    # before clean existed: everything is new; after `to` too: 404 not-yet
+    born = get(api, "/lineage/diff", node=f"dataset:{clean}", **{"from": BEFORE, "to": BETWEEN})
+    assert "clean" in {n["name"] for n in born["nodes_added"]} and born["nodes_removed"] == []
+    late = api.get(
+        "/api/v1/lineage/diff", params={"node": f"dataset:{clean}", "from": BEFORE, "to": BEFORE}
+    )
+    assert late.status_code == 404 and late.json()["type"].endswith("/not-yet")
+
+
+def test_a_schema_change_lists_nested_fields_and_type_changes() -> None:
+    from metastore.api.lineage_diff import schema_change
+
+    def fields(*pairs: Any) -> str:
+        return json.dumps(
+            [{"name": n, "type": t, **({"fields": f} if f else {})} for n, t, f in pairs]
+        )
+
+    before = fields(("id", "int", None), ("address", "struct", [{"name": "zip", "type": "int"}]))
+    after = fields(
+        ("id", "bigint", None),
+        ("address", "struct", [{"name": "zip", "type": "string"}, {"name": "city"}]),
+        ("note", None, None),
+    )
+    ident = str(uuid.uuid4())
+    change = schema_change((ident, "ns", "t", 1, before, 3, after))
+    assert [(f.name, f.type) for f in change.added] == [("address.city", None), ("note", None)]
+    assert change.removed == []
+    assert [(t.name, t.from_type, t.to_type) for t in change.type_changed] == [
+        ("id", "int", "bigint"),
+        ("address.zip", "int", "string"),
+    ]
+
+
+def test_names_as_of_a_moment(served: tuple[httpx.Client, str, str]) -> None:
+    """A name first seen after the moment is not shown, counted or used as the display name
+    as of that moment; now, the TABLE symlink is the display name."""
+    api, _, database_url = served
+    hive = {
+        "symlinks": {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json",
+            "identifiers": [
+                {"namespace": "hive://hms:9083", "name": "db.aliased", "type": "TABLE"}
+            ],
+        }
+    }
+    events = [
+        *run_events(
+            "alias_w", "alias1", "2026-05-01T00:00:00Z", "2026-05-01T01:00:00Z",
+            [], [dataset("aliased")],
+        ),
+        *run_events(
+            "alias_w", "alias2", "2026-05-10T00:00:00Z", "2026-05-10T01:00:00Z",
+            [], [{**dataset("aliased"), "facets": hive}],
+        ),
+    ]  # fmt: skip
+    for event in events:
+        assert api.post("/ingest/openlineage", json=event).status_code == 200
+    catch_up(database_url)
+    aliased = dataset_id(api, "aliased")
+    then, later = "2026-05-05T00:00:00Z", "2026-05-11T00:00:00Z"
+    page = get(api, f"/datasets/{aliased}", as_of=then)
+    assert (page["namespace"], page["name"]) == (DS_NS, "aliased")
+    assert ([n["name"] for n in page["names"]], page["name_count"]) == (["aliased"], 1)
+    column = get(api, f"/datasets/{aliased}/column-lineage", as_of=then)["dataset"]
+    assert column["name"] == "aliased"
+    (node,) = get(api, "/lineage", node=f"dataset:{aliased}", depth=0, as_of=then)["nodes"]
+    assert (node["name"], node["name_count"]) == ("aliased", 1)
+    outputs = get(api, f"/jobs/{job_id(api, 'alias_w')}", as_of=then)["outputs"]
+    assert [o["name"] for o in outputs] == ["aliased"]
+    for moment in (later, None):
+        params = {"as_of": moment} if moment else {}
+        page = get(api, f"/datasets/{aliased}", **params)
+        assert (page["namespace"], page["name"], len(page["names"]), page["name_count"]) == (
+            "hive://hms:9083",
+            "db.aliased",
+            2,
+            2,
+        )
+        column = get(api, f"/datasets/{aliased}/column-lineage", **params)["dataset"]
+        assert column["name"] == "db.aliased"
+        (node,) = get(api, "/lineage", node=f"dataset:{aliased}", depth=0, **params)["nodes"]
+        assert (node["name"], node["name_count"]) == ("db.aliased", 2)

@@ -8,6 +8,10 @@ event about the past changes the past and nothing after it. At a moment T:
 - a dataset's schema is the latest `schema` observation at or before T
   (readmodel.schema_observations), with its fields from dataset_versions;
 - a job's field-level lineage is that of the same run (readmodel.run_column_lineage).
+- a dataset's names are those first seen by T: a name first seen later is not shown,
+  counted or used as its display name (names joined by a rule stay joined in the past);
+- a write is a successful one by T (run_edges.first_write_at, last_write_at), never an
+  attempt of a run that failed.
 Every fragment binds `%(as_of)s`; the ones that take a job are formatted with the SQL
 expression of its id.
 """
@@ -51,7 +55,7 @@ JOB_EDGES_AT = """(
     SELECT re.namespace, re.name, re.lifecycle_state, re.lifecycle_time
     FROM readmodel.run_edges re
     WHERE re.run_id = {latest} AND re.direction = '{direction}'
-  UNION
+  {union}
     SELECT s.namespace, s.name, s.lifecycle_state, s.lifecycle_time
     FROM readmodel.job_edges s
     WHERE s.job_id = {job} AND s.direction = '{direction}' AND s.source = 'static'
@@ -73,6 +77,29 @@ SCHEMA_AT = """(
         WHERE o.namespace = n.namespace AND o.name = n.name AND o.event_time <= {moment}
         ORDER BY o.event_time DESC, o.seq DESC LIMIT 1) o
     ORDER BY o.event_time DESC, o.seq DESC LIMIT 1)"""
+
+
+# How table-like dataset_names row `{n}` is, as projections.datasets.display_key ranks
+# it (0: a TABLE symlink or a metastore's name a catalog rule derived, 1: a name an event
+# used, 2: another; least first).
+DISPLAY_RANK = """CASE WHEN {n}.symlink_type = 'TABLE'
+                       OR ({n}.joined_by->>'role') = 'metastore' THEN 0
+                  WHEN {n}.kind = 'emitted' THEN 1 ELSE 2 END"""
+# The display name of dataset `{dataset}` at T: rows (namespace, name), one. Its most
+# table-like name first seen by T (DISPLAY_RANK, then the first seen). Most often its
+# display name now, seen by T already (the second element of its display_key): then the
+# names are not read.
+DISPLAY_NAME_AT = """(
+    (SELECT d0.namespace, d0.name FROM readmodel.datasets d0
+     WHERE d0.id = {dataset}
+       AND (d0.display_key->>1)::bigint <= (extract(epoch FROM %(as_of)s) * 1000000)::bigint)
+  UNION ALL
+    (SELECT n.namespace, n.name
+     FROM readmodel.dataset_names n
+     WHERE n.dataset_id = {dataset} AND n.first_seen <= %(as_of)s
+     ORDER BY {rank}, n.first_seen, n.namespace, n.name
+     LIMIT 1)
+    LIMIT 1)"""
 
 
 # The state at T of run `lr` (a readmodel.lineage_runs row) from its events up to T (a
@@ -107,12 +134,22 @@ def latest_run(job: str) -> str:
     return LATEST_RUN.format(job=job)
 
 
-def job_edges_at(job: str, direction: str) -> str:
-    return JOB_EDGES_AT.format(job=job, latest=latest_run(job), direction=direction)
+def job_edges_at(job: str, direction: str, union: str = "UNION") -> str:
+    """`union`: UNION ALL where the caller removes duplicates itself (a UNION per job
+    builds a hash table each time)."""
+    return JOB_EDGES_AT.format(job=job, latest=latest_run(job), direction=direction, union=union)
 
 
 def edge_held(job: str = "e.job_id") -> str:
     return EDGE_HELD.format(latest=latest_run(job))
+
+
+def display_rank(n: str) -> str:
+    return DISPLAY_RANK.format(n=n)
+
+
+def display_name_at(dataset: str) -> str:
+    return DISPLAY_NAME_AT.format(dataset=dataset, rank=display_rank("n"))
 
 
 def schema_at(dataset: str, moment: str = "%(as_of)s") -> str:

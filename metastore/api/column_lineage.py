@@ -122,18 +122,24 @@ ORDER BY o.out_namespace, o.out_name, r.last_seen DESC, r.last_seq DESC
 # Reports read per output in each round: most pairs are held by the newest counted one.
 CHUNKS = (4, 64, 1024, 16384)
 
-# What the answer names: the dataset of each name (its display name), and the jobs.
+# What the answer names: the dataset of each name (its display name; as of T, its
+# display name then), and the jobs.
 NAME_REFS = """
-SELECT n.namespace, n.name, d.id, d.namespace, d.name
+SELECT n.namespace, n.name, d.id, {display}
 FROM unnest(%(namespaces)s::text[], %(names)s::text[]) AS k(namespace, name)
 JOIN readmodel.dataset_names n ON n.namespace = k.namespace AND n.name = k.name
-JOIN readmodel.datasets d ON d.id = n.dataset_id
+JOIN readmodel.datasets d ON d.id = n.dataset_id{display_join}
 """
 JOB_REFS = "SELECT id, namespace, name FROM readmodel.jobs WHERE id = ANY(%(ids)s::uuid[])"
 DATASET_REF = """
-SELECT d.id, d.namespace, d.name, d.first_seen FROM readmodel.datasets d
+SELECT d.id, {display}, d.first_seen FROM readmodel.datasets d{display_join}
 WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
 """
+DISPLAY_NOW = {"display": "d.namespace, d.name", "display_join": ""}
+DISPLAY_AS_OF = {
+    "display": "coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name)",
+    "display_join": f"\nLEFT JOIN LATERAL {asof.display_name_at('d.id')} dn ON true",
+}
 
 Direction = Annotated[
     Literal["upstream", "downstream", "both"],
@@ -331,8 +337,11 @@ async def get_column_lineage(request: Request) -> Response:
     path: DatasetPath = COLUMN_OP.parse_path(request)
     query: ColumnLineageQuery = COLUMN_OP.parse_query(request)
     walk = _Walk()
+    display = DISPLAY_NOW if query.as_of is None else DISPLAY_AS_OF
     async with connection(request) as conn:
-        found = await rows(conn, DATASET_REF, {"id": path.dataset_id})
+        found = await rows(
+            conn, DATASET_REF.format(**display), {"id": path.dataset_id, "as_of": query.as_of}
+        )
         if not found:
             raise not_found("dataset", path.dataset_id)
         dataset = found[0]
@@ -344,8 +353,12 @@ async def get_column_lineage(request: Request) -> Response:
             (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])
             for r in await rows(
                 conn,
-                NAME_REFS,
-                {"namespaces": [n[0] for n in names], "names": [n[1] for n in names]},
+                NAME_REFS.format(**display),
+                {
+                    "namespaces": [n[0] for n in names],
+                    "names": [n[1] for n in names],
+                    "as_of": query.as_of,
+                },
             )
         }
         job_ids = {e.job for e in walk.edges.values() if e.job} | {

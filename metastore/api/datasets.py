@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, facets, limits, models, params, parts
+from metastore.api import asof, dataset_nodes, facets, limits, models, params, parts
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import (
@@ -32,8 +32,6 @@ from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     dataset_type,
     description,
-    last_write_at,
-    last_write_at_as_of,
     latest_run,
     lifecycle_as_of,
     lifecycle_state,
@@ -103,8 +101,9 @@ JOIN readmodel.datasets d ON d.id = n.dataset_id
 WHERE n.namespace = %(namespace)s AND n.name = %(name)s
 """
 
-# The jobs that wrote any of its names: when last, and the lifecycle change they last
-# reported; now from job_edges, as of T from the run edges that began by then. The first
+# The jobs that wrote any of its names: when last successfully (a run that COMPLETEd),
+# and the lifecycle change they last reported; now from job_edges, as of T from the run
+# edges that began by then. The first
 # EMBEDDED_REFS by name as JSON (`list`), each job with its latest run (now, or at T in
 # its state then), joined LATERAL as `w` (the readers as `rd`), and how many there are.
 # Grouped in name order, so the first are found without grouping the rest (20,000 Trino
@@ -147,7 +146,7 @@ WRITERS = FIRST_BY_NAME.format(
         job=RUN_NOW["job"], last_write_at="x.last_write_at", lifecycle_state="x.lifecycle_state"
     ),
     jobs=JOBS_OF.format(
-        columns=f"""{JOB}, max(e.last_seen) AS last_write_at,
+        columns=f"""{JOB}, max(e.last_write_at) AS last_write_at,
            (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
                AS lifecycle_state""",
         direction="output",
@@ -160,13 +159,13 @@ WRITERS_AS_OF = FIRST_BY_NAME.format(
     item=WRITER.format(
         job=RUN_AS_OF["job"],
         last_write_at="""(
-                   SELECT max(CASE WHEN re.last_seen <= %(as_of)s THEN re.last_seen
-                                   ELSE re.first_seen END)
+                   SELECT max(CASE WHEN re.last_write_at <= %(as_of)s THEN re.last_write_at
+                                   ELSE re.first_write_at END)
                    FROM readmodel.dataset_names w
                    JOIN readmodel.run_edges re ON re.namespace = w.namespace
                     AND re.name = w.name AND re.direction = 'output'
                    WHERE w.dataset_id = d.id AND re.job_id = x.id
-                     AND re.first_seen <= %(as_of)s)""",
+                     AND re.first_write_at <= %(as_of)s)""",
         lifecycle_state="""(
                    SELECT re.lifecycle_state
                    FROM readmodel.dataset_names w
@@ -195,22 +194,24 @@ READERS_AS_OF = FIRST_BY_NAME.format(
 COUNTS = ", ".join(JOB_COUNT.format(direction=d, held="") for d in ("output", "input"))
 COUNTS_AS_OF = ", ".join(JOB_COUNT.format(direction=d, held=HELD) for d in ("output", "input"))
 # Its first EMBEDDED_REFS names (by kind, namespace, name); name_count counts them all.
+# As of T (`seen`), the names first seen by then.
 NAMES = f"""
 coalesce((
     SELECT json_agg({NAME_JSON.format(n="n")} ORDER BY n.kind, n.namespace, n.name)
-    FROM (SELECT * FROM readmodel.dataset_names n WHERE n.dataset_id = d.id
+    FROM (SELECT * FROM readmodel.dataset_names n WHERE n.dataset_id = d.id{{seen}}
           ORDER BY n.kind, n.namespace, n.name LIMIT {limits.EMBEDDED_REFS}) n
 ), '[]')::text
 """
+SEEN = " AND n.first_seen <= %(as_of)s"
 CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets")},
        {dataset_type("d.facets")}"""
 
 # An id absorbed by a merge answers as the dataset it was merged into.
 GET_DATASET = f"""
 SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
-       d.first_seen, d.last_seen, {NAMES}, w.list, rd.list,
+       d.first_seen, d.last_seen, {NAMES.format(seen="")}, w.list, rd.list,
        {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
-       {last_write_at("d")}, {name_count("d")}, {COUNTS}
+       {name_count("d")}, {COUNTS}
 FROM readmodel.datasets d
 {WRITERS}
 {READERS}
@@ -220,10 +221,12 @@ WHERE d.id = coalesce(
 
 # As of T: the schema of the latest observation by then, the jobs whose run at T (or
 # static lineage by then) wrote or read it, and when it was last seen by then (its run
-# edges and schema observations), the lifecycle change and write last reported by then.
-# Names, facets and the catalogue fields are today's.
+# edges and schema observations), the lifecycle change by then, its names first seen by
+# then (and its display name among them). Facets and the catalogue fields are today's.
+# (Its freshness, now or then: dataset_nodes.py.)
 GET_DATASET_AS_OF = f"""
-SELECT d.id, d.namespace, d.name, v.fields::text, d.facets::text, d.first_seen,
+SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.fields::text,
+       d.facets::text, d.first_seen,
        coalesce((
            SELECT max(x.t) FROM readmodel.dataset_names n CROSS JOIN LATERAL (
                SELECT max(CASE WHEN e.last_seen <= %(as_of)s THEN e.last_seen
@@ -236,13 +239,14 @@ SELECT d.id, d.namespace, d.name, v.fields::text, d.facets::text, d.first_seen,
                WHERE o.namespace = n.namespace AND o.name = n.name
                  AND o.event_time <= %(as_of)s
            ) x WHERE n.dataset_id = d.id), d.first_seen),
-       {NAMES}, w.list, rd.list,
-       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time, {last_write_at_as_of("d")},
-       {name_count("d")}, {COUNTS_AS_OF}
+       {NAMES.format(seen=SEEN)}, w.list, rd.list,
+       {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time,
+       {name_count("d", SEEN.replace("n.", "c."))}, {COUNTS_AS_OF}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
 LEFT JOIN LATERAL {lifecycle_as_of("d")} lc ON true
+LEFT JOIN LATERAL {asof.display_name_at("d.id")} dn ON true
 {WRITERS_AS_OF}
 {READERS_AS_OF}
 WHERE d.id = coalesce(
@@ -460,14 +464,16 @@ GET = Operation(
     query=DatasetQuery,
     not_found=True,
     description="The dataset page in one answer: all its names with their kind, its "
-    "current schema, description, owners, tags, type, lifecycle state, facets, the jobs "
-    "that write it (with their last write and lifecycle change) and read it, each with its "
-    "latest run, and the first page of its schema history (`versions`) and of its runs "
-    "(`runs`, writers first). With "
-    "`as_of`: its schema as of then (the latest version seen at or before it), the jobs "
-    "whose latest run started by then wrote or read it, `last_seen`, the lifecycle "
-    "change and the history as of then; names, facets and the catalogue fields as they "
-    "are now. A dataset first seen after `as_of` answers 404 of type `not-yet`.",
+    "current schema, description, owners, tags, type, lifecycle state, facets, its "
+    "freshness (last successful write, a failed attempt after it, stale and why), the "
+    "jobs that write it (with their last successful write and lifecycle change) and read "
+    "it, each with its latest run, and the first page of its schema history (`versions`) "
+    "and of its runs (`runs`, writers first). With `as_of`: its schema as of then (the "
+    "latest version seen at or before it), the jobs whose latest run started by then "
+    "wrote or read it, `last_seen`, the lifecycle change, freshness and history as of "
+    "then, the names first seen by then (its display name among them); facets and the "
+    "catalogue fields as they are now. A dataset first seen after `as_of` answers 404 of "
+    "type `not-yet`. " + models.WRITE_RULE,
 )
 VERSIONS = Operation(
     "GET",
@@ -480,8 +486,9 @@ VERSIONS = Operation(
     query=PageQuery,
     not_found=True,
     description="One version per distinct schema, newest first, each with the run whose "
-    "output first carried it (a page ends once it holds 4 MiB of fields, always holding "
-    "one). With `as_of`: the versions first seen by then.",
+    "output first carried it (a schema only a failed or aborted run reported is no "
+    "version; a page ends once it holds 4 MiB of fields, always holding one). With "
+    "`as_of`: the versions first seen by then.",
 )
 RUNS = Operation(
     "GET",
@@ -678,6 +685,7 @@ async def get_dataset(request: Request) -> Response:
             conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
         )
         runs = await _runs(conn, r[0], writers_first, _runs_kind(r[0], writers_first))
+        fresh = (await dataset_nodes.of(conn, [r[0]], query.as_of))[r[0]].freshness
     lifecycle = None
     if r[14] is not None and r[15] is not None:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])
@@ -692,17 +700,18 @@ async def get_dataset(request: Request) -> Response:
             first_seen=r[5],
             last_seen=r[6],
             names=_names.decode(r[7]),
-            name_count=r[17],
+            name_count=r[16],
             producers=_writers.decode(r[8]),
-            producer_count=r[18],
+            producer_count=r[17],
             consumers=_jobs.decode(r[9]),
-            consumer_count=r[19],
+            consumer_count=r[18],
             description=r[10],
             owners=_owners.decode(r[11]),
             tags=_tags.decode(r[12]),
             dataset_type=r[13],
             lifecycle=lifecycle,
-            last_write_at=r[16],
+            last_write_at=fresh.last_write.at if fresh.last_write else None,
+            freshness=fresh,
             versions=versions,
             runs=runs,
         ),

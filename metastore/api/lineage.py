@@ -12,28 +12,22 @@ beside them. Field-level lineage: metastore/api/column_lineage.py.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
+from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, limits, models
+from metastore.api import asof, dataset_nodes, limits, models
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
-from metastore.api.sqlparts import (
-    dataset_type,
-    duration,
-    last_write_at,
-    last_write_at_as_of,
-    lifecycle_as_of,
-    lifecycle_state,
-    name_count,
-    started,
-)
+from metastore.api.sqlparts import duration, started
 from metastore.problems import InvalidParam, ProblemError
 
 # (run_lineage and the document use them from here too)
@@ -123,24 +117,17 @@ LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
 {node_joins}
 ORDER BY k.depth, k.kind, k.id
 """
-# What a graph draws a node with: a job's type, integration and latest run (id, state,
-# state_time, started_at, ended_at, duration); a dataset's name count, type, last write
-# and lifecycle state. Now, or as of `%(as_of)s` (a latest run in the state it had then).
+# What a graph draws a job node with: its type, integration and latest run (id, state,
+# state_time, started_at, ended_at, duration), now or as of `%(as_of)s` (a latest run in
+# the state it had then). A dataset node's details come from dataset_nodes.py, for all the
+# graph's datasets in one statement.
 JOB_COLUMNS = "j.job_type, j.processing_type, j.integration"
 NODE_COLUMNS = f"""{JOB_COLUMNS},
-       r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")},
-       CASE WHEN k.kind = 'dataset' THEN {name_count("d")} END, {dataset_type("d.facets")},
-       CASE WHEN k.kind = 'dataset' THEN {last_write_at("d")} END,
-       {lifecycle_state("d.facets")}"""
+       r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")}"""
 NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id"
 NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
-       {asof.RUN_AT_COLUMNS},
-       CASE WHEN k.kind = 'dataset' THEN {name_count("d")} END, {dataset_type("d.facets")},
-       CASE WHEN k.kind = 'dataset' THEN {last_write_at_as_of("d")} END,
-       lc.lifecycle_state"""
-NODE_JOINS_AS_OF = (
-    asof.latest_run_at_joins("j.id") + f"\nLEFT JOIN LATERAL {lifecycle_as_of('d')} lc ON true"
-)
+       {asof.RUN_AT_COLUMNS}"""
+NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
 def _job_datasets(jobs: str, direction: str, as_of: bool) -> str:
@@ -168,9 +155,9 @@ def _dataset_jobs(datasets: str, direction: str, as_of: bool) -> str:
               WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'{held}"""
 
 
-def _walk(as_of: bool) -> str:
+def _walk(as_of: bool, down_datasets: str | None = None) -> str:
     return LINEAGE_WALK.format(
-        down_datasets=_job_datasets("w.down_jobs", "output", as_of),
+        down_datasets=down_datasets or _job_datasets("w.down_jobs", "output", as_of),
         down_jobs=_dataset_jobs("w.down_ds", "input", as_of),
         up_datasets=_job_datasets("w.up_jobs", "input", as_of),
         up_jobs=_dataset_jobs("w.up_ds", "output", as_of),
@@ -181,6 +168,20 @@ def _walk(as_of: bool) -> str:
 
 LINEAGE = _walk(as_of=False)
 LINEAGE_AS_OF = _walk(as_of=True)
+# From a run (its job's node, kind 'job'): the first hop downstream goes to the datasets
+# it wrote or attempted (`%(run_outputs)s`) instead of all its job's outputs.
+RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
+              UNION ALL
+              SELECT * FROM ({job_datasets}) x WHERE w.depth > 0"""
+
+
+def _walk_from_run(as_of: bool) -> str:
+    job_datasets = _job_datasets("w.down_jobs", "output", as_of)
+    return _walk(as_of, down_datasets=RUN_OUTPUTS.format(job_datasets=job_datasets))
+
+
+FROM_RUN = _walk_from_run(as_of=False)
+FROM_RUN_AS_OF = _walk_from_run(as_of=True)
 
 # The edges between the kept nodes and, for each kept node, how many of its neighbours
 # were not kept, by edge direction (`beyond`), as a second statement: bound as arrays
@@ -229,6 +230,11 @@ FROM readmodel.dataset_names dn
 JOIN readmodel.job_edges e ON e.namespace = dn.namespace AND e.name = dn.name
 WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]){held}"""
 LINEAGE_EDGES = LINEAGE_LINKS.format(job_side=JOB_SIDE, dataset_side=DATASET_SIDE.format(held=""))
+# Rows (direction, dataset, count): the jobs of each dataset in `%(datasets)s` that are not
+# in `%(jobs)s`, by direction (the `beyond` of a graph that draws other nodes than jobs).
+DATASETS_BEYOND = f"""
+SELECT direction, dataset_id, count(*) FROM ({DATASET_SIDE.format(held="")}) s
+WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id"""
 LINEAGE_EDGES_AS_OF = LINEAGE_LINKS.format(
     job_side=JOB_SIDE_AS_OF, dataset_side=DATASET_SIDE.format(held=" AND " + asof.edge_held())
 )
@@ -251,12 +257,16 @@ JobHops = Annotated[
 ]
 
 
+NODE_PATTERN = (
+    "^(dataset|job):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
+
+
 class LineageQuery(msgspec.Struct, frozen=True):
     node: Annotated[
         str,
         Meta(
-            pattern="^(dataset|job):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
-            "[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+            pattern=NODE_PATTERN,
             description="The start node: `dataset:<id>` or `job:<id>`.",
         ),
     ]
@@ -285,19 +295,26 @@ LINEAGE_OP = Operation(
     "out (what expanding it would add). Past `max_nodes` nodes (default and most 1,000) "
     f"the nearest are kept and `truncated` is true; so it is when the walk has looked at "
     f"{limits.VISIT_LIMIT:,} edges (it stops there) or the nodes have more than "
-    f"{limits.EDGE_LIMIT:,} edges between them (the first are kept). With `as_of`, the "
-    "graph as it was then: each job's edges are those of its latest run started at or "
-    "before `as_of` (and its static lineage declared by then); a node first seen after "
-    "`as_of` answers 404.",
+    f"{limits.EDGE_LIMIT:,} edges between them (the first are kept). Dataset nodes carry "
+    "their freshness and owners, job nodes their latest run. With `as_of`, the graph as it "
+    "was then: each job's edges are those of its latest run started at or before `as_of` "
+    "(and its static lineage declared by then), names and freshness those of then; a node "
+    "first seen after `as_of` answers 404. A job whose run failed keeps its edges: the "
+    "failure shows in its latest run and in its outputs' freshness.",
 )
 resource = Resource()
+LineageNode = models.JobNode | models.DatasetNode
 
 
 def _key(kind: str, id_: uuid.UUID) -> str:
     return f"{kind}:{id_}"
 
 
-def _node(r: Any, beyond: models.Beyond) -> models.JobNode | models.DatasetNode:
+def node(
+    r: Any, beyond: models.Beyond, datasets: Mapping[uuid.UUID, dataset_nodes.Details]
+) -> LineageNode:
+    """A graph node from a row of the walk, a dataset with its details from `datasets`
+    (dataset_nodes.of)."""
     if r[0] == "job":
         latest = None
         if r[11] is not None:
@@ -321,67 +338,141 @@ def _node(r: Any, beyond: models.Beyond) -> models.JobNode | models.DatasetNode:
             latest_run=latest,
             beyond=beyond,
         )
+    return dataset_node(r[1], r[2], r[3], r[4], beyond, datasets[r[1]])
+
+
+def dataset_node(
+    id_: uuid.UUID,
+    depth: int,
+    namespace: str,
+    name: str,
+    beyond: models.Beyond,
+    details: dataset_nodes.Details,
+) -> models.DatasetNode:
+    """A dataset node: under its display name (as of a moment, then's, when it had one)."""
+    fresh = details.freshness
     return models.DatasetNode(
-        key=_key("dataset", r[1]),
-        id=r[1],
-        namespace=r[3],
-        name=r[4],
-        depth=r[2],
-        name_count=r[17],
-        dataset_type=r[18],
-        last_write_at=r[19],
-        lifecycle_state=r[20],
+        key=_key("dataset", id_),
+        id=id_,
+        namespace=details.namespace or namespace,
+        name=details.name or name,
+        depth=depth,
+        name_count=max(details.name_count, 1),
+        dataset_type=details.dataset_type,
+        last_write_at=fresh.last_write.at if fresh.last_write else None,
+        lifecycle_state=details.lifecycle_state,
+        owners=details.owners,
+        freshness=fresh,
         beyond=beyond,
     )
 
 
-@resource.add(LINEAGE_OP)
-async def get_lineage(request: Request) -> Response:
-    query: LineageQuery = LINEAGE_OP.parse_query(request)
-    kind, _, id_text = query.node.partition(":")
+def parse_node(node: str, kinds: str = "`dataset:<uuid>` or `job:<uuid>`") -> tuple[str, uuid.UUID]:
+    """A `node` parameter (its pattern checked) as (kind, id)."""
+    kind, _, id_text = node.partition(":")
     try:
-        start = uuid.UUID(id_text)
+        return kind, uuid.UUID(id_text)
     except ValueError:
-        reason = "not `dataset:<uuid>` or `job:<uuid>`"
+        reason = f"not {kinds}"
         raise ProblemError(
             400,
             f"query parameter `node` is invalid: {reason}",
             invalid_params=[InvalidParam(name="node", reason=reason)],
         ) from None
+
+
+def hops(kind: str, depth: int) -> int:
+    """The hops of a walk `depth` jobs deep from a `kind` node: it ends on datasets."""
+    return 2 * depth + (kind == "job")
+
+
+class Walk(msgspec.Struct):
+    """What a walk found (rows of LINEAGE_WALK, nearest first), the links between its nodes
+    (rows of LINEAGE_EDGES) and its datasets' details (dataset_nodes: all of them, or
+    those the caller asked for)."""
+
+    found: list[Any]
+    links: list[Any]
+    details: dict[uuid.UUID, dataset_nodes.Details]
+
+
+async def walk_rows(
+    conn: AsyncConnection[Any],
+    kind: str,
+    start: uuid.UUID,
+    *,
+    up: bool,
+    down: bool,
+    depth: int,
+    max_nodes: int,
+    as_of: dt.datetime | None,
+    run_outputs: list[uuid.UUID] | None = None,
+    details: bool = True,
+) -> Walk:
+    """The walk around job or dataset `start`, `depth` jobs deep (404 when unknown, or
+    first seen after `as_of`). `run_outputs`: the walk starts at job `start` as a run of
+    it that wrote (or attempted) these datasets: its first hop downstream is to them
+    alone. `details`: also the details of every dataset (else none: dataset_nodes.of)."""
     args = {
-        "down": query.direction != "upstream",
-        "up": query.direction != "downstream",
+        "down": down,
+        "up": up,
         "kind": kind,
         "id": start,
-        # `depth` counts jobs; the walk counts hops: so it ends on datasets
-        "depth": 2 * query.depth + (kind == "job"),
-        "max_nodes": query.max_nodes,
+        "depth": hops(kind, depth),
+        "max_nodes": max_nodes,
         "visit_limit": limits.VISIT_LIMIT,
-        "as_of": query.as_of,
+        "as_of": as_of,
+        "run_outputs": run_outputs,
     }
-    timeless = query.as_of is None
-    async with connection(request) as conn:
-        found = await rows(conn, LINEAGE if timeless else LINEAGE_AS_OF, args)
-        if not found or found[0][3] is None:  # the start node: no read model knows it
-            raise not_found(kind, start)
-        asof.check_seen(kind, start, found[0][7], query.as_of)
-        jobs = [r[1] for r in found if r[0] == "job"]
-        datasets = [r[1] for r in found if r[0] == "dataset"]
-        links = await rows(
-            conn,
+    timeless = as_of is None
+    if run_outputs is None:
+        statement = LINEAGE if timeless else LINEAGE_AS_OF
+    else:
+        statement = FROM_RUN if timeless else FROM_RUN_AS_OF
+    found = await rows(conn, statement, args)
+    if not found or found[0][3] is None:  # the start node: no read model knows it
+        raise not_found(kind, start)
+    asof.check_seen(kind, start, found[0][7], as_of)
+    jobs = [r[1] for r in found if r[0] == "job"]
+    datasets = [r[1] for r in found if r[0] == "dataset"] if details else []
+    # the edges and the datasets' details in one round trip
+    async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
+        await links_at.execute(
             LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
             {
                 "jobs": jobs,
-                "datasets": datasets,
-                "as_of": query.as_of,
+                "datasets": [r[1] for r in found if r[0] == "dataset"],
+                "as_of": as_of,
                 "max_edges": limits.EDGE_LIMIT + 1,
             },
         )
+        if datasets:
+            await details_at.execute(
+                dataset_nodes.statement(as_of), {"datasets": datasets, "as_of": as_of}
+            )
+        links = await links_at.fetchall()
+        found_details = dataset_nodes.build(await details_at.fetchall()) if datasets else {}
+    if run_outputs is not None:  # the run's job: only the run's own outputs
+        wrote = set(run_outputs)
+        links = [
+            x for x in links if x[0] != "edge" or x[2] != start or x[1] != "output" or x[3] in wrote
+        ]
+    return Walk(found=found, links=links, details=found_details)
+
+
+def node_key(r: Any) -> str:
+    """The key of the node of a row of the walk."""
+    return _key(r[0], r[1])
+
+
+def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.LineageGraph:
+    """The graph of a walk: its nodes (those in `keep` alone, when given), with what lies
+    beyond each, and all its edges."""
     # Neighbours left out, by node and side: upstream of a dataset are the jobs writing
     # it ('output' edges), of a job the datasets it reads ('input' edges).
     left_out: dict[tuple[str, Any, str], int] = {}
     edges = []
-    for what, direction, job, ds, lifecycle, count in links:
+    for what, direction, job, ds, lifecycle, count in walked.links:
         if what == "edge":
             edges.append(
                 models.LineageEdge(
@@ -402,17 +493,64 @@ async def get_lineage(request: Request) -> Response:
     edges.sort(key=lambda e: (e.from_, e.to))
     del edges[limits.EDGE_LIMIT :]
     nodes = [
-        _node(
+        node(
             r,
             models.Beyond(
                 upstream=left_out.get((r[0], r[1], "up"), 0),
                 downstream=left_out.get((r[0], r[1], "down"), 0),
             ),
+            walked.details,
         )
-        for r in found
+        for r in walked.found
+        if keep is None or node_key(r) in keep
     ]
-    reached, cut = found[0][5], found[0][6]
-    truncated = reached > len(nodes) or bool(cut) or too_many_edges
-    return json_response(
-        request, models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
+    truncated = too_many_edges
+    if walked.found:
+        reached, cut = walked.found[0][5], walked.found[0][6]
+        truncated = truncated or reached > len(walked.found) or bool(cut)
+    return models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
+
+
+async def walk(
+    conn: AsyncConnection[Any],
+    kind: str,
+    start: uuid.UUID,
+    *,
+    up: bool,
+    down: bool,
+    depth: int,
+    max_nodes: int,
+    as_of: dt.datetime | None,
+    run_outputs: list[uuid.UUID] | None = None,
+) -> models.LineageGraph:
+    """The graph around job or dataset `start` (walk_rows, then graph_of)."""
+    walked = await walk_rows(
+        conn,
+        kind,
+        start,
+        up=up,
+        down=down,
+        depth=depth,
+        max_nodes=max_nodes,
+        as_of=as_of,
+        run_outputs=run_outputs,
     )
+    return graph_of(walked)
+
+
+@resource.add(LINEAGE_OP)
+async def get_lineage(request: Request) -> Response:
+    query: LineageQuery = LINEAGE_OP.parse_query(request)
+    kind, start = parse_node(query.node)
+    async with connection(request) as conn:
+        graph = await walk(
+            conn,
+            kind,
+            start,
+            up=query.direction != "downstream",
+            down=query.direction != "upstream",
+            depth=query.depth,
+            max_nodes=query.max_nodes,
+            as_of=query.as_of,
+        )
+    return json_response(request, graph)

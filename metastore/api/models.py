@@ -319,6 +319,99 @@ class RunRef(Struct):
     state: RunState | None
 
 
+# --- writes and freshness ---------------------------------------------------------------
+
+WRITE_RULE = (
+    "A write is a successful one: a run writes its outputs when it COMPLETEs (a STREAMING "
+    "job, `jobType.processingType` STREAMING in the event, also at each RUNNING event that "
+    "names them); a run that FAILs or ABORTs only attempted them: its job keeps its edges, "
+    "but the attempt makes no schema version and is never a write."
+)
+
+
+class Write(Struct):
+    """A successful write of the dataset (see the write rule in the API description)."""
+
+    run: Annotated[RunRef, Meta(description="The run that wrote it.")]
+    at: Annotated[
+        Time,
+        Meta(
+            description="When: the run's COMPLETE eventTime (a STREAMING job's RUNNING eventTime)."
+        ),
+    ]
+
+
+class FailedAttempt(Struct):
+    """A run that named the dataset as an output and then FAILed or ABORTed: it wrote
+    nothing, and the data is what the last successful write left."""
+
+    run: RunRef
+    state: Annotated[Literal["FAIL", "ABORT"], Meta(description="How the attempt ended.")]
+    at: Annotated[Time, Meta(description="Its FAIL or ABORT eventTime.")]
+
+
+class StaleReason(Struct):
+    """Why a dataset is stale."""
+
+    reason: Annotated[
+        Literal["writer_failed", "input_rewritten"],
+        Meta(
+            description="`writer_failed`: the latest run of a job that writes it failed "
+            "(or aborted) after its last successful write; `input_rewritten`: a dataset "
+            "the run that wrote it last read (one hop) was successfully written since."
+        ),
+    ]
+    at: Annotated[Time, Meta(description="When the writer's run failed, or the input was written.")]
+    run: Annotated[
+        RunRef | None,
+        Meta(
+            description="`writer_failed`: the writer's failed run; `input_rewritten`: "
+            "null (the input's own `freshness` names the run that wrote it)."
+        ),
+    ]
+    dataset: Annotated[
+        DatasetRef | None, Meta(description="`input_rewritten`: the input; null otherwise.")
+    ]
+
+
+class DatasetFreshness(Struct):
+    """Whether the data is current: its last successful write, a failed attempt after it,
+    and whether it is stale (with every reason)."""
+
+    last_write: Annotated[
+        Write | None, Meta(description="Its last successful write; null when none.")
+    ]
+    failed_attempt: Annotated[
+        FailedAttempt | None,
+        Meta(
+            description="The latest run that attempted to write it and failed, when that "
+            "was after the last successful write; null otherwise."
+        ),
+    ]
+    stale: Annotated[bool, Meta(description="True when `stale_reasons` is not empty.")]
+    stale_reasons: Annotated[
+        list[StaleReason], Meta(description="Each reason it is stale, the latest first.")
+    ]
+
+
+FreshnessField = Annotated[
+    DatasetFreshness,
+    Meta(
+        description="Its last successful write, a later failed attempt, and whether it is "
+        "stale: a writer's latest run failed after that write, or an input of the run that "
+        "made it was successfully written since (one hop). With `as_of`: as of that moment. "
+        + WRITE_RULE
+    ),
+]
+LastWriteAt = Annotated[
+    Time | None,
+    Meta(
+        description="When it was last successfully written (`freshness.last_write.at`); "
+        "a failed or aborted run does not move it."
+    ),
+]
+
+
 # --- catalogue fields (standard facets surfaced) ----------------------------------------
 
 Description = Annotated[str | None, Meta(description="The `documentation` facet's description.")]
@@ -655,7 +748,10 @@ class DatasetWriter(Struct):
     job: Annotated[JobRefWithRun, Meta(description="The job, with its latest run.")]
     last_write_at: Annotated[
         Time | None,
-        Meta(description="Its latest event naming it (null: only declared, a JobEvent)."),
+        Meta(
+            description="Its last successful write (a run of it that COMPLETEd; null: it "
+            "never wrote it, only declared it in a JobEvent or failed)."
+        ),
     ]
     lifecycle_state: Annotated[
         str | None,
@@ -689,7 +785,8 @@ class Dataset(Struct):
     facets: DatasetFacets
     first_seen: Time
     last_seen: Time
-    last_write_at: Annotated[Time | None, Meta(description="The latest event of a job writing it.")]
+    last_write_at: LastWriteAt
+    freshness: FreshnessField
     producers: Annotated[
         list[DatasetWriter],
         Meta(
@@ -790,8 +887,10 @@ class DatasetNode(Struct, tag_field="type", tag="dataset"):
     depth: Depth
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
     dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
-    last_write_at: Annotated[Time | None, Meta(description="The latest event of a job writing it.")]
+    last_write_at: LastWriteAt
     lifecycle_state: LifecycleState | None
+    owners: Owners
+    freshness: FreshnessField
     beyond: Beyond
 
 
@@ -824,6 +923,83 @@ class LineageGraph(Struct):
     ]
 
 
+class Impact(Struct):
+    """What a failure or change reaches downstream: a lineage graph from the start node."""
+
+    node: Annotated[str, Meta(description="The start, as given (`run:`, `job:` or `dataset:`).")]
+    run: Annotated[
+        RunRef | None, Meta(description="From a run: the run (its state); null otherwise.")
+    ]
+    nodes: Annotated[
+        list[LineageNode],
+        Meta(
+            description="The start node and everything downstream, nearest first: datasets "
+            "with their freshness and owners, jobs with their latest run."
+        ),
+    ]
+    edges: list[LineageEdge]
+    truncated: Annotated[
+        bool, Meta(description="True when the node limit cut the graph short of `depth`.")
+    ]
+
+
+class FieldType(Struct):
+    """A schema field by its path (nested fields as `parent.child`) and type."""
+
+    name: str
+    type: str | None
+
+
+class TypeChange(Struct):
+    name: Annotated[str, Meta(description="The field's path (nested fields as `parent.child`).")]
+    from_type: Annotated[str | None, Meta(description="Its type at `from`.")]
+    to_type: Annotated[str | None, Meta(description="Its type at `to`.")]
+
+
+class SchemaChange(Struct):
+    """How a dataset's schema changed between its versions at `from` and at `to`."""
+
+    dataset: DatasetRef
+    from_version: Annotated[int, Meta(ge=1, description="Its version at `from`.")]
+    to_version: Annotated[int, Meta(ge=1, description="Its version at `to`.")]
+    added: Annotated[list[FieldType], Meta(description="Fields at `to`, not at `from`.")]
+    removed: Annotated[list[FieldType], Meta(description="Fields at `from`, not at `to`.")]
+    type_changed: Annotated[list[TypeChange], Meta(description="Fields whose type changed.")]
+
+
+class LineageDiff(Struct):
+    """What changed in the lineage graph around a node between two moments."""
+
+    from_: Annotated[Time, Meta(description="The earlier moment.")] = msgspec.field(name="from")
+    to: Annotated[Time, Meta(description="The later moment.")]
+    nodes_added: Annotated[
+        list[LineageNode],
+        Meta(
+            description="Nodes of the graph at `to` that it had not at "
+            "`from` (as they were at `to`)."
+        ),
+    ]
+    nodes_removed: Annotated[
+        list[LineageNode],
+        Meta(
+            description="Nodes of the graph at `from` that it has not at `to` (as they were "
+            "at `from`)."
+        ),
+    ]
+    edges_added: Annotated[list[LineageEdge], Meta(description="Edges at `to`, not at `from`.")]
+    edges_removed: Annotated[list[LineageEdge], Meta(description="Edges at `from`, not at `to`.")]
+    schema_changes: Annotated[
+        list[SchemaChange],
+        Meta(
+            description="For each dataset in either graph with a schema version at both "
+            "moments, and not the same one: the fields added, removed and changed in type."
+        ),
+    ]
+    truncated: Annotated[
+        bool, Meta(description="True when the node limit cut either graph short of `depth`.")
+    ]
+
+
 class RunNode(Struct):
     id: uuid.UUID
     job: JobRef
@@ -841,9 +1017,35 @@ class RunLink(Struct):
     dataset: DatasetRef
 
 
+class RunDatasetEdge(Struct):
+    """A run read (`role` input) or wrote (output) a dataset."""
+
+    run: uuid.UUID
+    dataset: uuid.UUID
+    role: Literal["input", "output"]
+    written: Annotated[
+        bool,
+        Meta(
+            description="An output: whether the run wrote it (false: it only attempted to, "
+            "or has not completed yet). An input: false."
+        ),
+    ]
+
+
 class RunLineage(Struct):
     nodes: list[RunNode]
     edges: list[RunLink]
+    datasets: Annotated[
+        list[DatasetNode],
+        Meta(
+            description="What the start run and each leaf run read and wrote, as graph "
+            "nodes (`depth`: of the nearest of those runs; `beyond`: the jobs writing or "
+            "reading it that ran none of the answer's runs)."
+        ),
+    ]
+    dataset_edges: Annotated[
+        list[RunDatasetEdge], Meta(description="Which of those runs read or wrote which.")
+    ]
     truncated: Annotated[
         bool, Meta(description="True when the node limit cut the walk short of `depth`.")
     ]
@@ -1011,6 +1213,8 @@ ALL: tuple[Any, ...] = (
     DatasetVersionPage,
     DatasetRefPage,
     LineageGraph,
+    Impact,
+    LineageDiff,
     ColumnLineage,
     SearchPage,
     Status,

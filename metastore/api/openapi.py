@@ -26,8 +26,10 @@ from metastore import export
 from metastore.api import (
     column_lineage,
     datasets,
+    impact,
     jobs,
     lineage,
+    lineage_diff,
     models,
     namespaces,
     run_lineage,
@@ -53,6 +55,8 @@ API_RESOURCES = (
     lineage,
     column_lineage,
     run_lineage,
+    lineage_diff,
+    impact,
     search,
     status,
 )
@@ -95,8 +99,18 @@ namespace (that of its most table-like name an event used), so namespace counts 
 Cockpit's screens: namespaces with their counts (`/namespaces`), a namespace's recent
 failures (`/runs?namespace=...&state=FAIL,ABORT`), a lineage graph whose nodes carry
 what it draws and what lies beyond (`/lineage`), a dataset page (`/datasets/{dataset_id}`
-and its `/column-lineage`), a job page (`/jobs/{job_id}` and `/runs?job_id=`): one or two
-calls each.
+and its `/column-lineage`), a job page (`/jobs/{job_id}` and `/runs?job_id=`), what a
+failed run broke (`/impact`), what changed between two moments (`/lineage/diff`): one or
+two calls each.
+
+Writes: a write is a successful one. A run writes its outputs when it COMPLETEs (a
+STREAMING job, `jobType.processingType` STREAMING in the event, also at each RUNNING event
+that names them); a run that FAILs or ABORTs only attempted them: its job keeps its edges
+in the graph, but the attempt makes no schema version, does not move `last_write_at`, and
+is never the writer run lineage or `as_of` names. Every dataset and dataset node has its
+`freshness`: its last successful write, a failed attempt after it, and whether it is stale
+(a writer's latest run failed after that write, or a dataset its writers read was
+successfully written after it).
 
 Bounds: each statement of a read runs at most METASTORE_READ_TIMEOUT (10 s by default;
 past it a 503 of type `.../read-timeout`); graph walks stop at `max_nodes` nodes, 20,000
@@ -104,12 +118,14 @@ edges looked at or 5,000 edges (`truncated: true`); an embedded list holds its f
 (an edge's `jobs`: 20) with a count of all; a page ends at `limit` items or 4 MiB of stored
 JSON; no answer exceeds 16 MiB apart from the parts producers sent, served as sent.
 
-Time travel: `/lineage`, `/jobs/{job_id}`, `/datasets/{dataset_id}` (and its `/versions`,
+Time travel: `/lineage`, `/impact`, `/jobs/{job_id}`, `/datasets/{dataset_id}` (and its `/versions`,
 `/runs` and `/column-lineage`) take `as_of` (RFC 3339, for example
 `?as_of=2026-11-24T09:00:00Z`) and answer as things were at that moment, by eventTime:
 each job's inputs and outputs are those of its latest run started at or before it (and
-its static lineage declared by then), a dataset's schema its latest version by then. A
-late event about the past changes only the answers about the past.
+its static lineage declared by then), a dataset's schema its latest version by then, its
+names those first seen by then (a name joined by a rule, a catalog map or a facet, stays
+joined in the past), its freshness as it was then. A late event about the past changes
+only the answers about the past.
 `/datasets/{dataset_id}/runs` and `/lineage/runs` answer which run wrote what another
 read.
 

@@ -1,11 +1,14 @@
 """GET /lineage/runs: run-level lineage, "which run wrote the data this run read".
 
-A run R read dataset D from the run that last wrote D before R started: the writer with
-the latest write (the eventTime of its latest event naming D as an output) at or before
-R's start. Upstream follows that from reader to writer, downstream from writer to the
-readers it fed (those for which it is that last writer). The walk goes level by level
-in Python, one statement per level and direction over run_edges and lineage_runs, so each
-run is expanded once however many paths reach it.
+A run R read dataset D from the run that last wrote D before R started: the run with the
+latest successful write (it COMPLETEd, or a STREAMING run's RUNNING event named it: see
+projections/lineage.py) at or before R's start; a run that FAILed or ABORTed only
+attempted its outputs and is never that writer. Upstream follows that from reader to
+writer, downstream from writer to the readers it fed (those for which it is that last
+writer). The walk goes level by level in Python, one statement per level and direction
+over run_edges and lineage_runs, so each run is expanded once however many paths reach
+it. The answer also has the datasets the start run and each leaf run read and wrote, as
+graph nodes with their freshness.
 """
 
 from __future__ import annotations
@@ -18,15 +21,26 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import models
+from metastore.api import dataset_nodes, models
 from metastore.api.db import connection, not_found, row, rows
-from metastore.api.lineage import DEFAULT_DEPTH, MAX_DEPTH, NODE_LIMIT
+from metastore.api.lineage import (
+    DATASETS_BEYOND,
+    DEFAULT_DEPTH,
+    MAX_DEPTH,
+    NODE_LIMIT,
+    dataset_node,
+)
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 
+# The write of run-edge row `{e}` (an output) that counts for a reader started at `{t}`: its
+# last write by then (a write spanning the moment, a STREAMING run's, counts from its first).
+WRITE_BY = """CASE WHEN {e}.last_write_at <= {t} THEN {e}.last_write_at
+                 ELSE {e}.first_write_at END"""
+
 # Rows (reader, dataset id, writer): for each run of the frontier and each dataset it read,
 # the run that last wrote that dataset (under any of its names) before the reader started.
-WRITERS_OF_INPUTS = """
+WRITERS_OF_INPUTS = f"""
 SELECT DISTINCT f.run_id, dn.dataset_id, w.run_id
 FROM unnest(%(runs)s::uuid[]) AS f(run_id)
 JOIN readmodel.lineage_runs fr ON fr.run_id = f.run_id
@@ -37,8 +51,8 @@ CROSS JOIN LATERAL (
     JOIN readmodel.run_edges o
       ON o.namespace = an.namespace AND o.name = an.name AND o.direction = 'output'
     WHERE an.dataset_id = dn.dataset_id AND o.run_id <> f.run_id
-      AND o.last_seen <= fr.started_at
-    ORDER BY o.last_seen DESC, o.run_id DESC
+      AND o.first_write_at <= fr.started_at
+    ORDER BY {WRITE_BY.format(e="o", t="fr.started_at")} DESC, o.run_id DESC
     LIMIT 1
 ) w
 """
@@ -46,23 +60,25 @@ CROSS JOIN LATERAL (
 # Rows (writer, dataset id, reader): for each run of the frontier and each dataset it
 # wrote, the runs that read it and for which this run is the last writer before they
 # started (no other write falls between, by the order above).
-READERS_OF_OUTPUTS = """
+READERS_OF_OUTPUTS = f"""
 SELECT DISTINCT f.run_id, dn.dataset_id, r.run_id
 FROM unnest(%(runs)s::uuid[]) AS f(run_id)
-JOIN readmodel.run_edges o ON o.run_id = f.run_id AND o.direction = 'output'
+JOIN readmodel.run_edges o
+  ON o.run_id = f.run_id AND o.direction = 'output' AND o.first_write_at IS NOT NULL
 JOIN readmodel.dataset_names dn ON dn.namespace = o.namespace AND dn.name = o.name
 JOIN readmodel.dataset_names an ON an.dataset_id = dn.dataset_id
 JOIN readmodel.run_edges r
   ON r.namespace = an.namespace AND r.name = an.name AND r.direction = 'input'
  AND r.run_id <> f.run_id
-JOIN readmodel.lineage_runs rr ON rr.run_id = r.run_id AND rr.started_at >= o.last_seen
+JOIN readmodel.lineage_runs rr ON rr.run_id = r.run_id AND rr.started_at >= o.first_write_at
 WHERE NOT EXISTS (
     SELECT 1 FROM readmodel.dataset_names bn
     JOIN readmodel.run_edges o2
       ON o2.namespace = bn.namespace AND o2.name = bn.name AND o2.direction = 'output'
     WHERE bn.dataset_id = dn.dataset_id AND o2.run_id <> r.run_id
-      AND o2.last_seen <= rr.started_at
-      AND (o2.last_seen, o2.run_id) > (o.last_seen, o.run_id)
+      AND o2.first_write_at <= rr.started_at
+      AND ({WRITE_BY.format(e="o2", t="rr.started_at")}, o2.run_id)
+          > ({WRITE_BY.format(e="o", t="rr.started_at")}, o.run_id)
 )
 """
 
@@ -73,7 +89,16 @@ JOIN readmodel.runs r ON r.id = lr.run_id
 WHERE lr.run_id = ANY(%(runs)s::uuid[])
 """
 RUN_KNOWN = "SELECT 1 FROM readmodel.lineage_runs WHERE run_id = %(run_id)s"
-DATASET_REFS = """
+# Rows (run, dataset id, role, written) of what the runs read and wrote.
+RUN_DATASETS = """
+SELECT DISTINCT e.run_id, n.dataset_id, e.direction, e.last_write_at IS NOT NULL
+FROM readmodel.run_edges e
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+WHERE e.run_id = ANY(%(runs)s::uuid[])
+"""
+# The datasets of the links and of those, under their display names (the details of
+# the latter: dataset_nodes.of).
+DATASET_NAMES = """
 SELECT id, namespace, name FROM readmodel.datasets WHERE id = ANY(%(ids)s::uuid[])
 """
 
@@ -103,9 +128,13 @@ OP = Operation(
     query=RunLineageQuery,
     not_found=True,
     description="Upstream, for each dataset `run_id` read, the run that last wrote it "
-    "before `run_id` started (its latest output event at or before that start), and so on "
-    "up to `depth`; downstream, the runs that read a write of `run_id` before anyone wrote "
-    "that dataset again. Edges go writer -> reader and name the dataset.",
+    "before `run_id` started (its latest successful write at or before that start), and so "
+    "on up to `depth`; downstream, the runs that read a write of `run_id` before anyone "
+    "wrote that dataset again. Edges go writer -> reader and name the dataset. A run that "
+    "FAILed or ABORTed wrote nothing: it is never a writer here. `datasets` are the "
+    "datasets the start run and each leaf run (a run the walk went no further from) read "
+    "and wrote, as graph nodes with their freshness, and `dataset_edges` says which run "
+    "read or wrote which (and whether it wrote it or only attempted to). " + models.WRITE_RULE,
 )
 resource = Resource()
 
@@ -143,8 +172,21 @@ async def get_run_lineage(request: Request) -> Response:
                 if truncated:
                     break
         nodes = await rows(conn, RUN_NODES, {"runs": list(depth_of)})
-        datasets = await rows(conn, DATASET_REFS, {"ids": list({d for _, _, d in links})})
-    refs = {d[0]: models.DatasetRef(id=d[0], namespace=d[1], name=d[2]) for d in datasets}
+        drawn = [query.run_id, *leaves(depth_of, links)]
+        io = await rows(conn, RUN_DATASETS, {"runs": drawn})
+        ids = list({d for _, d, _, _ in io})
+        names = await rows(conn, DATASET_NAMES, {"ids": list({d for _, _, d in links} | set(ids))})
+        details = await dataset_nodes.of(conn, ids, None)
+        # what the drawn datasets' nodes leave out: their jobs that ran none of the runs
+        beyond = await rows(
+            conn, DATASETS_BEYOND, {"datasets": ids, "jobs": list({r[1] for r in nodes})}
+        )
+    refs = {d[0]: models.DatasetRef(id=d[0], namespace=d[1], name=d[2]) for d in names}
+    dataset_depth: dict[uuid.UUID, int] = {}
+    for run, dataset, _, _ in io:
+        dataset_depth[dataset] = min(dataset_depth.get(dataset, depth_of[run]), depth_of[run])
+    # upstream of a dataset are the jobs writing it ('output' edges)
+    left_out = {(ds, "up" if direction == "output" else "down"): n for direction, ds, n in beyond}
     return json_response(
         request,
         models.RunLineage(
@@ -156,9 +198,43 @@ async def get_run_lineage(request: Request) -> Response:
                 for w, r, d in sorted(links, key=lambda x: (str(x[0]), str(x[1]), str(x[2])))
                 if d in refs
             ],
+            datasets=sorted(
+                (
+                    dataset_node(
+                        i,
+                        dataset_depth[i],
+                        namespace,
+                        name,
+                        models.Beyond(
+                            upstream=left_out.get((i, "up"), 0),
+                            downstream=left_out.get((i, "down"), 0),
+                        ),
+                        details[i],
+                    )
+                    for i, namespace, name in names
+                    if i in details
+                ),
+                key=lambda n: (n.depth, n.namespace, n.name, str(n.id)),
+            ),
+            dataset_edges=[
+                models.RunDatasetEdge(run=run, dataset=dataset, role=role, written=written)
+                for run, dataset, role, written in sorted(io, key=lambda x: tuple(map(str, x)))
+            ],
             truncated=truncated,
         ),
     )
+
+
+def leaves(
+    depth_of: dict[uuid.UUID, int], links: set[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]
+) -> list[uuid.UUID]:
+    """The runs the walk reached and went no further from: linked to no deeper run."""
+    inner = set()
+    for writer, reader, _ in links:
+        near, far = sorted((writer, reader), key=lambda run: depth_of[run])
+        if depth_of[far] > depth_of[near]:
+            inner.add(near)
+    return sorted((run for run, depth in depth_of.items() if depth and run not in inner), key=str)
 
 
 def _node(r: Any, depth: int) -> models.RunNode:

@@ -11,11 +11,11 @@ DATASET_REFS = """
 coalesce((
     SELECT json_agg(json_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name)
                     ORDER BY x.namespace, x.name, x.id)
-    FROM (SELECT DISTINCT d.id, d.namespace, d.name
+    FROM (SELECT DISTINCT d.id, {display}
           FROM {edges} e
           JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-          JOIN readmodel.datasets d ON d.id = n.dataset_id
-          ORDER BY d.namespace, d.name, d.id LIMIT {cap}) x
+          JOIN readmodel.datasets d ON d.id = n.dataset_id{display_join}
+          ORDER BY 2, 3, 1 LIMIT {cap}) x
 ), '[]')::text,
 (SELECT count(DISTINCT n.dataset_id)
  FROM {edges} e
@@ -47,12 +47,21 @@ def edge_datasets(table: str, key: str, outer: str, direction: str) -> str:
         f"(SELECT namespace, name FROM readmodel.{table} "
         f"WHERE {key} = {outer} AND direction = '{direction}')"
     )
-    return DATASET_REFS.format(edges=edges, cap=REF_CAP)
+    return DATASET_REFS.format(
+        edges=edges, cap=REF_CAP, display="d.namespace, d.name", display_join=""
+    )
 
 
 def job_datasets_at(job: str, direction: str) -> str:
-    """The datasets job `job` read or wrote as of `%(as_of)s`, as JSON, and their count."""
-    return DATASET_REFS.format(edges=asof.job_edges_at(job, direction), cap=REF_CAP)
+    """The datasets job `job` read or wrote as of `%(as_of)s` (under their display names
+    then), as JSON, and their count."""
+    return DATASET_REFS.format(
+        edges=asof.job_edges_at(job, direction),
+        cap=REF_CAP,
+        display="coalesce(dn.namespace, d.namespace) AS namespace, "
+        "coalesce(dn.name, d.name) AS name",
+        display_join=f"\n          LEFT JOIN LATERAL {asof.display_name_at('d.id')} dn ON true",
+    )
 
 
 def like_substring(text: str) -> str:
@@ -166,27 +175,9 @@ def tags(facets: str) -> str:
 # `d` is a readmodel.datasets row.
 
 
-def name_count(d: str) -> str:
-    return f"(SELECT count(*) FROM readmodel.dataset_names c WHERE c.dataset_id = {d}.id)"
-
-
-def last_write_at(d: str) -> str:
-    """The latest event of a job writing any of its names (job_edges: one row a writer)."""
-    return f"""(SELECT max(e.last_seen) FROM readmodel.dataset_names w
-    JOIN readmodel.job_edges e ON e.namespace = w.namespace AND e.name = w.name
-     AND e.direction = 'output'
-    WHERE w.dataset_id = {d}.id)"""
-
-
-def last_write_at_as_of(d: str) -> str:
-    """As of `%(as_of)s`: from the run edges that began by then (a run that spans the
-    moment counts from its first event)."""
-    return f"""(SELECT max(CASE WHEN e.last_seen <= %(as_of)s THEN e.last_seen
-                          ELSE e.first_seen END)
-    FROM readmodel.dataset_names w
-    JOIN readmodel.run_edges e ON e.namespace = w.namespace AND e.name = w.name
-     AND e.direction = 'output' AND e.first_seen <= %(as_of)s
-    WHERE w.dataset_id = {d}.id)"""
+def name_count(d: str, seen: str = "") -> str:
+    """How many names dataset `{d}` has (`seen`: a further condition on them, `c`)."""
+    return f"(SELECT count(*) FROM readmodel.dataset_names c WHERE c.dataset_id = {d}.id{seen})"
 
 
 def lifecycle_as_of(d: str) -> str:

@@ -4,6 +4,9 @@
 -- run_edges: what one run read and wrote (the per-run edges, with their times, which
 -- also answer "as of" queries). job_edges: the union over a job's runs and its static
 -- lineage (JobEvents), with first and last seen.
+-- A write is a successful one (projections/lineage.py): a run writes its outputs when it
+-- COMPLETEs (a STREAMING job also at each RUNNING event naming them); a run that FAILs or
+-- ABORTs only attempted them: its edges stay, and no write time.
 CREATE TABLE run_edges (
     run_id          uuid        NOT NULL,
     job_id          uuid        NOT NULL,
@@ -15,6 +18,9 @@ CREATE TABLE run_edges (
     -- the latest `lifecycleStateChange` (CREATE, OVERWRITE, DROP, ...) its events reported
     lifecycle_state text,
     lifecycle_time  timestamptz,
+    -- an output this run wrote: its first and last write (NULL: only attempted, or not yet)
+    first_write_at  timestamptz,
+    last_write_at   timestamptz,
     PRIMARY KEY (run_id, direction, namespace, name)
 );
 CREATE INDEX run_edges_dataset ON run_edges (namespace, name, direction);
@@ -30,6 +36,13 @@ CREATE TABLE job_edges (
     last_seen       timestamptz NOT NULL,
     lifecycle_state text,                  -- as in run_edges, over the job's events
     lifecycle_time  timestamptz,
+    -- an output: the latest write of its runs (ties: the greater run id), and the latest
+    -- failed attempt (a run that named it and FAILed or ABORTed: when, which, which state)
+    last_write_at   timestamptz,
+    last_write_run  uuid,
+    attempt_at      timestamptz,
+    attempt_run     uuid,
+    attempt_state   text,
     PRIMARY KEY (job_id, direction, namespace, name, source)
 );
 CREATE INDEX job_edges_dataset ON job_edges (namespace, name, direction);
@@ -40,6 +53,10 @@ CREATE TABLE lineage_runs (
     job_id          uuid        NOT NULL,
     started_at      timestamptz NOT NULL,  -- START eventTime, else its earliest eventTime
     ended_at        timestamptz,           -- its latest terminal eventTime
-    has_start       boolean     NOT NULL DEFAULT false  -- started_at came from a START
+    has_start       boolean     NOT NULL DEFAULT false,  -- started_at came from a START
+    first_complete  timestamptz,           -- its first and last COMPLETE eventTime: it
+    last_complete   timestamptz,           -- wrote its outputs then
+    failed_at       timestamptz,           -- its latest FAIL or ABORT eventTime, and which
+    failed_state    text
 );
 CREATE INDEX lineage_runs_job ON lineage_runs (job_id, started_at DESC);

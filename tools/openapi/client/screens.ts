@@ -1,13 +1,16 @@
 // A small Cockpit-like client on types generated from metastore/openapi.json
+// A small Cockpit-like client on types generated from metastore/openapi.json
 // (openapi-typescript), type-checked under `tsc --strict` (with noUncheckedIndexedAccess
 // and exactOptionalPropertyTypes) with no casts: it draws the namespaces screen, a
 // namespace's recent failures, a lineage graph with jobs coloured by their latest run and
-// what lies beyond its edge, a dataset page, a job page and a search, reads a problem, and
-// counts the calls each screen takes. tests/test_openapi_client.py compiles it and runs it
-// against a server loaded with the conformance scenarios.
+// what lies beyond its edge, a dataset page, a job page and a search, reads a problem,
+// draws "what broke" (everything a failed run reaches) and "what changed" (the graph's
+// diff between two moments), and counts the calls each screen takes.
+// tests/test_openapi_client.py compiles it and runs it against a server loaded with the
+// conformance scenarios and a failed Trino run.
 //
 //   node build/js/client/screens.js <base url of /api/v1> <graph node> <dataset id>
-//        <as_of> <job id> <edge node>
+//        <as_of> <job id> <edge node> <failed run id> <diff node> <from> <to>
 import type { components, paths } from "../build/schema";
 
 type Schemas = components["schemas"];
@@ -184,7 +187,8 @@ function nodeLabel(node: Schemas["JobNode"] | Schemas["DatasetNode"]) {
       return {
         key: node.key,
         label: `${node.namespace}/${node.name} (${node.name_count} names)`,
-        colour: node.lifecycle_state === "DROP" ? "black" : "white",
+        colour:
+          node.lifecycle_state === "DROP" ? "black" : node.freshness.stale ? "amber" : "white",
         seconds: null,
         depth: node.depth,
         beyond: beyond(node.beyond),
@@ -270,16 +274,77 @@ async function search(base: string, q: string) {
   };
 }
 
+function freshnessLabel(fresh: Schemas["DatasetFreshness"]): string {
+  const write: Schemas["Write"] | null = fresh.last_write;
+  const written = write ? `written ${write.at} by ${write.run.job?.name ?? "?"}` : "never written";
+  const attempt: Schemas["FailedAttempt"] | null = fresh.failed_attempt;
+  const failed = attempt ? `, ${attempt.state} at ${attempt.at}` : "";
+  const why = fresh.stale_reasons.map((r: Schemas["StaleReason"]) =>
+    r.reason === "input_rewritten" ? `input ${r.dataset?.name ?? "?"} rewritten` : `writer failed`,
+  );
+  return `${written}${failed}${fresh.stale ? ` (stale: ${why.join("; ")})` : ""}`;
+}
+
+// What broke: everything a failed run reaches downstream, in one call.
+async function whatBroke(base: string, runId: string) {
+  const impact = await get(base, "/api/v1/impact", {}, { node: `run:${runId}` });
+  const datasets: string[] = [];
+  const jobs: string[] = [];
+  for (const node of impact.nodes) {
+    switch (node.type) {
+      case "dataset":
+        datasets.push(
+          `${node.name} [${node.owners.map((o: Schemas["Owner"]) => o.name).join(",")}]: ` +
+            freshnessLabel(node.freshness),
+        );
+        break;
+      case "job":
+        jobs.push(`${node.name}: ${colour(node.latest_run)}`);
+        break;
+    }
+  }
+  return { run: impact.run?.state ?? null, datasets, jobs, truncated: impact.truncated };
+}
+
+// What changed: the graph around a node between two moments, and schema changes.
+async function whatChanged(base: string, node: string, from: string, to: string) {
+  const diff = await get(base, "/api/v1/lineage/diff", {}, { node, from, to });
+  const label = (n: Schemas["JobNode"] | Schemas["DatasetNode"]) => `${n.type} ${n.name}`;
+  return {
+    added: diff.nodes_added.map(label),
+    removed: diff.nodes_removed.map(label),
+    edgesAdded: diff.edges_added.length,
+    edgesRemoved: diff.edges_removed.length,
+    schema: diff.schema_changes.map(
+      (c: Schemas["SchemaChange"]) =>
+        `${c.dataset.name} v${c.from_version} -> v${c.to_version}: ` +
+        `+${c.added.map((f: Schemas["FieldType"]) => f.name).join(",")} ` +
+        `-${c.removed.map((f: Schemas["FieldType"]) => f.name).join(",")} ` +
+        `~${c.type_changed
+          .map((t: Schemas["TypeChange"]) => `${t.name}:${t.from_type}>${t.to_type}`)
+          .join(",")}`,
+    ),
+  };
+}
+
 async function main(): Promise<void> {
-  const [base, node, datasetId, asOf, jobId, edgeNode] = process.argv.slice(2);
+  const [base, node, datasetId, asOf, jobId, edgeNode, failedRun, diffNode, from, to] =
+    process.argv.slice(2);
   if (
     base === undefined ||
     node === undefined ||
     datasetId === undefined ||
     jobId === undefined ||
-    edgeNode === undefined
+    edgeNode === undefined ||
+    failedRun === undefined ||
+    diffNode === undefined ||
+    from === undefined ||
+    to === undefined
   ) {
-    throw new Error("usage: screens.js <base> <node> <dataset id> <as_of> <job id> <edge node>");
+    throw new Error(
+      "usage: screens.js <base> <node> <dataset id> <as_of> <job id> <edge node> " +
+        "<failed run> <diff node> <from> <to>",
+    );
   }
   const result = {
     namespaces: await screen(() => namespaces(base)),
@@ -291,6 +356,8 @@ async function main(): Promise<void> {
     job: await screen(() => job(base, jobId)),
     search: await screen(() => search(base, "hive")),
     problem: await screen(() => refused(base, { stat: "FAIL" })),
+    whatBroke: await screen(() => whatBroke(base, failedRun)),
+    whatChanged: await screen(() => whatChanged(base, diffNode, from, to)),
   };
   process.stdout.write(JSON.stringify(result) + "\n");
 }

@@ -1,0 +1,289 @@
+"""What a dataset shows as a graph node, now or as of a moment, for all datasets of a graph
+in one statement: its display name and name count, type, owners, lifecycle state, and
+its freshness.
+
+Freshness: its last successful write, the latest failed attempt after it, and why it is
+stale: a writer's latest run failed after that write, or a dataset the writing run read
+(one hop) was successfully written after it. Now, from the job edges (the projection keeps
+each edge's latest write and failed attempt: projections/lineage.py); as of T, from the
+run edges and runs by then, and the names first seen by then (asof.py).
+
+One statement, set-based: each dataset's names and output edges are read once for all it
+shows (the graph read them per node for the name count, the lifecycle and the display
+name, and again for the freshness), and a writer or input several datasets share is
+looked up once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Collection
+from typing import Any
+
+import msgspec
+from psycopg import AsyncConnection
+
+from metastore.api import asof, models
+from metastore.api.db import rows
+from metastore.api.sqlparts import dataset_type, lifecycle_state, owners
+
+# The names of the datasets in `%(datasets)s`: all now, those first seen by T as of T.
+NAMES = """
+SELECT n.dataset_id, n.namespace, n.name, n.kind, n.symlink_type, n.joined_by, n.first_seen
+FROM readmodel.dataset_names n
+WHERE n.dataset_id = ANY(%(datasets)s::uuid[]){seen}"""
+# Rows (dataset_id, job_id, write_at, run_id, attempt_at, attempt_run, attempt_state,
+# lifecycle_state, lifecycle_time) of their output edges: now a job edge (its latest write
+# and failed attempt); as of T a run edge (its write by T: a run whose writes span T
+# counts from its first, see run_edges.first_write_at; its run's failure by T).
+OUTS_NOW = """
+SELECT n.dataset_id, e.job_id, e.last_write_at AS write_at, e.last_write_run AS run_id,
+       e.attempt_at, e.attempt_run, e.attempt_state, e.lifecycle_state, e.lifecycle_time
+FROM names n
+JOIN readmodel.job_edges e
+  ON e.namespace = n.namespace AND e.name = n.name AND e.direction = 'output'"""
+OUTS_AS_OF = """
+SELECT n.dataset_id, re.job_id,
+       CASE WHEN re.last_write_at <= %(as_of)s THEN re.last_write_at
+            WHEN re.first_write_at <= %(as_of)s THEN re.first_write_at END AS write_at,
+       re.run_id, lr.failed_at AS attempt_at, lr.run_id AS attempt_run,
+       lr.failed_state AS attempt_state, re.lifecycle_state, re.lifecycle_time
+FROM names n
+JOIN readmodel.run_edges re
+  ON re.namespace = n.namespace AND re.name = n.name AND re.direction = 'output'
+LEFT JOIN readmodel.lineage_runs lr ON lr.run_id = re.run_id AND lr.failed_at <= %(as_of)s
+WHERE re.first_seen <= %(as_of)s"""
+# The writes of the inputs that are not among the datasets asked about (rows dataset_id,
+# write_at, run_id), as above.
+INPUT_OUTS_NOW = """
+SELECT n.dataset_id, e.last_write_at AS write_at, e.last_write_run AS run_id
+FROM readmodel.dataset_names n
+JOIN readmodel.job_edges e
+  ON e.namespace = n.namespace AND e.name = n.name AND e.direction = 'output'
+WHERE n.dataset_id = ANY(ARRAY(SELECT DISTINCT input FROM inputs
+                               WHERE input <> ALL(%(datasets)s::uuid[])))"""
+INPUT_OUTS_AS_OF = """
+SELECT n.dataset_id,
+       CASE WHEN re.last_write_at <= %(as_of)s THEN re.last_write_at
+            ELSE re.first_write_at END AS write_at, re.run_id
+FROM readmodel.dataset_names n
+JOIN readmodel.run_edges re
+  ON re.namespace = n.namespace AND re.name = n.name AND re.direction = 'output'
+WHERE n.dataset_id = ANY(ARRAY(SELECT DISTINCT input FROM inputs
+                               WHERE input <> ALL(%(datasets)s::uuid[])))
+  AND re.first_write_at <= %(as_of)s"""
+# The writers whose latest run failed (rows job_id, at, run): now, its latest run; as of
+# T, its latest run started by then, failed by then and not completed after that.
+FAILED_NOW = """
+SELECT j.id AS job_id, r.state_time AS at, r.id AS run
+FROM (SELECT DISTINCT job_id FROM pairs) w
+JOIN readmodel.jobs j ON j.id = w.job_id
+JOIN readmodel.runs r ON r.id = j.latest_run_id
+WHERE r.state IN ('FAIL', 'ABORT')"""
+FAILED_AS_OF = f"""
+SELECT w.job_id, lr.failed_at AS at, lr.run_id AS run
+FROM (SELECT DISTINCT job_id FROM pairs) w
+JOIN readmodel.lineage_runs lr ON lr.run_id = {asof.latest_run("w.job_id")}
+WHERE lr.failed_at <= %(as_of)s
+  AND (lr.last_complete IS NULL OR lr.last_complete > %(as_of)s
+       OR lr.last_complete < lr.failed_at)"""
+# A node's display name as of T: the most table-like of its names then (rows dataset_id,
+# namespace, name; projections.datasets.display_key's rule, as asof.DISPLAY_NAME_AT).
+# Now it is the dataset's own.
+DISPLAY_AS_OF = f"""
+LEFT JOIN (
+    SELECT DISTINCT ON (dataset_id) dataset_id, namespace, name FROM names n
+    ORDER BY dataset_id, {asof.display_rank("n")}, first_seen, namespace, name) dn
+  ON dn.dataset_id = d.id"""
+# A stale reason's input under its display name (joined as `ind`).
+INPUT_NAME_NOW = "LEFT JOIN readmodel.datasets ind ON ind.id = f.input"
+INPUT_NAME_AS_OF = f"LEFT JOIN LATERAL {asof.display_name_at('f.input')} ind ON true"
+# Its lifecycle state: now its facet's; as of T the latest its writers reported by then
+# (joined as `lc`).
+LIFECYCLE_AS_OF = """
+LEFT JOIN (
+    SELECT DISTINCT ON (dataset_id) dataset_id, lifecycle_state FROM outs
+    WHERE lifecycle_time <= %(as_of)s ORDER BY dataset_id, lifecycle_time DESC) lc
+  ON lc.dataset_id = d.id"""
+
+# Rows (kind, dataset_id, at, run, its job id, namespace, name and state, attempt state,
+# input id, namespace, name; then for kind `node`: name count, display namespace and
+# name, type, lifecycle state, owners as JSON). Kinds: `write`, the latest write;
+# `attempt`, a failed attempt after it; `writer_failed` and `input_rewritten`, why it is
+# stale; `node`, what the node shows.
+STATEMENT = """
+WITH names AS MATERIALIZED ({names}),
+outs AS MATERIALIZED ({outs}),
+writes AS MATERIALIZED (
+    SELECT DISTINCT ON (dataset_id) dataset_id, write_at AS at, run_id AS run FROM outs
+    WHERE write_at IS NOT NULL ORDER BY dataset_id, write_at DESC, run_id DESC),
+pairs AS MATERIALIZED (SELECT DISTINCT dataset_id, job_id FROM outs),
+failed AS MATERIALIZED ({failed}),
+inputs AS MATERIALIZED (
+    SELECT DISTINCT w.dataset_id, n.dataset_id AS input
+    FROM writes w
+    JOIN readmodel.run_edges e ON e.run_id = w.run AND e.direction = 'input'
+    JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+    WHERE n.dataset_id <> w.dataset_id),
+input_writes AS MATERIALIZED (
+    -- (an input that is one of the datasets asked about: its write is known already)
+    SELECT dataset_id AS input, at, run FROM writes
+    WHERE dataset_id IN (SELECT input FROM inputs)
+  UNION ALL
+    SELECT * FROM (
+        SELECT DISTINCT ON (dataset_id) dataset_id AS input, write_at AS at, run_id AS run
+        FROM ({input_outs}) o
+        WHERE write_at IS NOT NULL ORDER BY dataset_id, write_at DESC, run_id DESC) o),
+found AS (
+    SELECT 'write' AS kind, dataset_id, at, run, NULL::text AS state, NULL::uuid AS input
+    FROM writes
+  UNION ALL
+    SELECT * FROM (
+        SELECT DISTINCT ON (o.dataset_id) 'attempt', o.dataset_id, o.attempt_at,
+               o.attempt_run, o.attempt_state, NULL::uuid
+        FROM outs o LEFT JOIN writes w ON w.dataset_id = o.dataset_id
+        WHERE o.attempt_at IS NOT NULL AND (w.at IS NULL OR o.attempt_at > w.at)
+        ORDER BY o.dataset_id, o.attempt_at DESC, o.attempt_run DESC) a
+  UNION ALL
+    SELECT DISTINCT 'writer_failed', p.dataset_id, f.at, f.run, NULL, NULL::uuid
+    FROM pairs p
+    JOIN failed f ON f.job_id = p.job_id
+    LEFT JOIN writes w ON w.dataset_id = p.dataset_id
+    WHERE w.at IS NULL OR f.at > w.at
+  UNION ALL
+    SELECT DISTINCT 'input_rewritten', i.dataset_id, iw.at, NULL::uuid, NULL, i.input
+    FROM inputs i
+    JOIN input_writes iw ON iw.input = i.input
+    JOIN writes w ON w.dataset_id = i.dataset_id
+    WHERE iw.at > w.at)
+SELECT f.kind, f.dataset_id, f.at, f.run, r.job_id, r.job_namespace, r.job_name, r.state,
+       f.state, f.input, ind.namespace, ind.name,
+       NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text
+FROM found f
+LEFT JOIN readmodel.runs r ON r.id = f.run
+{input_name}
+UNION ALL
+SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       c.names, {display}, {dataset_type}, {lifecycle}, {owners}
+FROM readmodel.datasets d
+LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names GROUP BY dataset_id) c
+  ON c.dataset_id = d.id
+{display_join}{facets}{lifecycle_join}
+WHERE d.id = ANY(%(datasets)s::uuid[])
+"""
+# The standard facets a node shows, taken out of its facets document once: the document
+# (kilobytes: schema, column lineage) was parsed again for every `->` on it, six times a
+# node (docs/PERFORMANCE.md).
+NODE_FACETS = """
+LEFT JOIN LATERAL (
+    SELECT json_build_object('datasetType', x."datasetType",
+                             'lifecycleStateChange', x."lifecycleStateChange",
+                             'ownership', x.ownership) AS facets
+    FROM json_to_record(d.facets)
+         AS x("datasetType" json, "lifecycleStateChange" json, ownership json)) df ON true"""
+
+
+def _statement(as_of: bool) -> str:
+    return STATEMENT.format(
+        names=NAMES.format(seen=" AND n.first_seen <= %(as_of)s" if as_of else ""),
+        outs=OUTS_AS_OF if as_of else OUTS_NOW,
+        failed=FAILED_AS_OF if as_of else FAILED_NOW,
+        input_outs=INPUT_OUTS_AS_OF if as_of else INPUT_OUTS_NOW,
+        display="dn.namespace, dn.name" if as_of else "d.namespace, d.name",
+        display_join=DISPLAY_AS_OF if as_of else "",
+        input_name=INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW,
+        dataset_type=dataset_type("df.facets"),
+        lifecycle="lc.lifecycle_state" if as_of else lifecycle_state("df.facets"),
+        lifecycle_join=LIFECYCLE_AS_OF if as_of else "",
+        owners=owners("df.facets"),
+        facets=NODE_FACETS,
+    )
+
+
+STATEMENT_NOW = _statement(as_of=False)
+STATEMENT_AS_OF = _statement(as_of=True)
+
+
+class Details(msgspec.Struct, frozen=True):
+    """What a dataset node shows besides its id and depth."""
+
+    namespace: str | None  # (None: no name then; the caller keeps the current one)
+    name: str | None
+    name_count: int
+    dataset_type: str | None
+    lifecycle_state: str | None
+    owners: list[models.Owner]
+    freshness: models.DatasetFreshness
+
+
+def statement(as_of: dt.datetime | None) -> str:
+    return STATEMENT_NOW if as_of is None else STATEMENT_AS_OF
+
+
+_owners = msgspec.json.Decoder(list[models.Owner])
+
+
+def _run(r: Any) -> models.RunRef:
+    job = models.JobRef(id=r[4], namespace=r[5], name=r[6]) if r[4] is not None else None
+    return models.RunRef(id=r[3], job=job, state=r[7])
+
+
+def _reason_order(reason: models.StaleReason) -> tuple[str, str]:
+    about = reason.run.id if reason.run else reason.dataset.id if reason.dataset else ""
+    return reason.reason, str(about)
+
+
+def build(found: list[Any]) -> dict[uuid.UUID, Details]:
+    """Each dataset's details from the rows of `statement`."""
+    writes: dict[uuid.UUID, models.Write] = {}
+    attempts: dict[uuid.UUID, models.FailedAttempt] = {}
+    reasons: dict[uuid.UUID, list[models.StaleReason]] = {}
+    nodes = []
+    for r in found:
+        kind, dataset = r[0], r[1]
+        if kind == "node":
+            nodes.append(r)
+        elif kind == "write":
+            writes[dataset] = models.Write(run=_run(r), at=r[2])
+        elif kind == "attempt":
+            attempts[dataset] = models.FailedAttempt(run=_run(r), state=r[8], at=r[2])
+        else:
+            ref = None
+            if r[9] is not None:
+                ref = models.DatasetRef(id=r[9], namespace=r[10], name=r[11])
+            run = _run(r) if r[3] is not None else None
+            reasons.setdefault(dataset, []).append(
+                models.StaleReason(reason=kind, at=r[2], run=run, dataset=ref)
+            )
+    details = {}
+    for r in nodes:
+        dataset = r[1]
+        why = sorted(reasons.get(dataset, ()), key=_reason_order)
+        why.sort(key=lambda x: x.at, reverse=True)  # (stable: the latest first, then as above)
+        details[dataset] = Details(
+            namespace=r[13],
+            name=r[14],
+            name_count=r[12] or 0,
+            dataset_type=r[15],
+            lifecycle_state=r[16],
+            owners=_owners.decode(r[17]),
+            freshness=models.DatasetFreshness(
+                last_write=writes.get(dataset),
+                failed_attempt=attempts.get(dataset),
+                stale=bool(why),
+                stale_reasons=why,
+            ),
+        )
+    return details
+
+
+async def of(
+    conn: AsyncConnection[Any], datasets: Collection[uuid.UUID], as_of: dt.datetime | None
+) -> dict[uuid.UUID, Details]:
+    """The details of each of `datasets` (ids that answer as themselves, not merged), now
+    or as of `as_of`."""
+    if not datasets:
+        return {}
+    found = await rows(conn, statement(as_of), {"datasets": list(datasets), "as_of": as_of})
+    return build(found)

@@ -1,0 +1,120 @@
+"""GET /impact: everything downstream that a run's failure, or a job's or dataset's
+change, reaches, in one answer.
+
+The walk is the lineage graph's, downstream only (lineage.walk), so its limits and
+`truncated` are the graph's. From a run it starts at the datasets the run wrote or, when
+it failed, attempted: its job is the graph's start node, with edges to those outputs
+alone. Every dataset node carries its freshness and owners, every job its latest run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+from starlette.requests import Request
+from starlette.responses import Response
+
+from metastore.api import asof, lineage, models
+from metastore.api.db import connection, not_found, row, rows
+from metastore.api.operation import Operation, Resource
+from metastore.api.responses import json_response
+from metastore.api.sqlparts import run_ref
+
+DEFAULT_DEPTH = 5  # jobs downstream (11 hops from a run)
+UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+
+# The run: its job, its start (as lineage sees it), its reference as JSON.
+RUN = f"""
+SELECT lr.job_id, lr.started_at, {run_ref("r")}::text
+FROM readmodel.lineage_runs lr JOIN readmodel.runs r ON r.id = lr.run_id
+WHERE lr.run_id = %(run)s
+"""
+# The datasets a run named as outputs (written or attempted), by id.
+RUN_OUTPUTS = """
+SELECT DISTINCT n.dataset_id
+FROM readmodel.run_edges e
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+WHERE e.run_id = %(run)s AND e.direction = 'output'
+ORDER BY 1
+"""
+
+
+class ImpactQuery(msgspec.Struct, frozen=True):
+    node: Annotated[
+        str,
+        Meta(
+            pattern=f"^(run|job|dataset):{UUID}$",
+            description="Where the failure or change is: `run:<runId>`, `job:<id>` or "
+            "`dataset:<id>`.",
+        ),
+    ]
+    depth: lineage.JobHops = DEFAULT_DEPTH
+    max_nodes: Annotated[
+        int,
+        Meta(ge=1, le=lineage.NODE_LIMIT, description="Node limit; past it `truncated` is set."),
+    ] = lineage.NODE_LIMIT
+    as_of: asof.AsOf = None
+
+
+OP = Operation(
+    "GET",
+    "/impact",
+    "getImpact",
+    "What a failed run, or a changed job or dataset, reaches downstream",
+    models.Impact,
+    tag="lineage",
+    query=ImpactQuery,
+    not_found=True,
+    description="Everything downstream of `node` within `depth` jobs, as the lineage graph "
+    "(the same walk, downstream only, its limits, `beyond` and `truncated`): every dataset with "
+    "its freshness (last successful write, a failed attempt after it, stale and why) and "
+    "owners, every job that reads one with its latest run. From a run, the walk starts at "
+    "the datasets that run wrote or, when it FAILed or ABORTed, attempted to write: its "
+    "job is the start node (depth 0), with edges to those datasets alone. From a job, its "
+    "outputs; from a dataset, itself. With `as_of`: as the graph was then (a run started "
+    "after `as_of` answers 404 of type `not-yet`). " + models.WRITE_RULE,
+)
+resource = Resource()
+
+_run_ref = msgspec.json.Decoder(models.RunRef)
+
+
+@resource.add(OP)
+async def get_impact(request: Request) -> Response:
+    query: ImpactQuery = OP.parse_query(request)
+    kind, start = lineage.parse_node(query.node, "`run:<uuid>`, `job:<uuid>` or `dataset:<uuid>`")
+    run = None
+    outputs: list[uuid.UUID] | None = None
+    async with connection(request) as conn:
+        if kind == "run":
+            found = await row(conn, RUN, {"run": start})
+            if found is None:
+                raise not_found("run", start)
+            asof.check_seen("run", start, found[1], query.as_of)
+            run = _run_ref.decode(found[2])
+            outputs = [r[0] for r in await rows(conn, RUN_OUTPUTS, {"run": start})]
+            kind, start = "job", found[0]
+        graph = await lineage.walk(
+            conn,
+            kind,
+            start,
+            up=False,
+            down=True,
+            depth=query.depth,
+            max_nodes=query.max_nodes,
+            as_of=query.as_of,
+            run_outputs=outputs,
+        )
+    return json_response(
+        request,
+        models.Impact(
+            node=query.node,
+            run=run,
+            nodes=graph.nodes,
+            edges=graph.edges,
+            truncated=graph.truncated,
+        ),
+    )

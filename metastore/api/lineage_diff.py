@@ -1,0 +1,199 @@
+"""GET /lineage/diff: what changed in the graph around a node between two moments.
+
+The graph as of `from` and as of `to` (lineage.walk_rows, the same walk and limits as
+`/lineage?as_of=`), compared by node key and edge, and the schema of every dataset in
+either graph at both moments (its latest version by each, asof.schema_at), compared
+field by field. What a dataset node shows (dataset_nodes) is read only for the nodes
+added or removed: most of a graph is in both.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
+from psycopg import AsyncConnection
+from starlette.requests import Request
+from starlette.responses import Response
+
+from metastore.api import asof, dataset_nodes, lineage, models
+from metastore.api.db import connection, rows
+from metastore.api.operation import Operation, Resource
+from metastore.api.responses import json_response
+from metastore.problems import ProblemError
+
+# Per dataset: its display name at `to`, and its schema version (number, fields) at `from`
+# and at `to` when it had one at both and they differ.
+VERSION = """(
+    SELECT v.fields::text AS fields, (
+        SELECT count(*) FROM readmodel.dataset_versions o
+        WHERE o.dataset_id = v.dataset_id AND (o.event_time, o.seq) <= (v.event_time, v.seq)
+    ) AS number
+    FROM readmodel.dataset_versions v
+    WHERE v.dataset_id = d.id AND v.fields_hash = {hash})"""
+SCHEMA_CHANGES = f"""
+SELECT d.id, dn.namespace, dn.name, vf.number, vf.fields, vt.number, vt.fields
+FROM unnest(%(datasets)s::uuid[]) AS d(id)
+CROSS JOIN LATERAL (SELECT {asof.schema_at("d.id", "%(from)s")} AS hash) hf
+CROSS JOIN LATERAL (SELECT {asof.schema_at("d.id", "%(as_of)s")} AS hash) ht
+CROSS JOIN LATERAL {VERSION.format(hash="hf.hash")} vf
+CROSS JOIN LATERAL {VERSION.format(hash="ht.hash")} vt
+LEFT JOIN LATERAL {asof.display_name_at("d.id")} dn ON true
+WHERE hf.hash <> ht.hash
+ORDER BY dn.namespace, dn.name, d.id
+"""
+
+
+class DiffQuery(msgspec.Struct, frozen=True):
+    node: Annotated[
+        str,
+        Meta(
+            pattern=lineage.NODE_PATTERN,
+            description="The node whose graph to compare: `dataset:<id>` or `job:<id>`.",
+        ),
+    ]
+    from_: Annotated[
+        dt.datetime,
+        Meta(
+            tz=True,
+            description="The earlier moment (RFC 3339, by eventTime).",
+            examples=[asof.EXAMPLE],
+        ),
+    ] = msgspec.field(name="from")
+    to: (
+        Annotated[
+            dt.datetime,
+            Meta(
+                tz=True,
+                description="The later moment (RFC 3339, by eventTime). Absent: now.",
+                examples=["2026-12-01T09:00:00Z"],
+            ),
+        ]
+        | None
+    ) = None
+    direction: lineage.Direction = "both"
+    depth: lineage.JobHops = lineage.DEFAULT_DEPTH
+    max_nodes: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=lineage.NODE_LIMIT,
+            description="Node limit of each graph; past it `truncated` is set.",
+        ),
+    ] = lineage.NODE_LIMIT
+
+
+OP = Operation(
+    "GET",
+    "/lineage/diff",
+    "getLineageDiff",
+    "What changed in the lineage graph around a node between two moments",
+    models.LineageDiff,
+    tag="lineage",
+    query=DiffQuery,
+    not_found=True,
+    description="The graph around `node` as of `from` and as of `to` (each as "
+    "`/lineage?as_of=` answers it, with `direction`, `depth` and the node limit), compared: "
+    "the nodes and edges added and removed, and for each dataset in either graph whose "
+    "schema version at `from` and at `to` differ, the fields added, removed and changed in "
+    "type (a failed or aborted run's schema is no version: it changes nothing). `from` is "
+    "usually the earlier moment; the same moment twice is no change. A node "
+    "first seen after `from` makes the graph at `from` empty; first seen after `to`, 404 "
+    "of type `not-yet`. " + models.WRITE_RULE,
+)
+resource = Resource()
+
+
+def _fields(fields: Any, prefix: str = "") -> Iterator[tuple[str, str | None]]:
+    """(path, type) of each field of a `schema` facet, nested ones as `parent.child`."""
+    for field in fields if isinstance(fields, list) else ():
+        if not isinstance(field, dict) or not isinstance(field.get("name"), str):
+            continue
+        path = prefix + field["name"]
+        kind = field.get("type")
+        yield path, kind if isinstance(kind, str) else None
+        yield from _fields(field.get("fields"), path + ".")
+
+
+def schema_change(r: Any) -> models.SchemaChange:
+    before = dict(_fields(msgspec.json.decode(r[4])))
+    after = dict(_fields(msgspec.json.decode(r[6])))
+    return models.SchemaChange(
+        dataset=models.DatasetRef(id=r[0], namespace=r[1], name=r[2]),
+        from_version=r[3],
+        to_version=r[5],
+        added=[models.FieldType(name=n, type=t) for n, t in after.items() if n not in before],
+        removed=[models.FieldType(name=n, type=t) for n, t in before.items() if n not in after],
+        type_changed=[
+            models.TypeChange(name=n, from_type=before[n], to_type=t)
+            for n, t in after.items()
+            if n in before and before[n] != t
+        ],
+    )
+
+
+def _edge(e: models.LineageEdge) -> tuple[str, str]:
+    return e.from_, e.to
+
+
+@resource.add(OP)
+async def get_lineage_diff(request: Request) -> Response:
+    query: DiffQuery = OP.parse_query(request)
+    kind, start = lineage.parse_node(query.node)
+    to = query.to or dt.datetime.now(dt.UTC)
+    up, down = query.direction != "downstream", query.direction != "upstream"
+
+    async def walked(conn: AsyncConnection[Any], moment: dt.datetime) -> lineage.Walk:
+        # (the datasets' details are read below, only for the nodes added or removed)
+        return await lineage.walk_rows(
+            conn,
+            kind,
+            start,
+            up=up,
+            down=down,
+            depth=query.depth,
+            max_nodes=query.max_nodes,
+            as_of=moment,
+            details=False,
+        )
+
+    async with connection(request) as conn:
+        after = await walked(conn, to)
+        try:
+            before = await walked(conn, query.from_)
+        except ProblemError as problem:
+            if problem.kind != "not-yet":
+                raise
+            before = lineage.Walk(found=[], links=[], details={})  # all of it is new
+        had = {lineage.node_key(r): r for r in before.found}
+        has = {lineage.node_key(r): r for r in after.found}
+        added, removed = has.keys() - had.keys(), had.keys() - has.keys()
+        either = {**had, **has}
+        for walk, keys, moment in ((after, added, to), (before, removed, query.from_)):
+            ids = [either[k][1] for k in keys if k.startswith("dataset:")]
+            walk.details = await dataset_nodes.of(conn, ids, moment)
+        datasets = {r[1] for r in [*before.found, *after.found] if r[0] == "dataset"}
+        changes = await rows(
+            conn,
+            SCHEMA_CHANGES,
+            {"datasets": sorted(datasets), "from": query.from_, "as_of": to},
+        )
+    graph_before, graph_after = lineage.graph_of(before, removed), lineage.graph_of(after, added)
+    edges_before = {_edge(e): e for e in graph_before.edges}
+    edges_after = {_edge(e): e for e in graph_after.edges}
+    return json_response(
+        request,
+        models.LineageDiff(
+            from_=query.from_,
+            to=to,
+            nodes_added=graph_after.nodes,
+            nodes_removed=graph_before.nodes,
+            edges_added=[e for k, e in edges_after.items() if k not in edges_before],
+            edges_removed=[e for k, e in edges_before.items() if k not in edges_after],
+            schema_changes=[schema_change(r) for r in changes],
+            truncated=graph_before.truncated or graph_after.truncated,
+        ),
+    )
