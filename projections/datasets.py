@@ -54,8 +54,8 @@ from projections.common import (
 NAME = "datasets"
 # 2: facets json; 3: names joined by catalog rules; 4: display name by display_key;
 # 5: a name an event used is `emitted` whatever joined it, and each dataset's home name;
-# 6: no catalog name that no index holds (a metadataUri of kilobytes)
-VERSION = 6
+# 6: no catalog name that no index holds (a metadataUri of kilobytes); 7: names by trigram
+VERSION = 7
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
