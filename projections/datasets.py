@@ -60,7 +60,8 @@ NAME = "datasets"
 # 5: a name an event used is `emitted` whatever joined it, and each dataset's home name;
 # 6: no catalog name that no index holds (a metadataUri of kilobytes);
 # 7: an output a run only attempted (a START, a FAIL) makes no version and merges no facets
-VERSION = 7
+# 8: names by trigram (/search)
+VERSION = 8
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (

@@ -24,7 +24,7 @@ from projections.common import (
 )
 
 NAME = "jobs"
-VERSION = 3  # 2: facets json; 3: producer, integration from the producer URL
+VERSION = 4  # 2: facets json; 3: producer, integration from the producer URL; 4: trigram index
 TABLES = ("jobs",)
 
 COLUMNS = (

@@ -1,90 +1,205 @@
 """GET /search?q=: jobs, datasets and namespaces whose name contains `q`, ranked.
 
 Rank: exact name first, then names starting with `q`, then names containing it; within
-a rank by name. Datasets match on any of their names (symlinks included) and answer
-with their display name.
+a rank by the name that matched (lowercase, in byte order). Datasets match on any of
+their names (symlinks included), once each under their best-ranked name, and answer with
+their display name.
+
+No page ranks every hit: each (type, rank) gives one page past the cursor and the pages
+are merged. Exact and prefix hits are ranges of the name index, read in order; substring
+hits are probed for among the next names in order, else found through the `pg_trgm` index
+(where the extension is installed) and sorted; the total is counted up to TOTAL_CAP.
 """
 
 from __future__ import annotations
 
+import collections
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
+from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.api import models, params
-from metastore.api.db import connection, rows
+from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import (
-    TOTAL_CAP,
-    bound_kind,
-    count_capped,
-    decode_cursor,
-    page,
-    total,
-)
+from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
 
-# One query per kind of hit, chosen by `type`; each row: (type, key, id, namespace, name,
-# rank, sort name, matched namespace, matched name), `key` the id (a namespace: its name)
-# for the order. A dataset hit's matched name: its best-ranked name that matched (then by
-# name); with `namespace`, the datasets that count there (their home, as /namespaces).
-RANK = """CASE WHEN lower({name}) = %(exact)s THEN 0
-                WHEN lower({name}) LIKE %(prefix)s THEN 1 ELSE 2 END"""
-JOB_HITS = f"""
-    SELECT 'job' AS type, j.id::text AS key, j.id, j.namespace, j.name,
-           {RANK.format(name="j.name")} AS rank, lower(j.name) AS sort_name,
-           j.namespace AS matched_namespace, j.name AS matched_name
-    FROM readmodel.jobs j
-    WHERE lower(j.name) LIKE %(pattern)s {{namespace}}"""
-DATASET_HITS = f"""
-    SELECT 'dataset', d.id::text, d.id, d.namespace, d.name, min(n.rank), lower(d.name),
-           (array_agg(n.namespace ORDER BY n.rank, n.namespace, n.name))[1],
-           (array_agg(n.name ORDER BY n.rank, n.namespace, n.name))[1]
-    FROM (SELECT n.dataset_id, n.namespace, n.name, {RANK.format(name="n.name")} AS rank
-          FROM readmodel.dataset_names n
-          WHERE lower(n.name) LIKE %(pattern)s) n
-    JOIN readmodel.datasets d ON d.id = n.dataset_id
-    WHERE true {{namespace}}
-    GROUP BY d.id, d.namespace, d.name"""
-NAMESPACE_HITS = f"""
-    SELECT 'namespace', ns.name, NULL::uuid, ns.name, ns.name, {RANK.format(name="ns.name")},
-           lower(ns.name), ns.name, ns.name
-    FROM readmodel.namespaces ns
-    WHERE lower(ns.name) LIKE %(pattern)s {{namespace}}"""
-HITS = {
-    "job": JOB_HITS.format(namespace="AND j.namespace = %(namespace)s"),
-    "dataset": DATASET_HITS.format(namespace="AND d.home_namespace = %(namespace)s"),
-    "namespace": NAMESPACE_HITS.format(namespace="AND ns.name = %(namespace)s"),
-}
-HITS_ANYWHERE = {
-    "job": JOB_HITS.format(namespace=""),
-    "dataset": DATASET_HITS.format(namespace=""),
-    "namespace": NAMESPACE_HITS.format(namespace=""),
-}
-# Every hit is ranked before a page is cut, so they are counted in the same pass (the
-# total of all pages, the cursor's condition applied after the count).
-SEARCH = """
-SELECT type, key, id, namespace, name, rank, sort_name, matched_namespace, matched_name,
-       total
-FROM (SELECT *, count(*) OVER () AS total
-      FROM ({hits}) hits (type, key, id, namespace, name, rank, sort_name,
-                         matched_namespace, matched_name)) hits
-WHERE true {after}
-ORDER BY rank, sort_name, type, key
-LIMIT %(limit)s
-"""
-# (a page after the last hit has no row to carry the total)
-COUNT = count_capped("SELECT 1 FROM ({hits}) hits")
-AFTER = (
-    "AND (rank, sort_name, type, key) > "
-    "(%(after_rank)s, %(after_name)s, %(after_type)s, %(after_key)s)"
-)
-MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
 HitType = Literal["dataset", "job", "namespace"]
+MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
+# How a lowercased name `{n}` matches `q`, by rank (the ranks exclude each other).
+RANK_TESTS = (
+    "{n} = %(exact)s",
+    "{n} LIKE %(prefix)s AND {n} <> %(exact)s",
+    "{n} LIKE %(pattern)s AND {n} NOT LIKE %(prefix)s",
+)
+RANK_OF = """CASE WHEN {n} = %(exact)s THEN 0 WHEN {n} LIKE %(prefix)s THEN 1
+                WHEN {n} LIKE %(pattern)s THEN 2 END"""
+# Each row: (type, key, id, namespace, name, rank, sort name, matched namespace, matched
+# name); `key` the id (a namespace: its name). `~<~` is the byte order of the
+# text_pattern_ops name indexes, so the scan stops after a page.
+JOB_TIER = """
+    SELECT 'job' AS type, j.id::text AS key, j.id, j.namespace, j.name, {rank} AS rank,
+           lower(j.name) AS sort_name, j.namespace AS matched_namespace, j.name AS matched_name
+    FROM {source} j
+    WHERE {test} {after} {namespace}
+    ORDER BY lower(j.name) USING ~<~, j.id LIMIT %(limit)s"""
+# A dataset answers once, under its best-ranked name: a name of the same dataset that
+# matches better (or as well, ahead in the order) hides this one.
+DATASET_TIER = (
+    """
+    SELECT 'dataset', n.dataset_id::text, n.dataset_id, d.namespace, d.name, {rank},
+           lower(n.name), n.namespace, n.name
+    FROM {source} n
+    JOIN readmodel.datasets d ON d.id = n.dataset_id
+    WHERE {test} {after} {namespace}
+      AND NOT EXISTS (
+          SELECT 1 FROM readmodel.dataset_names b
+          WHERE b.dataset_id = n.dataset_id AND (b.namespace, b.name) <> (n.namespace, n.name)
+            AND ("""
+    + RANK_OF.format(n="lower(b.name)")
+    + """,
+                 lower(b.name) COLLATE "C", b.namespace COLLATE "C", b.name COLLATE "C")
+              < ({rank}, lower(n.name) COLLATE "C", n.namespace COLLATE "C",
+                 n.name COLLATE "C"))
+    ORDER BY lower(n.name) USING ~<~, n.dataset_id LIMIT %(limit)s"""
+)
+NAMESPACE_TIER = """
+    SELECT 'namespace', ns.name, NULL::uuid, ns.name, ns.name, {rank}, lower(ns.name),
+           ns.name, ns.name
+    FROM {source} ns
+    WHERE {test} {after} {namespace}
+    ORDER BY lower(ns.name) USING ~<~, ns.name COLLATE "C" LIMIT %(limit)s"""
+TIERS = {
+    "dataset": (
+        DATASET_TIER,
+        "readmodel.dataset_names",
+        "lower(n.name)",
+        "n.dataset_id",
+        "AND d.home_namespace = %(namespace)s",
+    ),
+    "job": (JOB_TIER, "readmodel.jobs", "lower(j.name)", "j.id", "AND j.namespace = %(namespace)s"),
+    "namespace": (
+        NAMESPACE_TIER,
+        "readmodel.namespaces",
+        "lower(ns.name)",
+        "ns.name",
+        "AND ns.name = %(namespace)s",
+    ),
+}
+# A probe: the substring hits among the next PROBE_NAMES names in order past the cursor.
+# When they fill a page, that is the page; else the hits are clustered further on (names
+# share their beginnings), and they are found through the trigram index instead.
+PROBE_NAMES = 20_000
+PROBE = """(SELECT * FROM {table} {alias} WHERE true {after}
+          ORDER BY {name} USING ~<~, {key} LIMIT {window})"""
+# Hits of each type counted up to one past TOTAL_CAP names (a dataset's names counted as
+# one dataset): (type, names read, hits, names among them that contain `q` past its start).
+COUNT_OF = {
+    "dataset": "SELECT n.dataset_id, lower(n.name) FROM readmodel.dataset_names n"
+    " WHERE lower(n.name) LIKE %(pattern)s {namespace}",
+    "job": "SELECT j.id, lower(j.name) FROM readmodel.jobs j"
+    " WHERE lower(j.name) LIKE %(pattern)s {namespace}",
+    "namespace": "SELECT ns.name, lower(ns.name) FROM readmodel.namespaces ns"
+    " WHERE lower(ns.name) LIKE %(pattern)s {namespace}",
+}
+# (a dataset is looked up only to filter by its home: a join per name costs as much as the
+# count)
+COUNT_IN = {
+    "dataset": "AND n.dataset_id IN (SELECT d.id FROM readmodel.datasets d"
+    " WHERE d.home_namespace = %(namespace)s)",
+    "job": "AND j.namespace = %(namespace)s",
+    "namespace": "AND ns.name = %(namespace)s",
+}
+COUNT = f"""
+    SELECT '{{kind}}', count(*), count(DISTINCT key),
+           count(*) FILTER (WHERE low NOT LIKE %(prefix)s)
+    FROM ({{select}} LIMIT {TOTAL_CAP + 1}) found (key, low)"""
+# A type with at most this many names containing `q` past its start (among the names
+# counted) has its substring hits found by trigram and sorted; one with more is read in
+# name order until a page is full, which takes about (page size x names / SPARSE_HITS).
+SPARSE_HITS = 5_000
+# How the planner reads names, whatever its estimate of a pattern's hits (a rare
+# substring estimated common made it scan the whole name index in order): "trigram"
+# through the pg_trgm indexes, "ordered" along the name index, "any" as it sees fit (no
+# trigram index: pg_trgm not installed). Local to the request's transaction, and put back
+# after each use.
+TRIGRAM_INDEXES = """
+SELECT to_regclass('readmodel.dataset_names_name_trigrams') IS NOT NULL
+       AND to_regclass('readmodel.jobs_name_trigrams') IS NOT NULL"""
+PLANS = {
+    "trigram": "SELECT set_config('enable_seqscan', 'off', true),"
+    " set_config('enable_indexscan', 'off', true)",
+    "ordered": "SELECT set_config('enable_seqscan', 'off', true),"
+    " set_config('enable_bitmapscan', 'off', true)",
+}
+DEFAULT_PLAN = (
+    "SELECT set_config('enable_seqscan', 'on', true), set_config('enable_indexscan', 'on', true),"
+    " set_config('enable_bitmapscan', 'on', true)"
+)
+
+
+def _tier(
+    kind: HitType,
+    rank: int,
+    cursor: tuple[int, str, str, str] | None,
+    ns: bool,
+    probe: bool = False,
+) -> str:
+    """One (type, rank) of the hits, a page of it past `cursor`: '' if the cursor is past
+    all of it. `probe`: only among the next PROBE_NAMES names."""
+    template, table, name, key, namespace = TIERS[kind]
+    alias = name[len("lower(") : name.index(".")]
+    after = ""
+    if cursor is not None:
+        after_rank, _, after_type, _ = cursor
+        if rank < after_rank:
+            return ""
+        if rank == after_rank:
+            if kind > after_type:
+                tie = "true"
+            elif kind == after_type:
+                tie = f'{key}::text COLLATE "C" > %(after_key)s'
+            else:
+                tie = "false"
+            after = f"AND {name} ~>=~ %(after_name)s AND ({name} ~>~ %(after_name)s OR {tie})"
+    source = table
+    if probe:
+        source = PROBE.format(
+            table=table, alias=alias, after=after, name=name, key=key, window=PROBE_NAMES
+        )
+    return template.format(
+        source=source,
+        rank=rank,
+        test=RANK_TESTS[rank].format(n=name),
+        after=after,
+        namespace=namespace if ns else "",
+    )
+
+
+def _counts(kinds: list[HitType], ns: bool) -> list[str]:
+    return [
+        COUNT.format(kind=k, select=COUNT_OF[k].format(namespace=COUNT_IN[k] if ns else ""))
+        for k in kinds
+    ]
+
+
+async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: Any) -> list[Any]:
+    """The rows of `parts` (statements, UNION ALL), planned the `plan` way."""
+    if not parts:
+        return []
+    statement = "\n UNION ALL".join(f"({p})" for p in parts)
+    if plan not in PLANS:  # "any"
+        return await rows(conn, statement, args)
+    await conn.execute(PLANS[plan])
+    try:
+        return await rows(conn, statement, args)
+    finally:
+        await conn.execute(DEFAULT_PLAN)
 
 
 class SearchQuery(msgspec.Struct, frozen=True):
@@ -122,11 +237,16 @@ SEARCH_OP = Operation(
     query=SearchQuery,
     description="Jobs, datasets and namespaces whose name contains `q` "
     "(case-insensitive), ranked: exact names, then names starting with `q`, then the rest, "
-    "each by name. A dataset matches on any of its names and answers under its display "
-    "name, with the name that matched in `matched_name`. `type` and `namespace` narrow "
+    "each by the name that matched (lowercase, in byte order). A dataset matches on any of "
+    "its names, answers once under its display name, with its best-ranked name that "
+    "matched in `matched_name`. `type` and `namespace` narrow "
     "the hits; `total` counts them.",
 )
 resource = Resource()
+
+
+def _cursor_key(r: Any) -> tuple[int, str, str, str]:
+    return (r[5], r[6], r[0], r[1])
 
 
 def _hit(r: Any) -> models.SearchHit:
@@ -149,29 +269,39 @@ async def search(request: Request) -> Response:
         "namespace": query.namespace,
         "limit": query.limit + 1,
     }
-    kinds = HITS if query.namespace is not None else HITS_ANYWHERE
-    hits = "\n  UNION ALL".join(kinds[t] for t in sorted(query.type or kinds))
+    kinds: list[HitType] = sorted(query.type or ("dataset", "job", "namespace"))
     kind = bound_kind("search", query)
-    after = ""
+    cursor: tuple[int, str, str, str] | None = None
     if query.cursor is not None:
-        (args["after_rank"], args["after_name"], args["after_type"], args["after_key"]) = (
-            decode_cursor(query.cursor, kind, [int, str, str, str])
-        )
-        after = AFTER
+        cursor = decode_cursor(query.cursor, kind, [int, str, str, str])
+        (_, args["after_name"], _, args["after_key"]) = cursor
+    ns = query.namespace is not None
     async with connection(request) as conn:
-        found = await rows(conn, SEARCH.format(hits=hits, after=after), args)
-        items, next_cursor = page(found, query.limit, kind, lambda r: (r[5], r[6], r[0], r[1]))
-        if found:
-            count, exact = min(found[0][9], TOTAL_CAP), found[0][9] <= TOTAL_CAP
-        else:  # no hits, or a cursor past the last one
-            whole = None if query.cursor else found
-            count, exact = await total(conn, COUNT.format(hits=hits), args, whole)
+        (trigrams,) = await row(conn, TRIGRAM_INDEXES)
+        by_trigram_plan = "trigram" if trigrams else "any"
+        counted = await _read(conn, by_trigram_plan, _counts(kinds, ns), args)
+        sparse = {k for k, _, _, inside in counted if inside <= SPARSE_HITS}
+        # exact and prefix hits are ranges of the name index, read in order; the substring
+        # hits of a type with many are probed for in order first
+        ordered = [t for k in kinds for r in range(2) if (t := _tier(k, r, cursor, ns))]
+        ordered += [t for k in kinds if k not in sparse and (t := _tier(k, 2, cursor, ns, True))]
+        found = await _read(conn, "ordered", ordered, args)
+        probed = collections.Counter(r[0] for r in found if r[5] == 2)
+        unfilled = {k for k in kinds if k not in sparse and probed[k] <= query.limit}
+        found = [r for r in found if not (r[5] == 2 and r[0] in unfilled)]
+        by_trigram = [t for k in kinds if k in sparse | unfilled and (t := _tier(k, 2, cursor, ns))]
+        found += await _read(conn, by_trigram_plan, by_trigram, args)
+    # each type's page is in order: merged by (rank, name's bytes, type, key)
+    found.sort(key=lambda r: (r[5], r[6].encode(), r[0], r[1]))
+    items, next_cursor = page(found[: query.limit + 1], query.limit, kind, _cursor_key)
+    count = sum(hits for _, _, hits, _ in counted)
+    exact = count <= TOTAL_CAP and all(names <= TOTAL_CAP for _, names, _, _ in counted)
     return json_response(
         request,
         models.SearchPage(
             items=[_hit(r) for r in items],
             next_cursor=next_cursor,
-            total=count,
+            total=min(count, TOTAL_CAP),
             total_is_exact=exact,
         ),
     )

@@ -54,6 +54,18 @@ CREATE TABLE dataset_names (
 );
 CREATE INDEX dataset_names_dataset ON dataset_names (dataset_id);
 CREATE INDEX dataset_names_name ON dataset_names (lower(name) text_pattern_ops);
+-- substrings of names (/search): by trigram where pg_trgm is installed (migration 0004)
+DO $$
+DECLARE trgm_schema name := (SELECT n.nspname FROM pg_extension e
+                             JOIN pg_namespace n ON n.oid = e.extnamespace
+                             WHERE e.extname = 'pg_trgm');
+BEGIN
+    IF trgm_schema IS NOT NULL THEN
+        EXECUTE format('CREATE INDEX dataset_names_name_trigrams ON dataset_names USING gin (lower(name) %I.gin_trgm_ops)',
+                       trgm_schema);
+    END IF;
+END
+$$;
 
 -- One row per distinct schema (by hash of its fields) a dataset had, at the first
 -- (eventTime, seq) it was seen with it, and the last. Version numbers are the order by

@@ -22,4 +22,16 @@ CREATE TABLE jobs (
     UNIQUE (namespace, name)
 );
 CREATE INDEX jobs_parent ON jobs (parent_job_id) WHERE parent_job_id IS NOT NULL;
-CREATE INDEX jobs_name_trgm ON jobs (lower(name) text_pattern_ops);
+CREATE INDEX jobs_name ON jobs (lower(name) text_pattern_ops);
+-- substrings of names (/search): by trigram where pg_trgm is installed (migration 0004)
+DO $$
+DECLARE trgm_schema name := (SELECT n.nspname FROM pg_extension e
+                             JOIN pg_namespace n ON n.oid = e.extnamespace
+                             WHERE e.extname = 'pg_trgm');
+BEGIN
+    IF trgm_schema IS NOT NULL THEN
+        EXECUTE format('CREATE INDEX jobs_name_trigrams ON jobs USING gin (lower(name) %I.gin_trgm_ops)',
+                       trgm_schema);
+    END IF;
+END
+$$;

@@ -1,0 +1,200 @@
+"""GET /search on a store of 40,000 datasets (80,000 names) and 40,000 jobs: the ranking
+and pages are the ones its description promises, a page reads a page (not every name),
+and the answers do not depend on the trigram index being there.
+
+The names are written straight into the read models (bench/search_store.py; the fold is
+not the subject here); the expected answers are computed in Python from every name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from psycopg import sql
+
+from bench import search_store
+from metastore.api import search
+from projections.schema import create_readmodel_tables
+from tests.conftest import Server
+from tests.support import running
+from tests.test_crawl import _nodes, _plans
+
+DATASETS, JOBS = 40_000, 40_000
+
+
+@pytest.fixture(scope="module")
+def store(pg_server: Server, template_db: str, tmp_path_factory: Any) -> Iterator[tuple[str, str]]:
+    with pg_server.database("search", template_db) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            create_readmodel_tables(conn)
+            search_store.seed(conn, DATASETS, JOBS)
+        log_dir = tmp_path_factory.mktemp("search")
+        with running("api", url, log_dir, env={"METASTORE_AUTH": "disabled"}) as api:
+            yield url, api.base_url
+
+
+MATCH = ("exact", "prefix", "substring")
+
+
+def _expected(url: str, q: str) -> list[tuple[str, str, str, str]]:
+    """(type, id or name, matched name, match) of every hit, in the documented order."""
+    q = q.lower()
+
+    def rank(name: str) -> int | None:
+        low = name.lower()
+        return 0 if low == q else 1 if low.startswith(q) else 2 if q in low else None
+
+    best: dict[tuple[str, str], tuple[Any, ...]] = {}
+    with psycopg.connect(url) as conn:
+        names = conn.execute(
+            "SELECT 'dataset', dataset_id::text, namespace, name FROM readmodel.dataset_names"
+            " UNION ALL SELECT 'job', id::text, namespace, name FROM readmodel.jobs"
+            " UNION ALL SELECT 'namespace', name, name, name FROM readmodel.namespaces"
+        ).fetchall()
+    for kind, key, namespace, name in names:
+        r = rank(name)
+        if r is None:
+            continue
+        order = (r, name.lower().encode(), namespace.encode(), name.encode())
+        if (kind, key) not in best or order < best[kind, key][0]:
+            best[kind, key] = (order, name)
+    hits = sorted(best.items(), key=lambda h: (h[1][0][0], h[1][0][1], h[0][0], h[0][1]))
+    return [(kind, key, name, MATCH[order[0]]) for (kind, key), (order, name) in hits]
+
+
+def _seen(hit: dict[str, Any]) -> tuple[str, str, str, str]:
+    if hit["type"] == "namespace":
+        return ("namespace", hit["name"], hit["name"], hit["match"])
+    return (hit["type"], hit["id"], hit["matched_name"]["name"], hit["match"])
+
+
+def _walk(base_url: str, q: str, limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every hit of `q`, page by page; and the pages."""
+    hits: list[dict[str, Any]] = []
+    pages: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"q": q, "limit": limit}
+    while True:
+        answer = httpx.get(f"{base_url}/api/v1/search", params=params, timeout=30)
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        pages.append(page)
+        hits += page["items"]
+        if page["next_cursor"] is None:
+            return hits, pages
+        params["cursor"] = page["next_cursor"]
+
+
+@pytest.mark.parametrize(
+    ("q", "limit"),
+    [
+        ("_12", 100),  # 1,111 datasets' two names, 1,111 jobs: prefix and substring hits
+        ("DB2.STOCK_ORDERS_1003", 1),  # one dataset's exact Hive name
+        ("orders_items", 25),  # pages of a word: 400 datasets, 400 jobs
+        ("hive", 5),  # a namespace, no name
+    ],
+)
+def test_pages_walk_every_hit_once_in_the_documented_order(
+    store: tuple[str, str], q: str, limit: int
+) -> None:
+    url, base_url = store
+    hits, pages = _walk(base_url, q, limit)
+    expected = _expected(url, q)
+    assert expected, q
+    assert [_seen(h) for h in hits] == expected
+    assert all(p["total"] == len(expected) and p["total_is_exact"] for p in pages)
+    # a dataset answers under its display name (the Hive one here), whichever name matched
+    assert {h["namespace"] for h in hits if h["type"] == "dataset"} <= {"hive://hms:9083"}
+
+
+def test_a_word_in_every_name_is_counted_up_to_the_cap(store: tuple[str, str]) -> None:
+    _, base_url = store
+    answer = httpx.get(f"{base_url}/api/v1/search", params={"q": "_"}, timeout=30).json()
+    assert (answer["total"], answer["total_is_exact"]) == (10_000, False)
+    assert len(answer["items"]) == 50 and answer["next_cursor"]
+
+
+def test_a_page_reads_a_page_of_names_not_every_name(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
+) -> None:
+    if pg_server.embedded is None:
+        pytest.skip("reads the server log of the suite's own PostgreSQL")
+    url, _ = store
+    with psycopg.connect(url, autocommit=True) as conn:
+        database = sql.Identifier(conn.info.dbname)
+        for setting, value in (
+            ("session_preload_libraries", "auto_explain"),
+            ("auto_explain.log_min_duration", "0"),
+            ("auto_explain.log_analyze", "on"),
+            ("auto_explain.log_timing", "off"),
+            ("auto_explain.log_format", "json"),
+        ):
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                    database, sql.Identifier(*setting.split(".")), sql.Literal(value)
+                )
+            )
+    log_file = pg_server.embedded.logfile
+
+    def plans_of(base_url: str, searches: list[str]) -> list[dict[str, Any]]:
+        """The plans of each search's first two pages (the second pays for a count)."""
+        offset = log_file.stat().st_size
+        for q in searches:
+            params = {"q": q}
+            for _ in range(2):
+                answer = httpx.get(f"{base_url}/api/v1/search", params=params, timeout=30)
+                assert answer.status_code == 200, answer.text
+                if not answer.json()["next_cursor"]:
+                    break
+                params["cursor"] = answer.json()["next_cursor"]
+        with log_file.open(errors="replace") as log:
+            log.seek(offset)
+            return [p for p in _plans(log.read()) if "readmodel." in p["Query Text"]]
+
+    try:
+        with running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api:
+            # rare substrings, prefixes and names, fewer than 100 hits each: what a scan in
+            # name order would look for across the whole index
+            rare = plans_of(api.base_url, ["_12345", "db5.orders_clicks_2", "into_users_123"])
+            # words in a fifth or a seventh of the 120,000 names, a number in a tenth
+            common = plans_of(api.base_url, ["orders", "db3.", "_1", "items_"])
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER DATABASE {} RESET ALL").format(database))
+    # A count reads up to 10,001 names, a probe the next 20,000 in order; the trigram
+    # index's bitmap of a common word lists every name that has it (index entries, not
+    # rows read).
+    for plans, most in ((rare, 1_000), (common, search.PROBE_NAMES + 1_000)):
+        assert plans
+        for plan in plans:
+            for node in _nodes(plan["Plan"]):
+                if most > 1_000 and node["Node Type"] == "Bitmap Index Scan":
+                    continue
+                read = node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
+                assert read <= most, json.dumps(node)[:300] + plan["Query Text"][:300]
+
+
+def test_without_the_trigram_index_the_answers_are_the_same(store: tuple[str, str]) -> None:
+    url, base_url = store
+    queries = [("_12", 100), ("orders_items", 25), ("_1234", 3)]
+    before = [_walk(base_url, q, limit)[0] for q, limit in queries]
+    with psycopg.connect(url, autocommit=True) as conn:
+        dropped = conn.execute(
+            "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index"
+            " WHERE indexrelid::regclass::text LIKE 'readmodel.%%_name_trigrams'"
+        ).fetchall()
+        assert len(dropped) == 2  # migrate installed pg_trgm; the DDL indexed both tables
+        for index, _ in dropped:
+            conn.execute(f"DROP INDEX {index}")
+    try:
+        after = [_walk(base_url, q, limit)[0] for q, limit in queries]
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for _, definition in dropped:
+                conn.execute(definition)
+    assert after == before
