@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 
+from projections import column_lineage
 from projections.common import job_id
 from projections.runner import catch_up
 from tests.logdata import append
@@ -137,7 +138,7 @@ def test_cll_column_lineage_matches_the_reference_facet(conn: Conn) -> None:
     }
     rows = conn.execute(
         "SELECT out_field, in_namespace, in_name, in_field, transformations, run_id "
-        "FROM readmodel.column_lineage "
+        f"FROM ({column_lineage.PAIRS}) p "
         "WHERE out_namespace = 'file' AND out_name = '/tmp/cll_test/tbl1'"
     ).fetchall()
     assert {r[:4]: r[4] for r in rows} == expected

@@ -51,10 +51,12 @@ def semantic_view(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         "run_edges": sorted(q("SELECT * FROM readmodel.run_edges").fetchall(), key=str),
         "job_edges": sorted(q("SELECT * FROM readmodel.job_edges").fetchall(), key=str),
         "lineage_runs": sorted(q("SELECT * FROM readmodel.lineage_runs").fetchall(), key=str),
+        # (by report: each pair is in the pairs of the reports its output was sent)
         "column_lineage": sorted(
             q(
-                "SELECT out_namespace, out_name, out_field, in_namespace, in_name, in_field, "
-                "transformations, first_seen, last_seen FROM readmodel.column_lineage"
+                "SELECT c.out_namespace, c.out_name, r.pairs::text, c.first_seen, c.last_seen, "
+                "ARRAY(SELECT unnest(c.job_ids)::text ORDER BY 1) FROM readmodel.column_lineage c "
+                "JOIN readmodel.column_reports r ON r.report = c.report"
             ).fetchall(),
             key=str,
         ),
