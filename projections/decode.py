@@ -450,24 +450,48 @@ def report_of(ref: DatasetRef) -> ColumnReport | None:
     return None
 
 
+# A job sends the same `columnLineage` facet with every run (its report), so a report is
+# kept by the facet's bytes, as schemas are: well-formed ones of up to EAGER_LINEAGE_BYTES
+# (the eager ones), KNOWN_REPORTS of them.
+KNOWN_REPORTS = 1024
+_known_reports: dict[bytes, ColumnReport] = {}
+
+
 def column_report(raw: msgspec.Raw) -> ColumnReport | None:
     """The report of `columnLineage` facet `raw` (None when deleted, or without one
-    well-formed pair). Each field is decoded on its own, so a field that cannot be (a
+    well-formed pair)."""
+    key = bytes(raw) if len(raw) <= EAGER_LINEAGE_BYTES else None
+    known = _known_reports.get(key) if key is not None else None
+    if known is not None:
+        return known
+    report, well_formed = _column_report(raw)
+    if report is None or not well_formed or key is None:
+        return report
+    if len(_known_reports) >= KNOWN_REPORTS:
+        _known_reports.clear()  # simpler than LRU, and the working set refills it at once
+    _known_reports[key] = report
+    return report
+
+
+def _column_report(raw: msgspec.Raw) -> tuple[ColumnReport | None, bool]:
+    """The report of facet `raw`, and whether every part of it was well formed (the
+    others counted). Each field is decoded on its own, so a field that cannot be (a
     number beyond float64) loses only its own pairs; the pairs are encoded EDGE_CHUNK at a
     time, so a facet of a million pairs is never a million tuples at once."""
     try:
         lineage = _lineage_decoder.decode(raw)
     except (msgspec.DecodeError, RecursionError):  # (a ValidationError is a DecodeError)
         malformed("columnLineage")
-        return None
+        return None, False
     if lineage.deleted is True:
-        return None
+        return None, True
     if lineage.fields is None:
         malformed("columnLineage")
-        return None
+        return None, False
     parts: list[bytes] = []
     inputs: dict[tuple[str, str], None] = {}
     edges: list[Any] = []
+    well_formed = True
     for out_field, spec in lineage.fields.items():
         try:
             described = msgspec.json.decode(spec)
@@ -475,17 +499,19 @@ def column_report(raw: msgspec.Raw) -> ColumnReport | None:
             described = None
         if not field_edges(edges, out_field, described):
             malformed("columnLineage")
+            well_formed = False
         if len(edges) >= EDGE_CHUNK:
             _encode_pairs(parts, edges, inputs)
             edges = []
     _encode_pairs(parts, edges, inputs)
     if not parts:
-        return None
-    return ColumnReport(
+        return None, well_formed
+    report = ColumnReport(
         hashlib.blake2b(raw, digest_size=16).digest(),
         "[" + ",".join(p.decode() for p in parts) + "]",
         list(inputs),
     )
+    return report, well_formed
 
 
 def _encode_pairs(
