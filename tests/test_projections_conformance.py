@@ -12,6 +12,7 @@ from projections.common import job_id
 from projections.runner import catch_up
 from tests.logdata import append
 from tests.support import CONFORMANCE, conformance_events
+from tests.test_projections_rules import CURRENT_FIELDS
 
 Conn = psycopg.Connection[Any]
 
@@ -162,7 +163,7 @@ def test_cll_column_lineage_matches_the_reference_facet(conn: Conn) -> None:
         ("output", "/tmp/cll_test/tbl1"),
     } <= edges
     fields = conn.execute(
-        "SELECT d.current_fields FROM readmodel.datasets d JOIN readmodel.dataset_names n "
+        f"SELECT {CURRENT_FIELDS} FROM readmodel.datasets d JOIN readmodel.dataset_names n "
         "ON n.dataset_id = d.id WHERE n.namespace = 'file' AND n.name = '/tmp/cll_test/tbl1'"
     ).fetchone()
     assert fields is not None

@@ -65,7 +65,7 @@ def semantic_view(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             q(
                 "SELECT array_agg(n.namespace || ' ' || n.name || ' ' || n.kind || ' ' || "
                 "coalesce(n.joined_by::text, '') ORDER BY n.namespace, n.name), "
-                "d.facets, d.current_fields, d.first_seen, d.last_seen, "
+                "d.facets, d.first_seen, d.last_seen, "
                 "(SELECT array_agg(encode(v.fields_hash, 'hex') || v.event_time::text || "
                 "        v.last_event_time::text ORDER BY v.fields_hash) "
                 " FROM readmodel.dataset_versions v WHERE v.dataset_id = d.id) "

@@ -207,7 +207,9 @@ CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets
 
 # An id absorbed by a merge answers as the dataset it was merged into.
 GET_DATASET = f"""
-SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
+SELECT d.id, d.namespace, d.name, (
+           SELECT v.fields::text FROM readmodel.dataset_versions v WHERE v.dataset_id = d.id
+           ORDER BY v.last_event_time DESC, v.last_seq DESC LIMIT 1), d.facets::text,
        d.first_seen, d.last_seen, {NAMES}, w.list, rd.list,
        {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
        {last_write_at("d")}, {name_count("d")}, {COUNTS}

@@ -15,7 +15,6 @@ CREATE TABLE datasets (
     -- JSON instead of parsing it into jsonb (projections.common, "writing rows")
     facets          json        NOT NULL DEFAULT '{}',
     facet_times     jsonb       NOT NULL DEFAULT '{}',
-    current_fields  jsonb,                     -- `schema` facet fields of the latest version
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
     merged_into     uuid,                      -- set when this id was absorbed by another
@@ -73,3 +72,6 @@ CREATE TABLE dataset_versions (
     PRIMARY KEY (dataset_id, fields_hash)
 );
 CREATE INDEX dataset_versions_order ON dataset_versions (dataset_id, event_time, seq);
+-- a dataset's current schema: its version last seen (GET /datasets/{id})
+CREATE INDEX dataset_versions_latest
+    ON dataset_versions (dataset_id, last_event_time DESC, last_seq DESC);
