@@ -55,7 +55,7 @@ NAME = "datasets"
 # 2: facets json; 3: names joined by catalog rules; 4: display name by display_key;
 # 5: a name an event used is `emitted` whatever joined it, and each dataset's home name;
 # 6: no catalog name that no index holds (a metadataUri of kilobytes); 7: no current_fields
-# (the latest of dataset_versions, by index dataset_versions_latest)
+# (readers take the version last seen from dataset_versions)
 VERSION = 7
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 

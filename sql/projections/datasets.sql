@@ -72,6 +72,3 @@ CREATE TABLE dataset_versions (
     PRIMARY KEY (dataset_id, fields_hash)
 );
 CREATE INDEX dataset_versions_order ON dataset_versions (dataset_id, event_time, seq);
--- a dataset's current schema: its version last seen (GET /datasets/{id})
-CREATE INDEX dataset_versions_latest
-    ON dataset_versions (dataset_id, last_event_time DESC, last_seq DESC);
