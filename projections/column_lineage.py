@@ -1,88 +1,137 @@
 """Projection `column_lineage`: output field <- input field, from the `columnLineage` facet.
 
-Each (output field, input field) pair is one row with its first and last eventTime; the
-transformations, run and job are those of the latest report (by eventTime, then seq), and
-`job_ids` every job that ever reported it.
+Stored by report (sql/projections/column_lineage.sql): each distinct facet once in
+`column_reports`; per output, every report it was sent with the times of the first and
+latest event that sent it, the job and run of the latest, and every job that sent it
+(`column_lineage`); its input names (`column_inputs`); per output and run (or JobEvent),
+its latest report (`column_lineage_runs`, for "as of"). A pair's transformations, job and
+run are those of the latest report that has it; its jobs, those of every report that has
+it. All of it folds order-independently: inserts, and upserts by min/max.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import uuid
 from typing import Any
 
 import psycopg
 
-from projections.common import FoldEvent, json_text, row_param, rows_select
-from projections.decode import EDGE_CHUNK, edge_chunks
+from projections.common import FoldEvent, columns_of, json_text, row_param, rows_select
+from projections.decode import report_of
 
 NAME = "column_lineage"
-VERSION = 4  # 2: edge_key; 3: job_ids; 4: keyed by edge_key, fields of at most 512 bytes
-TABLES = ("column_lineage",)
+# 2: edge_key; 3: job_ids; 4: keyed by edge_key, fields of at most 512 bytes; 5: by
+# report, not by pair, with history's run_column_lineage as column_lineage_runs
+VERSION = 5
+TABLES = ("column_reports", "column_lineage", "column_inputs", "column_lineage_runs")
+STATIC_RUN = uuid.UUID(int=0)  # the run id of a JobEvent's column lineage
 
-TYPES = ("text",) * 6 + ("jsonb", "uuid", "uuid", "timestamptz", "timestamptz", "bigint", "uuid")
+# The pairs of the reports, one row per pair and (output, report): for tools and tests.
+PAIRS = """
+SELECT c.out_namespace, c.out_name, p->>0 AS out_field, p->>1 AS in_namespace,
+       p->>2 AS in_name, p->>3 AS in_field, (p->4)::jsonb AS transformations, c.job_id,
+       c.run_id, c.job_ids, c.first_seen, c.last_seen
+FROM readmodel.column_lineage c
+JOIN readmodel.column_reports r ON r.report = c.report
+CROSS JOIN LATERAL json_array_elements(r.pairs) p
+"""
+
+# A report new to the store brings its input names (they are a function of the report).
+INSERT_REPORTS = f"""
+WITH new AS (
+    INSERT INTO column_reports (report, pairs)
+    {rows_select(("bytea", "json"))}
+    ON CONFLICT DO NOTHING
+    RETURNING report
+)
+INSERT INTO column_inputs (in_namespace, in_name, report)
+SELECT i.* FROM ({rows_select(("text", "text", "bytea"))}) AS i(in_namespace, in_name, report)
+JOIN new ON new.report = i.report
+ON CONFLICT DO NOTHING
+"""
+LATEST = """CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
+        THEN excluded.{0} ELSE t.{0} END"""
+OUTPUT_TYPES = (
+    "text", "text", "bytea", "uuid", "uuid", "timestamptz", "timestamptz", "bigint", "jsonb"
+)  # fmt: skip
 # (job_ids travel as a JSON array, the last column, and become a uuid[] here)
-COLUMNS = """out_namespace, out_name, out_field, in_namespace, in_name, in_field,
-    transformations, job_id, run_id, first_seen, last_seen, last_seq, edge_key"""
-UPSERT = f"""
-INSERT INTO column_lineage AS t ({COLUMNS}, job_ids)
-SELECT {COLUMNS}, ARRAY(SELECT jsonb_array_elements_text(r.jobs)::uuid)
-FROM ({rows_select((*TYPES, "jsonb"))}) AS r({COLUMNS}, jobs)
-ON CONFLICT (edge_key) DO UPDATE SET
+OUTPUT_COLUMNS = "out_namespace, out_name, report, job_id, run_id, first_seen, last_seen, last_seq"
+UPSERT_OUTPUTS = f"""
+INSERT INTO column_lineage AS t ({OUTPUT_COLUMNS}, job_ids)
+SELECT {OUTPUT_COLUMNS}, ARRAY(SELECT jsonb_array_elements_text(r.jobs)::uuid)
+FROM ({rows_select(OUTPUT_TYPES)}) AS r({OUTPUT_COLUMNS}, jobs)
+ON CONFLICT (out_namespace, out_name, report) DO UPDATE SET
     -- (a set: a job already listed is the common case, and leaves the array as it is)
     job_ids = CASE WHEN excluded.job_ids <@ t.job_ids THEN t.job_ids
         ELSE t.job_ids || excluded.job_ids END,
     first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen),
-    last_seq = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
-        THEN excluded.last_seq ELSE t.last_seq END,
-    transformations = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
-        THEN excluded.transformations ELSE t.transformations END,
-    job_id = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
-        THEN excluded.job_id ELSE t.job_id END,
-    run_id = CASE WHEN (excluded.last_seen, excluded.last_seq) > (t.last_seen, t.last_seq)
-        THEN excluded.run_id ELSE t.run_id END
+    last_seq = {LATEST.format("last_seq")},
+    job_id = {LATEST.format("job_id")},
+    run_id = {LATEST.format("run_id")}
+"""
+RUN_TYPES = ("text", "text", "uuid", "uuid", "bytea", "timestamptz", "timestamptz", "bigint")
+UPSERT_RUNS = f"""
+INSERT INTO column_lineage_runs AS t (out_namespace, out_name, job_id, run_id, report,
+    first_seen, last_seen, last_seq)
+{rows_select(RUN_TYPES)}
+ON CONFLICT (out_namespace, out_name, job_id, run_id) DO UPDATE SET
+    first_seen = least(t.first_seen, excluded.first_seen),
+    last_seen = greatest(t.last_seen, excluded.last_seen),
+    last_seq = {LATEST.format("last_seq")},
+    report = {LATEST.format("report")}
 """
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
-    # edge_key -> [out ns, out name, out field, in ns, in name, in field,
-    #              transformations, job, run, first_seen, last_seen, last_seq]
-    rows: dict[str, list[Any]] = {}
-    jobs: dict[str, set[str]] = {}  # edge_key -> every job that reported it
+    reports: dict[bytes, str] = {}  # report -> pairs
+    inputs: dict[tuple[str, str, bytes], None] = {}
+    # (out namespace, out name, report) -> [job, run, first_seen, last_seen, last_seq]
+    outputs: dict[tuple[str, str, bytes], list[Any]] = {}
+    jobs: dict[tuple[str, str, bytes], set[str]] = {}  # -> every job that sent it
+    # (out namespace, out name, job, run) -> [report, first_seen, last_seen, last_seq]
+    runs: dict[tuple[Any, ...], list[Any]] = {}
     for event in events:
-        jid = event.job_id
-        job = str(jid)
-        when = event.event_time
-        for ref in event.refs:  # column edges: of outputs and DatasetEvents only
-            for chunk in edge_chunks(ref):
-                for out_field, in_ns, in_name, in_field, transformations, key in chunk:
-                    row: list[Any] = [ref.namespace, ref.name, out_field, in_ns, in_name, in_field]
-                    row += (transformations, jid, event.run_id, when, when, event.seq)
-                    add(rows, key, row)
-                    if jid is not None:
-                        jobs.setdefault(key, set()).add(job)
-                if len(rows) >= EDGE_CHUNK:  # written as they come: memory stays a chunk's
-                    write(cur, rows, jobs)
-                    rows, jobs = {}, {}
-    if rows:
-        write(cur, rows, jobs)
-
-
-def write(cur: psycopg.Cursor[Any], rows: dict[str, list[Any]], jobs: dict[str, set[str]]) -> None:
-    job_lists = [json_text(sorted(jobs.get(key, ()))) for key in rows]
-    # transformations: JSON text already
+        when, seq, job = event.event_time, event.seq, event.job_id
+        for ref in event.refs:  # of outputs and DatasetEvents only
+            report = report_of(ref)
+            if report is None:
+                continue
+            key = report.key
+            if key not in reports:
+                reports[key] = report.pairs
+                for namespace, name in report.inputs:
+                    inputs[(namespace, name, key)] = None
+            out = (ref.namespace, ref.name, key)
+            latest(outputs, out, [job, event.run_id, when, when, seq], 2)
+            if job is not None:
+                jobs.setdefault(out, set()).add(str(job))
+            if ref.role == "output" and job is not None:
+                run = event.run_id if event.kind == "run" and event.run_id else STATIC_RUN
+                latest(runs, (ref.namespace, ref.name, job, run), [key, when, when, seq], 1)
+    if not reports:
+        return
     cur.execute(
-        UPSERT,
-        row_param((*TYPES, "jsonb"), [*zip(*rows.values(), strict=True), list(rows), job_lists]),
+        INSERT_REPORTS,
+        (
+            *row_param(("bytea", "json"), [list(reports), list(reports.values())]),
+            *row_param(("text", "text", "bytea"), [*zip(*inputs, strict=True)]),
+        ),
     )
+    job_lists = [json_text(sorted(jobs.get(out, ()))) for out in outputs]
+    cur.execute(UPSERT_OUTPUTS, row_param(OUTPUT_TYPES, [*columns_of(outputs), job_lists]))
+    if runs:
+        cur.execute(UPSERT_RUNS, row_param(RUN_TYPES, columns_of(runs)))
 
 
-def add(rows: dict[str, list[Any]], key: str, new: list[Any]) -> None:
+def latest(rows: dict[Any, list[Any]], key: Any, new: list[Any], first: int) -> None:
+    """Folds `new` into `rows[key]`: the least first_seen (at `first`), and the rest from
+    the later of the two by (last_seen, last_seq) (the two columns after `first`)."""
     row = rows.get(key)
     if row is None:
         rows[key] = new
         return
-    first: dt.datetime = min(row[9], new[9])
-    if (new[10], new[11]) > (row[10], row[11]):
+    least = min(row[first], new[first])
+    if (new[first + 1], new[first + 2]) > (row[first + 1], row[first + 2]):
         row[:] = new
-    row[9] = first
+    row[first] = least

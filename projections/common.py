@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import hashlib
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -366,19 +365,18 @@ def columns_of(rows: Mapping[Any, Sequence[Any]]) -> list[Sequence[Any]]:
     return [*zip(*rows, strict=True), *zip(*rows.values(), strict=True)] if rows else []
 
 
-def edge_key(output: str, input: str) -> str:
-    """A field pair (out namespace, name, field, in namespace, name, field) as a uuid (hex).
-
-    column_lineage.edge_key and the keys of run_column_lineage.edges. A 128-bit BLAKE2b
-    of the names joined by NUL, which no name stored in PostgreSQL's text can contain, so
-    two pairs never share an input. `output` is the first three and a NUL (shared by a
-    field's inputs), `input` the last three.
-    """
-    return hashlib.blake2b(f"{output}{input}".encode(), digest_size=16).hexdigest()
+# A field pair of a `columnLineage` facet: (out_field, in_namespace, in_name, in_field,
+# transformations as JSON text).
+ColumnEdge = tuple[str, str, str, str, str]
 
 
-# (out_field, in_namespace, in_name, in_field, transformations as JSON text, edge_key)
-ColumnEdge = tuple[str, str, str, str, str, str]
+class ColumnReport(msgspec.Struct, frozen=True):
+    """An output's `columnLineage` facet as the column_lineage fold stores it: once per
+    distinct facet (column_reports), referred to by its key from each output and run."""
+
+    key: bytes  # a 128-bit BLAKE2b of the facet's bytes as sent
+    pairs: str  # JSON array of [out_field, in_namespace, in_name, in_field, transformations]
+    inputs: list[tuple[str, str]]  # the input names its pairs read, once each
 
 
 class CatalogLink(msgspec.Struct, frozen=True):
@@ -404,14 +402,15 @@ class DatasetRef(msgspec.Struct, frozen=True):
     # the batch's memory) and their hash (None: no schema, deleted or malformed).
     schema_fields: str | None = None
     schema_hash: bytes | None = None
-    # The `columnLineage` facet's edges, of an output (or a DatasetEvent's dataset).
-    column_edges: list[ColumnEdge] = []
+    # The `columnLineage` facet, of an output (or a DatasetEvent's dataset); None when it
+    # has no well-formed pair, or is deferred.
+    column_report: ColumnReport | None = None
     # Its name in the metastore behind the engine's catalog, when a catalog rule says so.
     catalog: CatalogLink | None = None
     # The `lifecycleStateChange` facet's state (CREATE, DROP, ...), of an output.
     lifecycle: str | None = None
     # Its `columnLineage` facet is too large to be worked out on reading: the folds make
-    # its edges in chunks (decode.edge_chunks), and column_edges is empty.
+    # its report where it is folded (decode.report_of), and column_report is None.
     deferred_lineage: bool = False
 
 

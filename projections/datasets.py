@@ -61,7 +61,8 @@ NAME = "datasets"
 # 6: no catalog name that no index holds (a metadataUri of kilobytes);
 # 7: an output a run only attempted (a START, a FAIL) makes no version and merges no facets
 # 8: names by trigram (/search)
-VERSION = 8
+# 9: no current_fields (readers take the version last seen from dataset_versions)
+VERSION = 9
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -70,7 +71,6 @@ DATASET_COLUMNS = (
     "name",
     "facets",
     "facet_times",
-    "current_fields",
     "first_seen",
     "last_seen",
     "merged_into",
@@ -86,7 +86,6 @@ DATASET_TYPES = (
     "text",
     "text",
     "json",
-    "jsonb",
     "jsonb",
     "timestamptz",
     "timestamptz",
@@ -138,7 +137,7 @@ FROM dataset_names n JOIN unnest(%b::text[], %b::text[]) AS k(namespace, name)
 """
 # JSON as text: facets are decoded to name -> raw JSON, never to Python objects (see
 # common.Facets); schema fields are only ever compared by hash and written back.
-TEXT_COLUMNS = frozenset({"facets", "current_fields", "fields"})
+TEXT_COLUMNS = frozenset({"facets", "fields"})
 
 
 def _select_list(columns: tuple[str, ...]) -> str:
@@ -146,18 +145,14 @@ def _select_list(columns: tuple[str, ...]) -> str:
 
 
 SELECT_DATASETS = f"SELECT {_select_list(DATASET_COLUMNS)} FROM datasets WHERE id = ANY(%b::uuid[])"
-# The versions a batch can change: those with a hash its schemas have, and each dataset's
-# current one (last seen), which current_fields is chosen against. Not every version: a
-# dataset whose schema keeps changing has one per schema it ever had, and loading (and
-# rewriting) them all made each batch that touches it cost more as the log grew.
+# The versions a batch can change: those with a hash its schemas have. Not every version:
+# a dataset whose schema keeps changing has one per schema it ever had, and loading (and
+# rewriting) them all made each batch that touches it cost more as the log grew. (The
+# current schema is the version last seen: readers take it from dataset_versions.)
 SELECT_VERSIONS = f"""
 SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions
 JOIN unnest(%(pair_ids)b::uuid[], %(pair_hashes)b::bytea[]) AS k(id, hash)
   ON dataset_id = k.id AND fields_hash = k.hash
-UNION ALL
-SELECT c.* FROM unnest(%(ids)b::uuid[]) AS d(id) CROSS JOIN LATERAL (
-    SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions WHERE dataset_id = d.id
-    ORDER BY last_event_time DESC, last_seq DESC LIMIT 1) AS c
 """
 # Every version of datasets about to merge (their schemas all move to the survivor).
 SELECT_ALL_VERSIONS = (
@@ -261,7 +256,6 @@ class Fold:
                     {(self.names[k]["dataset_id"], h) for k, h in schemas if k in self.names}
                 )
                 params = {
-                    "ids": uuid_array(ids),
                     "pair_ids": uuid_array([p[0] for p in pairs]),
                     "pair_hashes": bytea_array([p[1] for p in pairs]),
                 }
@@ -269,7 +263,6 @@ class Fold:
                 self._add_versions(dcur.fetchall())
         self.changed_names: set[NameKey] = set()
         self.changed_datasets: set[uuid.UUID] = set()
-        self.changed_versions: set[uuid.UUID] = set()  # datasets whose versions changed
         self.changed_version_keys: set[tuple[uuid.UUID, bytes]] = set()
         self.emptied: set[uuid.UUID] = set()  # merged away: their stored versions go
         # Merges this batch made: loser -> the dataset it merged into. The names and rows in
@@ -377,7 +370,6 @@ class Fold:
             "facets": {},
             "facet_times": {},
             "new_facets": True,  # not a column: whether `facets` is to be written
-            "current_fields": None,
             "first_seen": when,
             "last_seen": when,
             "merged_into": merged_into,
@@ -480,7 +472,6 @@ class Fold:
                 version.update(event_time=when, seq=seq, run_id=run_id, job_id=jid)
             if (when, seq) > (version["last_event_time"], version["last_seq"]):
                 version.update(last_event_time=when, last_seq=seq)
-        self.changed_versions.add(did)
         self.changed_version_keys.add((did, key))
 
     def merge(self, loser: uuid.UUID, survivor: uuid.UUID) -> None:
@@ -507,12 +498,10 @@ class Fold:
             kept["home_key"] = gone["home_key"]
             kept["home_namespace"], kept["home_name"] = gone["home_namespace"], gone["home_name"]
         gone["merged_into"] = survivor
-        gone["current_fields"] = None  # its schemas are the survivor's now
         self.emptied.add(loser)
         # (its names, its versions and the rows pointing at it follow in `write`)
         self.merged[loser] = survivor
         self.changed_datasets.update((loser, survivor))
-        self.changed_versions.update((loser, survivor))
 
     def follow_merges(self) -> None:
         """Points the names and rows in memory at the datasets their ids are part of now,
@@ -545,14 +534,6 @@ class Fold:
             cur.execute(
                 UPSERT_NAMES, row_param(NAME_TYPES, [[r[c] for r in rows] for c in NAME_COLUMNS])
             )
-        for did in self.changed_versions:
-            dataset = self.datasets[did]
-            versions = self.versions.get(did)
-            if versions and dataset["merged_into"] is None:
-                current = max(
-                    versions.values(), key=lambda v: (v["last_event_time"], v["last_seq"])
-                )
-                dataset["current_fields"] = current["fields"]
         if self.changed_datasets:
             rows = [self.datasets[d] for d in self.changed_datasets]
             columns = [
@@ -560,7 +541,7 @@ class Fold:
                 if c == "facets"
                 else [json_text(r[c]) for r in rows]
                 if c in ("facet_times", "display_key", "home_key")
-                else [r[c] for r in rows]  # current_fields: JSON text already (or None)
+                else [r[c] for r in rows]
                 for c in DATASET_COLUMNS
             ]
             cur.execute(UPSERT_DATASETS, row_param(DATASET_TYPES, columns))

@@ -17,7 +17,6 @@ import datetime as dt
 import decimal
 import hashlib
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -27,12 +26,11 @@ from metastore.envelope import MAX_EVENT_DATASETS, MAX_NAME_BYTES
 from metastore.eventlog import Position
 from projections.common import (
     CatalogLink,
-    ColumnEdge,
+    ColumnReport,
     DatasetRef,
     Facets,
     FoldEvent,
     as_list,
-    edge_key,
     facet,
     job_id,
     json_text,
@@ -212,9 +210,7 @@ def _add_ref(
             symlink_names(facets, symlinks),
             None if schema is None else schema[0],
             None if schema is None else schema[1],
-            [e for c in lineage_chunks(namespace, name, lineage) for e in c]
-            if lineage is not None and not deferred
-            else [],
+            column_report(lineage) if lineage is not None and not deferred else None,
             catalog_link(namespace, name, facets, catalogs),
             lifecycle_state(facets) if facets and role == "output" else None,
             deferred,
@@ -440,11 +436,11 @@ def schema_text(raw: msgspec.Raw) -> tuple[str, bytes] | None:
     return "[" + ",".join(texts) + "]", digest.digest()
 
 
-# A `columnLineage` facet up to this size has its edges worked out as the event is read
+# A `columnLineage` facet up to this size has its report worked out as the event is read
 # (on the prefetcher's thread, beside the fold); a larger one (a table of thousands of
-# columns) where it is folded, EDGE_CHUNK edges at a time: as Python objects its edges take
-# about 6 times their JSON, and the whole facet decoded 8 times, so a batch of such events
-# held at once took the projector past 1 GiB (docs/PERFORMANCE.md).
+# columns) where it is folded, its pairs encoded EDGE_CHUNK at a time: as Python objects
+# its pairs take about 6 times their JSON, and the whole facet decoded 8 times, so a batch
+# of such events held at once took the projector past 1 GiB (docs/PERFORMANCE.md).
 EAGER_LINEAGE_BYTES = 64 * 1024
 EDGE_CHUNK = 10_000
 
@@ -459,67 +455,108 @@ class _Lineage(msgspec.Struct, rename={"deleted": "_deleted"}):
 _lineage_decoder = msgspec.json.Decoder(_Lineage)
 
 
-def edge_chunks(ref: DatasetRef, count: bool = True) -> Iterator[list[ColumnEdge]]:
-    """The column lineage edges of `ref`, in lists of at most EDGE_CHUNK (those worked out
-    when the event was read: one list). `count`: count malformed parts (once per fold)."""
-    if ref.column_edges:
-        yield ref.column_edges
-    elif ref.deferred_lineage and ref.facets:
-        yield from lineage_chunks(ref.namespace, ref.name, ref.facets["columnLineage"], count)
+def report_of(ref: DatasetRef) -> ColumnReport | None:
+    """The column lineage report of `ref`: the one worked out when the event was read, or
+    that of its deferred facet, made here (its malformed parts counted: once per fold)."""
+    if ref.column_report is not None:
+        return ref.column_report
+    if ref.deferred_lineage and ref.facets:
+        return column_report(ref.facets["columnLineage"])
+    return None
 
 
-def lineage_chunks(
-    namespace: str, name: str, raw: msgspec.Raw, count: bool = True
-) -> Iterator[list[ColumnEdge]]:
-    """The edges into dataset `namespace`/`name` of its `columnLineage` facet `raw`, in
-    lists of at most EDGE_CHUNK (none when deleted). Each field is decoded on its own, so a
-    field that cannot be (a number beyond float64) loses only its own edges."""
+# A job sends the same `columnLineage` facet with every run (its report), so a report is
+# kept by the facet's bytes, as schemas are: well-formed ones of up to EAGER_LINEAGE_BYTES
+# (the eager ones), KNOWN_REPORTS of them.
+KNOWN_REPORTS = 1024
+_known_reports: dict[bytes, ColumnReport] = {}
+
+
+def column_report(raw: msgspec.Raw) -> ColumnReport | None:
+    """The report of `columnLineage` facet `raw` (None when deleted, or without one
+    well-formed pair)."""
+    key = bytes(raw) if len(raw) <= EAGER_LINEAGE_BYTES else None
+    known = _known_reports.get(key) if key is not None else None
+    if known is not None:
+        return known
+    report, well_formed = _column_report(raw)
+    if report is None or not well_formed or key is None:
+        return report
+    if len(_known_reports) >= KNOWN_REPORTS:
+        _known_reports.clear()  # simpler than LRU, and the working set refills it at once
+    _known_reports[key] = report
+    return report
+
+
+def _column_report(raw: msgspec.Raw) -> tuple[ColumnReport | None, bool]:
+    """The report of facet `raw`, and whether every part of it was well formed (the
+    others counted). Each field is decoded on its own, so a field that cannot be (a
+    number beyond float64) loses only its own pairs; the pairs are encoded EDGE_CHUNK at a
+    time, so a facet of a million pairs is never a million tuples at once."""
     try:
         lineage = _lineage_decoder.decode(raw)
     except (msgspec.DecodeError, RecursionError):  # (a ValidationError is a DecodeError)
-        if count:
-            malformed("columnLineage")
-        return
+        malformed("columnLineage")
+        return None, False
     if lineage.deleted is True:
-        return
+        return None, True
     if lineage.fields is None:
-        if count:
-            malformed("columnLineage")
-        return
-    edges: list[ColumnEdge] = []
+        malformed("columnLineage")
+        return None, False
+    parts: list[bytes] = []
+    inputs: dict[tuple[str, str], None] = {}
+    edges: list[Any] = []
+    well_formed = True
     for out_field, spec in lineage.fields.items():
         try:
             described = msgspec.json.decode(spec)
         except (msgspec.DecodeError, RecursionError):
             described = None
-        if not field_edges(edges, namespace, name, out_field, described) and count:
+        if not field_edges(edges, out_field, described):
             malformed("columnLineage")
+            well_formed = False
         if len(edges) >= EDGE_CHUNK:
-            yield edges
+            _encode_pairs(parts, edges, inputs)
             edges = []
-    if edges:
-        yield edges
+    _encode_pairs(parts, edges, inputs)
+    if not parts:
+        return None, well_formed
+    report = ColumnReport(
+        hashlib.blake2b(raw, digest_size=16).digest(),
+        "[" + ",".join(p.decode() for p in parts) + "]",
+        list(inputs),
+    )
+    return report, well_formed
 
 
-def field_edges(
-    edges: list[ColumnEdge], namespace: str, name: str, out_field: str, spec: Any
-) -> bool:
-    """Appends the edges into field `out_field` its description `spec` gives:
-    (out_field, in_namespace, in_name, in_field, transformations, edge_key), the
-    transformations as JSON text and the key computed once for the tables that store them.
-    False when any part was malformed (and left out). (Written for speed: a wide table's
-    facet has hundreds of thousands of inputs.)"""
+def _encode_pairs(
+    parts: list[bytes], edges: list[Any], inputs: dict[tuple[str, str], None]
+) -> None:
+    if not edges:
+        return
+    for edge in edges:
+        inputs[(edge[1], edge[2])] = None
+    parts.append(_pairs_encoder.encode(edges)[1:-1])  # (the list's items, without brackets)
+
+
+_pairs_encoder = msgspec.json.Encoder()
+
+
+def field_edges(edges: list[Any], out_field: str, spec: Any) -> bool:
+    """Appends the pairs into field `out_field` its description `spec` gives:
+    [out_field, in_namespace, in_name, in_field, transformations], the transformations as
+    undecoded JSON. False when any part was malformed (and left out). (Written for speed:
+    a wide table's facet has hundreds of thousands of inputs.)"""
     if type(spec) is not dict or not _fits(out_field, MAX_FIELD_BYTES):
         return False
     well_formed = True
     # Facet 1-0-x describes the transformation per output field; 1-1-0 per input field.
     kind, description = spec.get("transformationType"), spec.get("transformationDescription")
-    legacy = (
+    legacy = msgspec.Raw(
         json_text([{"type": kind, "description": description}])
         if (kind or description) and (text(kind) or text(description))
         else "[]"
     )
-    output = f"{namespace}\0{name}\0{out_field}\0"
     for source in as_list(spec.get("inputFields")):
         if type(source) is not dict:
             well_formed = False
@@ -550,7 +587,6 @@ def field_edges(
         if listed and type(listed) is list:
             kept = [t for t in listed if type(t) is dict]
             if kept:
-                transformations = json_text(kept)
-        key = edge_key(output, f"{in_namespace}\0{in_name}\0{in_field}")
-        edges.append((out_field, in_namespace, in_name, in_field, transformations, key))
+                transformations = msgspec.Raw(json_text(kept))
+        edges.append((out_field, in_namespace, in_name, in_field, transformations))
     return well_formed

@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import msgspec
 import psycopg
 
 from metastore.metrics import PARENT_CHAINS_CUT
@@ -23,6 +24,7 @@ from projections.common import (
     FACETS_DECODER,
     INDEX_PROBES_ONLY,
     TERMINAL_STATES,
+    Facets,
     FoldEvent,
     facet,
     json_text,
@@ -37,7 +39,9 @@ from projections.common import (
 )
 
 NAME = "runs"
-VERSION = 5  # 2: facets json; 3: index runs_started; 4: index runs_namespace; 5: root_path
+# 2: facets json; 3: index runs_started; 4: index runs_namespace; 5: root_path; 6: facets
+# over LARGE_FACET_BYTES left in the log
+VERSION = 6
 TABLES = ("runs",)
 
 COLUMNS = (
@@ -381,9 +385,29 @@ def _array(values: list[uuid.UUID] | None) -> str | None:
     return "{" + ",".join(map(str, values)) + "}" if values else None
 
 
+# A run facet larger than this (Spark's logical plan: 50-500 KB) is stored as IN_LOG: the
+# API reads it from the event that set it (facet_times says which) when a run is asked
+# for. Not the facets the fold reads back (derive_from_facets).
+LARGE_FACET_BYTES = 8 * 1024
+IN_LOG = msgspec.Raw(b'{"_metastore":"in the event log"}')
+FOLD_READS = frozenset({"nominalTime", "errorMessage", "parent"})
+
+
+def stored_facets(facets: Facets) -> str:
+    """The merged facets as the runs table keeps them: large ones left in the log."""
+    return json_text(
+        {
+            name: IN_LOG if len(value) > LARGE_FACET_BYTES and name not in FOLD_READS else value
+            for name, value in facets.items()
+        }
+    )
+
+
 def write(cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
     columns = [
-        [json_text(r[c]) for r in rows]
+        [stored_facets(r[c]) for r in rows]
+        if c == "facets"
+        else [json_text(r[c]) for r in rows]
         if c in JSON_COLUMNS
         else [_array(r[c]) for r in rows]
         if c == "root_path"

@@ -41,7 +41,9 @@ SIDE_PROJECTIONS = frozenset({lineage.NAME, column_lineage.NAME, history.NAME})
 CATALOG_PROJECTIONS = frozenset({datasets.NAME})
 # Tables an earlier version of a projection had and the current one has not: dropped when
 # the projection's tables are created afresh or a rebuild of it is swapped in.
-RETIRED_TABLES: dict[str, tuple[str, ...]] = {history.NAME: ("run_column_edges",)}
+RETIRED_TABLES: dict[str, tuple[str, ...]] = {
+    history.NAME: ("run_column_edges", "run_column_lineage")
+}
 
 REGISTER = """
 INSERT INTO projection_state (name, version) VALUES (%s, %s)

@@ -1,6 +1,6 @@
 """What an index of a read-model table costs the fold, A/B on the same code and events.
 
-    .venv/bin/python scripts/fold_index_cost.py [--index run_column_lineage_latest]
+    .venv/bin/python scripts/fold_index_cost.py [--index column_lineage_runs_latest]
         [--events 20000] [--rounds 3]
 
 Loads `--events` generated workload events (bench/datagen.py: most outputs carry column
@@ -37,7 +37,7 @@ print(count / (time.perf_counter() - started))
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--index", default="run_column_lineage_latest")
+    parser.add_argument("--index", default="column_lineage_runs_latest")
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()

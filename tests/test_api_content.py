@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from projections.runner import catch_up
@@ -362,3 +363,41 @@ def test_facets_come_back_as_the_producer_wrote_them(
         paths = [f"/runs/{event['run']['runId']}", f"/jobs/{job}", f"/datasets/{dataset}"]
         bodies = [api.get(path).text for path in paths]
     assert all(f'"custom":{AS_WRITTEN}' in text for text in bodies), bodies
+
+
+def test_a_large_run_facet_is_kept_in_the_log_and_served_as_sent(
+    pg_server: Any, template_db: str, tmp_path: Any
+) -> None:
+    """A run facet over 8 KB (a Spark logical plan) is not copied into the runs table: the
+    run's answer reads it from the event that set it, byte for byte, also after a later
+    event of the run was folded in another batch."""
+    start = next(e for e in conformance_events("scenarios/seed_spark_trino") if e.get("outputs"))
+    start["eventType"] = "START"
+    nodes = ",".join(f'{{"class":"Project","num-children":1,"n":{i}.50}}' for i in range(400))
+    start["run"].setdefault("facets", {})["spark.logicalPlan"] = "@plan@"
+    plan = f'{{"_producer":"p","_schemaURL":"s","plan":[{nodes}]}}'
+    complete = {**start, "eventType": "COMPLETE", "eventTime": "2030-01-01T00:00:00Z"}
+    complete["run"] = {"runId": start["run"]["runId"], "facets": {}}
+    with (
+        pg_server.database("large_facets", template_db) as url,
+        running("api", url, tmp_path) as server,
+        httpx.Client(base_url=server.base_url + "/api/v1", timeout=10) as api,
+    ):
+        for event in (start, complete):  # (two batches: the run is loaded back for the second)
+            posted = api.post(
+                server.base_url + "/ingest/openlineage",
+                content=json.dumps(event).replace('"@plan@"', plan),
+                headers={"content-type": "application/json"},
+            )
+            assert posted.status_code < 300, posted.text
+            catch_up(url)
+        answer = api.get(f"/runs/{start['run']['runId']}")
+        with psycopg.connect(url) as conn:
+            row = conn.execute(
+                "SELECT length(facets::text) FROM readmodel.runs WHERE id = %s",
+                (start["run"]["runId"],),
+            ).fetchone()
+    assert answer.status_code == 200, answer.text
+    assert f'"spark.logicalPlan":{plan}' in answer.text
+    assert answer.json()["state"] == "COMPLETE"
+    assert row is not None and row[0] < len(plan) / 4

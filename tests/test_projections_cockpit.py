@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 
+from projections.column_lineage import PAIRS
 from projections.common import dataset_id, job_id
 from projections.jobs import integration_of
 from projections.runner import catch_up
@@ -140,9 +141,37 @@ def test_a_field_edge_keeps_every_job_that_reported_it(conn: Conn) -> None:
     first, second, third = column_lineage("cl_a", "cl_b", "cl_c")
     fold(conn, first, second)  # one batch
     fold(conn, third, first)  # later, and a repeat
+    # (the three jobs send the same facet: one report of `dst`)
     row = conn.execute(
         "SELECT job_id, job_ids FROM readmodel.column_lineage WHERE out_name = 'dst'"
     ).fetchone()
     assert row is not None
     assert row[0] == job_id(NS, "cl_c")  # the latest report's
     assert sorted(row[1]) == sorted(job_id(NS, j) for j in ("cl_a", "cl_b", "cl_c"))
+
+
+def test_a_facet_every_run_sends_is_stored_once(conn: Conn) -> None:
+    """Column lineage is stored by report: five runs of a job sending the same facet keep
+    one copy of its pairs; a sixth with a changed facet adds one, and the pair it dropped
+    is still among the output's (every pair ever reported), with its transformations."""
+    same = column_lineage(*["cl_same"] * 5)
+    changed = column_lineage("cl_same")[0]
+    changed["eventTime"] = "2026-01-01T11:00:00Z"  # after the five
+    changed["outputs"][0]["facets"] = {
+        "columnLineage": {
+            "fields": {
+                "tax": {"inputFields": [{"namespace": "s3a://w", "name": "src", "field": "vat"}]}
+            }
+        }
+    }
+    fold(conn, *same, changed)
+    counts = conn.execute(
+        "SELECT (SELECT count(*) FROM readmodel.column_reports), "
+        "(SELECT count(*) FROM readmodel.column_lineage WHERE out_name = 'dst'), "
+        "(SELECT count(*) FROM readmodel.column_lineage_runs WHERE out_name = 'dst')"
+    ).fetchone()
+    assert counts == (2, 2, 6)
+    pairs = conn.execute(
+        f"SELECT out_field, in_field, transformations FROM ({PAIRS}) p WHERE out_name = 'dst'"
+    ).fetchall()
+    assert sorted(pairs) == [("tax", "vat", []), ("total", "amount", [])]

@@ -7,10 +7,12 @@ from typing import Any
 
 import psycopg
 
+from projections import column_lineage
 from projections.common import job_id
 from projections.runner import catch_up
 from tests.logdata import append
 from tests.support import CONFORMANCE, conformance_events
+from tests.test_projections_rules import CURRENT_FIELDS
 
 Conn = psycopg.Connection[Any]
 
@@ -137,7 +139,7 @@ def test_cll_column_lineage_matches_the_reference_facet(conn: Conn) -> None:
     }
     rows = conn.execute(
         "SELECT out_field, in_namespace, in_name, in_field, transformations, run_id "
-        "FROM readmodel.column_lineage "
+        f"FROM ({column_lineage.PAIRS}) p "
         "WHERE out_namespace = 'file' AND out_name = '/tmp/cll_test/tbl1'"
     ).fetchall()
     assert {r[:4]: r[4] for r in rows} == expected
@@ -161,7 +163,7 @@ def test_cll_column_lineage_matches_the_reference_facet(conn: Conn) -> None:
         ("output", "/tmp/cll_test/tbl1"),
     } <= edges
     fields = conn.execute(
-        "SELECT d.current_fields FROM readmodel.datasets d JOIN readmodel.dataset_names n "
+        f"SELECT {CURRENT_FIELDS} FROM readmodel.datasets d JOIN readmodel.dataset_names n "
         "ON n.dataset_id = d.id WHERE n.namespace = 'file' AND n.name = '/tmp/cll_test/tbl1'"
     ).fetchone()
     assert fields is not None

@@ -109,10 +109,12 @@ def semantic_view(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             ).fetchall(),
             key=str,
         ),
+        # (by report: each pair is in the pairs of the reports its output was sent)
         "column_lineage": sorted(
             q(
-                "SELECT out_namespace, out_name, out_field, in_namespace, in_name, in_field, "
-                "transformations, first_seen, last_seen FROM readmodel.column_lineage"
+                "SELECT c.out_namespace, c.out_name, r.pairs::text, c.first_seen, c.last_seen, "
+                "ARRAY(SELECT unnest(c.job_ids)::text ORDER BY 1) FROM readmodel.column_lineage c "
+                "JOIN readmodel.column_reports r ON r.report = c.report"
             ).fetchall(),
             key=str,
         ),
@@ -121,7 +123,7 @@ def semantic_view(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             q(
                 "SELECT array_agg(n.namespace || ' ' || n.name || ' ' || n.kind || ' ' || "
                 "coalesce(n.joined_by::text, '') ORDER BY n.namespace, n.name), "
-                "d.facets, d.current_fields, d.first_seen, d.last_seen, "
+                "d.facets, d.first_seen, d.last_seen, "
                 "(SELECT array_agg(encode(v.fields_hash, 'hex') || v.event_time::text || "
                 "        v.last_event_time::text ORDER BY v.fields_hash) "
                 " FROM readmodel.dataset_versions v WHERE v.dataset_id = d.id) "

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from projections import history, jobs
+from projections import column_lineage, history, jobs
 from projections.replay import rebuild_outdated
 from projections.runner import catch_up
 from projections.schema import create_readmodel_tables
@@ -96,8 +96,10 @@ def live_tables(conn: Conn) -> set[str]:
     return {name for (name,) in rows}
 
 
-# history v2 kept a run's column lineage in run_column_edges, one row per field pair.
+# history v2 kept a run's column lineage in run_column_edges, one row per field pair; v5
+# in run_column_lineage, one row per output and run (column_lineage_runs since).
 V2_HISTORY_TABLE = "CREATE TABLE readmodel.run_column_edges (edge_key uuid PRIMARY KEY)"
+V5_HISTORY_TABLE = "CREATE TABLE readmodel.run_column_lineage (edges jsonb)"
 
 
 def test_a_rebuild_drops_the_tables_an_older_version_had(conn: Conn, database_url: str) -> None:
@@ -105,25 +107,27 @@ def test_a_rebuild_drops_the_tables_an_older_version_had(conn: Conn, database_ur
     catch_up(conn)
     before = dump_readmodel(conn)
     conn.execute(V2_HISTORY_TABLE)
+    conn.execute(V5_HISTORY_TABLE)
     conn.execute("UPDATE projection_state SET version = 2 WHERE name = 'history'")
     assert rebuild_outdated(database_url) == ["history"]
-    assert "run_column_edges" not in live_tables(conn)
-    assert {"run_column_lineage", "schema_observations"} <= live_tables(conn)
+    assert not {"run_column_edges", "run_column_lineage"} & live_tables(conn)
+    assert {"column_lineage_runs", "schema_observations"} <= live_tables(conn)
     assert dump_readmodel(conn) == before
 
 
 def test_fresh_tables_of_a_projection_replace_those_of_its_older_version(
     conn: Conn, database_url: str
 ) -> None:
-    """An upgrade whose tables are not all there (history v2 had no run_column_lineage):
+    """An upgrade whose tables are not all there (column_lineage v4 had no column_reports):
     the projection's tables are made afresh, the old ones dropped, and it folds the log
     again from the start."""
     append(conn, all_scenario_events())
     catch_up(conn)
     before = dump_readmodel(conn)
-    conn.execute("DROP TABLE readmodel.run_column_lineage")
+    conn.execute("DROP TABLE readmodel.column_reports")
+    conn.execute("DROP TABLE readmodel.schema_observations")
     conn.execute(V2_HISTORY_TABLE)
-    assert create_readmodel_tables(conn) == [history.NAME]
+    assert create_readmodel_tables(conn) == [column_lineage.NAME, history.NAME]
     assert "run_column_edges" not in live_tables(conn)
     (logged,) = conn.execute("SELECT count(*) FROM event_log").fetchone() or (0,)
     assert catch_up(conn) == logged

@@ -7,7 +7,7 @@ event about the past changes the past and nothing after it. At a moment T:
   lineage (JobEvents) first seen at or before T;
 - a dataset's schema is the latest `schema` observation at or before T
   (readmodel.schema_observations), with its fields from dataset_versions;
-- a job's field-level lineage is that of the same run (readmodel.run_column_lineage).
+- a job's field-level lineage is that of the same run (readmodel.column_lineage_runs);
 - a dataset's names are those first seen by T: a name first seen later is not shown,
   counted or used as its display name (names joined by a rule stay joined in the past);
 - a write is a successful one by T (run_edges.first_write_at, last_write_at), never an
@@ -27,7 +27,8 @@ from msgspec import Meta
 from metastore.problems import ProblemError
 
 EXAMPLE = "2026-11-24T09:00:00Z"
-# The run id of static (JobEvent) field edges in run_column_lineage (projections/history.py).
+# The run id of static (JobEvent) field edges in column_lineage_runs
+# (projections/column_lineage.py).
 STATIC_RUN = "00000000-0000-0000-0000-000000000000"
 AsOf = (
     Annotated[

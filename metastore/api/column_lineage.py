@@ -7,7 +7,7 @@ edges kept or limits.VISIT_LIMIT edges looked at, answering `truncated`. Each st
 looks edges up by name through the indexes of column_lineage, and only under the names
 of a dataset that have edges at all (a dataset with 2,001 names once cost 2,001 scans
 per field). As of T, the edges each job's latest run by then reported
-(readmodel.run_column_lineage) are found per report, whose `edges` object is read once
+(readmodel.column_lineage_runs) are found per report, whose pairs are expanded once
 however many of its fields the walk needs (it used to be read again for each one).
 """
 
@@ -30,35 +30,56 @@ from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 
 # The names of the frontier's datasets under which column_lineage has edges on the `near`
-# side (out: upstream, in: downstream): one probe each, ordered as the index is, so that
-# it stays an index probe whatever the planner guesses of a name's edges.
+# side: upstream, names with reports (column_lineage); downstream, the reports' input
+# names (column_inputs). A row per report and name, not per field pair: a semi-join,
+# which the planner makes a scan of while they are small and index probes after.
 NAMES_WITH_EDGES = """
 SELECT n.dataset_id, n.namespace, n.name
 FROM readmodel.dataset_names n
-CROSS JOIN LATERAL (
-    SELECT 1 FROM readmodel.column_lineage c
-    WHERE c.{near}_namespace = n.namespace AND c.{near}_name = n.name
-    ORDER BY c.{near}_namespace, c.{near}_name, c.{near}_field
-    LIMIT 1) e
-WHERE n.dataset_id = ANY(%(ids)s::uuid[])
+WHERE n.dataset_id = ANY(%(ids)s::uuid[]) AND EXISTS (
+    SELECT 1 FROM readmodel.{table} c
+    WHERE c.{near}_namespace = n.namespace AND c.{near}_name = n.name)
 """
-# The edges of a level, looked up by the names (and fields: NULL for every field of the
-# start dataset) bound as arrays, so the planner knows how many lookups there are (a
-# dataset's names once came from a subquery it guessed at 2,001 rows, and it scanned the
-# table). Rows: the six names, the latest report's transformations, job and run, the
-# first EDGE_JOBS jobs that reported it and how many did, and its key.
+# A report's pairs, by an index probe whatever the planner guesses of the reports asked.
+PAIRS_OF = "(SELECT cr.pairs FROM readmodel.column_reports cr WHERE cr.report = {report})"
+# The pairs of a level: the reports under the names bound as arrays (so the planner knows
+# how many lookups there are: a dataset's names once came from a subquery it guessed at
+# 2,001 rows, and it scanned the table), each report's pairs expanded by the server and
+# kept when they touch a name (and field, bound as (name's ordinal, field) pairs: none for
+# every field of the start dataset) asked about. A row per pair and report that has it:
+# the six names, the pair's transformations, the job and run of the report's latest event
+# and its time, the first EDGE_JOBS jobs that sent the report and how many did, when it
+# was first sent, and the report.
 LEVEL = f"""
-SELECT c.out_namespace, c.out_name, c.out_field, c.in_namespace, c.in_name, c.in_field,
-       c.transformations::text, c.job_id, c.run_id,
-       c.job_ids[1:{limits.EDGE_JOBS}], cardinality(c.job_ids),
-       replace(c.edge_key::text, '-', '')
-FROM unnest(%(namespaces)s::text[], %(names)s::text[], %(fields)s::text[])
-     AS k(namespace, name, field)
-JOIN readmodel.column_lineage c
-  ON c.{{near}}_namespace = k.namespace AND c.{{near}}_name = k.name {{field}}
+SELECT c.out_namespace, c.out_name, p->>0, p->>1, p->>2, p->>3, (p->4)::text,
+       c.job_id, c.run_id, c.job_ids[1:{limits.EDGE_JOBS}], cardinality(c.job_ids),
+       c.last_seen, c.last_seq, c.first_seen, c.report
+FROM unnest(%(namespaces)s::text[], %(names)s::text[]) WITH ORDINALITY AS k(namespace, name, i)
+{{reports}}
+CROSS JOIN LATERAL json_array_elements({PAIRS_OF.format(report="c.report")}) p
+{{field}}
+{{where}}
 LIMIT %(cap)s
 """
-FIELD = "AND c.{near}_field = k.field"
+UP_REPORTS = """JOIN readmodel.column_lineage c
+  ON c.out_namespace = k.namespace AND c.out_name = k.name"""
+DOWN_REPORTS = """JOIN readmodel.column_inputs ci
+  ON ci.in_namespace = k.namespace AND ci.in_name = k.name
+JOIN readmodel.column_lineage c ON c.report = ci.report"""
+FIELD = """JOIN unnest(%(field_of)s::bigint[], %(fields)s::text[]) AS f(i, field)
+  ON f.i = k.i AND f.field = p->>{index}"""
+DOWN_WHERE = "WHERE p->>1 = k.namespace AND p->>2 = k.name"
+# How many jobs sent any of the reports of each pair (when a pair is in several reports
+# and one of them has more jobs than the level read).
+JOB_COUNTS = """
+SELECT k.i, count(DISTINCT j.id)
+FROM unnest(%(pairs)s::bigint[], %(namespaces)s::text[], %(names)s::text[],
+            %(reports)s::bytea[]) AS k(i, namespace, name, report)
+JOIN readmodel.column_lineage c
+  ON c.out_namespace = k.namespace AND c.out_name = k.name AND c.report = k.report
+CROSS JOIN LATERAL unnest(c.job_ids) AS j(id)
+GROUP BY k.i
+"""
 # The datasets of the names at the far ends of a level's edges (a wide table's 3,000 edges
 # name one), once each.
 DATASETS_OF = """
@@ -68,57 +89,64 @@ JOIN readmodel.dataset_names n ON n.namespace = k.namespace AND n.name = k.name
 """
 
 
-def _near(direction: str) -> str:
-    return "out" if direction == "up" else "in"
-
-
 def _level(direction: str, start: bool) -> str:
-    near = _near(direction)
-    return LEVEL.format(near=near, field="" if start else FIELD.format(near=near))
+    up = direction == "up"
+    return LEVEL.format(
+        reports=UP_REPORTS if up else DOWN_REPORTS,
+        field="" if start else FIELD.format(index=0 if up else 3),
+        where="" if up else DOWN_WHERE,
+    )
 
 
 LEVELS = {(d, start): _level(d, start) for d in ("up", "down") for start in (True, False)}
-NAMES = {d: NAMES_WITH_EDGES.format(near=_near(d)) for d in ("up", "down")}
+NAMES = {
+    "up": NAMES_WITH_EDGES.format(table="column_lineage", near="out"),
+    "down": NAMES_WITH_EDGES.format(table="column_inputs", near="in"),
+}
 
-# As of T, a field pair is held by the latest counted report that has its key: a job's
-# static lineage (the nil run) declared by then, or the report of the job's latest run
-# started by then. For each output asked about, its counted reports newest first (by the
-# index run_column_lineage_latest), `chunk` of them past `(seen, seq)`, each with the
-# asked keys it has: a report's `edges` is read (and decompressed) once however many keys
-# are looked up in it (`|| '{}'` makes the in-memory copy they are looked up in; read
-# once per key, one 3,000-field report took seconds).
+# As of T, a field pair is held by the latest counted report that has it: a job's static
+# lineage (the nil run) declared by then, or the report of the job's latest run started
+# by then. For each output asked about, its counted reports newest first (by the index
+# column_lineage_runs_latest), `chunk` of them past `(seen, seq)`, each with the asked
+# pairs (by their ordinals) it has: a report's pairs are expanded once however many are
+# looked up in it.
 COUNTED = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
                ELSE r.run_id = {asof.latest_run("r.job_id")} END"""
 HELD = """
 WITH outs AS (
     SELECT * FROM unnest(%(out_namespaces)s::text[], %(out_names)s::text[],
                          %(seen)s::timestamptz[], %(seqs)s::bigint[])
-         AS o(out_namespace, out_name, seen, seq)
+         WITH ORDINALITY AS o(out_namespace, out_name, seen, seq, i)
 ),
 asked AS (
-    SELECT out_namespace, out_name, array_agg(key) AS keys
-    FROM unnest(%(key_namespaces)s::text[], %(key_names)s::text[], %(keys)s::text[])
-         AS k(out_namespace, out_name, key)
-    GROUP BY 1, 2
+    SELECT o, array_agg(k) AS ks, array_agg(out_field) AS out_fields,
+           array_agg(in_namespace) AS in_namespaces, array_agg(in_name) AS in_names,
+           array_agg(in_field) AS in_fields
+    FROM unnest(%(key_outs)s::bigint[], %(keys)s::bigint[], %(out_fields)s::text[],
+                %(in_namespaces)s::text[], %(in_names)s::text[], %(in_fields)s::text[])
+         AS k(o, k, out_field, in_namespace, in_name, in_field)
+    GROUP BY o
 )
-SELECT o.out_namespace, o.out_name, r.last_seen, r.last_seq, r.job_id, h.key,
-       h.transformations
+SELECT o.i, r.last_seen, r.last_seq, r.job_id, h.k, h.transformations
 FROM outs o
-JOIN asked a ON a.out_namespace = o.out_namespace AND a.out_name = o.out_name
+JOIN asked a ON a.o = o.i
 CROSS JOIN LATERAL (
-    SELECT r.job_id, r.last_seen, r.last_seq, r.edges
-    FROM readmodel.run_column_lineage r
+    SELECT r.job_id, r.last_seen, r.last_seq, r.report
+    FROM readmodel.column_lineage_runs r
     WHERE r.out_namespace = o.out_namespace AND r.out_name = o.out_name
       AND (o.seen IS NULL OR (r.last_seen, r.last_seq) < (o.seen, o.seq))
       AND __COUNTED__
     ORDER BY r.last_seen DESC, r.last_seq DESC
     LIMIT %(chunk)s) r
-CROSS JOIN LATERAL (SELECT r.edges || '{}'::jsonb AS edges OFFSET 0) e
 LEFT JOIN LATERAL (
-    SELECT k.key, (e.edges -> k.key)::text AS transformations
-    FROM unnest(a.keys) AS k(key) WHERE e.edges ? k.key) h ON true
-ORDER BY o.out_namespace, o.out_name, r.last_seen DESC, r.last_seq DESC
-""".replace("__COUNTED__", COUNTED)
+    SELECT x.k, (p->4)::text AS transformations
+    FROM json_array_elements(__PAIRS__) p
+    JOIN unnest(a.ks, a.out_fields, a.in_namespaces, a.in_names, a.in_fields)
+         AS x(k, out_field, in_namespace, in_name, in_field)
+      ON x.out_field = p->>0 AND x.in_namespace = p->>1 AND x.in_name = p->>2
+     AND x.in_field = p->>3) h ON true
+ORDER BY o.i, r.last_seen DESC, r.last_seq DESC
+""".replace("__COUNTED__", COUNTED).replace("__PAIRS__", PAIRS_OF.format(report="r.report"))
 # Reports read per output in each round: most pairs are held by the newest counted one.
 CHUNKS = (4, 64, 1024, 16384)
 
@@ -208,24 +236,80 @@ class _Walk:
     truncated: bool = False
 
 
+@dataclass
+class _Pair:
+    """A pair found in a level's reports: from the latest of them, its transformations and
+    job; the jobs of all of them, in the order they first sent a report."""
+
+    transformations: str
+    job: uuid.UUID | None
+    latest: tuple[Any, Any]  # (eventTime, seq) of the latest event that sent it
+    jobs: list[uuid.UUID]
+    job_count: int
+    reports: list[tuple[str, str, bytes]] = field(default_factory=list)
+    partial: bool = False  # a report's jobs were more than the level read
+
+
+def _pairs(found: list[Any]) -> dict[EdgeKey, _Pair]:
+    """The level's rows (a row per pair and report) by pair."""
+    pairs: dict[EdgeKey, _Pair] = {}
+    for r in sorted(found, key=lambda r: (r[13], r[7] or uuid.UUID(int=0))):
+        key: EdgeKey = (r[0], r[1], r[2], r[3], r[4], r[5])
+        pair = pairs.get(key)
+        if pair is None:
+            pair = pairs[key] = _Pair(r[6], r[7], (r[11], r[12]), [], 0)
+        elif (r[11], r[12]) > pair.latest:
+            pair.transformations, pair.job, pair.latest = r[6], r[7], (r[11], r[12])
+        report = (r[0], r[1], bytes(r[14]))
+        if report in pair.reports:  # (the report listed the pair twice)
+            continue
+        pair.reports.append(report)
+        pair.jobs += [j for j in r[9] if j not in pair.jobs]
+        pair.job_count = len(pair.jobs)
+        pair.partial |= r[10] > len(r[9])
+        if len(pair.reports) == 1:
+            pair.job_count = r[10]  # (one report: exactly its jobs)
+    return pairs
+
+
+async def _count_jobs(conn: AsyncConnection[Any], pairs: dict[EdgeKey, _Pair]) -> None:
+    """Counts the jobs of each pair found in several reports, one of which had more jobs
+    than the level read (their union is not known from the first EDGE_JOBS of each)."""
+    several = [p for p in pairs.values() if len(p.reports) > 1 and p.partial]
+    if not several:
+        return
+    asked = [(i, report) for i, pair in enumerate(several) for report in pair.reports]
+    for i, count in await rows(
+        conn,
+        JOB_COUNTS,
+        {
+            "pairs": [i for i, _ in asked],
+            "namespaces": [r[0] for _, r in asked],
+            "names": [r[1] for _, r in asked],
+            "reports": [r[2] for _, r in asked],
+        },
+    ):
+        several[i].job_count = count
+
+
 async def _held_at(
-    conn: AsyncConnection[Any], found: list[Any], as_of: Any
-) -> tuple[dict[tuple[str, str, str], tuple[str, uuid.UUID]], bool]:
-    """For the level's rows, the pairs held at `as_of`: (out namespace, out name, key) ->
-    (transformations, job) of the latest counted report that has it; and whether it gave
-    up on some (past the last of CHUNKS reports of an output)."""
-    held: dict[tuple[str, str, str], tuple[str, uuid.UUID]] = {}
-    wanted: dict[tuple[str, str], set[str]] = {}
-    for r in found:
-        wanted.setdefault((r[0], r[1]), set()).add(r[11])
+    conn: AsyncConnection[Any], pairs: list[EdgeKey], as_of: Any
+) -> tuple[dict[EdgeKey, tuple[str, uuid.UUID]], bool]:
+    """Of the level's `pairs`, those held at `as_of`: -> (transformations, job) of the
+    latest counted report that has it; and whether it gave up on some (past the last of
+    CHUNKS reports of an output)."""
+    held: dict[EdgeKey, tuple[str, uuid.UUID]] = {}
+    wanted: dict[tuple[str, str], set[int]] = {}
+    for i, pair in enumerate(pairs):
+        wanted.setdefault((pair[0], pair[1]), set()).add(i)
     after: dict[tuple[str, str], tuple[Any, Any]] = {out: (None, None) for out in wanted}
     for chunk in CHUNKS:
         outs = [out for out, keys in wanted.items() if keys]
         if not outs:
             return held, False
-        pairs = [(out, key) for out in outs for key in wanted[out]]
+        asked = [(o, i) for o, out in enumerate(outs, 1) for i in wanted[out]]
         read: dict[tuple[str, str], int] = {}
-        for ns, name, seen, seq, job, key, transformations in await rows(
+        for o, seen, seq, job, i, transformations in await rows(
             conn,
             HELD,
             {
@@ -233,20 +317,23 @@ async def _held_at(
                 "out_names": [o[1] for o in outs],
                 "seen": [after[o][0] for o in outs],
                 "seqs": [after[o][1] for o in outs],
-                "key_namespaces": [p[0][0] for p in pairs],
-                "key_names": [p[0][1] for p in pairs],
-                "keys": [p[1] for p in pairs],
+                "key_outs": [o for o, _ in asked],
+                "keys": [i for _, i in asked],
+                "out_fields": [pairs[i][2] for _, i in asked],
+                "in_namespaces": [pairs[i][3] for _, i in asked],
+                "in_names": [pairs[i][4] for _, i in asked],
+                "in_fields": [pairs[i][5] for _, i in asked],
                 "chunk": chunk,
                 "as_of": as_of,
             },
         ):
-            out = (ns, name)
+            out = outs[o - 1]
             if after[out] != (seen, seq):
                 after[out] = (seen, seq)
                 read[out] = read.get(out, 0) + 1
-            if key is not None and key in wanted[out]:
-                wanted[out].discard(key)
-                held[(ns, name, key)] = (transformations, job)
+            if i is not None and i in wanted[out]:
+                wanted[out].discard(i)
+                held[pairs[i]] = (transformations, job)
         for out in outs:
             if read.get(out, 0) < chunk:
                 wanted[out].clear()  # no more counted reports: the rest is not held
@@ -274,9 +361,11 @@ async def _walk(
                 names[d] = []
             for d, ns, name in await rows(conn, NAMES[direction], {"ids": unknown}):
                 names[d].append((ns, name))
-        lookups = [(ns, name, f) for d, f in frontier for ns, name in names[d]]
+        lookups = list({(ns, name): None for d, _ in frontier for ns, name in names[d]})
         if not lookups:
             return
+        ordinal = {name: i for i, name in enumerate(lookups, 1)}
+        fields = [(ordinal[n], f) for d, f in frontier if f is not None for n in names[d]]
         cap = limits.VISIT_LIMIT - walk.visited
         found = await rows(
             conn,
@@ -284,15 +373,18 @@ async def _walk(
             {
                 "namespaces": [k[0] for k in lookups],
                 "names": [k[1] for k in lookups],
-                "fields": [k[2] for k in lookups],
+                "field_of": [f[0] for f in fields],
+                "fields": [f[1] for f in fields],
                 "cap": cap + 1,
             },
         )
         if len(found) > cap:
             walk.truncated = True
             found = found[:cap]
-        walk.visited += len(found)
-        far_names = {(r[3], r[4]) if direction == "up" else (r[0], r[1]) for r in found}
+        pairs = _pairs(found)
+        await _count_jobs(conn, pairs)
+        walk.visited += len(pairs)
+        far_names = {(k[3], k[4]) if direction == "up" else (k[0], k[1]) for k in pairs}
         datasets = {
             (ns, name): d
             for ns, name, d in await rows(
@@ -302,15 +394,14 @@ async def _walk(
             )
         }
         held = None
-        if as_of is not None and found:
-            held, gave_up = await _held_at(conn, found, as_of)
+        if as_of is not None and pairs:
+            held, gave_up = await _held_at(conn, list(pairs), as_of)
             walk.truncated |= gave_up
         next_frontier: dict[tuple[uuid.UUID, str], None] = {}
-        for r in found:
-            key: EdgeKey = (r[0], r[1], r[2], r[3], r[4], r[5])
-            transformations, job = r[6], r[7]
+        for key, pair in pairs.items():
+            transformations, job = pair.transformations, pair.job
             if held is not None:
-                at = held.get((r[0], r[1], r[11]))
+                at = held.get(key)
                 if at is None:
                     continue  # not reported by a run (or declaration) that counts at T
                 transformations, job = at
@@ -318,9 +409,10 @@ async def _walk(
                 if len(walk.edges) >= limits.EDGE_LIMIT:
                     walk.truncated = True
                     continue
-                walk.edges[key] = _Edge(level, transformations, job, r[9], r[10])
+                jobs = pair.jobs[: limits.EDGE_JOBS]
+                walk.edges[key] = _Edge(level, transformations, job, jobs, pair.job_count)
             far_name, far_field = (
-                ((r[3], r[4]), r[5]) if direction == "up" else ((r[0], r[1]), r[2])
+                ((key[3], key[4]), key[5]) if direction == "up" else ((key[0], key[1]), key[2])
             )
             far = datasets.get(far_name)
             if far is None or far == start or (far, far_field) in seen:

@@ -206,9 +206,13 @@ SEEN = " AND n.first_seen <= %(as_of)s"
 CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets")},
        {dataset_type("d.facets")}"""
 
-# An id absorbed by a merge answers as the dataset it was merged into.
+# An id absorbed by a merge answers as the dataset it was merged into. Its schema: the
+# version last seen (by its versions' primary key; an index on last_event_time, which each
+# observation moves, made every version update a non-HOT one: more than the copy it saved).
 GET_DATASET = f"""
-SELECT d.id, d.namespace, d.name, d.current_fields::text, d.facets::text,
+SELECT d.id, d.namespace, d.name, (
+           SELECT v.fields::text FROM readmodel.dataset_versions v WHERE v.dataset_id = d.id
+           ORDER BY v.last_event_time DESC, v.last_seq DESC LIMIT 1), d.facets::text,
        d.first_seen, d.last_seen, {NAMES.format(seen="")}, w.list, rd.list,
        {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
        {name_count("d")}, {COUNTS}

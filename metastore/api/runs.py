@@ -25,7 +25,9 @@ from metastore.api.pagination import (
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import DATASETS_PAGE, duration, edge_datasets, run_ref, started
 from metastore.problems import ProblemError
-from projections.common import job_id
+from projections import runs as runs_fold
+from projections.common import FACETS_DECODER, job_id, json_text
+from projections.decode import decode_event
 
 RUN_COLUMNS = f"""
 r.id, r.job_id, r.job_namespace, r.job_name, r.state, r.state_time, {started("r")},
@@ -87,10 +89,17 @@ GET_RUN = f"""
 SELECT {RUN_COLUMNS}, r.facets::text,
        {CHILDREN},
        {edge_datasets("run_edges", "run_id", "r.id", "input")},
-       {edge_datasets("run_edges", "run_id", "r.id", "output")}
+       {edge_datasets("run_edges", "run_id", "r.id", "output")},
+       r.facet_times::text
 FROM readmodel.runs r
 {RUN_JOINS}
 WHERE r.id = %(id)s
+"""
+# The events of a run that set the facets the runs table left in the log (a Spark plan:
+# projections.runs.LARGE_FACET_BYTES), by their seq (facet_times), through event_log_run.
+FACET_EVENTS = """
+SELECT seq, event::text FROM event_log
+WHERE run_id = %(run_id)s AND seq = ANY(%(seqs)s::bigint[])
 """
 
 # The run's events in log order, below the horizon of finished transactions (see
@@ -304,13 +313,14 @@ async def get_run(request: Request) -> Response:
     path: RunPath = GET.parse_path(request)
     async with connection(request) as conn:
         r = await row(conn, GET_RUN, {"id": path.run_id})
-    if r is None:
-        raise not_found("run", path.run_id)
+        if r is None:
+            raise not_found("run", path.run_id)
+        merged = await _facets_from_log(conn, path.run_id, r[23], r[29])
     return json_response(
         request,
         models.Run(
             **_summary(r),
-            facets=facets.served(r[23], facets.RUN),
+            facets=facets.served(merged, facets.RUN),
             children=_run_refs.decode(r[24]),
             inputs=_datasets.decode(r[25]),
             input_count=r[26],
@@ -364,3 +374,23 @@ async def list_run_datasets(request: Request) -> Response:
         bound_kind("run-datasets", query, path.run_id),
     )
     return json_response(request, answer)
+
+
+async def _facets_from_log(conn: Any, run_id: uuid.UUID, stored: str, times: str) -> str:
+    """The run's merged facets `stored` with those the runs table left in the log read
+    back from the events that set them (`times`: facet_times), as sent."""
+    if bytes(runs_fold.IN_LOG).decode() not in stored:
+        return stored
+    merged = FACETS_DECODER.decode(stored)
+    set_at = msgspec.json.decode(times)
+    wanted = {name: set_at[name][1] for name, raw in merged.items() if raw == runs_fold.IN_LOG}
+    events = dict(
+        await rows(conn, FACET_EVENTS, {"run_id": run_id, "seqs": list(set(wanted.values()))})
+    )
+    for name, seq in wanted.items():
+        event = events.get(seq)
+        run = decode_event(event).run if event is not None else None
+        sent = run.facets.get(name) if run is not None and run.facets else None
+        if sent is not None:
+            merged[name] = sent
+    return json_text(merged)

@@ -15,7 +15,6 @@ CREATE TABLE datasets (
     -- JSON instead of parsing it into jsonb (projections.common, "writing rows")
     facets          json        NOT NULL DEFAULT '{}',
     facet_times     jsonb       NOT NULL DEFAULT '{}',
-    current_fields  jsonb,                     -- `schema` facet fields of the latest version
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
     merged_into     uuid,                      -- set when this id was absorbed by another

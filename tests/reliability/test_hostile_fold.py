@@ -39,6 +39,7 @@ from bench.hostile import (
     wide_lineage,
 )
 from metastore.catalogs import CatalogMap, load_catalog_map
+from projections import column_lineage
 from projections.common import dataset_id
 from projections.replay import rebuild
 from projections.runs import MAX_PARENT_DEPTH
@@ -179,8 +180,8 @@ def test_a_32_mb_event_of_column_lineage_folds_within_the_charts_memory_limit(
         f"\n{len(body) / MiB:.1f} MiB event folded {time.monotonic() - started:.1f} s after "
         f"ingest; projector peak RSS {peak / MiB:.0f} MiB (limit {CHART_MEMORY_LIMIT / MiB:.0f})"
     )
-    ((edges,),) = query(database_url, "SELECT count(*) FROM readmodel.column_lineage")
-    ((reports,),) = query(database_url, "SELECT count(*) FROM readmodel.run_column_lineage")
+    ((edges,),) = query(database_url, f"SELECT count(*) FROM ({column_lineage.PAIRS}) p")
+    ((reports,),) = query(database_url, "SELECT count(*) FROM readmodel.column_lineage_runs")
     assert (edges, reports) == (350_000, 1)
     assert peak < CHART_MEMORY_LIMIT
 
@@ -238,12 +239,12 @@ def test_names_fields_and_uris_no_index_holds_take_nothing_else_with_them(
     # the edge between two names of 1,000 characters each is kept (keyed by its digest)...
     ((long_names,),) = query(
         database_url,
-        "SELECT count(*) FROM readmodel.column_lineage WHERE length(in_name) = 1000",
+        f"SELECT count(*) FROM ({column_lineage.PAIRS}) p WHERE length(in_name) = 1000",
     )
     assert long_names == 1
     # ...the field of 5,000 characters (no index holds it) and the metastore URI of 4,000
     # are ignored where they are used, and counted
-    ((fields,),) = query(database_url, "SELECT count(*) FROM readmodel.column_lineage")
+    ((fields,),) = query(database_url, f"SELECT count(*) FROM ({column_lineage.PAIRS}) p")
     assert fields == 1
     for label in ("columnLineage", "catalog"):
         assert metric(
