@@ -523,7 +523,7 @@ _run_ref = msgspec.json.Decoder(models.RunRef | None)
 async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[models.DatasetSummary]:
     """The list items of a page's rows, each with its freshness: one statement for the
     page (dataset_nodes.py), not one per row."""
-    details = await dataset_nodes.of(conn, [r[0] for r in found], None)
+    fresh = await dataset_nodes.freshness_of(conn, [r[0] for r in found], None)
     return [
         models.DatasetSummary(
             id=r[0],
@@ -534,7 +534,7 @@ async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[model
             name_count=r[5],
             lifecycle_state=r[6],
             matched_name=_name.decode(r[9]) if r[9] is not None else None,
-            freshness=details[r[0]].freshness,
+            freshness=fresh[r[0]],
         )
         for r in found
     ]
@@ -696,7 +696,7 @@ async def get_dataset(request: Request) -> Response:
             conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
         )
         runs = await _runs(conn, r[0], writers_first, _runs_kind(r[0], writers_first))
-        fresh = (await dataset_nodes.of(conn, [r[0]], query.as_of))[r[0]].freshness
+        fresh = (await dataset_nodes.freshness_of(conn, [r[0]], query.as_of))[r[0]]
     lifecycle = None
     if r[14] is not None and r[15] is not None:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])
