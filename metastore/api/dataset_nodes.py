@@ -175,9 +175,8 @@ LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names GROUP BY dataset_id) 
   ON c.dataset_id = d.id
 {display_join}{facets}{lifecycle_join}
 WHERE d.id = ANY(%(datasets)s::uuid[])"""
-# Freshness alone (a list item shows the rest from its own row): the node row names the
-# dataset only. Its facets document parsed for owners and type was two thirds of the
-# statement's time for a list page (docs/PERFORMANCE.md).
+# Freshness alone (a list item and the dataset page show the rest from their own rows):
+# the node row names the dataset only, no facets parsed, no names counted.
 FRESHNESS_NODE = """
 SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, '[]'::text
