@@ -246,6 +246,24 @@ def test_a_dataset_is_stale_because_its_writer_failed(api: Api) -> None:
     )
 
 
+def test_the_dataset_list_says_which_datasets_are_stale(api: Api) -> None:
+    listed = {i["name"]: i for i in api.get("/datasets", namespace=DS_NS)["items"]}
+    fresh = listed["orders"]["freshness"]
+    assert (fresh["stale"], fresh["last_write"]["at"]) == (True, T1_END)
+    assert [(r["reason"], r["at"], r["run"]["id"]) for r in fresh["stale_reasons"]] == [
+        ("writer_failed", T2_END, run_id("t2"))
+    ]
+    assert fresh == api.get(f"/datasets/{listed['orders']['id']}")["freshness"]
+    report = listed["orders_report"]["freshness"]
+    assert (report["stale"], report["last_write"]["at"]) == (False, T3_END)
+    # every list of datasets says the same: all of them, a filter, the exact lookup
+    everything = {i["name"]: i for i in api.get("/datasets")["items"]}
+    assert everything["orders"]["freshness"] == fresh
+    assert api.get("/datasets", q="orde")["items"][0]["freshness"] == fresh
+    (found,) = api.get("/datasets", namespace=DS_NS, name="orders")["items"]
+    assert found["freshness"] == fresh
+
+
 def test_impact_of_the_failed_run_in_one_call(api: Api) -> None:
     impact = api.get("/impact", node=f"run:{run_id('t2')}")
     assert impact["run"]["id"] == run_id("t2") and impact["run"]["state"] == "FAIL"

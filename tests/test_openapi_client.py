@@ -97,6 +97,7 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
             f"dataset:{summary}",
             "2026-09-02T12:00:00Z",
             "2026-09-04T00:00:00Z",
+            TRINO,  # the datasets list of the failed Trino run's namespace
         )
     screens = json.loads(out)
     assert {name: s["calls"] for name, s in screens.items()} == {
@@ -105,6 +106,7 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
         "graph": 1,
         "graphAsOf": 1,
         "graphEdge": 1,
+        "datasetList": 1,
         "dataset": 2,
         "job": 2,
         "search": 1,
@@ -125,6 +127,14 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
         "20260903_101500_00051_cm7qz: red",
         "analytics.revenue_by_region: green",
     ]
+    listed = {r["name"]: r for r in screens["datasetList"]["view"]["rows"]}
+    assert listed["lakehouse.sales.orders_summary"] == {  # the failed run's output
+        "name": "lakehouse.sales.orders_summary",
+        "colour": "amber",
+        "freshness": "written 2026-09-02T10:15:03.870000Z by 20260902_101500_00042_ab3kd, "
+        "FAIL at 2026-09-03T10:15:41.002000Z (stale: writer failed)",
+    }
+    assert listed["lakehouse.marts.revenue_by_region"]["colour"] == "white"
     changed = screens["whatChanged"]["view"]
     assert changed == {
         "added": ["job 20260903_101500_00051_cm7qz"],

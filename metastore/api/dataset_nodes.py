@@ -11,7 +11,8 @@ run edges and runs by then, and the names first seen by then (asof.py).
 One statement, set-based: each dataset's names and output edges are read once for all it
 shows (the graph read them per node for the name count, the lifecycle and the display
 name, and again for the freshness), and a writer or input several datasets share is
-looked up once.
+looked up once. A list of datasets reads the freshness alone (`freshness_of`) the same way,
+one statement a page.
 """
 
 from __future__ import annotations
@@ -164,14 +165,23 @@ FROM found f
 LEFT JOIN readmodel.runs r ON r.id = f.run
 {input_name}
 UNION ALL
+{node}
+"""
+NODE = """
 SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        c.names, {display}, {dataset_type}, {lifecycle}, {owners}
 FROM readmodel.datasets d
 LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names GROUP BY dataset_id) c
   ON c.dataset_id = d.id
 {display_join}{facets}{lifecycle_join}
-WHERE d.id = ANY(%(datasets)s::uuid[])
-"""
+WHERE d.id = ANY(%(datasets)s::uuid[])"""
+# Freshness alone (a list item and the dataset page show the rest from their own rows):
+# the node row names the dataset only, no facets parsed, no names counted.
+FRESHNESS_NODE = """
+SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, '[]'::text
+FROM readmodel.datasets d
+WHERE d.id = ANY(%(datasets)s::uuid[])"""
 # The standard facets a node shows, taken out of its facets document once: the document
 # (kilobytes: schema, column lineage) was parsed again for every `->` on it, six times a
 # node (docs/PERFORMANCE.md).
@@ -184,25 +194,29 @@ LEFT JOIN LATERAL (
          AS x("datasetType" json, "lifecycleStateChange" json, ownership json)) df ON true"""
 
 
-def _statement(as_of: bool) -> str:
+def _statement(as_of: bool, node: str) -> str:
     return STATEMENT.format(
         names=NAMES.format(seen=" AND n.first_seen <= %(as_of)s" if as_of else ""),
         outs=OUTS_AS_OF if as_of else OUTS_NOW,
         failed=FAILED_AS_OF if as_of else FAILED_NOW,
         input_outs=INPUT_OUTS_AS_OF if as_of else INPUT_OUTS_NOW,
-        display="dn.namespace, dn.name" if as_of else "d.namespace, d.name",
-        display_join=DISPLAY_AS_OF if as_of else "",
         input_name=INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW,
-        dataset_type=dataset_type("df.facets"),
-        lifecycle="lc.lifecycle_state" if as_of else lifecycle_state("df.facets"),
-        lifecycle_join=LIFECYCLE_AS_OF if as_of else "",
-        owners=owners("df.facets"),
-        facets=NODE_FACETS,
+        node=node.format(
+            display="dn.namespace, dn.name" if as_of else "d.namespace, d.name",
+            display_join=DISPLAY_AS_OF if as_of else "",
+            dataset_type=dataset_type("df.facets"),
+            lifecycle="lc.lifecycle_state" if as_of else lifecycle_state("df.facets"),
+            lifecycle_join=LIFECYCLE_AS_OF if as_of else "",
+            owners=owners("df.facets"),
+            facets=NODE_FACETS,
+        ),
     )
 
 
-STATEMENT_NOW = _statement(as_of=False)
-STATEMENT_AS_OF = _statement(as_of=True)
+STATEMENT_NOW = _statement(as_of=False, node=NODE)
+STATEMENT_AS_OF = _statement(as_of=True, node=NODE)
+FRESHNESS_NOW = _statement(as_of=False, node=FRESHNESS_NODE)
+FRESHNESS_AS_OF = _statement(as_of=True, node=FRESHNESS_NODE)
 
 
 class Details(msgspec.Struct, frozen=True):
@@ -287,3 +301,14 @@ async def of(
         return {}
     found = await rows(conn, statement(as_of), {"datasets": list(datasets), "as_of": as_of})
     return build(found)
+
+
+async def freshness_of(
+    conn: AsyncConnection[Any], datasets: Collection[uuid.UUID], as_of: dt.datetime | None
+) -> dict[uuid.UUID, models.DatasetFreshness]:
+    """The freshness alone of each of `datasets`, as `of` gives it, in one statement."""
+    if not datasets:
+        return {}
+    sql = FRESHNESS_NOW if as_of is None else FRESHNESS_AS_OF
+    found = await rows(conn, sql, {"datasets": list(datasets), "as_of": as_of})
+    return {dataset: d.freshness for dataset, d in build(found).items()}

@@ -455,7 +455,9 @@ LIST = Operation(
     "substring of any of its names; `name` alone matches any of its names exactly, in any "
     "namespace. `namespace` and `name` together are the exact lookup: it resolves any name "
     "of a dataset, symlink and catalog names included, and answers one item or none. Each "
-    "item says in `matched_name` which of its names matched.",
+    "item says in `matched_name` which of its names matched, and in `freshness` its last "
+    "successful write and whether it is stale, as the dataset page does (read for the "
+    "whole page at once).",
 )
 GET = Operation(
     "GET",
@@ -522,17 +524,24 @@ _tags = msgspec.json.Decoder(list[models.Tag])
 _run_ref = msgspec.json.Decoder(models.RunRef | None)
 
 
-def _summary(r: Any) -> models.DatasetSummary:
-    return models.DatasetSummary(
-        id=r[0],
-        namespace=r[1],
-        name=r[2],
-        first_seen=r[3],
-        last_seen=r[4],
-        name_count=r[5],
-        lifecycle_state=r[6],
-        matched_name=_name.decode(r[9]) if r[9] is not None else None,
-    )
+async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[models.DatasetSummary]:
+    """The list items of a page's rows, each with its freshness: one statement for the
+    page (dataset_nodes.py), not one per row."""
+    fresh = await dataset_nodes.freshness_of(conn, [r[0] for r in found], None)
+    return [
+        models.DatasetSummary(
+            id=r[0],
+            namespace=r[1],
+            name=r[2],
+            first_seen=r[3],
+            last_seen=r[4],
+            name_count=r[5],
+            lifecycle_state=r[6],
+            matched_name=_name.decode(r[9]) if r[9] is not None else None,
+            freshness=fresh[r[0]],
+        )
+        for r in found
+    ]
 
 
 @resource.add(LIST)
@@ -543,10 +552,11 @@ async def list_datasets(request: Request) -> Response:
             found = await rows(
                 conn, LOOKUP_DATASET, {"namespace": query.namespace, "name": query.name}
             )
+            items = await _summaries(conn, found)
         return json_response(
             request,
             models.DatasetPage(
-                items=[_summary(r) for r in found],
+                items=items,
                 next_cursor=None,
                 total=len(found),
                 total_is_exact=True,
@@ -581,10 +591,11 @@ async def list_datasets(request: Request) -> Response:
         items, next_cursor, count, exact = await page_with_total(
             conn, sql, counted, args, query, kind, lambda r: (r[7], r[8])
         )
+        summaries = await _summaries(conn, items)
     return json_response(
         request,
         models.DatasetPage(
-            items=[_summary(r) for r in items],
+            items=summaries,
             next_cursor=next_cursor,
             total=count,
             total_is_exact=exact,
@@ -689,7 +700,7 @@ async def get_dataset(request: Request) -> Response:
             conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
         )
         runs = await _runs(conn, r[0], writers_first, _runs_kind(r[0], writers_first))
-        fresh = (await dataset_nodes.of(conn, [r[0]], query.as_of))[r[0]].freshness
+        fresh = (await dataset_nodes.freshness_of(conn, [r[0]], query.as_of))[r[0]]
     lifecycle = None
     if r[14] is not None and r[15] is not None:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])

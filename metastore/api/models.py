@@ -686,6 +686,16 @@ class DatasetSummary(Struct):
     lifecycle_state: LifecycleState | None
     first_seen: Time
     last_seen: Time
+    freshness: Annotated[
+        DatasetFreshness,
+        Meta(
+            description="Its freshness now, as the dataset page gives it: its last "
+            "successful write, a later failed attempt, and whether it is stale (a writer's "
+            "latest run failed after that write, or an input of the run that made it was "
+            "successfully written since, one hop), so a list colours stale datasets from "
+            "one call. " + WRITE_RULE
+        ),
+    ]
 
 
 class DatasetPage(Struct):

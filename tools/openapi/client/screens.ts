@@ -3,14 +3,15 @@
 // (openapi-typescript), type-checked under `tsc --strict` (with noUncheckedIndexedAccess
 // and exactOptionalPropertyTypes) with no casts: it draws the namespaces screen, a
 // namespace's recent failures, a lineage graph with jobs coloured by their latest run and
-// what lies beyond its edge, a dataset page, a job page and a search, reads a problem,
+// what lies beyond its edge, a dataset list with stale datasets coloured, a dataset page,
+// a job page and a search, reads a problem,
 // draws "what broke" (everything a failed run reaches) and "what changed" (the graph's
 // diff between two moments), and counts the calls each screen takes.
 // tests/test_openapi_client.py compiles it and runs it against a server loaded with the
 // conformance scenarios and a failed Trino run.
 //
 //   node build/js/client/screens.js <base url of /api/v1> <graph node> <dataset id>
-//        <as_of> <job id> <edge node> <failed run id> <diff node> <from> <to>
+//        <as_of> <job id> <edge node> <failed run id> <diff node> <from> <to> <namespace>
 import type { components, paths } from "../build/schema";
 
 type Schemas = components["schemas"];
@@ -170,6 +171,14 @@ function beyond(more: Schemas["Beyond"]): string {
   return parts.join(" ");
 }
 
+// A dataset's colour wherever it is drawn (graph node or list row): dropped, stale, or not.
+function datasetColour(dataset: {
+  lifecycle_state: Schemas["DatasetNode"]["lifecycle_state"];
+  freshness: Schemas["DatasetFreshness"];
+}): string {
+  return dataset.lifecycle_state === "DROP" ? "black" : dataset.freshness.stale ? "amber" : "white";
+}
+
 function nodeLabel(node: Schemas["JobNode"] | Schemas["DatasetNode"]) {
   switch (node.type) {
     case "job": {
@@ -187,8 +196,7 @@ function nodeLabel(node: Schemas["JobNode"] | Schemas["DatasetNode"]) {
       return {
         key: node.key,
         label: `${node.namespace}/${node.name} (${node.name_count} names)`,
-        colour:
-          node.lifecycle_state === "DROP" ? "black" : node.freshness.stale ? "amber" : "white",
+        colour: datasetColour(node),
         seconds: null,
         depth: node.depth,
         beyond: beyond(node.beyond),
@@ -204,6 +212,19 @@ async function graph(base: string, node: string, depth: string, asOf?: string) {
   return {
     nodes: answer.nodes.map(nodeLabel),
     edges: answer.edges.map((e: Schemas["LineageEdge"]) => `${e.from} -> ${e.to}`),
+  };
+}
+
+// A namespace's datasets, stale ones coloured, from the list's one call (no call per row).
+async function datasetList(base: string, namespace: string) {
+  const page = await get(base, "/api/v1/datasets", {}, { namespace, limit: "100" });
+  return {
+    count: total(page),
+    rows: page.items.map((d: Schemas["DatasetSummary"]) => ({
+      name: d.name,
+      colour: datasetColour(d),
+      freshness: freshnessLabel(d.freshness),
+    })),
   };
 }
 
@@ -328,7 +349,7 @@ async function whatChanged(base: string, node: string, from: string, to: string)
 }
 
 async function main(): Promise<void> {
-  const [base, node, datasetId, asOf, jobId, edgeNode, failedRun, diffNode, from, to] =
+  const [base, node, datasetId, asOf, jobId, edgeNode, failedRun, diffNode, from, to, ns] =
     process.argv.slice(2);
   if (
     base === undefined ||
@@ -339,11 +360,12 @@ async function main(): Promise<void> {
     failedRun === undefined ||
     diffNode === undefined ||
     from === undefined ||
-    to === undefined
+    to === undefined ||
+    ns === undefined
   ) {
     throw new Error(
       "usage: screens.js <base> <node> <dataset id> <as_of> <job id> <edge node> " +
-        "<failed run> <diff node> <from> <to>",
+        "<failed run> <diff node> <from> <to> <namespace>",
     );
   }
   const result = {
@@ -352,6 +374,7 @@ async function main(): Promise<void> {
     graph: await screen(() => graph(base, node, "3")),
     graphAsOf: await screen(() => graph(base, node, "3", asOf)),
     graphEdge: await screen(() => graph(base, edgeNode, "1")),
+    datasetList: await screen(() => datasetList(base, ns)),
     dataset: await screen(() => dataset(base, datasetId)),
     job: await screen(() => job(base, jobId)),
     search: await screen(() => search(base, "hive")),
