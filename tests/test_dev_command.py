@@ -161,7 +161,16 @@ def test_dev_takes_the_projector_port_it_is_given(database_url: str, tmp_path: P
     try:
         dev.wait_ready()
         assert dev.projector_port() == port
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+        # the projector listens a moment after the api answers (a loaded machine: seconds)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, dev.output()
+                time.sleep(0.2)
+        assert answer.status_code == 200
     finally:
         assert dev.stop() == 0, dev.output()
 
