@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -366,3 +366,52 @@ class ReadmeInstall:
             )
             for role in (self.api, self.projector, self.owner):
                 conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+# --- plans ----------------------------------------------------------------------------
+AUTO_EXPLAIN = (
+    ("session_preload_libraries", "auto_explain"),
+    ("auto_explain.log_min_duration", "0"),
+    ("auto_explain.log_analyze", "on"),
+    ("auto_explain.log_timing", "off"),
+    ("auto_explain.log_format", "json"),
+)
+
+
+@contextmanager
+def plans_logged(url: str, log_file: Path) -> Iterator[Callable[[], list[dict[str, Any]]]]:
+    """New sessions of database `url` log every statement's plan, with its actual rows, to
+    the server log `log_file`; yields a function giving the read-model plans logged since
+    its previous call. The settings are reset on leaving."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        database = sql.Identifier(conn.info.dbname)
+        for setting, value in AUTO_EXPLAIN:
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                    database, sql.Identifier(*setting.split(".")), sql.Literal(value)
+                )
+            )
+    offset = [log_file.stat().st_size]
+
+    def plans() -> list[dict[str, Any]]:
+        with log_file.open("rb") as log:
+            log.seek(offset[0])
+            raw = log.read()
+        offset[0] += len(raw)
+        text = raw.decode(errors="replace")
+        decoder = json.JSONDecoder()
+        found = [decoder.raw_decode(part.lstrip())[0] for part in text.split("plan:\n")[1:]]
+        return [p for p in found if "readmodel." in p["Query Text"]]
+
+    try:
+        yield plans
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER DATABASE {} RESET ALL").format(database))
+
+
+def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A plan node and every node below it."""
+    yield node
+    for child in node.get("Plans", []):
+        yield from plan_nodes(child)

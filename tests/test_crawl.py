@@ -31,7 +31,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
-from psycopg import sql
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -39,7 +38,7 @@ from bench import datagen, hard_cases
 from metastore.api.openapi import CHECKED_IN
 from projections.runner import catch_up
 from tests.conftest import Server
-from tests.support import CONFORMANCE, all_scenario_events, running
+from tests.support import CONFORMANCE, all_scenario_events, plan_nodes, plans_logged, running
 
 SPEC = CONFORMANCE / "spec"
 MAX_ANSWER_BYTES = 16 * 1024 * 1024  # the stated limit (metastore/api/limits.py)
@@ -350,22 +349,6 @@ REPORT_TABLES = {"column_reports", "column_lineage", "column_inputs"}
 SCANNED_ROWS = 1_000
 
 
-def _plans(log: str) -> list[dict[str, Any]]:
-    """The JSON plans auto_explain wrote to the server log."""
-    decoder = json.JSONDecoder()
-    plans = []
-    for part in log.split("plan:\n")[1:]:
-        plan, _ = decoder.raw_decode(part.lstrip())
-        plans.append(plan)
-    return plans
-
-
-def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from _nodes(child)
-
-
 def test_the_slow_reads_use_indexes_and_no_jit_whatever_the_names(
     store: tuple[str, str, dict[str, int]], pg_server: Server, tmp_path: Path
 ) -> None:
@@ -385,19 +368,6 @@ def test_the_slow_reads_use_indexes_and_no_jit_whatever_the_names(
             " ON n.namespace = c.out_namespace AND n.name = c.out_name"
             " WHERE c.out_name LIKE '%%t11_%%' ORDER BY 1 LIMIT 1"
         ).fetchone()[0]  # type: ignore[index]
-        database = sql.Identifier(conn.info.dbname)
-        for setting, value in (
-            ("session_preload_libraries", "auto_explain"),
-            ("auto_explain.log_min_duration", "0"),
-            ("auto_explain.log_analyze", "on"),
-            ("auto_explain.log_timing", "off"),
-            ("auto_explain.log_format", "json"),
-        ):
-            conn.execute(
-                sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-                    database, sql.Identifier(*setting.split(".")), sql.Literal(value)
-                )
-            )
     names, wide, trino = (
         ids[n] for n in (hard_cases.MANY_NAMES, hard_cases.WIDE, hard_cases.TRINO_TARGET)
     )
@@ -411,24 +381,17 @@ def test_the_slow_reads_use_indexes_and_no_jit_whatever_the_names(
         f"/datasets/{trino}/column-lineage",
         f"/datasets/{trino}/column-lineage?as_of={AS_OF}",
     ]
-    log_file = pg_server.embedded.logfile
-    try:
-        offset = log_file.stat().st_size
+    with plans_logged(url, pg_server.embedded.logfile) as logged:
         with running("api", url, tmp_path) as api:  # new connections: auto_explain loaded
             for read in reads:
                 answer = httpx.get(api.base_url + "/api/v1" + read, timeout=60)
                 assert answer.status_code == 200, (read, answer.text)
-        with log_file.open(errors="replace") as log:
-            log.seek(offset)
-            plans = [p for p in _plans(log.read()) if "readmodel." in p["Query Text"]]
-    finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(sql.SQL("ALTER DATABASE {} RESET ALL").format(database))
+        plans = logged()
     assert len(plans) >= len(reads)
     for plan in plans:
         query = plan["Query Text"][:200]
         assert "JIT" not in plan, f"compiled by JIT: {query}"
-        for node in _nodes(plan["Plan"]):
+        for node in plan_nodes(plan["Plan"]):
             scanned = node.get("Relation Name")
             assert not (node["Node Type"] == "Seq Scan" and scanned in LARGE_TABLES), (
                 f"{scanned} scanned whole by {query}"

@@ -16,14 +16,12 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from psycopg import sql
 
 from bench import search_store
 from metastore.api import search
 from projections.schema import create_readmodel_tables
 from tests.conftest import Server
-from tests.support import running
-from tests.test_crawl import _nodes, _plans
+from tests.support import plan_nodes, plans_logged, running
 
 DATASETS, JOBS = 40_000, 40_000
 
@@ -125,25 +123,10 @@ def test_a_page_reads_a_page_of_names_not_every_name(
     if pg_server.embedded is None:
         pytest.skip("reads the server log of the suite's own PostgreSQL")
     url, _ = store
-    with psycopg.connect(url, autocommit=True) as conn:
-        database = sql.Identifier(conn.info.dbname)
-        for setting, value in (
-            ("session_preload_libraries", "auto_explain"),
-            ("auto_explain.log_min_duration", "0"),
-            ("auto_explain.log_analyze", "on"),
-            ("auto_explain.log_timing", "off"),
-            ("auto_explain.log_format", "json"),
-        ):
-            conn.execute(
-                sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-                    database, sql.Identifier(*setting.split(".")), sql.Literal(value)
-                )
-            )
-    log_file = pg_server.embedded.logfile
 
     def plans_of(base_url: str, searches: list[str]) -> list[dict[str, Any]]:
         """The plans of each search's first two pages (the second pays for a count)."""
-        offset = log_file.stat().st_size
+        logged()
         for q in searches:
             params = {"q": q}
             for _ in range(2):
@@ -152,27 +135,24 @@ def test_a_page_reads_a_page_of_names_not_every_name(
                 if not answer.json()["next_cursor"]:
                     break
                 params["cursor"] = answer.json()["next_cursor"]
-        with log_file.open(errors="replace") as log:
-            log.seek(offset)
-            return [p for p in _plans(log.read()) if "readmodel." in p["Query Text"]]
+        return logged()
 
-    try:
-        with running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api:
-            # rare substrings, prefixes and names, fewer than 100 hits each: what a scan in
-            # name order would look for across the whole index
-            rare = plans_of(api.base_url, ["_12345", "db5.orders_clicks_2", "into_users_123"])
-            # words in a fifth or a seventh of the 120,000 names, a number in a tenth
-            common = plans_of(api.base_url, ["orders", "db3.", "_1", "items_"])
-    finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(sql.SQL("ALTER DATABASE {} RESET ALL").format(database))
+    with (
+        plans_logged(url, pg_server.embedded.logfile) as logged,
+        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        # rare substrings, prefixes and names, fewer than 100 hits each: what a scan in
+        # name order would look for across the whole index
+        rare = plans_of(api.base_url, ["_12345", "db5.orders_clicks_2", "into_users_123"])
+        # words in a fifth or a seventh of the 120,000 names, a number in a tenth
+        common = plans_of(api.base_url, ["orders", "db3.", "_1", "items_"])
     # A count reads up to 10,001 names, a probe the next 20,000 in order; the trigram
     # index's bitmap of a common word lists every name that has it (index entries, not
     # rows read).
     for plans, most in ((rare, 1_000), (common, search.PROBE_NAMES + 1_000)):
         assert plans
         for plan in plans:
-            for node in _nodes(plan["Plan"]):
+            for node in plan_nodes(plan["Plan"]):
                 if most > 1_000 and node["Node Type"] == "Bitmap Index Scan":
                     continue
                 read = node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
