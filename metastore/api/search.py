@@ -14,7 +14,7 @@ hits are probed for among the next names in order, else found through the `pg_tr
 from __future__ import annotations
 
 import collections
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 from msgspec import Meta
@@ -74,21 +74,34 @@ NAMESPACE_TIER = """
     FROM {source} ns
     WHERE {test} {after} {namespace}
     ORDER BY lower(ns.name) USING ~<~, ns.name COLLATE "C" LIMIT %(limit)s"""
+
+
+class Tier(NamedTuple):
+    """Where the hits of one type are: its statement, its names' table under an alias (each
+    has a `name` column), the key that orders equal names, the condition of `namespace=`."""
+
+    template: str
+    table: str
+    alias: str
+    key: str
+    in_namespace: str
+
+    @property
+    def name(self) -> str:
+        return f"lower({self.alias}.name)"
+
+
 TIERS = {
-    "dataset": (
+    "dataset": Tier(
         DATASET_TIER,
         "readmodel.dataset_names",
-        "lower(n.name)",
+        "n",
         "n.dataset_id",
         "AND d.home_namespace = %(namespace)s",
     ),
-    "job": (JOB_TIER, "readmodel.jobs", "lower(j.name)", "j.id", "AND j.namespace = %(namespace)s"),
-    "namespace": (
-        NAMESPACE_TIER,
-        "readmodel.namespaces",
-        "lower(ns.name)",
-        "ns.name",
-        "AND ns.name = %(namespace)s",
+    "job": Tier(JOB_TIER, "readmodel.jobs", "j", "j.id", "AND j.namespace = %(namespace)s"),
+    "namespace": Tier(
+        NAMESPACE_TIER, "readmodel.namespaces", "ns", "ns.name", "AND ns.name = %(namespace)s"
     ),
 }
 # A probe: the substring hits among the next PROBE_NAMES names in order past the cursor.
@@ -99,21 +112,12 @@ PROBE = """(SELECT * FROM {table} {alias} WHERE true {after}
           ORDER BY {name} USING ~<~, {key} LIMIT {window})"""
 # Hits of each type counted up to one past TOTAL_CAP names (a dataset's names counted as
 # one dataset): (type, names read, hits, names among them that contain `q` past its start).
-COUNT_OF = {
-    "dataset": "SELECT n.dataset_id, lower(n.name) FROM readmodel.dataset_names n"
-    " WHERE lower(n.name) LIKE %(pattern)s {namespace}",
-    "job": "SELECT j.id, lower(j.name) FROM readmodel.jobs j"
-    " WHERE lower(j.name) LIKE %(pattern)s {namespace}",
-    "namespace": "SELECT ns.name, lower(ns.name) FROM readmodel.namespaces ns"
-    " WHERE lower(ns.name) LIKE %(pattern)s {namespace}",
-}
-# (a dataset is looked up only to filter by its home: a join per name costs as much as the
-# count)
-COUNT_IN = {
+COUNT_OF = "SELECT {key}, {name} FROM {table} {alias} WHERE {name} LIKE %(pattern)s {namespace}"
+# A dataset is looked up only to filter by its home (a join per name costs as much as the
+# count); the other types filter their own rows.
+COUNT_IN_NAMESPACE = {
     "dataset": "AND n.dataset_id IN (SELECT d.id FROM readmodel.datasets d"
     " WHERE d.home_namespace = %(namespace)s)",
-    "job": "AND j.namespace = %(namespace)s",
-    "namespace": "AND ns.name = %(namespace)s",
 }
 COUNT = f"""
     SELECT '{{kind}}', count(*), count(DISTINCT key),
@@ -152,8 +156,8 @@ def _tier(
 ) -> str:
     """One (type, rank) of the hits, a page of it past `cursor`: '' if the cursor is past
     all of it. `probe`: only among the next PROBE_NAMES names."""
-    template, table, name, key, namespace = TIERS[kind]
-    alias = name[len("lower(") : name.index(".")]
+    tier = TIERS[kind]
+    name, key = tier.name, tier.key
     after = ""
     if cursor is not None:
         after_rank, _, after_type, _ = cursor
@@ -167,25 +171,32 @@ def _tier(
             else:
                 tie = "false"
             after = f"AND {name} ~>=~ %(after_name)s AND ({name} ~>~ %(after_name)s OR {tie})"
-    source = table
+    source = tier.table
     if probe:
         source = PROBE.format(
-            table=table, alias=alias, after=after, name=name, key=key, window=PROBE_NAMES
+            table=tier.table, alias=tier.alias, after=after, name=name, key=key, window=PROBE_NAMES
         )
-    return template.format(
+    return tier.template.format(
         source=source,
         rank=rank,
         test=RANK_TESTS[rank].format(n=name),
         after=after,
-        namespace=namespace if ns else "",
+        namespace=tier.in_namespace if ns else "",
     )
 
 
 def _counts(kinds: list[HitType], ns: bool) -> list[str]:
-    return [
-        COUNT.format(kind=k, select=COUNT_OF[k].format(namespace=COUNT_IN[k] if ns else ""))
-        for k in kinds
-    ]
+    selects = {
+        k: COUNT_OF.format(
+            key=t.key,
+            name=t.name,
+            table=t.table,
+            alias=t.alias,
+            namespace=COUNT_IN_NAMESPACE.get(k, t.in_namespace) if ns else "",
+        )
+        for k, t in TIERS.items()
+    }
+    return [COUNT.format(kind=k, select=selects[k]) for k in kinds]
 
 
 async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: Any) -> list[Any]:
