@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import loadgen  # noqa: E402
 from bench.datagen import events, to_record  # noqa: E402
+from bench.fig_reads import Page  # noqa: E402
 from bench.harness import free_port, service_env, start_service  # noqa: E402
 from metastore.embedded_pg import EmbeddedPostgres  # noqa: E402
 from metastore.eventlog import append_events  # noqa: E402
@@ -42,11 +43,6 @@ from projections.runner import catch_up  # noqa: E402
 from projections.schema import create_readmodel_tables  # noqa: E402
 
 HOPS = 4  # how far the lineage requests walk from a dataset
-
-
-class Page(msgspec.Struct):
-    items: list[msgspec.Raw]
-    next_cursor: str | None = None
 
 
 def load(url: str, count: int, nodes: int, seed: int) -> None:

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import loadgen, search_store  # noqa: E402
+from bench.fig_reads import Page  # noqa: E402
 from bench.fig_search import NAMES, terms  # noqa: E402
 from bench.harness import free_port, service_env, start_service  # noqa: E402
 from metastore.embedded_pg import EmbeddedPostgres  # noqa: E402
@@ -38,11 +39,6 @@ TRIGRAM_INDEXES = """
 SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index
 WHERE indexrelid::regclass::text LIKE 'readmodel.%_name_trigrams'
 """
-
-
-class Page(msgspec.Struct):
-    items: list[msgspec.Raw]
-    next_cursor: str | None = None
 
 
 def time_side(src: Path, url: str, searches: list[tuple[str, str]], log_dir: Path) -> dict:
