@@ -130,21 +130,21 @@ SPARSE_HITS = 5_000
 # How the planner reads names, whatever its estimate of a pattern's hits (a rare
 # substring estimated common made it scan the whole name index in order): "trigram"
 # through the pg_trgm indexes, "ordered" along the name index, "any" as it sees fit (no
-# trigram index: pg_trgm not installed). Local to the request's transaction, and put back
-# after each use.
+# trigram index: pg_trgm not installed). Each sets all three, local to the request's
+# transaction, so it ends with the request.
 TRIGRAM_INDEXES = """
 SELECT to_regclass('readmodel.dataset_names_name_trigrams') IS NOT NULL
        AND to_regclass('readmodel.jobs_name_trigrams') IS NOT NULL"""
-PLANS = {
-    "trigram": "SELECT set_config('enable_seqscan', 'off', true),"
-    " set_config('enable_indexscan', 'off', true)",
-    "ordered": "SELECT set_config('enable_seqscan', 'off', true),"
-    " set_config('enable_bitmapscan', 'off', true)",
-}
-DEFAULT_PLAN = (
-    "SELECT set_config('enable_seqscan', 'on', true), set_config('enable_indexscan', 'on', true),"
-    " set_config('enable_bitmapscan', 'on', true)"
+PLAN = (
+    "SELECT set_config('enable_seqscan', '{seq}', true), "
+    "set_config('enable_indexscan', '{index}', true), "
+    "set_config('enable_bitmapscan', '{bitmap}', true)"
 )
+PLANS = {
+    "trigram": PLAN.format(seq="off", index="off", bitmap="on"),
+    "ordered": PLAN.format(seq="off", index="on", bitmap="off"),
+    "any": PLAN.format(seq="on", index="on", bitmap="on"),
+}
 
 
 def _tier(
@@ -203,14 +203,8 @@ async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: A
     """The rows of `parts` (statements, UNION ALL), planned the `plan` way."""
     if not parts:
         return []
-    statement = "\n UNION ALL".join(f"({p})" for p in parts)
-    if plan not in PLANS:  # "any"
-        return await rows(conn, statement, args)
     await conn.execute(PLANS[plan])
-    try:
-        return await rows(conn, statement, args)
-    finally:
-        await conn.execute(DEFAULT_PLAN)
+    return await rows(conn, "\n UNION ALL".join(f"({p})" for p in parts), args)
 
 
 class SearchQuery(msgspec.Struct, frozen=True):
