@@ -52,11 +52,11 @@ BATCH = 100  # events a request
 CONNECTIONS = 4
 COPY_SAMPLE = 50_000  # events of each step COPYed again for the ingest baseline
 # What a run takes on disk at its peak, per event of the largest size: the log (2.7 KB),
-# the read models (6 KB) twice while `metastore replay` builds new ones beside the live
-# ones, WAL and the ingest baseline's scratch copy (measured at 250,000 and 1,000,000
-# events; docs/BENCHMARKS-SCALE.md). The events' JSON is about 9 KB an event, half of it
-# Spark's logical plans, which the log compresses about ten times.
-DISK_BYTES_PER_EVENT = 16_000
+# the read models (3.5 KB) twice while `metastore replay` builds new ones beside the live
+# ones, WAL and the ingest baseline's scratch copy (measured at 250,000 events after issue
+# 39's phase 2; docs/BENCHMARKS-SCALE.md), with a tenth spare. The events' JSON is about
+# 9 KB an event, half of it Spark's logical plans, which the log compresses about ten times.
+DISK_BYTES_PER_EVENT = 11_000
 DISK_HEADROOM = 0.85  # of the free space: the machine is shared
 
 
