@@ -32,7 +32,8 @@ from projections.runner import catch_up
 print(catch_up(sys.argv[1], catalogs=catalogs))
 """
 )
-# From the start of the log, or past the position (tx, seq) given as two more arguments.
+# From the start of the log, or past the position (tx, seq) given as two more arguments,
+# up to a number of events given as a fifth (0: to the end).
 READ_ONLY = (
     CATALOGS
     + """
@@ -41,8 +42,11 @@ from metastore.eventlog import Position
 from projections.fold import BATCH_SIZE, read_batch
 with psycopg.connect(sys.argv[1], autocommit=True) as conn:
     after, read = Position(*map(int, sys.argv[2:4])), 0
+    limit = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     while (batch := read_batch(conn, after, BATCH_SIZE, catalogs)).last is not None:
         read, after = read + batch.read, batch.last
+        if limit and read >= limit:
+            break
 print(read)
 """
 )
@@ -71,10 +75,15 @@ def catch_up(
 
 
 def read_only(
-    url: str, log_path: Path, after: tuple[int, int] = (0, 0), extra: dict[str, str] | None = None
+    url: str,
+    log_path: Path,
+    after: tuple[int, int] = (0, 0),
+    extra: dict[str, str] | None = None,
+    limit: int = 0,
 ) -> tuple[int, float]:
-    """Reads and decodes the log past `after` (tx, seq) as the fold does: (events, seconds)."""
-    argv = ["-c", READ_ONLY, url, *map(str, after)]
+    """Reads and decodes the log past `after` (tx, seq) as the fold does, the first `limit`
+    events of it (0: all): (events, seconds)."""
+    argv = ["-c", READ_ONLY, url, *map(str, after), str(limit)]
     seconds, _, _ = run_child(argv, python_env(url, extra), log_path)
     return int(log_path.read_text().strip().splitlines()[-1]), seconds
 

@@ -89,12 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     scale_args.add_argument(
         "--keep", action="store_true", help="leave the loaded store running (for analysis)"
     )
+    scale_args.add_argument(
+        "--replay-every",
+        action="store_true",
+        help="replay at every size (default: at the first and the largest)",
+    )
     args = parser.parse_args(argv)
     command = "python -m bench.run " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     if args.scale:
         return _scale(args, command.strip())
-    if args.max_events or args.sizes or args.keep:
-        parser.error("--max-events, --sizes and --keep go with --scale")
+    if args.max_events or args.sizes or args.keep or args.replay_every:
+        parser.error("--max-events, --sizes, --keep and --replay-every go with --scale")
     args.out = args.out or str(ROOT / "docs" / "BENCHMARKS.md")
     only = [g.strip() for g in args.only.split(",") if g.strip()]
     unknown = set(only) - set(GROUPS)
@@ -176,7 +181,16 @@ def _scale(args: argparse.Namespace, command: str) -> int:
     out = Path(args.out or ROOT / "docs" / "BENCHMARKS-SCALE.md")
     out.parent.mkdir(parents=True, exist_ok=True)
     log_dir = Path(tempfile.mkdtemp(prefix="metastore-bench-scale-logs-"))
-    scale.run(sizes, args.seed, out, log_dir, command, keep=args.keep, disk=disk)
+    scale.run(
+        sizes,
+        args.seed,
+        out,
+        log_dir,
+        command,
+        keep=args.keep,
+        disk=disk,
+        replay_every=args.replay_every,
+    )
     shutil.rmtree(log_dir, ignore_errors=True)
     return 0
 

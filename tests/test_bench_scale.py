@@ -128,7 +128,7 @@ def test_the_report_judges_targets_over_the_sizes(tmp_path: Path) -> None:
 def test_the_scale_mode_runs_end_to_end_and_draws_its_pictures(tmp_path: Path) -> None:
     out = tmp_path / "BENCHMARKS-SCALE.md"
     done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--scale", "--sizes", "800", "--out", str(out)],
+        [sys.executable, "-m", "bench.run", "--scale", "--sizes", "300,500,800", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -138,7 +138,10 @@ def test_the_scale_mode_runs_end_to_end_and_draws_its_pictures(tmp_path: Path) -
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     markdown = out.read_text()
     results = load_results(tmp_path / "scale" / "results.json")
-    assert [p.events for p in results.points] == [800]
+    assert [p.events for p in results.points] == [300, 500, 800]
+    # The replay reads the whole log: it runs at the first and the largest size only.
+    replayed = [any(f.name == "replay, events/s" for f in p.figures) for p in results.points]
+    assert replayed == [True, False, True]
     for name in (
         "batch ingest, events/s",
         "projector fold rate, events/s",
