@@ -504,8 +504,8 @@ def run(
         sizes=dataclasses.replace(
             QUICK if sizes[-1] < 100_000 else FULL,
             name="scale",
-            lineage_queries=_queries(sizes[-1], 200),
-            read_queries=_queries(sizes[-1], 300),
+            lineage_queries=queries_for(sizes[-1], 200),
+            read_queries=queries_for(sizes[-1], 300),
         ),
         log_dir=log_dir,
         seed=seed,
@@ -556,7 +556,7 @@ def run(
     return results
 
 
-def _queries(events: int, full: int) -> int:
+def queries_for(events: int, full: int) -> int:
     """Requests per query figure: `full` from 100,000 events, fewer for tiny runs (tests)."""
     return full if events >= 100_000 else 20 if events >= 10_000 else 10
 

@@ -22,6 +22,7 @@ import pytest
 from bench import scale_corpus, scale_report
 from bench.scale import Figure, Point, Results, load_results, sizes_for
 from bench.scale_storage import TableSize
+from metastore.embedded_pg import EmbeddedPostgres
 from metastore.envelope import parse_event
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,14 +129,31 @@ def test_the_report_judges_targets_over_the_sizes(tmp_path: Path) -> None:
 def test_the_scale_mode_runs_end_to_end_and_draws_its_pictures(tmp_path: Path) -> None:
     out = tmp_path / "BENCHMARKS-SCALE.md"
     done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--scale", "--sizes", "300,500,800", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "bench.run",
+            "--scale",
+            "--sizes",
+            "300,500,800",
+            "--keep",
+            "--out",
+            str(out),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=280,
         check=False,
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    kept = re.search(r"left running: (\S+) \(data in (\S+)\)", done.stdout + done.stderr)
+    try:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert kept is not None, "--keep names the store it left"
+        _requery_twice_and_compare(kept.group(1), tmp_path)
+    finally:
+        if kept is not None:
+            EmbeddedPostgres(Path(kept.group(2))).destroy()
     markdown = out.read_text()
     results = load_results(tmp_path / "scale" / "results.json")
     assert [p.events for p in results.points] == [300, 500, 800]
@@ -177,6 +195,33 @@ def test_the_default_steps_shrink_to_the_disk_and_asked_sizes_that_do_not_fit_ar
     assert "scaled" in said
     with pytest.raises(SystemExit, match="not enough disk"):
         scale.plan_sizes(5_000_000, None)
+
+
+def _requery_twice_and_compare(url: str, tmp_path: Path) -> None:
+    """bench.scale_requery times the run's queries again on the kept store, and compares
+    two such runs figure by figure (the A/B of read paths at the largest size)."""
+    outs = [tmp_path / "a.json", tmp_path / "b.json"]
+    for o in outs:
+        again = subprocess.run(
+            [sys.executable, "-m", "bench.scale_requery", url, "--out", str(o)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=200,
+            check=False,
+        )
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        assert "| search p95, ms |" in again.stdout
+    compared = subprocess.run(
+        [sys.executable, "-m", "bench.scale_requery", "--compare", *map(str, outs)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for name in scale_report.QUERIES:
+        row = next(line for line in compared.splitlines() if line.startswith(f"| {name} |"))
+        assert re.match(rf"\| {re.escape(name)} \| {NUMBER} \| {NUMBER} \| [0-9.]+ \|", row), row
 
 
 def shutil_usage(free: int) -> object:
