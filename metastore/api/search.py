@@ -49,24 +49,29 @@ JOB_TIER = """
     WHERE {test} {after} {namespace}
     ORDER BY lower(j.name) USING ~<~, j.id LIMIT %(limit)s"""
 # A dataset answers once, under its best-ranked name: a name of the same dataset that
-# matches better (or as well, ahead in the order) hides this one.
+# matches better (or as well, ahead in the order) hides this one. The page of names is
+# cut before the datasets are joined for their display names: joined first, a probe's
+# 6,700 hits each read a dataset row to keep 51 (575 ms at 1,000,000 events).
 DATASET_TIER = (
     """
-    SELECT 'dataset', n.dataset_id::text, n.dataset_id, d.namespace, d.name, {rank},
-           lower(n.name), n.namespace, n.name
-    FROM {source} n
-    JOIN readmodel.datasets d ON d.id = n.dataset_id
-    WHERE {test} {after} {namespace}
-      AND NOT EXISTS (
-          SELECT 1 FROM readmodel.dataset_names b
-          WHERE b.dataset_id = n.dataset_id AND (b.namespace, b.name) <> (n.namespace, n.name)
-            AND ("""
+    SELECT 'dataset', p.dataset_id::text, p.dataset_id, d.namespace, d.name, {rank},
+           p.low, p.namespace, p.name
+    FROM (
+        SELECT n.dataset_id, n.namespace, n.name, lower(n.name) AS low
+        FROM {source} n
+        WHERE {test} {after} {namespace}
+          AND NOT EXISTS (
+              SELECT 1 FROM readmodel.dataset_names b
+              WHERE b.dataset_id = n.dataset_id AND (b.namespace, b.name) <> (n.namespace, n.name)
+                AND ("""
     + RANK_OF.format(n="lower(b.name)")
     + """,
-                 lower(b.name) COLLATE "C", b.namespace COLLATE "C", b.name COLLATE "C")
-              < ({rank}, lower(n.name) COLLATE "C", n.namespace COLLATE "C",
-                 n.name COLLATE "C"))
-    ORDER BY lower(n.name) USING ~<~, n.dataset_id LIMIT %(limit)s"""
+                     lower(b.name) COLLATE "C", b.namespace COLLATE "C", b.name COLLATE "C")
+                  < ({rank}, lower(n.name) COLLATE "C", n.namespace COLLATE "C",
+                     n.name COLLATE "C"))
+        ORDER BY lower(n.name) USING ~<~, n.dataset_id LIMIT %(limit)s
+    ) p
+    JOIN readmodel.datasets d ON d.id = p.dataset_id"""
 )
 NAMESPACE_TIER = """
     SELECT 'namespace', ns.name, NULL::uuid, ns.name, ns.name, {rank}, lower(ns.name),
@@ -78,7 +83,8 @@ NAMESPACE_TIER = """
 
 class Tier(NamedTuple):
     """Where the hits of one type are: its statement, its names' table under an alias (each
-    has a `name` column), the key that orders equal names, the condition of `namespace=`."""
+    has a `name` column), the key that orders equal names, the condition of `namespace=`
+    (on the names' table alone: a dataset is looked up only to filter by its home)."""
 
     template: str
     table: str
@@ -97,7 +103,8 @@ TIERS = {
         "readmodel.dataset_names",
         "n",
         "n.dataset_id",
-        "AND d.home_namespace = %(namespace)s",
+        "AND n.dataset_id IN (SELECT h.id FROM readmodel.datasets h"
+        " WHERE h.home_namespace = %(namespace)s)",
     ),
     "job": Tier(JOB_TIER, "readmodel.jobs", "j", "j.id", "AND j.namespace = %(namespace)s"),
     "namespace": Tier(
@@ -113,12 +120,6 @@ PROBE = """(SELECT * FROM {table} {alias} WHERE true {after}
 # Hits of each type counted up to one past TOTAL_CAP names (a dataset's names counted as
 # one dataset): (type, names read, hits, names among them that contain `q` past its start).
 COUNT_OF = "SELECT {key}, {name} FROM {table} {alias} WHERE {name} LIKE %(pattern)s {namespace}"
-# A dataset is looked up only to filter by its home (a join per name costs as much as the
-# count); the other types filter their own rows.
-COUNT_IN_NAMESPACE = {
-    "dataset": "AND n.dataset_id IN (SELECT d.id FROM readmodel.datasets d"
-    " WHERE d.home_namespace = %(namespace)s)",
-}
 COUNT = f"""
     SELECT '{{kind}}', count(*), count(DISTINCT key),
            count(*) FILTER (WHERE low NOT LIKE %(prefix)s)
@@ -192,7 +193,7 @@ def _counts(kinds: list[HitType], ns: bool) -> list[str]:
             name=t.name,
             table=t.table,
             alias=t.alias,
-            namespace=COUNT_IN_NAMESPACE.get(k, t.in_namespace) if ns else "",
+            namespace=t.in_namespace if ns else "",
         )
         for k, t in TIERS.items()
     }
