@@ -6,9 +6,10 @@ their names (symlinks included), once each under their best-ranked name, and ans
 their display name.
 
 No page ranks every hit: each (type, rank) gives one page past the cursor and the pages
-are merged. Exact and prefix hits are ranges of the name index, read in order; substring
-hits are probed for among the next names in order, else found through the `pg_trgm` index
-(where the extension is installed) and sorted; the total is counted up to TOTAL_CAP.
+are merged. Exact and prefix hits are ranges of the name index, read in order. The total
+is counted up to TOTAL_CAP names through the `pg_trgm` index (where the extension is
+installed); the names counted, a sample of the hits when there are more, bound where the
+page of substring hits ends, and only the hits up to that bound are read and sorted.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ JOB_TIER = """
     ORDER BY lower(j.name) USING ~<~, j.id LIMIT %(limit)s"""
 # A dataset answers once, under its best-ranked name: a name of the same dataset that
 # matches better (or as well, ahead in the order) hides this one. The page of names is
-# cut before the datasets are joined for their display names: joined first, a probe's
+# cut before the datasets are joined for their display names: joined first, a page's
 # 6,700 hits each read a dataset row to keep 51 (575 ms at 1,000,000 events).
 DATASET_TIER = (
     """
@@ -111,23 +112,19 @@ TIERS = {
         NAMESPACE_TIER, "readmodel.namespaces", "ns", "ns.name", "AND ns.name = %(namespace)s"
     ),
 }
-# A probe: the substring hits among the next PROBE_NAMES names in order past the cursor.
-# When they fill a page, that is the page; else the hits are clustered further on (names
-# share their beginnings), and they are found through the trigram index instead.
-PROBE_NAMES = 20_000
-PROBE = """(SELECT * FROM {table} {alias} WHERE true {after}
-          ORDER BY {name} USING ~<~, {key} LIMIT {window})"""
 # Hits of each type counted up to one past TOTAL_CAP names (a dataset's names counted as
-# one dataset): (type, names read, hits, names among them that contain `q` past its start).
+# one dataset): (type, names read, hits, the page's bound). The bound: the (limit + 1)th
+# name, in order past the cursor, among the names counted that contain `q` past its start.
+# The names counted are all of the hits, or a sample of them (in the heap's order, which is
+# not the names'), so a page of substring hits lies at or before the bound; hits hidden by
+# a better name of the same dataset can leave it short, and it is then read without one.
 COUNT_OF = "SELECT {key}, {name} FROM {table} {alias} WHERE {name} LIKE %(pattern)s {namespace}"
 COUNT = f"""
+    WITH found (key, low) AS MATERIALIZED ({{select}} LIMIT {TOTAL_CAP + 1})
     SELECT '{{kind}}', count(*), count(DISTINCT key),
-           count(*) FILTER (WHERE low NOT LIKE %(prefix)s)
-    FROM ({{select}} LIMIT {TOTAL_CAP + 1}) found (key, low)"""
-# A type with at most this many names containing `q` past its start (among the names
-# counted) has its substring hits found by trigram and sorted; one with more is read in
-# name order until a page is full, which takes about (page size x names / SPARSE_HITS).
-SPARSE_HITS = 5_000
+           (SELECT low FROM found WHERE low NOT LIKE %(prefix)s {{past}}
+            ORDER BY low COLLATE "C" OFFSET %(limit)s - 1 LIMIT 1)
+    FROM found"""
 # How the planner reads names, whatever its estimate of a pattern's hits (a rare
 # substring estimated common made it scan the whole name index in order): "trigram"
 # through the pg_trgm indexes, "ordered" along the name index, "any" as it sees fit (no
@@ -153,10 +150,10 @@ def _tier(
     rank: int,
     cursor: tuple[int, str, str, str] | None,
     ns: bool,
-    probe: bool = False,
+    bounded: bool = False,
 ) -> str:
     """One (type, rank) of the hits, a page of it past `cursor`: '' if the cursor is past
-    all of it. `probe`: only among the next PROBE_NAMES names."""
+    all of it. `bounded`: only names up to `%(upper_<type>)s` (the count's bound)."""
     tier = TIERS[kind]
     name, key = tier.name, tier.key
     after = ""
@@ -172,13 +169,10 @@ def _tier(
             else:
                 tie = "false"
             after = f"AND {name} ~>=~ %(after_name)s AND ({name} ~>~ %(after_name)s OR {tie})"
-    source = tier.table
-    if probe:
-        source = PROBE.format(
-            table=tier.table, alias=tier.alias, after=after, name=name, key=key, window=PROBE_NAMES
-        )
+    if bounded:
+        after += f" AND {name} ~<=~ %(upper_{kind})s"
     return tier.template.format(
-        source=source,
+        source=tier.table,
         rank=rank,
         test=RANK_TESTS[rank].format(n=name),
         after=after,
@@ -186,7 +180,8 @@ def _tier(
     )
 
 
-def _counts(kinds: list[HitType], ns: bool) -> list[str]:
+def _counts(kinds: list[HitType], ns: bool, cursor: tuple[int, str, str, str] | None) -> list[str]:
+    past = "AND low ~>=~ %(after_name)s" if cursor is not None and cursor[0] == 2 else ""
     selects = {
         k: COUNT_OF.format(
             key=t.key,
@@ -197,7 +192,7 @@ def _counts(kinds: list[HitType], ns: bool) -> list[str]:
         )
         for k, t in TIERS.items()
     }
-    return [COUNT.format(kind=k, select=selects[k]) for k in kinds]
+    return [COUNT.format(kind=k, select=selects[k], past=past) for k in kinds]
 
 
 async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: Any) -> list[Any]:
@@ -285,18 +280,22 @@ async def search(request: Request) -> Response:
     async with connection(request) as conn:
         (trigrams,) = await row(conn, TRIGRAM_INDEXES)
         by_trigram_plan = "trigram" if trigrams else "any"
-        counted = await _read(conn, by_trigram_plan, _counts(kinds, ns), args)
-        sparse = {k for k, _, _, inside in counted if inside <= SPARSE_HITS}
-        # exact and prefix hits are ranges of the name index, read in order; the substring
-        # hits of a type with many are probed for in order first
+        counted = await _read(conn, by_trigram_plan, _counts(kinds, ns, cursor), args)
+        bounds = {k: upper for k, _, _, upper in counted}
+        args.update({f"upper_{k}": upper for k, upper in bounds.items()})
+        # exact and prefix hits are ranges of the name index, read in order
         ordered = [t for k in kinds for r in range(2) if (t := _tier(k, r, cursor, ns))]
-        ordered += [t for k in kinds if k not in sparse and (t := _tier(k, 2, cursor, ns, True))]
         found = await _read(conn, "ordered", ordered, args)
-        probed = collections.Counter(r[0] for r in found if r[5] == 2)
-        unfilled = {k for k in kinds if k not in sparse and probed[k] <= query.limit}
-        found = [r for r in found if not (r[5] == 2 and r[0] in unfilled)]
-        by_trigram = [t for k in kinds if k in sparse | unfilled and (t := _tier(k, 2, cursor, ns))]
-        found += await _read(conn, by_trigram_plan, by_trigram, args)
+        # substring hits up to each type's bound, through the trigram index
+        bounded = [
+            t for k in kinds if (t := _tier(k, 2, cursor, ns, bounded=bounds[k] is not None))
+        ]
+        substring = await _read(conn, by_trigram_plan, bounded, args)
+        per_type = collections.Counter(r[0] for r in substring)
+        short = [k for k in kinds if bounds[k] is not None and per_type[k] <= query.limit]
+        substring = [r for r in substring if r[0] not in short]
+        unbounded = [t for k in short if (t := _tier(k, 2, cursor, ns))]
+        found += substring + await _read(conn, by_trigram_plan, unbounded, args)
     # each type's page is in order: merged by (rank, name's bytes, type, key)
     found.sort(key=lambda r: (r[5], r[6].encode(), r[0], r[1]))
     items, next_cursor = page(found[: query.limit + 1], query.limit, kind, _cursor_key)
