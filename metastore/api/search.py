@@ -9,7 +9,7 @@ No page ranks every hit: each (type, rank) gives one page past the cursor and th
 are merged. Exact and prefix hits are ranges of the name index, read in order. The total
 is counted up to TOTAL_CAP names through the `pg_trgm` index (where the extension is
 installed); the names counted, a sample of the hits when there are more, bound where the
-page of substring hits ends, and only the hits up to that bound are read and sorted.
+page of substring hits ends, and only the hits up to that bound are sorted and looked up.
 """
 
 from __future__ import annotations
