@@ -110,6 +110,25 @@ def test_pages_walk_every_hit_once_in_the_documented_order(
     assert {h["namespace"] for h in hits if h["type"] == "dataset"} <= {"hive://hms:9083"}
 
 
+@pytest.mark.parametrize("q", ["orders", "_1", "db3."])
+def test_the_first_pages_of_a_word_in_more_names_than_are_counted(
+    store: tuple[str, str], q: str
+) -> None:
+    """A word in more names than the count reads: those it read are a sample, and the
+    pages they bound are still the first hits in order ("orders" in a fifth of the
+    names, "_1" in a tenth, "db3." starting a tenth)."""
+    url, base_url = store
+    expected = _expected(url, q)
+    hits: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"q": q, "limit": 50}
+    for _ in range(4):
+        page = httpx.get(f"{base_url}/api/v1/search", params=params, timeout=30).json()
+        assert not page["total_is_exact"]  # more names have it than the count reads
+        hits += page["items"]
+        params["cursor"] = page["next_cursor"]
+    assert [_seen(h) for h in hits] == expected[:200]
+
+
 def test_a_word_in_every_name_is_counted_up_to_the_cap(store: tuple[str, str]) -> None:
     _, base_url = store
     answer = httpx.get(f"{base_url}/api/v1/search", params={"q": "_"}, timeout=30).json()
