@@ -128,8 +128,9 @@ def render(results: Results, pictures: Sequence[Path], base: Path) -> str:
         "## Figures at each size",
         "",
         "Each cell: the value at that size, and in brackets its ratio to its same-run "
-        "baseline (named in the baseline column). Targets are judged over the sizes "
-        "measured.",
+        "baseline (named in the baseline column); `-`: not measured at that size (the "
+        "replay runs at the first and the largest, unless `--replay-every`). Targets are "
+        "judged over the sizes measured.",
         "",
         *_table(["figure", *heads, "baseline", "target", "meets target"], [])[:2],
     ]
@@ -139,7 +140,7 @@ def render(results: Results, pictures: Sequence[Path], base: Path) -> str:
         cells = []
         for f in figs:
             if f is None or f.value is None:
-                cells.append("n/a")
+                cells.append("-" if f is None else "n/a")
                 continue
             ratio = f" ({f.value / f.baseline:.2f})" if f.baseline else ""
             cells.append(_num(f.value, f.unit) + ratio)
