@@ -26,6 +26,18 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT.parent / "shared" / "conformance"
 
 
+def python_module(*args: str, timeout: float = 280) -> subprocess.CompletedProcess[str]:
+    """`python -m <args>` in the checkout, its output captured (not checked)."""
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def conformance_files(folder: str) -> list[Path]:
     """The event files of a conformance folder, in emission order."""
     return sorted((CONFORMANCE / folder).glob("*.json"))

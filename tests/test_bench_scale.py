@@ -11,8 +11,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import re
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -24,8 +22,8 @@ from bench.scale import Figure, Point, Results, load_results, sizes_for
 from bench.scale_storage import TableSize
 from metastore.embedded_pg import EmbeddedPostgres
 from metastore.envelope import parse_event
+from tests.support import python_module
 
-ROOT = Path(__file__).resolve().parent.parent
 NUMBER = r"-?[\d,]+(\.\d+)?"
 EVENTS = 3_000
 
@@ -128,23 +126,8 @@ def test_the_report_judges_targets_over_the_sizes(tmp_path: Path) -> None:
 
 def test_the_scale_mode_runs_end_to_end_and_draws_its_pictures(tmp_path: Path) -> None:
     out = tmp_path / "BENCHMARKS-SCALE.md"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.run",
-            "--scale",
-            "--sizes",
-            "300,500,800",
-            "--keep",
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
+    done = python_module(
+        "bench.run", "--scale", "--sizes", "300,500,800", "--keep", "--out", str(out)
     )
     kept = re.search(r"left running: (\S+) \(data in (\S+)\)", done.stdout + done.stderr)
     try:
@@ -202,23 +185,10 @@ def _requery_twice_and_compare(url: str, tmp_path: Path) -> None:
     two such runs figure by figure (the A/B of read paths at the largest size)."""
     outs = [tmp_path / "a.json", tmp_path / "b.json"]
     for o in outs:
-        again = subprocess.run(
-            [sys.executable, "-m", "bench.scale_requery", url, "--out", str(o)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=200,
-            check=False,
-        )
+        again = python_module("bench.scale_requery", url, "--out", str(o), timeout=200)
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
         assert "| search p95, ms |" in again.stdout
-    compared = subprocess.run(
-        [sys.executable, "-m", "bench.scale_requery", "--compare", *map(str, outs)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    compared = python_module("bench.scale_requery", "--compare", *map(str, outs)).stdout
     for name in scale_report.QUERIES:
         row = next(line for line in compared.splitlines() if line.startswith(f"| {name} |"))
         assert re.match(rf"\| {re.escape(name)} \| {NUMBER} \| {NUMBER} \| [0-9.]+ \|", row), row

@@ -7,14 +7,11 @@ every figure of issue 8 has its row, with a number measured against a number.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from bench import fig_bounded
 from bench.report import parse_table
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import python_module
 
 # The figures of the issue, one row each (a figure with several numbers has several rows).
 FIGURES = {
@@ -51,14 +48,7 @@ NUMBER = re.compile(r"^-?[\d,]+(\.\d+)?$")
 
 def test_quick_bench_writes_every_figure_with_numbers(tmp_path: Path) -> None:
     out = tmp_path / "BENCHMARKS.md"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--quick", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
+    done = python_module("bench.run", "--quick", "--out", str(out))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     markdown = out.read_text()
     table = parse_table(markdown)
@@ -82,14 +72,7 @@ def test_quick_bench_writes_every_figure_with_numbers(tmp_path: Path) -> None:
 
 def test_log_column_bench_prints_each_column_type() -> None:
     """`python -m bench.log_column`, which docs/PERFORMANCE.md cites, runs and reports."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.log_column", "--events", "1000", "--rounds", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
+    done = python_module("bench.log_column", "--events", "1000", "--rounds", "1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {}
     for line in done.stdout.splitlines():
