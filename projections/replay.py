@@ -177,8 +177,6 @@ def _rebuild(
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(BUILD_SCHEMA)))
         for projection in projections:
             create_tables(conn, projection, BUILD_SCHEMA)
-            for table in projection.TABLES:
-                conn.execute(_build_table(table, "SET UNLOGGED"))
         conn.execute(_in_build(CREATE_BUILD_DEAD_LETTERS))
         row = conn.execute(COUNT_EVENTS).fetchone()
     progress = Progress(row[0] if row else 0, show)
@@ -217,13 +215,11 @@ def _rebuild(
             result = one_batch(side)
         if not result.full:
             break
-    # Logged before the swap, each table written to the WAL once; and statistics: fresh
-    # tables have none until autovacuum comes by, and meanwhile the planner guesses (a
-    # dataset page's freshness took 10x as long).
+    # Statistics before the swap: fresh tables have none until autovacuum comes by, and
+    # meanwhile the planner guesses (a dataset page's freshness took 10x as long).
     with conn.transaction():
         for projection in projections:
             for table in projection.TABLES:
-                conn.execute(_build_table(table, "SET LOGGED"))
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(BUILD_SCHEMA, table)))
     for attempt in range(1, SWAP_ATTEMPTS + 1):
         saved = (dict(cursors), dict(folded), letters[0], received[0])
@@ -304,13 +300,6 @@ def swap(
     conn.execute(_in_build(MOVE_DEAD_LETTERS))
     for schema in (OLD_SCHEMA, BUILD_SCHEMA):
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-
-
-def _build_table(table: str, change: str) -> sql.Composed:
-    """ALTER TABLE of a table being built. It is UNLOGGED while it is built: its rows are
-    written, and rewritten batch after batch, without WAL (the build starts over after a
-    crash anyway, which empties such tables), and SET LOGGED writes the result once."""
-    return sql.SQL("ALTER TABLE {} " + change).format(sql.Identifier(BUILD_SCHEMA, table))
 
 
 def _in_build(query: str) -> sql.Composed:
