@@ -2,6 +2,7 @@
 of many names.
 
     .venv/bin/python scripts/time_search.py --other SRC [--datasets 500000] [--jobs 200000]
+    .venv/bin/python scripts/time_search.py --other SRC --url URL   # a store there is
 
 Writes `--datasets` datasets (two names each) and `--jobs` jobs straight into the read
 models (bench/search_store.py) of a throwaway PostgreSQL, then serves them with `metastore
@@ -9,7 +10,9 @@ api` from each tree in turns and times the searches Cockpit's search box sends (
 name, its first eight characters, a word of it: bench/fig_search.py), each first page and
 the next. The other tree is timed on the indexes its own DDL makes: this checkout's
 trigram indexes are dropped for its turn. `--other` is a source tree (e.g. `git archive
-main | tar -x -C /tmp/main-src`). A shared machine drifts: read the pairs.
+main | tar -x -C /tmp/main-src`). With `--url`, the store there is (say, one `make
+bench-scale SCALE_ARGS=--keep` left) is searched as it is, its indexes untouched: for a
+tree whose DDL has the trigram indexes too. A shared machine drifts: read the pairs.
 """
 
 from __future__ import annotations
@@ -79,23 +82,25 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=90)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=20241017)
+    parser.add_argument("--url", help="search this store as it is (no seeding, no index drops)")
     args = parser.parse_args()
     data = Path(tempfile.mkdtemp(prefix="time-search-", dir="/tmp"))
-    pg = EmbeddedPostgres(data, fast_unsafe=True)
-    url = pg.start()
+    pg = None if args.url else EmbeddedPostgres(data, fast_unsafe=True)
+    url = pg.start() if pg is not None else args.url
     try:
-        apply_migrations(url)
         with psycopg.connect(url, autocommit=True) as conn:
-            create_readmodel_tables(conn)
-            started = time.monotonic()
-            search_store.seed(conn, args.datasets, args.jobs)
-            print(
-                f"{2 * args.datasets:,} dataset names, {args.jobs:,} jobs written in "
-                f"{time.monotonic() - started:.0f} s",
-                flush=True,
-            )
+            if pg is not None:
+                apply_migrations(url)
+                create_readmodel_tables(conn)
+                started = time.monotonic()
+                search_store.seed(conn, args.datasets, args.jobs)
+                print(
+                    f"{2 * args.datasets:,} dataset names, {args.jobs:,} jobs written in "
+                    f"{time.monotonic() - started:.0f} s",
+                    flush=True,
+                )
             names = [r[0] for r in conn.execute(NAMES, {"n": args.searches * 10})]
-            trigrams = conn.execute(TRIGRAM_INDEXES).fetchall()
+            trigrams = [] if args.url else conn.execute(TRIGRAM_INDEXES).fetchall()
         searches = terms(names, args.searches, args.seed)
         for round_ in range(args.rounds):
             order = [("this", ROOT), ("other", args.other.resolve())]
@@ -110,7 +115,8 @@ def main() -> None:
                 figures = ", ".join(f"{k} {v:.1f}" for k, v in result.items())
                 print(f"round {round_ + 1} {side}: p95 ms {figures}", flush=True)
     finally:
-        pg.stop()
+        if pg is not None:
+            pg.stop()
 
 
 if __name__ == "__main__":
