@@ -4,7 +4,7 @@
 #                                       docs/BENCHMARKS.md; not part of `make test`
 #   make bench BENCH_ARGS=--quick       tiny sizes, seconds (what tests/test_bench_smoke.py runs)
 #   make bench BENCH_ARGS='--only lag'  one group: ingest, batch, lag, log, bounded, chain
-#   make bench-scale                    a platform's year (5,000,000 events, about two hours and
+#   make bench-scale                    a platform's year (5,000,000 events, about 1.5 hours and
 #                                       51 GB of disk on 2 cores) measured at 1M, 2.5M and 5M
 #                                       events (the replay at 1M and 5M; --replay-every for all),
 #                                       into docs/BENCHMARKS-SCALE.md and docs/scale/*.png
