@@ -502,17 +502,7 @@ def run(
 ) -> Results:
     """Measures at each of `sizes`; the replay (the longest step: it reads the whole log)
     only at the first and the largest, unless `replay_every`."""
-    ctx = Context(
-        sizes=dataclasses.replace(
-            QUICK if sizes[-1] < 100_000 else FULL,
-            name="scale",
-            lineage_queries=queries_for(sizes[-1], 200),
-            read_queries=queries_for(sizes[-1], 300),
-        ),
-        log_dir=log_dir,
-        seed=seed,
-        quick=False,
-    )
+    ctx = context(sizes[-1], seed, log_dir)
     m = machine()
     results = Results(
         command,
@@ -524,9 +514,7 @@ def run(
         notes=[f"Disk: {disk}.", f"Load average before: {load_average()}."],
     )
     ctx.say(f"scale run at {', '.join(f'{s:,}' for s in sizes)} events; {disk}")
-    catalogs = log_dir / "catalogs.yaml"
-    catalogs.write_text(scale_corpus.catalogs_yaml())
-    extra = {"METASTORE_CATALOGS_FILE": str(catalogs)}
+    extra = catalog_env(log_dir)
     corpus = scale_corpus.Corpus(seed)
     stream = corpus.events(sizes[-1])
     pg = Cluster("scale", warm=sizes[-1] >= 100_000)
@@ -556,6 +544,28 @@ def run(
         else:
             pg.destroy()
     return results
+
+
+def context(largest: int, seed: int, log_dir: Path) -> Context:
+    """The run's context for a log of `largest` events (bench.scale_requery's too)."""
+    return Context(
+        sizes=dataclasses.replace(
+            QUICK if largest < 100_000 else FULL,
+            name="scale",
+            lineage_queries=queries_for(largest, 200),
+            read_queries=queries_for(largest, 300),
+        ),
+        log_dir=log_dir,
+        seed=seed,
+        quick=False,
+    )
+
+
+def catalog_env(log_dir: Path) -> dict[str, str]:
+    """The corpus's catalog map, written to `log_dir`, as the processes' environment."""
+    catalogs = log_dir / "catalogs.yaml"
+    catalogs.write_text(scale_corpus.catalogs_yaml())
+    return {"METASTORE_CATALOGS_FILE": str(catalogs)}
 
 
 def queries_for(events: int, full: int) -> int:

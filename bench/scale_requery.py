@@ -15,7 +15,6 @@ at the middle of the log's time span as the run draws them.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import subprocess
 import tempfile
 from pathlib import Path
@@ -24,9 +23,8 @@ import msgspec
 import psycopg
 
 from bench import scale, scale_corpus
-from bench.context import Context
 from bench.harness import ROOT, metastore
-from bench.sizes import FULL, SEED
+from bench.sizes import SEED
 
 SPAN = "SELECT max(event_time), count(*) FROM event_log"
 
@@ -42,22 +40,10 @@ def requery(url: str, seed: int, log_dir: Path) -> Requery:
         span = conn.execute(SPAN).fetchone()
     assert span is not None and span[0] is not None, "the store holds no events"
     last, events = span
-    ctx = Context(
-        sizes=dataclasses.replace(
-            FULL,
-            name="scale",
-            lineage_queries=scale.queries_for(events, 200),
-            read_queries=scale.queries_for(events, 300),
-        ),
-        log_dir=log_dir,
-        seed=seed,
-        quick=False,
-    )
-    catalogs = log_dir / "catalogs.yaml"
-    catalogs.write_text(scale_corpus.catalogs_yaml())
+    ctx = scale.context(events, seed, log_dir)
     middle = scale_corpus.START + (last - scale_corpus.START) / 2
     figures: list[scale.Figure] = []
-    with metastore("api", url, log_dir, {"METASTORE_CATALOGS_FILE": str(catalogs)}) as api:
+    with metastore("api", url, log_dir, scale.catalog_env(log_dir)) as api:
         scale.time_queries(ctx, url, api, middle, figures, ctx.sizes.read_queries)
     tree = subprocess.run(
         ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True

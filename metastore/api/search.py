@@ -182,17 +182,14 @@ def _tier(
 
 def _counts(kinds: list[HitType], ns: bool, cursor: tuple[int, str, str, str] | None) -> list[str]:
     past = "AND low ~>=~ %(after_name)s" if cursor is not None and cursor[0] == 2 else ""
-    selects = {
-        k: COUNT_OF.format(
-            key=t.key,
-            name=t.name,
-            table=t.table,
-            alias=t.alias,
-            namespace=t.in_namespace if ns else "",
-        )
-        for k, t in TIERS.items()
-    }
-    return [COUNT.format(kind=k, select=selects[k], past=past) for k in kinds]
+    return [COUNT.format(kind=k, select=_count_of(TIERS[k], ns), past=past) for k in kinds]
+
+
+def _count_of(tier: Tier, ns: bool) -> str:
+    namespace = tier.in_namespace if ns else ""
+    return COUNT_OF.format(
+        key=tier.key, name=tier.name, table=tier.table, alias=tier.alias, namespace=namespace
+    )
 
 
 async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: Any) -> list[Any]:
