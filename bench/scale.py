@@ -435,46 +435,8 @@ def measure_step(
     time_queries(ctx, url, api, middle, figures, ctx.sizes.read_queries)
     seconds["queries"] = time.perf_counter() - t0
 
-    if not replay:
-        return _point(events, json_bytes, figures, tables, counts, seconds)
-    ctx.say(f"scale {size:,}: replay")
-    replayed, replay_s, peak_kib, samples = fig_replay.replay(
-        url, ctx.log_dir / f"replay-{size}.log", events, extra
-    )
-    seconds["replay"] = replay_s
-    quarter = [hwm for t, hwm in samples if t <= replay_s / 4]
-    figures.append(
-        Figure(
-            "replay, events/s",
-            "events/s",
-            replayed / replay_s,
-            folded / fold_s,
-            "fold rate above",
-            f"`metastore replay --no-progress` (a child, the whole command including the "
-            f"swap) replayed {replayed:,} events in {replay_s:.1f} s.",
-        )
-    )
-    figures.append(
-        Figure(
-            "replay peak RSS, MiB",
-            "MiB",
-            peak_kib / 1024,
-            max(quarter) / 1024 if quarter else None,
-            "peak after the first quarter",
-            "VmHWM of the replay process sampled every 0.1 s.",
-        )
-    )
-    return _point(events, json_bytes, figures, tables, counts, seconds)
-
-
-def _point(
-    events: int,
-    json_bytes: int,
-    figures: list[Figure],
-    tables: list[scale_storage.TableSize],
-    counts: dict[str, int],
-    seconds: dict[str, float],
-) -> Point:
+    if replay:
+        figures += _replay_figures(ctx, url, size, events, extra, folded / fold_s, seconds)
     return Point(
         events,
         json_bytes,
@@ -485,6 +447,43 @@ def _point(
         load_average(),
         now(),
     )
+
+
+def _replay_figures(
+    ctx: Context,
+    url: str,
+    size: int,
+    events: int,
+    extra: dict[str, str],
+    fold_rate: float,
+    seconds: dict[str, float],
+) -> list[Figure]:
+    """`metastore replay` of the whole log: its rate and peak memory (its time in `seconds`)."""
+    ctx.say(f"scale {size:,}: replay")
+    replayed, replay_s, peak_kib, samples = fig_replay.replay(
+        url, ctx.log_dir / f"replay-{size}.log", events, extra
+    )
+    seconds["replay"] = replay_s
+    quarter = [hwm for t, hwm in samples if t <= replay_s / 4]
+    return [
+        Figure(
+            "replay, events/s",
+            "events/s",
+            replayed / replay_s,
+            fold_rate,
+            "fold rate above",
+            f"`metastore replay --no-progress` (a child, the whole command including the "
+            f"swap) replayed {replayed:,} events in {replay_s:.1f} s.",
+        ),
+        Figure(
+            "replay peak RSS, MiB",
+            "MiB",
+            peak_kib / 1024,
+            max(quarter) / 1024 if quarter else None,
+            "peak after the first quarter",
+            "VmHWM of the replay process sampled every 0.1 s.",
+        ),
+    ]
 
 
 # -------------------------------------------------------------------------------- main
