@@ -100,7 +100,7 @@ def main() -> None:
                     flush=True,
                 )
             names = [r[0] for r in conn.execute(NAMES, {"n": args.searches * 10})]
-            trigrams = [] if args.url else conn.execute(TRIGRAM_INDEXES).fetchall()
+            trigrams = conn.execute(TRIGRAM_INDEXES).fetchall() if pg is not None else []
         searches = terms(names, args.searches, args.seed)
         for round_ in range(args.rounds):
             order = [("this", ROOT), ("other", args.other.resolve())]
