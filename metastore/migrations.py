@@ -83,9 +83,10 @@ def apply_migrations(
 ) -> list[str]:
     """Applies the pending migrations under MIGRATION_LOCK; returns the ids applied.
 
-    Raises MissingPrivilege first when the role cannot migrate. Safe to run twice and from
-    two pods at once: the second waits for the lock, then finds nothing to do. Then grants
-    `api_role` and `projector_role` (when given) what their processes need.
+    Raises MissingPrivilege (or RoleMistake) first when the role cannot migrate. Safe to run
+    twice and from two pods at once: the second waits for the lock, then finds nothing to
+    do. Then grants `api_role` and `projector_role` (when given) what their processes need,
+    and hands the read models to `projector_role` (a store made before it was set).
     """
     with (
         psycopg.connect(
@@ -95,7 +96,7 @@ def apply_migrations(
             fallback_application_name="metastore migrate",
         ) as conn,
     ):
-        check_migrator(conn, MIGRATION_TABLE)
+        check_migrator(conn, MIGRATION_TABLE, api_role=api_role, projector_role=projector_role)
         with migration_lock(conn):
             backend = get_backend(_yoyo_url(database_url), migration_table=MIGRATION_TABLE)
             try:

@@ -353,14 +353,18 @@ class ReadmeInstall:
         netloc = f"{role}@{self.pg_server.host}:{self.pg_server.port}"
         return self.pg_server.parts._replace(netloc=netloc, path="/" + self.database).geturl()
 
-    def migrate(self) -> subprocess.CompletedProcess[str]:
+    def migrate(
+        self, *, as_role: str | None = None, roles: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """`metastore migrate` as the owner (or `as_role`), told the process roles unless
+        `roles` is False (one role for everything)."""
         env = {
             **os.environ,
-            "METASTORE_DATABASE_URL": self.url(self.owner),
-            "METASTORE_API_ROLE": self.api,
-            "METASTORE_PROJECTOR_ROLE": self.projector,
+            "METASTORE_DATABASE_URL": self.url(as_role or self.owner),
             "METASTORE_LOG_FORMAT": "text",
         }
+        if roles:
+            env |= {"METASTORE_API_ROLE": self.api, "METASTORE_PROJECTOR_ROLE": self.projector}
         return subprocess.run(
             [sys.executable, "-m", "metastore", "migrate"],
             capture_output=True,

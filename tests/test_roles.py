@@ -134,3 +134,97 @@ def test_without_the_default_privileges_migrate_names_the_statement(
         conn.execute(fix)
     result = readme_install.migrate()
     assert result.returncode == 0, result.stderr
+
+
+def folded_jobs(http: httpx.Client, name: str) -> list[dict[str, Any]]:
+    answer = http.get("/api/v1/jobs", params={"q": name})
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["items"])
+
+
+def replay_as(url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "metastore", "replay", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "METASTORE_DATABASE_URL": url},
+    )
+
+
+def test_a_store_of_one_role_adopts_the_process_roles(
+    readme_install: ReadmeInstall, tmp_path: Path
+) -> None:
+    """A store that ran as its owner alone is given the README's roles: migrate hands the
+    read models to the projector's role (after the one GRANT it names), and the projector
+    and `metastore replay` then run as that role without a superuser's step."""
+    install = readme_install
+    install.run_sql()
+    assert install.migrate(roles=False).returncode == 0
+    env = {"METASTORE_AUTH": "disabled"}
+    owner_url = install.url(install.owner)
+    with (
+        running("projector", owner_url, tmp_path, env=env),
+        running("api", owner_url, tmp_path, env=env) as api,
+        httpx.Client(base_url=api.base_url, timeout=30) as http,
+    ):
+        assert http.post("/ingest/openlineage", json=run_event(job="before")).status_code == 200
+        wait_for(lambda: folded_jobs(http, "before"), "not folded as the owner")
+
+    # The owner is not a member of the projector's role: one GRANT, named, lets it move them.
+    result = install.migrate()
+    assert result.returncode == 3, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    fix = f'GRANT "{install.projector}" TO "{install.owner}";'
+    assert line.endswith(f"as a superuser run: {fix}"), line
+    assert "OWNER TO" not in line, line  # never the database to a process's role
+    with psycopg.connect(install.pg_server.url(install.database), autocommit=True) as admin:
+        admin.execute(fix)
+    result = install.migrate()
+    assert result.returncode == 0, result.stderr
+    assert f'OWNER TO "{install.projector}"' in result.stderr
+
+    with (
+        running("projector", install.url(install.projector), tmp_path, env=env) as projector,
+        running("api", install.url(install.api), tmp_path, env=env) as api,
+        httpx.Client(base_url=api.base_url, timeout=30) as http,
+    ):
+        assert http.post("/ingest/openlineage", json=run_event(job="after")).status_code == 200
+        wait_for(lambda: folded_jobs(http, "after"), f"not folded:\n{projector.output()[-2000:]}")
+        replay = replay_as(install.url(install.projector))
+        assert replay.returncode == 0, replay.stderr
+        assert folded_jobs(http, "before") and folded_jobs(http, "after")
+        assert "must be owner" not in projector.output()
+
+
+def test_migrate_as_a_process_role_names_the_owner_and_exits_2(
+    readme_install: ReadmeInstall,
+) -> None:
+    """The API's or the projector's role running migrate (a URL of the wrong Secret) is a
+    configuration mistake: exit 2 naming the owner, never advice to give a process's role
+    the database."""
+    install = readme_install
+    install.run_sql()
+    with psycopg.connect(install.pg_server.url(install.database), autocommit=True) as admin:
+        # (migrate grants it; done by hand here so that they reach a store not yet made)
+        admin.execute(f'GRANT CONNECT ON DATABASE "{install.database}" TO "{install.api}"')
+        admin.execute(f'GRANT CONNECT ON DATABASE "{install.database}" TO "{install.projector}"')
+    told = install.migrate(as_role=install.api)  # METASTORE_API_ROLE names it
+    assert told.returncode == 2, told.stderr
+    (line,) = told.stderr.strip().splitlines()
+    assert f'connected as role "{install.api}", the API\'s (METASTORE_API_ROLE)' in line
+    assert line.endswith(f'here "{install.owner}": set METASTORE_DATABASE_URL\'s user to it')
+    untold = install.migrate(as_role=install.projector, roles=False)
+    assert untold.returncode == 2, untold.stderr
+    (line,) = untold.stderr.strip().splitlines()
+    assert line.endswith(
+        f'is not the owner of database "{install.database}", which '
+        f'`metastore migrate` runs as: run it as "{install.owner}"'
+    ), line
+    for line in (told.stderr, untold.stderr):
+        assert "OWNER TO" not in line and "GRANT" not in line
+    # Once the store exists, the owner of its tables is named (also to a role not told).
+    assert install.migrate().returncode == 0
+    later = install.migrate(as_role=install.api, roles=False)
+    assert later.returncode == 2, later.stderr
+    assert f'run `metastore migrate` as "{install.owner}"' in later.stderr
