@@ -18,6 +18,7 @@ import httpx
 import psycopg
 from psycopg import errors
 
+from projections.schema import create_readmodel_tables
 from tests.reliability.conftest import run_event
 from tests.support import ReadmeInstall, running
 
@@ -228,3 +229,42 @@ def test_migrate_as_a_process_role_names_the_owner_and_exits_2(
     later = install.migrate(as_role=install.api, roles=False)
     assert later.returncode == 2, later.stderr
     assert f'run `metastore migrate` as "{install.owner}"' in later.stderr
+
+
+def test_read_models_of_an_earlier_projector_role_are_named_statement_by_statement(
+    readme_install: ReadmeInstall,
+) -> None:
+    """The projector moves to a new role: the owner acts as neither, so migrate names each
+    statement a superuser runs; after them, replay runs as the new role."""
+    install = readme_install
+    install.run_sql()
+    assert install.migrate().returncode == 0
+    with psycopg.connect(install.url(install.projector), autocommit=True) as conn:
+        create_readmodel_tables(conn)  # what the projector does when it first starts
+    earlier, install.projector = install.projector, f"{install.projector}2"
+    admin = psycopg.connect(install.pg_server.url(install.database), autocommit=True)
+    try:
+        admin.execute(f'CREATE ROLE "{install.projector}" LOGIN')
+        admin.execute(
+            f'ALTER DEFAULT PRIVILEGES FOR ROLE "{install.projector}" '
+            f'GRANT SELECT ON TABLES TO "{install.api}"'
+        )
+        result = install.migrate()
+        assert result.returncode == 3, result.stderr
+        line = result.stderr.strip().splitlines()[-1]
+        assert f'belong to role(s) "{earlier}", not to "{install.projector}"' in line, line
+        statements = line.split(f'connected to database "{install.database}", run: ', 1)[1]
+        tables = admin.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'readmodel'"
+        ).fetchone()
+        assert tables and statements.count(f'OWNER TO "{install.projector}";') == tables[0]
+        admin.execute(statements.encode())
+        result = install.migrate()
+        assert result.returncode == 0, result.stderr
+        replay = replay_as(install.url(install.projector))
+        assert replay.returncode == 0, replay.stderr
+    finally:
+        admin.close()
+        install.drop()
+        with psycopg.connect(install.pg_server.url("postgres"), autocommit=True) as conn:
+            conn.execute(f'DROP ROLE IF EXISTS "{earlier}"')
