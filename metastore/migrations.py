@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 from yoyo import get_backend, read_migrations
 
+from metastore import login
 from metastore.exit import Exit, one_line
 from metastore.privileges import check_migrator, grant_process_roles
 
@@ -166,7 +167,7 @@ def missing_migrations(conn: psycopg.Connection[Any]) -> list[str]:
 
 def require_current_schema(database_url: str, connect_timeout: int = CONNECT_TIMEOUT_S) -> None:
     """Raises SchemaBehind, saying to run `metastore migrate`, when migrations are missing."""
-    with psycopg.connect(database_url, connect_timeout=connect_timeout) as conn:
+    with login.connect(database_url, connect_timeout=connect_timeout) as conn:
         missing = missing_migrations(conn)
     if missing:
         raise SchemaBehind(
@@ -186,7 +187,8 @@ def wait_for_current_schema(database_url: str, stop: threading.Event) -> bool:
         try:
             require_current_schema(database_url, WAIT_CONNECT_TIMEOUT_S)
         except psycopg.OperationalError as exc:
-            waiting.say(f"waiting for the database: {one_line(exc)}", WAIT_LOG_EVERY_S)
+            if login.GATE.reason is None:  # (a refused login is logged at each attempt)
+                waiting.say(f"waiting for the database: {one_line(exc)}", WAIT_LOG_EVERY_S)
             stop.wait(WAIT_RETRY_S)
             continue
         if waiting.said:
