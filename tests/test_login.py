@@ -10,6 +10,7 @@ its password (scram-sha-256).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -21,6 +22,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from metastore.login import LoginGate, LoginRefused
 from tests.conftest import Server
 from tests.support import running
 
@@ -114,3 +116,32 @@ def test_a_wrong_password_backs_off_is_named_and_a_fixed_one_is_taken(
             assert time.monotonic() < deadline, (api.output()[-2000:], projector.output()[-2000:])
             time.sleep(0.2)
         assert "the database accepted the login" in api.output()
+
+
+REFUSED = psycopg.OperationalError(
+    'connection failed: connection to server at "127.0.0.1", port 5432 failed: FATAL:  '
+    'password authentication failed for user "metastore_api"'
+)
+
+
+def test_attempts_of_one_round_count_once_and_a_cancelled_one_keeps_nobody_out() -> None:
+    """Pools opening together are refused together: that is one refusal (the next wait is
+    the first step's, not 2^n s); an attempt cancelled after the wait (a probe's time was
+    up) leaves the next one free to try, so a fixed password is still found."""
+    gate = LoginGate(first_wait=0.05, longest_wait=1.0, jitter=0.0)
+    rounds = [gate.admit() for _ in range(4)]  # four pools open at once
+    for round_ in rounds:
+        gate.failed(REFUSED, round_)
+    assert gate.unavailable_reason() == (
+        'database refused the login: password authentication failed for user "metastore_api"'
+    )
+    with pytest.raises(LoginRefused, match=r"next attempt in 0 s"):
+        gate.admit()  # held back: no login is tried
+    time.sleep(0.06)  # one step (0.05 s), not 2^3 of them
+    cancelled = gate.admit()
+    with pytest.raises(LoginRefused):
+        gate.admit()  # one attempt at a time
+    gate.failed(asyncio.CancelledError(), cancelled)
+    gate.admit()  # free again: the server gets asked
+    gate.accepted()
+    assert gate.unavailable_reason() == "database unreachable"
