@@ -3,9 +3,11 @@ entry): the process's next login waits 1 s, doubling to 60 s (jittered), instead
 pool, probe and retry loop trying on its own (134 refused logins a minute, issue 43), and
 /readyz names the refusal.
 
-Every connection of `api` and of the projector's loops is made through GATE (`connect`,
-`GatedAsyncConnection`). After a refusal, attempts are refused here, without a round trip,
-until the wait is over; then one attempt is let through, and its answer decides for all.
+Every connection of `api` and of the projector's loops is made through the gate of its
+server and role (`gate`, by URL: a replica refusing does not hold back the primary), with
+`connect` or `GatedAsyncConnection`. After a refusal, attempts are refused here, without a
+round trip, until the wait is over; then one attempt is let through, and its answer decides
+for all.
 """
 
 from __future__ import annotations
@@ -127,11 +129,18 @@ class LoginGate:
         return f"database refused the login: {reason}" if reason else "database unreachable"
 
 
-GATE = LoginGate()
+_gates: dict[str, LoginGate] = {}
+_gates_lock = threading.Lock()
+
+
+def gate(conninfo: str) -> LoginGate:
+    """The gate of the logins to `conninfo` (a URL: one server, database and role)."""
+    with _gates_lock:
+        return _gates.setdefault(conninfo, LoginGate())
 
 
 class HeldBackFilter(logging.Filter):
-    """Drops psycopg_pool's line about an attempt GATE held back (no login was tried: the
+    """Drops psycopg_pool's line about an attempt a gate held back (no login was tried: the
     refusal was logged once, when the server said it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -142,27 +151,30 @@ logging.getLogger("psycopg.pool").addFilter(HeldBackFilter())
 
 
 def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection[Any]:
-    """psycopg.connect through GATE."""
-    round_ = GATE.admit()
+    """psycopg.connect through the gate of `conninfo`."""
+    logins = gate(conninfo)
+    round_ = logins.admit()
     try:
         conn = psycopg.connect(conninfo, **kwargs)
     except BaseException as exc:
-        GATE.failed(exc, round_)
+        logins.failed(exc, round_)
         raise
-    GATE.accepted()
+    logins.accepted()
     return conn
 
 
 class GatedAsyncConnection(psycopg.AsyncConnection[Any]):
-    """An AsyncConnection whose login goes through GATE (the API's pools and listener)."""
+    """An AsyncConnection whose login goes through the gate of its URL (the API's pools and
+    listener)."""
 
     @classmethod
     async def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
-        round_ = GATE.admit()
+        logins = gate(conninfo)
+        round_ = logins.admit()
         try:
             conn = await super().connect(conninfo, **kwargs)
         except BaseException as exc:
-            GATE.failed(exc, round_)
+            logins.failed(exc, round_)
             raise
-        GATE.accepted()
+        logins.accepted()
         return conn

@@ -187,7 +187,7 @@ def wait_for_current_schema(database_url: str, stop: threading.Event) -> bool:
         try:
             require_current_schema(database_url, WAIT_CONNECT_TIMEOUT_S)
         except psycopg.OperationalError as exc:
-            if login.GATE.reason is None:  # (a refused login is logged at each attempt)
+            if login.gate(database_url).reason is None:  # (logged at each refused login)
                 waiting.say(f"waiting for the database: {one_line(exc)}", WAIT_LOG_EVERY_S)
             stop.wait(WAIT_RETRY_S)
             continue

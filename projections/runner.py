@@ -302,7 +302,7 @@ def run_projector(settings: Settings) -> None:
                 backoff = 0.5
             except psycopg.OperationalError as exc:
                 status.role = "unavailable"
-                if login.GATE.reason is None:  # (a refused login is logged at each attempt)
+                if login.gate(settings.database_url).reason is None:  # (logged at each refusal)
                     log.warning(
                         "database unavailable; retrying",
                         extra={"error": one_line(exc), "retry_in_s": backoff},
@@ -472,7 +472,8 @@ def readiness(status: ProjectorStatus) -> tuple[int, dict[str, Any]]:
         reason = f"database did not answer within {READY_TIMEOUT_S} s"
         return 503, {"status": "unavailable", "reason": reason}
     if check.error is not None:
-        return 503, {"status": "unavailable", "reason": login.GATE.unavailable_reason()}
+        reason = login.gate(status.database_url).unavailable_reason()
+        return 503, {"status": "unavailable", "reason": reason}
     missing, stalled = check.missing, check.stalled
     if missing:
         return 503, {
