@@ -259,10 +259,9 @@ def acts_as(conn: psycopg.Connection[Any], role: str) -> bool:
 SCRATCH_SCHEMAS = ("readmodel_build", "readmodel_old")
 # What of the read models the projector's role does not own (it drops, rebuilds and swaps
 # them), schemas first (a table's new owner needs CREATE on its schema), with the owner and
-# whether the connected role may hand it over (it acts as both the owner and the new one).
+# whether the connected role acts as it (to hand it over, it must act as the new one too).
 NOT_THE_PROJECTORS = """
 SELECT kind, name, owner, pg_has_role(owner_id, 'MEMBER')
-                          AND pg_has_role(to_regrole(%(projector)s), 'MEMBER')
 FROM (
     SELECT 'SCHEMA' AS kind, format('%%I', n.nspname) AS name, n.nspowner AS owner_id,
            pg_get_userbyid(n.nspowner) AS owner
@@ -293,7 +292,8 @@ def _hand_read_models_to(
     }
     rows = conn.execute(NOT_THE_PROJECTORS, params).fetchall()
     statements = [f"ALTER {kind} {name} OWNER TO {q(projector_role)}" for kind, name, _, _ in rows]
-    if not all(movable for *_, movable in rows):
+    acts_as_owners = all(acts for *_, acts in rows)
+    if rows and not (acts_as_owners and acts_as(conn, projector_role)):
         (migrator,) = conn.execute("SELECT current_user").fetchone() or ("",)
         owners = sorted({owner for _, _, owner, _ in rows})
         first = next((name for kind, name, _, _ in rows if kind == "TABLE"), rows[0][1])
@@ -302,7 +302,7 @@ def _hand_read_models_to(
             f"{', '.join(q(o) for o in owners)}, not to {q(projector_role)}, the projector's "
             "(METASTORE_PROJECTOR_ROLE), which drops, rebuilds and swaps them"
         )
-        if owners == [migrator]:
+        if acts_as_owners:
             raise MissingPrivilege(
                 f"{said}; `metastore migrate` hands them over once role {q(migrator)} is a "
                 f"member of {q(projector_role)}: as a superuser run: "

@@ -311,7 +311,7 @@ class ReadmeInstall:
         self.projector = f"{self.owner}_projector"
         self.database = self.owner
 
-    def statements(self, leave_out: str | None = None) -> list[str]:
+    def statements(self, leave_out: str | tuple[str, ...] | None = None) -> list[str]:
         """The README's SQL block with our names, one statement (or `\\connect`) each."""
         match = README_SQL.search((ROOT / "README.md").read_text())
         assert match, "README.md has no <!-- roles.sql --> block"
@@ -334,7 +334,7 @@ class ReadmeInstall:
         assert not current, f"a statement without its semicolon: {current}"
         return [s for s in statements if not (leave_out and s.startswith(leave_out))]
 
-    def run_sql(self, leave_out: str | None = None) -> None:
+    def run_sql(self, leave_out: str | tuple[str, ...] | None = None) -> None:
         """As the test server's superuser, in `psql`'s manner (`\\connect` switches)."""
         conn = psycopg.connect(self.pg_server.url("postgres"), autocommit=True)
         try:

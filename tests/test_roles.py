@@ -23,6 +23,7 @@ from tests.reliability.conftest import run_event
 from tests.support import ReadmeInstall, running
 
 DEFAULT_PRIVILEGES = "ALTER DEFAULT PRIVILEGES"
+PROJECTOR_MEMBERSHIP = "GRANT "  # the owner is a member of the projector's role
 
 
 def refused(url: str, statement: str) -> bool:
@@ -120,7 +121,8 @@ def test_each_process_runs_as_its_own_role_with_the_readme_sql(
 def test_without_the_default_privileges_migrate_names_the_statement(
     readme_install: ReadmeInstall,
 ) -> None:
-    readme_install.run_sql(leave_out=DEFAULT_PRIVILEGES)
+    # (with the owner a member of the projector's role, migrate sets them itself)
+    readme_install.run_sql(leave_out=(DEFAULT_PRIVILEGES, PROJECTOR_MEMBERSHIP))
     result = readme_install.migrate()
     assert result.returncode == 3
     line = result.stderr.strip().splitlines()[-1]  # after the log of what was applied
@@ -156,9 +158,9 @@ def replay_as(url: str) -> subprocess.CompletedProcess[str]:
 def test_a_store_of_one_role_adopts_the_process_roles(
     readme_install: ReadmeInstall, tmp_path: Path
 ) -> None:
-    """A store that ran as its owner alone is given the README's roles: migrate hands the
-    read models to the projector's role (after the one GRANT it names), and the projector
-    and `metastore replay` then run as that role without a superuser's step."""
+    """A store that ran as its owner alone is given the README's roles: migrate makes the
+    projector's role the owner of the read models, and the projector and `metastore replay`
+    then run as that role, without a superuser's step."""
     install = readme_install
     install.run_sql()
     assert install.migrate(roles=False).returncode == 0
@@ -172,18 +174,9 @@ def test_a_store_of_one_role_adopts_the_process_roles(
         assert http.post("/ingest/openlineage", json=run_event(job="before")).status_code == 200
         wait_for(lambda: folded_jobs(http, "before"), "not folded as the owner")
 
-    # The owner is not a member of the projector's role: one GRANT, named, lets it move them.
-    result = install.migrate()
-    assert result.returncode == 3, result.stderr
-    line = result.stderr.strip().splitlines()[-1]
-    fix = f'GRANT "{install.projector}" TO "{install.owner}";'
-    assert line.endswith(f"as a superuser run: {fix}"), line
-    assert "OWNER TO" not in line, line  # never the database to a process's role
-    with psycopg.connect(install.pg_server.url(install.database), autocommit=True) as admin:
-        admin.execute(fix)
-    result = install.migrate()
+    result = install.migrate()  # the chart's hook, now with the roles
     assert result.returncode == 0, result.stderr
-    assert f'OWNER TO "{install.projector}"' in result.stderr
+    assert f'ALTER TABLE readmodel.jobs OWNER TO "{install.projector}"' in result.stderr
 
     with (
         running("projector", install.url(install.projector), tmp_path, env=env) as projector,
@@ -196,6 +189,29 @@ def test_a_store_of_one_role_adopts_the_process_roles(
         assert replay.returncode == 0, replay.stderr
         assert folded_jobs(http, "before") and folded_jobs(http, "after")
         assert "must be owner" not in projector.output()
+
+
+def test_without_the_membership_migrate_names_the_one_grant(readme_install: ReadmeInstall) -> None:
+    """The SQL of an older README made the roles without making the owner a member of the
+    projector's: migrate names the one statement (never the database to a process's role),
+    and after it hands the read models over."""
+    install = readme_install
+    install.run_sql(leave_out=PROJECTOR_MEMBERSHIP)
+    assert install.migrate(roles=False).returncode == 0
+    with psycopg.connect(install.url(install.owner), autocommit=True) as conn:
+        create_readmodel_tables(conn)  # what the owner's projector made
+    result = install.migrate()
+    assert result.returncode == 3, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    fix = f'GRANT "{install.projector}" TO "{install.owner}";'
+    assert line.endswith(f"as a superuser run: {fix}"), line
+    assert "OWNER TO" not in line, line
+    with psycopg.connect(install.pg_server.url(install.database), autocommit=True) as admin:
+        admin.execute(fix)
+        result = install.migrate()
+        assert result.returncode == 0, result.stderr
+        owner = admin.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'jobs'")
+        assert owner.fetchone() == (install.projector,)
 
 
 def test_migrate_as_a_process_role_names_the_owner_and_exits_2(
@@ -237,7 +253,7 @@ def test_read_models_of_an_earlier_projector_role_are_named_statement_by_stateme
     """The projector moves to a new role: the owner acts as neither, so migrate names each
     statement a superuser runs; after them, replay runs as the new role."""
     install = readme_install
-    install.run_sql()
+    install.run_sql(leave_out=PROJECTOR_MEMBERSHIP)
     assert install.migrate().returncode == 0
     with psycopg.connect(install.url(install.projector), autocommit=True) as conn:
         create_readmodel_tables(conn)  # what the projector does when it first starts
