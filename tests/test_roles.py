@@ -155,6 +155,18 @@ def replay_as(url: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_an_owner_in_the_projectors_role_sets_the_default_privileges_itself(
+    readme_install: ReadmeInstall,
+) -> None:
+    readme_install.run_sql(leave_out=DEFAULT_PRIVILEGES)
+    result = readme_install.migrate()
+    assert result.returncode == 0, result.stderr
+    assert (
+        f'ALTER DEFAULT PRIVILEGES FOR ROLE "{readme_install.projector}" GRANT SELECT ON TABLES '
+        f'TO "{readme_install.api}"' in result.stderr
+    )
+
+
 def test_a_store_of_one_role_adopts_the_process_roles(
     readme_install: ReadmeInstall, tmp_path: Path
 ) -> None:
