@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from starlette.responses import Response
 
 from metastore.config import Settings
+from metastore.login import GatedAsyncConnection
 from metastore.problems import problem_response
 
 log = logging.getLogger("metastore.api")
@@ -76,6 +77,8 @@ def create_pool(
         kwargs={"connect_timeout": 5, "autocommit": autocommit},
         reconnect_timeout=POOL_TIMEOUT_S,
         open=False,
+        # A refused login holds back every pool's attempts (metastore/login.py).
+        connection_class=GatedAsyncConnection,
         name=name,
         configure=configure_session,
         check=check,

@@ -56,6 +56,7 @@ from metastore.eventlog import (
     read_texts_after_async,
     watermark_async,
 )
+from metastore.login import GatedAsyncConnection, LoginRefused
 from metastore.metrics import EXPORT_EVENTS, EXPORT_WAITING
 from metastore.problems import ProblemError
 from metastore.timeparam import plus_for_space
@@ -124,7 +125,7 @@ class LogNotifier:
         backoff = 0.5
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(
+                async with await GatedAsyncConnection.connect(
                     self._url, autocommit=True, connect_timeout=5
                 ) as conn:
                     await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
@@ -137,10 +138,11 @@ class LogNotifier:
                             self._wake()
                         await conn.execute("SELECT 1")  # a dead server shows up here
             except (psycopg.Error, OSError) as exc:
-                log.warning(
-                    "log notifications unavailable; long-polls fall back to polling",
-                    extra={"error": type(exc).__name__},
-                )
+                if not isinstance(exc, LoginRefused):  # (logged at each refused login)
+                    log.warning(
+                        "log notifications unavailable; long-polls fall back to polling",
+                        extra={"error": type(exc).__name__},
+                    )
             finally:
                 self.listening = False
                 self._first_attempt.set()

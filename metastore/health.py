@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from metastore import login
 from metastore.db import DATABASE_UNAVAILABLE, within
 from metastore.migrations import migration_ids
 from metastore.stalls import stalled_projections_async
@@ -41,7 +42,8 @@ async def readyz(request: Request) -> Response:
             _readiness(state.primary_pool, state.settings.stall_timeout),
         )
     except DATABASE_UNAVAILABLE:
-        return JSONResponse({"status": "unavailable", "reason": "database unreachable"}, 503)
+        reason = login.gate(state.settings.database_url or "").unavailable_reason()
+        return JSONResponse({"status": "unavailable", "reason": reason}, 503)
     except TimeoutError:
         reason = f"database did not answer within {PRIMARY_PROBE_TIMEOUT_S} s"
         return JSONResponse({"status": "unavailable", "reason": reason}, 503)

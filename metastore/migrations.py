@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 from yoyo import get_backend, read_migrations
 
+from metastore import login
 from metastore.exit import Exit, one_line
 from metastore.privileges import check_migrator, grant_process_roles
 
@@ -83,9 +84,10 @@ def apply_migrations(
 ) -> list[str]:
     """Applies the pending migrations under MIGRATION_LOCK; returns the ids applied.
 
-    Raises MissingPrivilege first when the role cannot migrate. Safe to run twice and from
-    two pods at once: the second waits for the lock, then finds nothing to do. Then grants
-    `api_role` and `projector_role` (when given) what their processes need.
+    Raises MissingPrivilege (or RoleMistake) first when the role cannot migrate. Safe to run
+    twice and from two pods at once: the second waits for the lock, then finds nothing to
+    do. Then grants `api_role` and `projector_role` (when given) what their processes need,
+    and hands the read models to `projector_role` (a store made before it was set).
     """
     with (
         psycopg.connect(
@@ -95,7 +97,7 @@ def apply_migrations(
             fallback_application_name="metastore migrate",
         ) as conn,
     ):
-        check_migrator(conn, MIGRATION_TABLE)
+        check_migrator(conn, MIGRATION_TABLE, api_role=api_role, projector_role=projector_role)
         with migration_lock(conn):
             backend = get_backend(_yoyo_url(database_url), migration_table=MIGRATION_TABLE)
             try:
@@ -165,7 +167,7 @@ def missing_migrations(conn: psycopg.Connection[Any]) -> list[str]:
 
 def require_current_schema(database_url: str, connect_timeout: int = CONNECT_TIMEOUT_S) -> None:
     """Raises SchemaBehind, saying to run `metastore migrate`, when migrations are missing."""
-    with psycopg.connect(database_url, connect_timeout=connect_timeout) as conn:
+    with login.connect(database_url, connect_timeout=connect_timeout) as conn:
         missing = missing_migrations(conn)
     if missing:
         raise SchemaBehind(
@@ -185,7 +187,8 @@ def wait_for_current_schema(database_url: str, stop: threading.Event) -> bool:
         try:
             require_current_schema(database_url, WAIT_CONNECT_TIMEOUT_S)
         except psycopg.OperationalError as exc:
-            waiting.say(f"waiting for the database: {one_line(exc)}", WAIT_LOG_EVERY_S)
+            if login.gate(database_url).reason is None:  # (logged at each refused login)
+                waiting.say(f"waiting for the database: {one_line(exc)}", WAIT_LOG_EVERY_S)
             stop.wait(WAIT_RETRY_S)
             continue
         if waiting.said:

@@ -24,6 +24,13 @@ class MissingPrivilege(Exit):
     status = 3
 
 
+class RoleMistake(Exit):
+    """A configuration mistake about roles (README: exit 2): `migrate` runs as a role that
+    is not the store's owner, or a METASTORE_*_ROLE names no role. No GRANT fixes it."""
+
+    status = 2
+
+
 # What the migrator is and may do, in one round trip.
 MIGRATOR = """
 SELECT current_user, current_database(), current_schema(),
@@ -32,7 +39,9 @@ SELECT current_user, current_database(), current_schema(),
        has_database_privilege(current_database(), 'CREATE'),
        current_schema() IS NOT NULL AND has_schema_privilege(current_schema(), 'CREATE'),
        (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = to_regclass(%s)),
-       (SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = to_regclass(%s))
+       (SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = to_regclass(%s)),
+       (SELECT rolsuper FROM pg_roles
+        WHERE oid = (SELECT datdba FROM pg_database WHERE datname = current_database()))
 """
 
 
@@ -41,14 +50,34 @@ def quoted(conn: psycopg.Connection[Any], name: str) -> str:
     return sql.Identifier(name).as_string(conn)
 
 
-def check_migrator(conn: psycopg.Connection[Any], migration_table: str) -> None:
+def check_migrator(
+    conn: psycopg.Connection[Any],
+    migration_table: str,
+    *,
+    api_role: str | None = None,
+    projector_role: str | None = None,
+) -> None:
     """Raises MissingPrivilege unless the connected role may apply the migrations: create
     tables in the current schema and schemas in the database (`readmodel`), and act as the
-    owner of what earlier migrations made."""
+    owner of what earlier migrations made. Raises RoleMistake when it is the wrong role for
+    that: the API's or the projector's, or not the owner of an existing store's tables."""
     row = conn.execute(MIGRATOR, (migration_table, migration_table)).fetchone()
     assert row is not None
-    user, database, schema, db_owner, schema_owner, schemas_ok, tables_ok, owner, acts = row
+    (user, database, schema, db_owner, schema_owner, schemas_ok, tables_ok, owner, acts,
+     db_owner_is_superuser) = row  # fmt: skip
     q = functools.partial(quoted, conn)
+    for process, role in (("API", api_role), ("projector", projector_role)):
+        if user == role:
+            raise RoleMistake(
+                f"`metastore migrate` connected as role {q(user)}, the {process}'s "
+                f"(METASTORE_{process.upper()}_ROLE); it runs as the database's owner, here "
+                f"{q(db_owner)}: set METASTORE_DATABASE_URL's user to it"
+            )
+    if owner is not None and not acts:
+        raise RoleMistake(
+            f"role {q(user)} may not change the tables earlier migrations made: they belong "
+            f"to role {q(owner)}; run `metastore migrate` as {q(owner)}"
+        )
     if schema is None:
         raise MissingPrivilege(
             f"role {q(user)} has no schema to create tables in (no schema on its search_path "
@@ -67,22 +96,25 @@ def check_migrator(conn: psycopg.Connection[Any], migration_table: str) -> None:
                 f"GRANT CREATE ON DATABASE {q(database)} TO {q(user)};",
             )
         )
-    if lacks:
-        # PostgreSQL 15's schema public belongs to whoever owns the database.
-        if len(lacks) == 2 and schema_owner == "pg_database_owner":
-            fix = f"ALTER DATABASE {q(database)} OWNER TO {q(user)};"
-        else:
-            fix = " ".join(grant for _, grant in lacks)
-        raise MissingPrivilege(
-            f"role {q(user)} lacks {' and '.join(what for what, _ in lacks)}, which `metastore "
-            f"migrate` needs (PostgreSQL gives {'them' if len(lacks) == 2 else 'it'} to the "
-            f"database's owner, here {q(db_owner)}); as a superuser run: {fix}"
-        )
-    if owner is not None and not acts:
-        raise MissingPrivilege(
-            f"role {q(user)} may not change the tables earlier migrations made: they belong "
-            f"to role {q(owner)}; run `metastore migrate` as {q(owner)}"
-        )
+    if not lacks:
+        return
+    # PostgreSQL 15's schema public belongs to whoever owns the database.
+    if len(lacks) == 2 and schema_owner == "pg_database_owner":
+        if not db_owner_is_superuser:
+            # A database given to a role of its own has its migrator: moving the database
+            # to this role (perhaps a process's) would undo the least privilege it set up.
+            raise RoleMistake(
+                f"role {q(user)} is not the owner of database {q(database)}, which `metastore "
+                f"migrate` runs as: run it as {q(db_owner)}"
+            )
+        fix = f"ALTER DATABASE {q(database)} OWNER TO {q(user)};"
+    else:
+        fix = " ".join(grant for _, grant in lacks)
+    raise MissingPrivilege(
+        f"role {q(user)} lacks {' and '.join(what for what, _ in lacks)}, which `metastore "
+        f"migrate` needs (PostgreSQL gives {'them' if len(lacks) == 2 else 'it'} to the "
+        f"database's owner, here {q(db_owner)}); as a superuser run: {fix}"
+    )
 
 
 # What each process needs beyond what PUBLIC has: (kind, object, privilege). The read
@@ -159,7 +191,7 @@ def grant_process_roles(
         if not role:
             continue
         if conn.execute(ROLE_EXISTS, (role,)).fetchone() != (True,):
-            raise MissingPrivilege(
+            raise RoleMistake(
                 f"METASTORE_{process.upper()}_ROLE={role!r}: no such role in the database "
                 "server; create it first (README, Install)"
             )
@@ -174,6 +206,8 @@ def grant_process_roles(
             )
             conn.execute(statement)
             ran.append(statement.as_string(conn))
+    if projector_role:
+        ran += _hand_read_models_to(conn, database, projector_role)
     if api_role:
         ran += _let_api_read_models(conn, database, api_role, projector_role)
     return ran
@@ -191,7 +225,7 @@ def _let_api_read_models(
         statement = (
             f"ALTER DEFAULT PRIVILEGES FOR ROLE {q(owner)} GRANT SELECT ON TABLES TO {q(api_role)}"
         )
-        if owner != migrator:
+        if not acts_as(conn, owner):
             raise MissingPrivilege(
                 f"role {q(api_role)} (the API's) could not read the tables role {q(owner)} (the "
                 f"projector's) creates; as a superuser, connected to database {q(database)}, "
@@ -204,7 +238,7 @@ def _let_api_read_models(
     ]
     if unreadable:
         statement = f"GRANT SELECT ON ALL TABLES IN SCHEMA {READMODEL} TO {q(api_role)}"
-        if owner != migrator:
+        if not acts_as(conn, owner):
             raise MissingPrivilege(
                 f"role {q(api_role)} (the API's) may not read {len(unreadable)} read-model "
                 f"table(s) of role {q(owner)} (first {READMODEL}.{unreadable[0]}); as "
@@ -213,3 +247,72 @@ def _let_api_read_models(
         conn.execute(statement)
         ran.append(statement)
     return ran
+
+
+def acts_as(conn: psycopg.Connection[Any], role: str) -> bool:
+    """Whether the connected role is `role`, a member of it, or a superuser."""
+    return conn.execute("SELECT pg_has_role(%s, 'MEMBER')", (role,)).fetchone() == (True,)
+
+
+# The schemas a rebuild makes and drops (projections/replay.py): a leftover one must be the
+# projector's too.
+SCRATCH_SCHEMAS = ("readmodel_build", "readmodel_old")
+# What of the read models the projector's role does not own (it drops, rebuilds and swaps
+# them), schemas first (a table's new owner needs CREATE on its schema), with the owner and
+# whether the connected role acts as it (to hand it over, it must act as the new one too).
+NOT_THE_PROJECTORS = """
+SELECT kind, name, owner, pg_has_role(owner_id, 'MEMBER')
+FROM (
+    SELECT 'SCHEMA' AS kind, format('%%I', n.nspname) AS name, n.nspowner AS owner_id,
+           pg_get_userbyid(n.nspowner) AS owner
+    FROM pg_namespace n
+    WHERE n.nspname = ANY(%(scratch)s) AND n.nspowner <> to_regrole(%(projector)s)
+    UNION ALL
+    SELECT 'TABLE', format('%%I.%%I', n.nspname, c.relname), c.relowner,
+           pg_get_userbyid(c.relowner)
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = ANY(%(schemas)s) AND c.relkind IN ('r', 'p')
+      AND c.relowner <> to_regrole(%(projector)s)
+) AS foreign_objects
+ORDER BY kind = 'TABLE', name
+"""
+
+
+def _hand_read_models_to(
+    conn: psycopg.Connection[Any], database: str, projector_role: str
+) -> list[str]:
+    """Makes the projector's role the owner of the read models (a store the migrating role
+    or another projector's role created); returns the statements it ran. Raises
+    MissingPrivilege naming the statement(s) a superuser runs when it may not."""
+    q = functools.partial(quoted, conn)
+    params = {
+        "projector": projector_role,
+        "scratch": list(SCRATCH_SCHEMAS),
+        "schemas": [READMODEL, *SCRATCH_SCHEMAS],
+    }
+    rows = conn.execute(NOT_THE_PROJECTORS, params).fetchall()
+    statements = [f"ALTER {kind} {name} OWNER TO {q(projector_role)}" for kind, name, _, _ in rows]
+    acts_as_owners = all(acts for *_, acts in rows)
+    if rows and not (acts_as_owners and acts_as(conn, projector_role)):
+        (migrator,) = conn.execute("SELECT current_user").fetchone() or ("",)
+        owners = sorted({owner for _, _, owner, _ in rows})
+        first = next((name for kind, name, _, _ in rows if kind == "TABLE"), rows[0][1])
+        said = (
+            f"{len(rows)} read-model table(s) or schema(s) (first {first}) belong to role(s) "
+            f"{', '.join(q(o) for o in owners)}, not to {q(projector_role)}, the projector's "
+            "(METASTORE_PROJECTOR_ROLE), which drops, rebuilds and swaps them"
+        )
+        if acts_as_owners:
+            raise MissingPrivilege(
+                f"{said}; `metastore migrate` hands them over once role {q(migrator)} is a "
+                f"member of {q(projector_role)}: as a superuser run: "
+                f"GRANT {q(projector_role)} TO {q(migrator)};"
+            )
+        raise MissingPrivilege(
+            f"{said}; as a superuser, connected to database {q(database)}, run: "
+            + " ".join(f"{statement};" for statement in statements)
+        )
+    with conn.transaction():
+        for statement in statements:
+            conn.execute(statement)
+    return statements

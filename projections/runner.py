@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from metastore import login
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
 from metastore.eventlog import NOTIFY_CHANNEL
@@ -251,7 +252,7 @@ class SchemaCheck:
 
     def _run(self, database_url: str, stall_timeout: float) -> None:
         try:
-            with psycopg.connect(
+            with login.connect(
                 database_url, connect_timeout=READY_CONNECT_TIMEOUT_S, autocommit=True
             ) as conn:
                 self.missing = missing_migrations(conn)
@@ -301,10 +302,11 @@ def run_projector(settings: Settings) -> None:
                 backoff = 0.5
             except psycopg.OperationalError as exc:
                 status.role = "unavailable"
-                log.warning(
-                    "database unavailable; retrying",
-                    extra={"error": one_line(exc), "retry_in_s": backoff},
-                )
+                if login.gate(settings.database_url).reason is None:  # (logged at each refusal)
+                    log.warning(
+                        "database unavailable; retrying",
+                        extra={"error": one_line(exc), "retry_in_s": backoff},
+                    )
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
     finally:
@@ -322,7 +324,7 @@ def lead(
     catalogs: CatalogMap = NO_CATALOGS,
 ) -> None:
     """Waits to become the active projector, then folds until `stop` (or the DB goes away)."""
-    with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as leader:
+    with login.connect(database_url, autocommit=True, connect_timeout=10) as leader:
         while not stop.is_set():
             row = leader.execute("SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK,)).fetchone()
             if row and row[0]:
@@ -340,8 +342,8 @@ def lead(
         status.rebuild_outdated(prepare_tables(database_url, catalogs), catalogs)
         status.folding()
         with (
-            psycopg.connect(database_url, connect_timeout=10) as conn,
-            psycopg.connect(database_url, connect_timeout=10) as side,
+            login.connect(database_url, connect_timeout=10) as conn,
+            login.connect(database_url, connect_timeout=10) as side,
             Prefetcher(database_url, catalogs) as prefetcher,
         ):
             tune_session(conn)
@@ -470,7 +472,8 @@ def readiness(status: ProjectorStatus) -> tuple[int, dict[str, Any]]:
         reason = f"database did not answer within {READY_TIMEOUT_S} s"
         return 503, {"status": "unavailable", "reason": reason}
     if check.error is not None:
-        return 503, {"status": "unavailable", "reason": "database unreachable"}
+        reason = login.gate(status.database_url).unavailable_reason()
+        return 503, {"status": "unavailable", "reason": reason}
     missing, stalled = check.missing, check.stalled
     if missing:
         return 503, {

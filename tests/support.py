@@ -311,7 +311,7 @@ class ReadmeInstall:
         self.projector = f"{self.owner}_projector"
         self.database = self.owner
 
-    def statements(self, leave_out: str | None = None) -> list[str]:
+    def statements(self, leave_out: str | tuple[str, ...] | None = None) -> list[str]:
         """The README's SQL block with our names, one statement (or `\\connect`) each."""
         match = README_SQL.search((ROOT / "README.md").read_text())
         assert match, "README.md has no <!-- roles.sql --> block"
@@ -334,7 +334,7 @@ class ReadmeInstall:
         assert not current, f"a statement without its semicolon: {current}"
         return [s for s in statements if not (leave_out and s.startswith(leave_out))]
 
-    def run_sql(self, leave_out: str | None = None) -> None:
+    def run_sql(self, leave_out: str | tuple[str, ...] | None = None) -> None:
         """As the test server's superuser, in `psql`'s manner (`\\connect` switches)."""
         conn = psycopg.connect(self.pg_server.url("postgres"), autocommit=True)
         try:
@@ -353,14 +353,18 @@ class ReadmeInstall:
         netloc = f"{role}@{self.pg_server.host}:{self.pg_server.port}"
         return self.pg_server.parts._replace(netloc=netloc, path="/" + self.database).geturl()
 
-    def migrate(self) -> subprocess.CompletedProcess[str]:
+    def migrate(
+        self, *, as_role: str | None = None, roles: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """`metastore migrate` as the owner (or `as_role`), told the process roles unless
+        `roles` is False (one role for everything)."""
         env = {
             **os.environ,
-            "METASTORE_DATABASE_URL": self.url(self.owner),
-            "METASTORE_API_ROLE": self.api,
-            "METASTORE_PROJECTOR_ROLE": self.projector,
+            "METASTORE_DATABASE_URL": self.url(as_role or self.owner),
             "METASTORE_LOG_FORMAT": "text",
         }
+        if roles:
+            env |= {"METASTORE_API_ROLE": self.api, "METASTORE_PROJECTOR_ROLE": self.projector}
         return subprocess.run(
             [sys.executable, "-m", "metastore", "migrate"],
             capture_output=True,

@@ -131,10 +131,22 @@ def test_tables_of_another_role_are_named(setup: Setup) -> None:
     with setup.admin() as admin:
         admin.execute(f"ALTER DATABASE {q(setup.database)} OWNER TO {q(setup.role)}")
     result, _ = migrate(setup.url())
-    assert result.returncode == 3
+    assert result.returncode == 2  # the wrong role runs it: a configuration mistake
     (line,) = result.stderr.strip().splitlines()
     owner = setup.pg_server.user
     assert f"they belong to role {q(owner)}; run `metastore migrate` as {q(owner)}" in line
+
+
+def test_a_process_role_that_does_not_exist_is_a_configuration_mistake(
+    empty_database_url: str,
+) -> None:
+    result, _ = migrate(empty_database_url, METASTORE_API_ROLE="metastore_apii")
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line == (
+        "metastore: METASTORE_API_ROLE='metastore_apii': no such role in the database server; "
+        "create it first (README, Install)"
+    )
 
 
 def test_a_database_error_is_one_line(setup: Setup) -> None:

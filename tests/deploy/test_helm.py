@@ -810,6 +810,26 @@ def test_listener_exposes_the_api(all_on_manifests: list[Manifest]) -> None:
     assert "listener" not in {v["name"] for v in projector["volumes"]}
 
 
+def test_a_ca_for_the_database_means_verify_full(helm: str) -> None:
+    """With the CA of the server's certificate the pods verify the server (host name and
+    chain); without one they keep `prefer`; an sslmode given wins."""
+
+    def urls(*args: str) -> set[str]:
+        return {
+            env_of(spec["containers"][0])["METASTORE_DATABASE_URL"]
+            for _, spec in pod_specs(template(helm, *args))
+        }
+
+    with_ca = ["--set", "database.caSecret.name=postgresql-ca"]
+    assert urls(*with_ca) == {
+        "postgresql://metastore@postgresql:5432/metastore"
+        "?sslmode=verify-full&sslrootcert=/etc/metastore/db-ca/ca.crt"
+    }
+    assert urls() == {"postgresql://metastore@postgresql:5432/metastore?sslmode=prefer"}
+    (url,) = urls(*with_ca, "--set", "database.sslmode=verify-ca")
+    assert "?sslmode=verify-ca&sslrootcert=" in url
+
+
 def test_read_replica_url_goes_to_the_api_only(helm: str, all_on_manifests: list[Manifest]) -> None:
     (c,) = one(all_on_manifests, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
     assert env_of(c)["METASTORE_READ_DATABASE_URL"] == (

@@ -115,10 +115,15 @@ else database.user. Call with (dict "ctx" $ "component" "api").
 {{- include "metastore.databaseUrlOf" (dict "ctx" . "host" $r.host "port" ($r.port | default .Values.database.port) "user" (include "metastore.dbUser" (dict "ctx" . "component" "api"))) -}}
 {{- end -}}
 
+{{/* libpq sslmode: database.sslmode, else verify-full with a CA to verify the server by, else prefer. */}}
+{{- define "metastore.sslmode" -}}
+{{- .Values.database.sslmode | default (ternary "verify-full" "prefer" (not (empty .Values.database.caSecret.name))) -}}
+{{- end -}}
+
 {{/* libpq URL of a server of the database; call with (dict "ctx" $ "host" h "port" p "user" u). */}}
 {{- define "metastore.databaseUrlOf" -}}
 {{- $db := .ctx.Values.database -}}
-{{- $params := list (printf "sslmode=%s" $db.sslmode) -}}
+{{- $params := list (printf "sslmode=%s" (include "metastore.sslmode" .ctx)) -}}
 {{- if $db.caSecret.name -}}
 {{- $params = append $params "sslrootcert=/etc/metastore/db-ca/ca.crt" -}}
 {{- end -}}
