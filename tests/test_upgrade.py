@@ -182,3 +182,13 @@ def test_the_image_and_the_chart_carry_the_packages_version() -> None:
     assert project["version"] == __version__
     assert app_version is not None and app_version[1] == __version__
     assert image_version is not None and image_version[1] == __version__
+
+
+def test_an_empty_variable_means_its_default(store: str, tmp_path: Path) -> None:
+    """A chart rendering a value an older values file lacks sets its variable to '': the
+    processes start with the default rather than exiting on it."""
+    empty = {name: "" for name in ("METASTORE_READ_TIMEOUT", "METASTORE_POOL_SIZE")}
+    with running("api", store, tmp_path, env=empty) as api:
+        assert httpx.get(api.base_url + "/api/v1/jobs").status_code == 200
+    with running("projector", store, tmp_path, env={"METASTORE_STALL_TIMEOUT": ""}) as proj:
+        assert httpx.get(proj.base_url + "/readyz").status_code == 200
