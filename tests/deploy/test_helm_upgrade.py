@@ -14,6 +14,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import shlex
 import subprocess
 import tarfile
 import threading
@@ -105,7 +107,7 @@ def helm_env(kubeconfig: Path, releases: Path | None = None) -> dict[str, str]:
     return env
 
 
-def helm(binary: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def helm_with(binary: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [binary, *args],
         cwd=ROOT,
@@ -118,16 +120,22 @@ def helm(binary: str, env: dict[str, str], *args: str) -> subprocess.CompletedPr
 
 
 def installed_release(
-    binary: str, kubeconfig: Path, chart: Path, values: Path | None, into: Path
+    binary: str,
+    kubeconfig: Path,
+    chart: Path,
+    values: Path | None,
+    into: Path,
+    name: str = RELEASE,
+    namespace: str = NAMESPACE,
 ) -> Path:
     """The release record helm stores after installing `chart` (with `values`), as the
     memory driver reads it."""
     empty = into / "none.yaml"
     empty.write_text("")
-    args = ["install", RELEASE, str(chart), "-n", NAMESPACE, "--dry-run=client", "-o", "yaml"]
+    args = ["install", name, str(chart), "-n", namespace, "--dry-run=client", "-o", "yaml"]
     if values is not None:
         args += ["-f", str(values)]
-    done = helm(binary, helm_env(kubeconfig, empty), *args)
+    done = helm_with(binary, helm_env(kubeconfig, empty), *args)
     assert done.returncode == 0, done.stderr
     release = yaml.safe_load(done.stdout)
     release["info"]["status"] = "deployed"
@@ -138,7 +146,7 @@ def installed_release(
 
 def upgraded_manifests(binary: str, kubeconfig: Path, releases: Path, flag: str) -> list[Manifest]:
     args = ["upgrade", RELEASE, str(CHART), "-n", NAMESPACE, flag, "--dry-run=client"]
-    done = helm(binary, helm_env(kubeconfig, releases), *args, "-o", "yaml")
+    done = helm_with(binary, helm_env(kubeconfig, releases), *args, "-o", "yaml")
     assert done.returncode == 0, done.stderr
     release = yaml.safe_load(done.stdout)
     assert release["info"]["notes"]  # (NOTES.txt rendered too)
@@ -183,3 +191,45 @@ def test_upgrade_from_a_previous_chart_renders_and_the_processes_take_its_env(
         assert settings.read_timeout > 0
         seen += 1
     assert seen == 3  # api, projector, migrate
+
+
+def readme_helm_commands(section: str) -> list[list[str]]:
+    """The `helm ...` commands of the README's section, as written (comments dropped)."""
+    readme = (ROOT / "README.md").read_text()
+    text = readme.split(f"### {section}\n", 1)[1].split("\n### ", 1)[0]
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if line.startswith("helm "):
+                commands.append(shlex.split(line, comments=True))
+    return commands
+
+
+def test_the_readmes_upgrade_and_rollback_commands_as_written(
+    helm: str, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """From chart 0.2.0 (issue 43's): the README's upgrade, then its history and rollback."""
+    old = previous_chart(PREVIOUS_CHARTS["0.2.0"], tmp_path)
+    releases = installed_release(helm, kubeconfig, old, None, tmp_path, "metastore", "lineage")
+    upgrade, history, rollback = readme_helm_commands("7. Upgrade")
+    assert upgrade[:2] == ["helm", "upgrade"] and "--reuse-values" in upgrade
+    env = helm_env(kubeconfig, releases)
+    done = helm_with(helm, env, *upgrade[1:], "--dry-run=client", "-o", "yaml")
+    assert done.returncode == 0, done.stderr
+    upgraded = yaml.safe_load(done.stdout)
+    assert upgraded["chart"]["metadata"]["appVersion"] == __version__
+    # The memory driver now holds both revisions, as the cluster would.
+    (first,) = yaml.safe_load(releases.read_text())
+    first["info"]["status"] = "superseded"
+    upgraded["info"]["status"] = "deployed"
+    releases.write_text(yaml.safe_dump([first, upgraded]))
+    assert history[-2:] == ["history", "metastore"]
+    done = helm_with(helm, env, *history[1:], "-o", "json")
+    assert done.returncode == 0, done.stderr
+    revisions = {r["revision"]: r["app_version"] for r in json.loads(done.stdout)}
+    assert revisions == {1: first["chart"]["metadata"]["appVersion"], 2: __version__}
+    assert revisions[1] != revisions[2]  # each release's image has a tag of its own
+    assert rollback[-1] == "<REVISION>"
+    done = helm_with(helm, env, *rollback[1:-1], "1", "--dry-run=client")
+    assert done.returncode == 0, done.stderr
+    assert "Rollback was a success" in done.stdout
