@@ -10,7 +10,12 @@ release's projector has rebuilt and swapped in its tables, every read answers as
 
 from __future__ import annotations
 
+import io
+import os
 import re
+import subprocess
+import sys
+import tarfile
 import time
 import tomllib
 from collections.abc import Iterator
@@ -51,6 +56,53 @@ NEWER_LAYOUT = PREVIOUS_RELEASE[1:]
 NEWER_VERSIONS = (
     "UPDATE projection_state SET version = version + 1 WHERE name IN ('datasets', 'lineage')",
 )
+
+
+# The previous release (0.1.0, chart 0.3.0): its code folds a store as it would have.
+PREVIOUS_RELEASE_COMMIT = "a2a89f8"
+# Run with the previous release's code (its working directory first on sys.path).
+PREVIOUS_FOLD = """
+import sys
+import psycopg
+from projections.runner import catch_up
+from projections.schema import create_readmodel_tables
+with psycopg.connect(sys.argv[1]) as conn:
+    create_readmodel_tables(conn)
+catch_up(sys.argv[1])
+"""
+
+
+@pytest.fixture(scope="module")
+def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The previous release's code and SQL (git archive of the checkout's history)."""
+    archive = subprocess.run(
+        ["git", "archive", PREVIOUS_RELEASE_COMMIT, "metastore", "projections", "sql"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        message = f"the history lacks {PREVIOUS_RELEASE_COMMIT}: {archive.stderr.decode()}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    root = tmp_path_factory.mktemp("previous-release")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
+def release_process(code: Path, url: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`python <args>` with the code of the checkout `code` (first on sys.path)."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=code,
+        env={**os.environ, "METASTORE_DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -105,6 +157,38 @@ def reads_until_swapped(
             return last, waited
         assert time.monotonic() < deadline, "the rebuild was never swapped in"
         time.sleep(0.05)
+
+
+def test_a_store_the_previous_release_folded_serves_every_read_through_the_upgrade(
+    previous_release: Path, store: str, pg_server: Any, tmp_path: Path
+) -> None:
+    """Issue 43's upgrade: the previous release's code migrated and folded the store; this
+    release's migrate, api and projector take it over."""
+    with running("api", store, tmp_path) as api, httpx.Client(base_url=api.base_url) as client:
+        paths = read_paths(client)
+        expected = answers(client, paths)  # (this release's fold of the same events)
+    with pg_server.database("previous") as url:
+        # The previous release's migrate, the events, then its projector's fold of them.
+        done = release_process(previous_release, url, ["-m", "metastore", "migrate"])
+        assert done.returncode == 0, done.stderr
+        with psycopg.connect(url, autocommit=True) as conn:
+            append(conn, all_scenario_events())  # (the log's layout is the same)
+        done = release_process(previous_release, url, ["-c", PREVIOUS_FOLD, url])
+        assert done.returncode == 0, done.stderr
+        # This release's migrate (the helm hook), api pods, then projector.
+        done = release_process(ROOT, url, ["-m", "metastore", "migrate"])
+        assert done.returncode == 0, done.stderr
+        with (
+            running("api", url, tmp_path) as api,
+            httpx.Client(base_url=api.base_url) as client,
+        ):
+            for answer in answers(client, paths).values():
+                assert_rebuilding(answer)
+            assert client.get("/api/v1/status").json()["rebuilding"]
+            with running("projector", url, tmp_path):
+                after, _ = reads_until_swapped(client, paths)
+    for path in paths:
+        assert after[path].json() == expected[path].json(), path
 
 
 def test_the_previous_releases_read_models_answer_503_until_this_releases_are_swapped_in(
