@@ -32,7 +32,7 @@ from metastore.config import load_settings
 from tests.deploy.helm import CHART, NAMESPACE, RELEASE, ROOT, Manifest
 
 # The charts released before this one: chart version -> its commit.
-PREVIOUS_CHARTS = {"0.2.0": "3ee2586", "0.3.0": "a2a89f8"}
+PREVIOUS_CHARTS = {"0.1.0": "5b622b4", "0.2.0": "3ee2586", "0.3.0": "a2a89f8"}
 CHART_PATH = "deploy/helm/metastore"
 # What helm's discovery asks a cluster (the version; no API groups beyond v1).
 DISCOVERY = {
