@@ -269,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The Stackable metadata store: OpenLineage in, lineage out. "
         "Configuration comes from METASTORE_* environment variables (see README).",
     )
+    parser.add_argument("--version", action="version", version=f"metastore {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     dev = sub.add_parser(
         "dev",

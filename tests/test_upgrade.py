@@ -250,9 +250,11 @@ def test_every_process_reports_its_release(store: str, tmp_path: Path) -> None:
             metrics = httpx.get(process.base_url + "/metrics")
             assert build_info in metrics.text.splitlines()
         assert httpx.get(api.base_url + "/api/v1/status").json()["version"] == __version__
-    assert f"version={__version__}" in api.output() or f'"version": "{__version__}"' in (
-        api.output()
-    )
+    for process, line in ((api, "api starting"), (proj, "projector listening")):
+        (started,) = [out for out in process.output().splitlines() if line in out]
+        assert f"version={__version__}" in started, started
+    done = release_process(ROOT, store, ["-m", "metastore", "--version"])
+    assert done.stdout == f"metastore {__version__}\n"
 
 
 def test_the_image_and_the_chart_carry_the_packages_version() -> None:

@@ -62,25 +62,23 @@ class ReadModelVersions:
         self.clock = clock
         self.checked_at = -RECHECK_S
         self.stored: dict[str, int] = {}
+        self.other: list[str] = []  # of `stored`, the projections of another version
 
-    async def stored_versions(self, conn: AsyncConnection[Any]) -> dict[str, int]:
-        """The live tables' versions as last read (read again when RECHECK_S old)."""
+    async def require(self, conn: AsyncConnection[Any]) -> None:
+        """Raises 503 unless the live read models are the versions this release reads
+        (as last read: again when RECHECK_S old)."""
         now = self.clock()
         if now - self.checked_at >= RECHECK_S:
             cur = await conn.execute(STORED_VERSIONS)
             self.stored = {name: version for name, version in await cur.fetchall()}
+            self.other = other_versions(self.stored, self.expected)
             self.checked_at = now
-        return self.stored
-
-    async def require(self, conn: AsyncConnection[Any]) -> None:
-        """Raises 503 unless the live read models are the versions this release reads."""
-        stored = await self.stored_versions(conn)
-        if not stored:
+        if not self.stored:
             raise ProblemError(503, NOT_CREATED, headers={"Retry-After": "5"})
-        other = other_versions(stored, self.expected)
-        if other:
+        if self.other:
             shown = ", ".join(
-                f"{name} {stored.get(name, 'none')} (reads {self.expected[name]})" for name in other
+                f"{name} {self.stored.get(name, 'none')} (reads {self.expected[name]})"
+                for name in self.other
             )
             raise rebuilding(
                 f"the read models are another release's (versions: {shown}); the projector "
