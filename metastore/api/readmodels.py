@@ -18,6 +18,8 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection
 
+from metastore.db import READ_MODELS_MISSING
+from metastore.db import RETRY_AFTER_S as DATABASE_RETRY_AFTER_S
 from metastore.problems import ProblemError
 from projections.schema import PROJECTIONS
 
@@ -33,9 +35,6 @@ RECHECK_S = 1.0
 RETRY_AFTER_S = "10"
 # The SQLSTATEs of a query naming what the live tables of another release lack.
 OTHER_LAYOUT = (psycopg.errors.UndefinedColumn, psycopg.errors.UndefinedTable)
-NOT_CREATED = (
-    "the read models are not created yet (the projector creates them when it starts); retry later"
-)
 
 
 def other_versions(stored: Mapping[str, int], expected: Mapping[str, int]) -> list[str]:
@@ -74,7 +73,9 @@ class ReadModelVersions:
             self.other = other_versions(self.stored, self.expected)
             self.checked_at = now
         if not self.stored:
-            raise ProblemError(503, NOT_CREATED, headers={"Retry-After": "5"})
+            raise ProblemError(
+                503, READ_MODELS_MISSING, headers={"Retry-After": DATABASE_RETRY_AFTER_S}
+            )
         if self.other:
             shown = ", ".join(
                 f"{name} {self.stored.get(name, 'none')} (reads {self.expected[name]})"
