@@ -140,21 +140,19 @@ def assert_rebuilding(answer: httpx.Response) -> None:
 
 def reads_until_swapped(
     client: httpx.Client, paths: list[str], timeout: float = 60
-) -> tuple[dict[str, httpx.Response], int]:
-    """Reads every path until all answer 200; returns the last answers and how many 503s
-    came before (any other status fails)."""
-    waited = 0
+) -> dict[str, httpx.Response]:
+    """Reads every path until all answer 200 (a 503 must be `read-models-rebuilding`, any
+    other status fails); returns the last answers."""
     deadline = time.monotonic() + timeout
     while True:
         last = answers(client, paths)
         for answer in last.values():
             if answer.status_code == 503:
                 assert_rebuilding(answer)
-                waited += 1
             else:
                 assert answer.status_code == 200, answer.text
         if all(a.status_code == 200 for a in last.values()):
-            return last, waited
+            return last
         assert time.monotonic() < deadline, "the rebuild was never swapped in"
         time.sleep(0.05)
 
@@ -186,7 +184,7 @@ def test_a_store_the_previous_release_folded_serves_every_read_through_the_upgra
                 assert_rebuilding(answer)
             assert client.get("/api/v1/status").json()["rebuilding"]
             with running("projector", url, tmp_path):
-                after, _ = reads_until_swapped(client, paths)
+                after = reads_until_swapped(client, paths)
     for path in paths:
         assert after[path].json() == expected[path].json(), path
 
@@ -209,9 +207,8 @@ def test_the_previous_releases_read_models_answer_503_until_this_releases_are_sw
         assert status.json()["rebuilding"] == ["datasets", "lineage"]
         # This release's projector rebuilds them beside the live tables and swaps them in.
         with running("projector", store, tmp_path):
-            after, waited = reads_until_swapped(client, paths)
+            after = reads_until_swapped(client, paths)
         assert client.get("/api/v1/status").json()["rebuilding"] == []
-    assert waited > 0  # (the reads came while the rebuild ran)
     for path in paths:
         assert after[path].json() == before[path].json(), path
 
@@ -238,7 +235,7 @@ def test_a_newer_releases_read_models_answer_503_until_this_releases_are_back(
         for answer in answers(client, paths).values():
             assert_rebuilding(answer)
         with running("projector", store, tmp_path):
-            after, _ = reads_until_swapped(client, paths)
+            after = reads_until_swapped(client, paths)
     for path in paths:
         assert after[path].json() == before[path].json(), path
 
