@@ -31,7 +31,7 @@ from metastore.api.readmodels import RETRY_AFTER_S
 from metastore.problems import PROBLEM_BASE, PROBLEM_JSON
 from projections.runner import catch_up
 from tests.logdata import append
-from tests.support import ROOT, all_scenario_events, running
+from tests.support import DBT_PRODUCER, ROOT, all_scenario_events, run_event, running
 
 REBUILDING = PROBLEM_BASE + "read-models-rebuilding"
 # The reads issue 43 saw fail (500) during an upgrade, and the other lists.
@@ -211,6 +211,31 @@ def test_the_previous_releases_read_models_answer_503_until_this_releases_are_sw
         assert client.get("/api/v1/status").json()["rebuilding"] == []
     for path in paths:
         assert after[path].json() == before[path].json(), path
+
+
+def test_ingest_export_and_probes_go_on_while_reads_wait_for_the_rebuild(
+    store: str, tmp_path: Path
+) -> None:
+    """An event acknowledged during the rebuild is kept and folded into the tables swapped
+    in; the export feed and /readyz answer meanwhile."""
+    run = "0193a1f0-0000-7000-8000-0000000000a1"
+    event = run_event(
+        "COMPLETE", "2026-12-01T10:00:00Z", DBT_PRODUCER, ("upgrade", "during"), run, [], []
+    )
+    change(store, PREVIOUS_RELEASE)
+    with running("api", store, tmp_path) as api, httpx.Client(base_url=api.base_url) as client:
+        assert_rebuilding(client.get("/api/v1/jobs"))
+        assert client.post("/ingest/openlineage", json=event).status_code == 200
+        assert client.get("/readyz").status_code == 200
+        exported = client.get("/export/openlineage/events")
+        assert exported.status_code == 200 and run in exported.text
+        with running("projector", store, tmp_path):
+            reads_until_swapped(client, ["/api/v1/jobs"])
+            deadline = time.monotonic() + 30
+            while (answer := client.get(f"/api/v1/runs/{run}")).status_code == 404:
+                assert time.monotonic() < deadline, "the event was never folded"
+                time.sleep(0.05)
+            assert answer.status_code == 200, answer.text
 
 
 def test_a_newer_releases_read_models_answer_503_until_this_releases_are_back(
