@@ -1,3 +1,3 @@
 """metastore: the metadata store of the Stackable Data Platform."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metastore import api, export, health, ingest, metrics_endpoint
 from metastore.access_log import AccessLog
+from metastore.api.readmodels import ReadModelVersions
 from metastore.auth import BearerAuth
 from metastore.config import Settings
 from metastore.db import (
@@ -178,6 +179,7 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.settings = settings
     app.state.inflight_budget = budget
     app.state.pool = pool
+    app.state.read_model_versions = ReadModelVersions()
     app.state.reserved_pool = reserved_pool
     app.state.primary_pool = primary_pool
     app.state.ingest_pool = ingest_pool

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from metastore import __version__
 from metastore.config import ConfigError, Settings, load_settings
 from metastore.exit import Exit, one_line
 from metastore.logs import configure_logging
@@ -37,8 +38,9 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> None:
         api_role=settings.api_role,
         projector_role=settings.projector_role,
     )
-    log.info("schema is current", extra={"applied": len(applied)})
-    print(f"applied {len(applied)} migration(s); the schema is current")
+    # (its version on the line that ends it: a migrate that fails says why in one line)
+    log.info("schema is current", extra={"applied": len(applied), "version": __version__})
+    print(f"applied {len(applied)} migration(s); the schema is current (metastore {__version__})")
 
 
 def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
@@ -61,6 +63,7 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> None:
     # Bound before anything starts, so a port in use is one line naming METASTORE_PORT.
     sock = listening_socket(settings.host, settings.port, "METASTORE_PORT")
     app = create_app(settings)
+    log.info("api starting", extra={"version": __version__, "port": settings.port})
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -266,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The Stackable metadata store: OpenLineage in, lineage out. "
         "Configuration comes from METASTORE_* environment variables (see README).",
     )
+    parser.add_argument("--version", action="version", version=f"metastore {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     dev = sub.add_parser(
         "dev",

@@ -158,7 +158,9 @@ _DEFAULTS = {name: default for name, default, _ in VARIABLES}
 
 
 def _get(env: Mapping[str, str], name: str) -> str:
-    return env.get(name, _DEFAULTS[name]).strip()
+    """The variable's value; its default when unset or empty (a chart rendering a value an
+    older values file lacks sets it to '')."""
+    return env.get(name, "").strip() or _DEFAULTS[name]
 
 
 def _parse(env: Mapping[str, str], name: str, parse: Callable[[str], T], expected: str) -> T:

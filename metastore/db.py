@@ -178,13 +178,13 @@ def database_unavailable(exc: Exception) -> Response:
     )
 
 
+READ_MODELS_MISSING = (
+    "the read models are not created yet (the projector creates them when it starts); retry later"
+)
+
+
 def read_models_missing(exc: Exception) -> Response:
     """The answer to a read before the projector's first start has created the read-model
     tables (a fresh install's first seconds): 503 with Retry-After, not a server error."""
     log.warning("read models not created yet", extra={"error": type(exc).__name__})
-    return problem_response(
-        503,
-        "the read models are not created yet (the projector creates them when it starts); "
-        "retry later",
-        headers={"Retry-After": RETRY_AFTER_S},
-    )
+    return problem_response(503, READ_MODELS_MISSING, headers={"Retry-After": RETRY_AFTER_S})

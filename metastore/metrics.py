@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, Info
+
+from metastore import __version__
+
+# Every process (api, projector) reports the release it runs: metastore_build_info{version}.
+BUILD_INFO = Info("metastore_build", "The metastore release this process runs.")
+BUILD_INFO.info({"version": __version__})
 
 # Ingest
 INGEST_REQUESTS = Counter(

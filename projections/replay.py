@@ -22,6 +22,7 @@ from typing import Any, TextIO
 import psycopg
 from psycopg import errors, sql
 
+from metastore import __version__
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
 from metastore.eventlog import START, Position
@@ -169,7 +170,9 @@ def _rebuild(
 ) -> int:
     started = time.monotonic()
     names = [p.NAME for p in projections]
-    log.info("rebuilding projections", extra={"projections": ",".join(names)})
+    log.info(
+        "rebuilding projections", extra={"projections": ",".join(names), "version": __version__}
+    )
     with conn.transaction():
         conn.execute(
             sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(BUILD_SCHEMA))

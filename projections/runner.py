@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from metastore import login
+from metastore import __version__, login
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
 from metastore.eventlog import NOTIFY_CHANNEL
@@ -280,7 +280,7 @@ def run_projector(settings: Settings) -> None:
     if settings.tls is not None:
         tls = CertificateReloader(settings.tls).attach(server_context(settings.tls))
     server = start_health_server(settings.host, settings.projector_port, status, tls)
-    log.info("projector listening", extra={"port": settings.projector_port})
+    log.info("projector listening", extra={"port": settings.projector_port, "version": __version__})
     if settings.catalogs:
         log.info(
             "catalog map read",

@@ -23,6 +23,11 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 log() { printf '\033[1m[image] %s\033[0m\n' "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
 
+# The image's version by default: the chart's appVersion, the release's own tag.
+chart_app_version() {
+    sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "${here}/deploy/helm/metastore/Chart.yaml"
+}
+
 case "${cmd}" in
 base)
     image="${image:-localhost/metastore-base:bookworm}"
@@ -45,7 +50,7 @@ build)
     [[ -n "${image}" ]] || die "image name missing"
     builder="${BUILDER:-buildah}"
     args=(--isolation="${ISOLATION:-chroot}" -f Containerfile -t "${image}"
-          --build-arg "VERSION=${VERSION:-0.1.0}"
+          --build-arg "VERSION=${VERSION:-$(chart_app_version)}"
           --build-arg "REVISION=${REVISION:-unknown}"
           --build-arg "CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)")
     [[ -n "${BASE_IMAGE:-}" ]] && args+=(--build-arg "BASE_IMAGE=${BASE_IMAGE}" --pull=never)

@@ -10,6 +10,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 from starlette.requests import Request
 
+from metastore.api.readmodels import OTHER_LAYOUT, ReadModelVersions
 from metastore.problems import ProblemError
 
 
@@ -18,10 +19,19 @@ async def connection(
     request: Request, *, reserved: bool = False
 ) -> AsyncIterator[AsyncConnection[Any]]:
     """A read connection; `reserved`: one of the few kept for /status and the probes, which
-    reads cannot take (metastore/app.py)."""
+    reads cannot take (metastore/app.py). A read of read models of another release than
+    this one is a 503 `read-models-rebuilding` (metastore/api/readmodels.py)."""
     pool = request.app.state.reserved_pool if reserved else request.app.state.pool
+    versions: ReadModelVersions = request.app.state.read_model_versions
     async with pool.connection() as conn:
-        yield conn
+        if reserved:  # (/status and the probes read the bookkeeping, not the read models)
+            yield conn
+            return
+        await versions.require(conn)
+        try:
+            yield conn
+        except OTHER_LAYOUT as exc:
+            raise versions.unreadable(exc) from exc
 
 
 async def rows(conn: AsyncConnection[Any], query: str, params: Any = None) -> list[Any]:

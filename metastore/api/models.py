@@ -1206,9 +1206,18 @@ class Freshness(Struct):
 
 
 class Status(Struct):
+    version: Annotated[str, Meta(description="The metastore release of the API process answering.")]
     log: LogStatus
     projections: list[ProjectionStatus]
     freshness: Freshness
+    rebuilding: Annotated[
+        list[str],
+        Meta(
+            description="Projections whose live tables are another release's than this "
+            "process reads (an upgrade or rollback): until the projector swaps in their "
+            "rebuild, reads answer 503 of type `read-models-rebuilding`."
+        ),
+    ]
 
 
 ALL: tuple[Any, ...] = (

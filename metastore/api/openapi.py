@@ -247,6 +247,8 @@ _UNKNOWN_PARAMETER = (
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "string"}}}
 _READ_UNAVAILABLE = (
     "The database is unavailable (type `unavailable`): retry after `Retry-After`; or the "
+    "read models are another release's while the projector rebuilds them after an upgrade "
+    "or rollback (type `read-models-rebuilding`): retry after `Retry-After`; or the "
     "read ran past its time limit, METASTORE_READ_TIMEOUT (type `read-timeout`, no "
     "Retry-After): ask for less (a smaller depth or limit, no `as_of`) or retry later."
 )

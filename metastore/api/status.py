@@ -5,9 +5,11 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore import __version__
 from metastore.api import models
 from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
+from metastore.api.readmodels import EXPECTED, other_versions
 from metastore.api.responses import json_response
 from metastore.eventlog import WATERMARK, Position
 from metastore.stalls import is_stalled
@@ -70,7 +72,9 @@ STATUS_OP = Operation(
     "position, how many events and seconds it lags behind the log, and its dead letters. "
     "`freshness` adds the lag of the streaming replica the API reads from, if any. A "
     "projection that has not folded for longer than METASTORE_STALL_TIMEOUT (60 s by "
-    "default) while events wait is `stalled`.",
+    "default) while events wait is `stalled`. `version` is the API's release; `rebuilding` "
+    "names the projections whose tables are another release's (reads wait for their "
+    "rebuild).",
 )
 resource = Resource()
 
@@ -90,6 +94,7 @@ async def get_status(request: Request) -> Response:
     return json_response(
         request,
         models.Status(
+            version=__version__,
             log=models.LogStatus(
                 events=estimate,
                 size_bytes=size_bytes,
@@ -115,5 +120,6 @@ async def get_status(request: Request) -> Response:
                 replication_lag_seconds=replication_lag,
                 lag_seconds=replication_lag + max((p[7] for p in projections), default=0.0),
             ),
+            rebuilding=other_versions({p[0]: p[1] for p in projections}, EXPECTED),
         ),
     )
