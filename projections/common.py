@@ -75,6 +75,13 @@ class FoldEvent(msgspec.Struct, frozen=True):
         a FAIL, ...) describes data that may never exist."""
         return self.writes or ref.role != "output" or self.kind != "run"
 
+    def versions(self, ref: DatasetRef) -> bool:
+        """Whether `ref`'s schema is a version of the dataset: what a write produced (or a
+        DatasetEvent or JobEvent declares). A reader's schema is its view of the data (Trino
+        reads Spark's `long` as `bigint`): an observation (history.reader_schemas), never a
+        version, nor the dataset's `schema` facet."""
+        return ref.role != "input" and self.observes(ref)
+
 
 ONE_MICROSECOND = dt.timedelta(microseconds=1)  # made once, not per call of micros()
 

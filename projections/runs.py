@@ -40,8 +40,8 @@ from projections.common import (
 
 NAME = "runs"
 # 2: facets json; 3: index runs_started; 4: index runs_namespace; 5: root_path; 6: facets
-# over LARGE_FACET_BYTES left in the log
-VERSION = 6
+# over LARGE_FACET_BYTES left in the log; 7: index runs_state_time
+VERSION = 7
 TABLES = ("runs",)
 
 COLUMNS = (
