@@ -10,6 +10,13 @@ By eventTime (June 2026):
     1st 02:00  a Trino query reads orders_daily (bigint, bigint, varchar): a reader's view
     1st 03:00  spark_daily writes orders_daily again, spelled as Hive does (bigint, string)
     1st 00:00  nightly STARTs, and FAILs on the 2nd 00:30 (25 hours later)
+    3rd 00:10  build writes orders (b0), build2 writes orders2 (c0)
+    3rd 01:00  clicks_stream (STREAMING) RUNNING names clicks, ABORTs at 02:00; a reader
+               reads clicks at 03:00
+    4th 00:10  build COMPLETEs b1, which FAILs at 00:20 (posted in that order); build2's
+               c1 the same, its FAIL posted first
+    5th 00:00  report reads orders and orders2; 00:10 kpis writes daily_kpis (a0)
+    6th 00:00  kpis' run a1 STARTs, FAILs at 00:10, and COMPLETEs on a retry at 01:10
 """
 
 from __future__ import annotations
@@ -76,6 +83,51 @@ STATE_TIME = [
 ]
 
 
+V0 = [("id", "long")]
+V1 = [("id", "long"), ("extra", "string")]
+STREAMING = {
+    "jobType": {
+        "_producer": SPARK,
+        "_schemaURL": "https://openlineage.io/spec/facets/2-0-3/JobTypeJobFacet.json",
+        "processingType": "STREAMING",
+        "integration": "FLINK",
+        "jobType": "JOB",
+    }
+}
+
+
+def streaming(e: dict[str, Any]) -> dict[str, Any]:
+    e["job"]["facets"] = STREAMING
+    return e
+
+
+WRITE_RULE = [
+    event("START", "2026-06-03T00:00:00Z", "build", "b0", [], [dataset("orders")]),
+    event("COMPLETE", "2026-06-03T00:10:00Z", "build", "b0", [], [dataset("orders", V0)]),
+    event("COMPLETE", "2026-06-03T00:10:00Z", "build2", "c0", [], [dataset("orders2", V0)]),
+    streaming(event("START", "2026-06-03T00:00:00Z", "clicks_stream", "st1", [], [])),
+    streaming(
+        event("RUNNING", "2026-06-03T01:00:00Z", "clicks_stream", "st1", [], [dataset("clicks")])
+    ),
+    streaming(event("ABORT", "2026-06-03T02:00:00Z", "clicks_stream", "st1", [], [])),
+    event("COMPLETE", "2026-06-03T03:00:00Z", "clicks_report", "cr1", [dataset("clicks")], []),
+    event("START", "2026-06-04T00:00:00Z", "build", "b1", [], [dataset("orders")]),
+    event("COMPLETE", "2026-06-04T00:10:00Z", "build", "b1", [], [dataset("orders", V1)]),
+    event("FAIL", "2026-06-04T00:20:00Z", "build", "b1", [], []),
+    event("FAIL", "2026-06-04T00:20:00Z", "build2", "c1", [], []),
+    event("START", "2026-06-04T00:00:00Z", "build2", "c1", [], [dataset("orders2")]),
+    event("COMPLETE", "2026-06-04T00:10:00Z", "build2", "c1", [], [dataset("orders2", V1)]),
+    event(
+        "COMPLETE", "2026-06-05T00:00:00Z", "report", "r1",
+        [dataset("orders"), dataset("orders2")], [],
+    ),
+    event("COMPLETE", "2026-06-05T00:10:00Z", "kpis", "a0", [], [dataset("daily_kpis")]),
+    event("START", "2026-06-06T00:00:00Z", "kpis", "a1", [], [dataset("daily_kpis")]),
+    event("FAIL", "2026-06-06T00:10:00Z", "kpis", "a1", [], [dataset("daily_kpis")]),
+    event("COMPLETE", "2026-06-06T01:10:00Z", "kpis", "a1", [], [dataset("daily_kpis")]),
+]  # fmt: skip
+
+
 class Api:
     def __init__(self, client: httpx.Client) -> None:
         self.client = client
@@ -107,7 +159,7 @@ def api(
     log_dir: Path = tmp_path_factory.mktemp("writes-and-versions")
     with open_service(pg_server, template_db, log_dir, "writes") as (_, client):
         service = Api(client)
-        service.post(READER_SCHEMA + STATE_TIME)
+        service.post(READER_SCHEMA + STATE_TIME + WRITE_RULE)
         yield service
 
 
@@ -168,3 +220,50 @@ def test_failures_since_count_when_the_run_failed(api: Api) -> None:
     # without a state, since bounds when a run was first seen, as before
     started = api.get("/runs", job_id=nightly, since="2026-06-01T12:00:00Z")
     assert started["items"] == []
+
+
+# --- item 9: one rule for which run writes ----------------------------------------------
+
+
+def test_a_run_that_ends_failed_wrote_nothing(api: Api) -> None:
+    for name, good, failed in (("orders", "b0", "b1"), ("orders2", "c0", "c1")):
+        page = api.get(f"/datasets/{api.dataset_id(name)}")
+        fresh = page["freshness"]
+        assert page["last_write_at"] == "2026-06-03T00:10:00Z", name
+        assert (fresh["last_write"]["run"]["id"], fresh["last_write"]["at"]) == (
+            run_id(good),
+            "2026-06-03T00:10:00Z",
+        ), name
+        assert fresh["failed_attempt"]["run"]["id"] == run_id(failed), name
+        assert [w["last_write_at"] for w in page["producers"]] == ["2026-06-03T00:10:00Z"]
+    upstream = api.get("/lineage/runs", run_id=run_id("r1"), direction="upstream", depth=1)
+    assert {(e["from"], e["dataset"]["name"]) for e in upstream["edges"]} == {
+        (run_id("b0"), "orders"),
+        (run_id("c0"), "orders2"),
+    }
+    as_of = api.get(f"/datasets/{api.dataset_id('orders')}", as_of="2026-06-04T12:00:00Z")
+    assert as_of["freshness"]["last_write"]["run"]["id"] == run_id("b0")
+
+
+def test_a_stream_that_aborts_is_no_writer(api: Api) -> None:
+    clicks = api.get(f"/datasets/{api.dataset_id('clicks')}")
+    assert clicks["last_write_at"] is None and clicks["freshness"]["last_write"] is None
+    upstream = api.get("/lineage/runs", run_id=run_id("cr1"), direction="upstream", depth=1)
+    assert upstream["edges"] == []
+    down = api.get("/lineage/runs", run_id=run_id("st1"), direction="downstream", depth=1)
+    assert down["edges"] == []
+
+
+def test_as_of_shows_the_runs_state_then(api: Api) -> None:
+    kpis = api.dataset_id("daily_kpis")
+    then = api.get(f"/datasets/{kpis}", as_of="2026-06-06T00:30:00Z")["freshness"]
+    assert then["last_write"]["run"]["id"] == run_id("a0")
+    assert [(r["reason"], r["run"]["id"], r["run"]["state"]) for r in then["stale_reasons"]] == [
+        ("writer_failed", run_id("a1"), "FAIL")
+    ]
+    now = api.get(f"/datasets/{kpis}")["freshness"]
+    assert (now["last_write"]["run"]["id"], now["last_write"]["run"]["state"]) == (
+        run_id("a1"),
+        "COMPLETE",
+    )
+    assert now["stale"] is False

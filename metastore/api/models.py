@@ -324,8 +324,9 @@ class RunRef(Struct):
 WRITE_RULE = (
     "A write is a successful one: a run writes its outputs when it COMPLETEs (a STREAMING "
     "job, `jobType.processingType` STREAMING in the event, also at each RUNNING event that "
-    "names them); a run that FAILs or ABORTs only attempted them: its job keeps its edges, "
-    "but the attempt makes no schema version and is never a write."
+    "names them), unless it ends FAIL or ABORT (its latest terminal event, as its `state`): "
+    "then it only attempted them, even after a COMPLETE: its job keeps its edges, but the "
+    "attempt makes no schema version and is never a write, now or `as_of` any moment."
 )
 
 
