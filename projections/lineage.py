@@ -35,12 +35,15 @@ from projections.common import (
     planner_without,
     row_param,
     rows_select,
+    run_ids,
+    run_owners,
 )
 
 NAME = "lineage"
 # 2: lifecycle_state of each edge; 3: writes (completed runs) and failed attempts; 4: a run
-# that ends FAIL or ABORT wrote nothing (run_edges.first_writing, lineage_runs.ended_state)
-VERSION = 4
+# that ends FAIL or ABORT wrote nothing (run_edges.first_writing, lineage_runs.ended_state);
+# 5: another job's events reusing a runId are left out (common.run_owners)
+VERSION = 5
 TABLES = ("run_edges", "job_edges", "lineage_runs")
 
 # The lifecycle state of an edge: the latest `lifecycleStateChange` its events reported
@@ -204,9 +207,18 @@ def _later(span: list[Any], at: int, value: tuple[Any, ...]) -> None:
 RunKey = tuple[uuid.UUID, str, str, str]  # (run, direction, namespace, name)
 
 
+# The job of each stored run (its first event's: common.run_owners).
+SELECT_RUN_JOBS = "SELECT run_id, job_id FROM lineage_runs WHERE run_id = ANY(%s::uuid[])"
+
+
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
-    # Keyed as the table is: a runId that two jobs report (producers do reuse them) is one
-    # run's edges, with the job of its first event, as the stored row keeps it.
+    # A runId that two jobs report (producers do reuse them) is the run of the job of its
+    # first event: the other job's events with it are left out, edges and all.
+    owners: dict[uuid.UUID, uuid.UUID] = {}
+    runs_named = run_ids(events)
+    if runs_named:
+        stored = dict(cur.execute(SELECT_RUN_JOBS, (list(runs_named),)).fetchall())
+        owners = run_owners(stored, events)
     run_edges: dict[RunKey, list[Any]] = {}  # + [first_write_at, last_write_at]
     run_jobs: dict[RunKey, uuid.UUID] = {}
     job_edges: dict[tuple[uuid.UUID, str, str, str, str], list[Any]] = {}
@@ -219,6 +231,8 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             continue
         when = event.event_time
         is_run = event.kind == "run" and event.run_id is not None
+        if is_run and owners[event.run_id] != jid:  # type: ignore[index]
+            continue
         source = "run" if is_run else "static"
         for ref in event.refs:
             direction = DIRECTIONS[ref.role]
@@ -243,8 +257,8 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     touched = {rid for rid, r in runs.items() if r[2] is not None}
     touched.update(rid for rid, direction, _, _ in run_edges if direction == "output")
     if run_edges:
-        run_ids, directions, namespaces, names, *spans = columns_of(run_edges)
-        columns = [run_ids, list(run_jobs.values()), directions, namespaces, names, *spans]
+        edge_runs, directions, namespaces, names, *spans = columns_of(run_edges)
+        columns = [edge_runs, list(run_jobs.values()), directions, namespaces, names, *spans]
         cur.execute(UPSERT_RUN_EDGES, row_param(RUN_EDGE_TYPES, columns))
     if job_edges:
         cur.execute(UPSERT_JOB_EDGES, row_param(JOB_EDGE_TYPES, columns_of(job_edges)))

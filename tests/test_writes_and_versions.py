@@ -17,6 +17,8 @@ By eventTime (June 2026):
                c1 the same, its FAIL posted first
     5th 00:00  report reads orders and orders2; 00:10 kpis writes daily_kpis (a0)
     6th 00:00  kpis' run a1 STARTs, FAILs at 00:10, and COMPLETEs on a retry at 01:10
+    7th 00:00  first_job STARTs run `shared` writing alpha; at 00:05 second_job reports a
+               COMPLETE with the same runId, writing beta
 """
 
 from __future__ import annotations
@@ -128,6 +130,12 @@ WRITE_RULE = [
 ]  # fmt: skip
 
 
+SHARED_RUN_ID = [
+    event("START", "2026-06-07T00:00:00Z", "first_job", "shared", [], [dataset("alpha")]),
+    event("COMPLETE", "2026-06-07T00:05:00Z", "second_job", "shared", [], [dataset("beta")]),
+]
+
+
 class Api:
     def __init__(self, client: httpx.Client) -> None:
         self.client = client
@@ -159,7 +167,7 @@ def api(
     log_dir: Path = tmp_path_factory.mktemp("writes-and-versions")
     with open_service(pg_server, template_db, log_dir, "writes") as (_, client):
         service = Api(client)
-        service.post(READER_SCHEMA + STATE_TIME + WRITE_RULE)
+        service.post(READER_SCHEMA + STATE_TIME + WRITE_RULE + SHARED_RUN_ID)
         yield service
 
 
@@ -267,3 +275,23 @@ def test_as_of_shows_the_runs_state_then(api: Api) -> None:
         "COMPLETE",
     )
     assert now["stale"] is False
+
+
+# --- item 10: a runId two jobs report is the run of the job that reported it first -----
+
+
+def test_a_run_id_two_jobs_report_is_the_first_jobs_run(api: Api) -> None:
+    first, second = api.job_id("first_job"), api.job_id("second_job")
+    shared = run_id("shared")
+    assert api.get(f"/jobs/{second}")["latest_run"] is None
+    assert api.get("/runs", job_id=second)["total"] == 0
+    assert [r["id"] for r in api.get("/runs", job_id=first)["items"]] == [shared]
+    assert api.get(f"/jobs/{first}")["latest_run"]["id"] == shared
+    run = api.get(f"/runs/{shared}")
+    assert (run["job"]["name"], run["state"]) == ("first_job", "START")
+    outputs = api.get(f"/runs/{shared}/datasets", direction="output")["items"]
+    assert [d["name"] for d in outputs] == ["alpha"]
+    beta = api.get(f"/datasets/{api.dataset_id('beta')}")
+    assert beta["producers"] == [] and beta["last_write_at"] is None
+    graph = api.get("/lineage", node=f"job:{second}", depth=1)
+    assert graph["edges"] == []
