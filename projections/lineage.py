@@ -70,17 +70,22 @@ def _latest(columns: tuple[str, ...]) -> str:
 
 
 EDGE_TIMES = ("timestamptz", "timestamptz", "text", "timestamptz")
-RUN_EDGE_TYPES = ("uuid", "uuid", "text", "text", "text", *EDGE_TIMES, "timestamptz", "timestamptz")
-# (the write times are SETTLE_RUN_WRITES's)
+_WRITE_TIMES = ("timestamptz",) * 4
+RUN_EDGE_TYPES = ("uuid", "uuid", "text", "text", "text", *EDGE_TIMES, *_WRITE_TIMES)
+# The write times as this batch alone gives them (most often right: SETTLE_RUN_WRITES then
+# finds nothing to change, so an edge is written once).
 UPSERT_RUN_EDGES = f"""
 INSERT INTO run_edges AS t (run_id, job_id, direction, namespace, name, first_seen, last_seen,
-    lifecycle_state, lifecycle_time, first_writing, last_writing)
+    lifecycle_state, lifecycle_time, first_writing, last_writing, first_write_at,
+    last_write_at)
 {rows_select(RUN_EDGE_TYPES)}
 ON CONFLICT (run_id, direction, namespace, name) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen),
     first_writing = least(t.first_writing, excluded.first_writing),
-    last_writing = greatest(t.last_writing, excluded.last_writing),{_LIFECYCLE}
+    last_writing = greatest(t.last_writing, excluded.last_writing),
+    first_write_at = least(t.first_write_at, excluded.first_write_at),
+    last_write_at = greatest(t.last_write_at, excluded.last_write_at),{_LIFECYCLE}
 """
 WRITE = ("last_write_at", "last_write_run")
 ATTEMPT = ("attempt_at", "attempt_run", "attempt_state")
@@ -244,7 +249,7 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
                 run_jobs.setdefault(run_key, jid)
                 span = _span(run_edges, run_key, when, ref.lifecycle)
                 if len(span) == 4:
-                    span += [None, None]
+                    span += [None, None, None, None]
                 if event.writes and direction == "output":
                     span[4] = when if span[4] is None else min(span[4], when)
                     span[5] = when if span[5] is None else max(span[5], when)
@@ -256,6 +261,11 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     # The runs whose edges' writes may have changed: an end, or outputs, in this batch.
     touched = {rid for rid, r in runs.items() if r[2] is not None}
     touched.update(rid for rid, direction, _, _ in run_edges if direction == "output")
+    for (rid, direction, _, _), span in run_edges.items():
+        run = runs[rid]
+        if direction == "output" and run[9] not in FAILED_STATES:
+            span[6] = min((t for t in (span[4], run[4]) if t is not None), default=None)
+            span[7] = max((t for t in (span[5], run[5]) if t is not None), default=None)
     if run_edges:
         edge_runs, directions, namespaces, names, *spans = columns_of(run_edges)
         columns = [edge_runs, list(run_jobs.values()), directions, namespaces, names, *spans]
