@@ -75,6 +75,45 @@ class FoldEvent(msgspec.Struct, frozen=True):
         a FAIL, ...) describes data that may never exist."""
         return self.writes or ref.role != "output" or self.kind != "run"
 
+    def versions(self, ref: DatasetRef) -> bool:
+        """Whether `ref`'s schema is a version of the dataset: what a write produced (or a
+        DatasetEvent or JobEvent declares). A reader's schema is its view of the data (Trino
+        reads Spark's `long` as `bigint`): an observation (history.reader_schemas), never a
+        version, nor the dataset's `schema` facet."""
+        return ref.role != "input" and self.observes(ref)
+
+
+# A runId is one run of one job: the job of its first event in the log (a replay keeps log
+# order, so it picks the same). Another job's events with that runId (a producer reusing
+# ids) are not that run's: runs, jobs' latest run and lineage leave them out, so every
+# answer names the run under its job alone. `runs` and `lineage` keep the job of the run's
+# first event folded; `jobs`, which keeps no runs, asks the log (an index probe a run and
+# partition), so each projection rebuilds alone.
+FIRST_JOB_OF_RUNS = """
+SELECT r.run_id, f.job_namespace, f.job_name
+FROM unnest(%b::uuid[]) AS r(run_id)
+CROSS JOIN LATERAL (
+    SELECT l.job_namespace, l.job_name FROM event_log l
+    WHERE l.run_id = r.run_id AND l.job_namespace IS NOT NULL AND l.job_name IS NOT NULL
+    ORDER BY l.tx, l.seq LIMIT 1) f
+"""
+
+
+def run_owners(
+    stored: Mapping[uuid.UUID, uuid.UUID], events: Sequence[FoldEvent]
+) -> dict[uuid.UUID, uuid.UUID]:
+    """The job each run of `events` belongs to: `stored` (the job of its first event
+    folded before), else the job of its first event in the log among `events`."""
+    owners = dict(stored)
+    for event in sorted(events, key=lambda e: e.position):
+        if event.kind == "run" and event.run_id is not None and event.job_id is not None:
+            owners.setdefault(event.run_id, event.job_id)
+    return owners
+
+
+def run_ids(events: Sequence[FoldEvent]) -> set[uuid.UUID]:
+    return {e.run_id for e in events if e.kind == "run" and e.run_id is not None}
+
 
 ONE_MICROSECOND = dt.timedelta(microseconds=1)  # made once, not per call of micros()
 

@@ -62,7 +62,9 @@ NAME = "datasets"
 # 7: an output a run only attempted (a START, a FAIL) makes no version and merges no facets
 # 8: names by trigram (/search)
 # 9: no current_fields (readers take the version last seen from dataset_versions)
-VERSION = 9
+# 10: a reader's schema is no version (nor the schema facet); versions hashed with
+# engine-neutral types (metastore.schema_types)
+VERSION = 10
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (
@@ -352,11 +354,15 @@ class Fold:
         self.changed_datasets.add(did)
         if not event.observes(ref):
             return  # an attempted output: its names, but no facets and no version
-        if merge_facets(dataset["facets"], dataset["facet_times"], ref.facets, event.order) & (
+        facets = ref.facets
+        if not event.versions(ref) and facets and "schema" in facets:
+            facets = {k: v for k, v in facets.items() if k != "schema"}  # a reader's view
+        if merge_facets(dataset["facets"], dataset["facet_times"], facets, event.order) & (
             FACETS_CHANGED
         ):
             dataset["new_facets"] = True
-        self.observe_schema(did, event, ref)
+        if event.versions(ref):
+            self.observe_schema(did, event, ref)
 
     @staticmethod
     def new_dataset(
@@ -469,7 +475,8 @@ class Fold:
             }
         else:
             if (when, seq) < (version["event_time"], version["seq"]):
-                version.update(event_time=when, seq=seq, run_id=run_id, job_id=jid)
+                # (one schema in other spellings, `long` or `bigint`: the first one's)
+                version.update(event_time=when, seq=seq, run_id=run_id, job_id=jid, fields=fields)
             if (when, seq) > (version["last_event_time"], version["last_seq"]):
                 version.update(last_event_time=when, last_seq=seq)
         self.changed_version_keys.add((did, key))
@@ -573,6 +580,7 @@ def _combine(version: dict[str, Any], other: dict[str, Any]) -> None:
             seq=other["seq"],
             run_id=other["run_id"],
             job_id=other["job_id"],
+            fields=other["fields"],
         )
     if (other["last_event_time"], other["last_seq"]) > (
         version["last_event_time"],
@@ -591,7 +599,7 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Fold | None:
             if ref.catalog is not None:
                 names.append((ref.catalog.namespace, ref.catalog.name))
             keys.update(names)
-            if ref.schema_hash is not None and event.observes(ref):
+            if ref.schema_hash is not None and event.versions(ref):
                 schemas.update((k, ref.schema_hash) for k in names)
     return Fold(cur, keys, schemas) if keys else None
 

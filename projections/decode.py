@@ -24,6 +24,7 @@ import msgspec
 from metastore.catalogs import NO_CATALOGS, CatalogMap, metastore_namespace
 from metastore.envelope import MAX_EVENT_DATASETS, MAX_NAME_BYTES
 from metastore.eventlog import Position
+from metastore.schema_types import canonical_type
 from projections.common import (
     CatalogLink,
     ColumnReport,
@@ -405,9 +406,23 @@ def schema_of(facets: Facets | None) -> tuple[str, bytes] | None:
     return known
 
 
+def _neutral_field(field: Any) -> Any:
+    """A schema field with its type (and its nested fields' types) spelled engine-neutrally,
+    so Spark's `long` and Trino's `bigint` hash as one schema (metastore.schema_types)."""
+    if not isinstance(field, dict):
+        return field
+    neutral = dict(field)
+    if isinstance(field.get("type"), str):
+        neutral["type"] = canonical_type(field["type"])
+    if isinstance(field.get("fields"), list):
+        neutral["fields"] = [_neutral_field(f) for f in field["fields"]]
+    return neutral
+
+
 def schema_text(raw: msgspec.Raw) -> tuple[str, bytes] | None:
-    """The `fields` of a `schema` facet as JSON text and the sha256 of their JSON with
-    sorted keys; None when absent, deleted or malformed (counted).
+    """The `fields` of a `schema` facet as JSON text (as sent) and the sha256 of their JSON
+    with sorted keys and engine-neutral types; None when absent, deleted or malformed
+    (counted).
 
     Field by field, so a schema of a million fields is never a million dicts at once (its
     JSON took 8 times its size as Python objects).
@@ -429,8 +444,9 @@ def schema_text(raw: msgspec.Raw) -> tuple[str, bytes] | None:
             malformed("schema")
             return None
         texts.append(json_text(value))
+        neutral = _neutral_field(value)
         digest.update(
-            b"," + _sorted_encoder.encode(value) if number else _sorted_encoder.encode(value)
+            b"," + _sorted_encoder.encode(neutral) if number else _sorted_encoder.encode(neutral)
         )
     digest.update(b"]")
     return "[" + ",".join(texts) + "]", digest.digest()

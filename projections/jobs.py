@@ -12,6 +12,7 @@ from metastore.pgarray import uuid_array
 from projections.common import (
     FACETS_CHANGED,
     FACETS_DECODER,
+    FIRST_JOB_OF_RUNS,
     FoldEvent,
     facet,
     job_id,
@@ -20,11 +21,15 @@ from projections.common import (
     merge_facets,
     row_param,
     rows_select,
+    run_ids,
+    run_owners,
     text,
 )
 
 NAME = "jobs"
-VERSION = 4  # 2: facets json; 3: producer, integration from the producer URL; 4: trigram index
+# 2: facets json; 3: producer, integration from the producer URL; 4: trigram index; 5: a
+# run reusing another job's runId is not its latest run (common.run_owners)
+VERSION = 5
 TABLES = ("jobs",)
 
 COLUMNS = (
@@ -82,24 +87,36 @@ ON CONFLICT (id) DO UPDATE SET
 """
 
 
-Loaded = dict[uuid.UUID, dict[str, Any]]
+Rows = dict[uuid.UUID, dict[str, Any]]
+# The stored rows of the batch's jobs, and the job each of its runs belongs to.
+Loaded = tuple[Rows, dict[uuid.UUID, uuid.UUID]]
 
 
 def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Loaded:
-    """The stored rows of the jobs the batch names (see fold.fold_pipelined)."""
+    """The stored rows of the jobs the batch names, and the job of each of its runs: of its
+    first event in the log (see fold.fold_pipelined)."""
     ids = {e.job_id for e in events if e.job_id is not None}
     if not ids:
-        return {}
+        return {}, {}
     with loading_cursor(cur) as dcur:
         dcur.execute(SELECT_JOBS, (uuid_array(ids),))
-        rows: Loaded = {r["id"]: r for r in dcur.fetchall()}
+        rows: Rows = {r["id"]: r for r in dcur.fetchall()}
+        runs = run_ids(events)
+        stored = {}
+        if runs:
+            dcur.execute(FIRST_JOB_OF_RUNS, (uuid_array(runs),))
+            stored = {
+                r["run_id"]: job_id(r["job_namespace"], r["job_name"]) for r in dcur.fetchall()
+            }
     for loaded in rows.values():
         loaded["facets"] = FACETS_DECODER.decode(loaded["facets"])
-    return rows
+    return rows, stored
 
 
-def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> None:
+def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], state: Loaded) -> None:
     """Folds the batch into the loaded rows and writes the changed ones back."""
+    rows, stored = state
+    owners = run_owners(stored, events)
     changed: set[uuid.UUID] = set()
     for event in events:
         jid = event.job_id
@@ -108,7 +125,8 @@ def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> No
         row = rows.get(jid)
         if row is None:
             row = rows[jid] = new_job(jid, event)
-        fold_job_event(row, event)
+        owned = event.run_id is None or owners.get(event.run_id) == jid
+        fold_job_event(row, event, owned)
         changed.add(jid)
     write(cur, [rows[j] for j in changed])
 
@@ -139,7 +157,9 @@ def new_job(jid: uuid.UUID, event: FoldEvent) -> dict[str, Any]:
     }
 
 
-def fold_job_event(row: dict[str, Any], event: FoldEvent) -> None:
+def fold_job_event(row: dict[str, Any], event: FoldEvent, owned: bool) -> None:
+    """`owned`: the event's run is this job's (common.run_owners); else the job's own facets
+    count, not its run."""
     order = event.order
     row["first_seen"] = min(row["first_seen"], event.event_time)
     row["last_seen"] = max(row["last_seen"], event.event_time)
@@ -154,7 +174,7 @@ def fold_job_event(row: dict[str, Any], event: FoldEvent) -> None:
         row["job_type"] = text(job_type.get("jobType"))
         row["processing_type"] = text(job_type.get("processingType"))
         row["integration"] = text(job_type.get("integration")) or integration_of(row["producer"])
-    if event.kind != "run" or event.run_id is None:
+    if event.kind != "run" or event.run_id is None or not owned:
         return
     parent = event.parent
     if (

@@ -7,12 +7,15 @@ events, so the tables are upserts that never need to read first.
 
 A write is a successful one: a run writes every output it named (in any of its events)
 when it COMPLETEs, and a STREAMING job's RUNNING event writes the outputs it names
-(FoldEvent.writes). A run that FAILs or ABORTs only attempted its outputs: its edges stay,
-its failure is kept as the edge's latest attempt. A run's completion and its outputs can
-arrive in different batches, in either order, so after the upserts two statements settle
-them from what is stored (SETTLE_RUN_WRITES, then the job edges' latest write and attempt
-from the run edges of the batch's runs); both only write what moves forward (a max), so
-the tables are the same whatever the arrival order.
+(FoldEvent.writes), unless the run ends FAIL or ABORT: its latest terminal event (by
+eventTime, then seq: the runs projection's state) decides, so a run that COMPLETEs and
+then FAILs wrote nothing. It only attempted its outputs: its edges stay, its failure is
+kept as the edge's latest attempt. A run's events and outputs can arrive in different
+batches, in any order, so the upserts keep what does not depend on the others (the writing
+events' times, the completions, the latest terminal event) and statements settle the rest
+from what is stored: a run edge's write times (SETTLE_RUN_WRITES), the job edges' latest
+write, found again among the job's runs where its run no longer writes (RESETTLE_JOB_WRITES),
+and latest attempt. So the tables are the same whatever the arrival order.
 """
 
 from __future__ import annotations
@@ -32,10 +35,15 @@ from projections.common import (
     planner_without,
     row_param,
     rows_select,
+    run_ids,
+    run_owners,
 )
 
 NAME = "lineage"
-VERSION = 3  # 2: lifecycle_state of each edge; 3: writes (completed runs) and failed attempts
+# 2: lifecycle_state of each edge; 3: writes (completed runs) and failed attempts; 4: a run
+# that ends FAIL or ABORT wrote nothing (run_edges.first_writing, lineage_runs.ended_state);
+# 5: another job's events reusing a runId are left out (common.run_owners)
+VERSION = 5
 TABLES = ("run_edges", "job_edges", "lineage_runs")
 
 # The lifecycle state of an edge: the latest `lifecycleStateChange` its events reported
@@ -62,14 +70,20 @@ def _latest(columns: tuple[str, ...]) -> str:
 
 
 EDGE_TIMES = ("timestamptz", "timestamptz", "text", "timestamptz")
-RUN_EDGE_TYPES = ("uuid", "uuid", "text", "text", "text", *EDGE_TIMES, "timestamptz", "timestamptz")
+_WRITE_TIMES = ("timestamptz",) * 4
+RUN_EDGE_TYPES = ("uuid", "uuid", "text", "text", "text", *EDGE_TIMES, *_WRITE_TIMES)
+# The write times as this batch alone gives them (most often right: SETTLE_RUN_WRITES then
+# finds nothing to change, so an edge is written once).
 UPSERT_RUN_EDGES = f"""
 INSERT INTO run_edges AS t (run_id, job_id, direction, namespace, name, first_seen, last_seen,
-    lifecycle_state, lifecycle_time, first_write_at, last_write_at)
+    lifecycle_state, lifecycle_time, first_writing, last_writing, first_write_at,
+    last_write_at)
 {rows_select(RUN_EDGE_TYPES)}
 ON CONFLICT (run_id, direction, namespace, name) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen),
+    first_writing = least(t.first_writing, excluded.first_writing),
+    last_writing = greatest(t.last_writing, excluded.last_writing),
     first_write_at = least(t.first_write_at, excluded.first_write_at),
     last_write_at = greatest(t.last_write_at, excluded.last_write_at),{_LIFECYCLE}
 """
@@ -77,6 +91,7 @@ WRITE = ("last_write_at", "last_write_run")
 ATTEMPT = ("attempt_at", "attempt_run", "attempt_state")
 _LATEST_WRITE, _LATEST_ATTEMPT = _latest(WRITE), _latest(ATTEMPT)
 _LATEST_FAILURE = _latest(("failed_at", "failed_state"))
+_LATEST_END = _latest(("ended_at", "ended_seq", "ended_state"))
 JOB_EDGE_TYPES = (
     "uuid", "text", "text", "text", "text", *EDGE_TIMES,
     "timestamptz", "uuid", "timestamptz", "uuid", "text",
@@ -94,11 +109,11 @@ ON CONFLICT (job_id, direction, namespace, name, source) DO UPDATE SET
 # (first and last COMPLETE) and the latest failure (FAIL or ABORT, and which).
 LINEAGE_RUN_TYPES = (
     "uuid", "uuid", "timestamptz", "timestamptz", "boolean",
-    "timestamptz", "timestamptz", "timestamptz", "text",
+    "timestamptz", "timestamptz", "timestamptz", "text", "bigint", "text",
 )  # fmt: skip
 UPSERT_LINEAGE_RUNS = f"""
 INSERT INTO lineage_runs AS t (run_id, job_id, started_at, ended_at, has_start,
-    first_complete, last_complete, failed_at, failed_state)
+    first_complete, last_complete, failed_at, failed_state, ended_seq, ended_state)
 {rows_select(LINEAGE_RUN_TYPES)}
 ON CONFLICT (run_id) DO UPDATE SET
     started_at = CASE
@@ -106,20 +121,38 @@ ON CONFLICT (run_id) DO UPDATE SET
         WHEN excluded.has_start THEN excluded.started_at
         ELSE t.started_at END,
     has_start = t.has_start OR excluded.has_start,
-    ended_at = greatest(t.ended_at, excluded.ended_at),
     first_complete = least(t.first_complete, excluded.first_complete),
-    last_complete = greatest(t.last_complete, excluded.last_complete),{_LATEST_FAILURE}
+    last_complete = greatest(t.last_complete, excluded.last_complete),{_LATEST_FAILURE},
+    {_LATEST_END.lstrip()}
 """
-# A run's completion writes all its outputs, those named in other batches included.
-SETTLE_RUN_WRITES = """
-UPDATE run_edges e SET
-    first_write_at = least(e.first_write_at, lr.first_complete),
-    last_write_at = greatest(e.last_write_at, lr.last_complete)
+# A run's completion writes all its outputs, those named in other batches included; a run
+# that ended FAIL or ABORT wrote none.
+ENDED_FAILED = "lr.ended_state IN ('FAIL', 'ABORT')"
+FIRST_WRITE = (
+    f"CASE WHEN {ENDED_FAILED} THEN NULL ELSE least(e.first_writing, lr.first_complete) END"
+)
+LAST_WRITE = (
+    f"CASE WHEN {ENDED_FAILED} THEN NULL ELSE greatest(e.last_writing, lr.last_complete) END"
+)
+SETTLE_RUN_WRITES = f"""
+UPDATE run_edges e SET first_write_at = {FIRST_WRITE}, last_write_at = {LAST_WRITE}
 FROM lineage_runs lr
-WHERE lr.run_id = ANY(%(runs)s::uuid[]) AND lr.first_complete IS NOT NULL
-  AND e.run_id = lr.run_id AND e.direction = 'output'
-  AND (e.first_write_at IS NULL OR e.first_write_at > lr.first_complete
-       OR e.last_write_at < lr.last_complete)
+WHERE lr.run_id = ANY(%(runs)s::uuid[]) AND e.run_id = lr.run_id AND e.direction = 'output'
+  AND (e.first_write_at, e.last_write_at) IS DISTINCT FROM ({FIRST_WRITE}, {LAST_WRITE})
+"""
+# A job edge whose latest write was by one of the batch's runs that no longer writes it
+# (it ended FAIL or ABORT after all): the latest write among the job's runs again.
+RESETTLE_JOB_WRITES = """
+UPDATE job_edges t SET last_write_at = x.at, last_write_run = x.run
+FROM run_edges v
+LEFT JOIN LATERAL (
+    SELECT o.last_write_at AS at, o.run_id AS run FROM run_edges o
+    WHERE o.namespace = v.namespace AND o.name = v.name AND o.direction = 'output'
+      AND o.job_id = v.job_id AND o.last_write_at IS NOT NULL
+    ORDER BY o.last_write_at DESC, o.run_id DESC LIMIT 1) x ON true
+WHERE v.run_id = ANY(%(runs)s::uuid[]) AND v.direction = 'output' AND v.last_write_at IS NULL
+  AND t.job_id = v.job_id AND t.direction = 'output' AND t.namespace = v.namespace
+  AND t.name = v.name AND t.source = 'run' AND t.last_write_run = v.run_id
 """
 # A job edge's latest write, and latest failed attempt, over the batch's runs' edges.
 SETTLE_JOB_WRITES = """
@@ -179,14 +212,23 @@ def _later(span: list[Any], at: int, value: tuple[Any, ...]) -> None:
 RunKey = tuple[uuid.UUID, str, str, str]  # (run, direction, namespace, name)
 
 
+# The job of each stored run (its first event's: common.run_owners).
+SELECT_RUN_JOBS = "SELECT run_id, job_id FROM lineage_runs WHERE run_id = ANY(%s::uuid[])"
+
+
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
-    # Keyed as the table is: a runId that two jobs report (producers do reuse them) is one
-    # run's edges, with the job of its first event, as the stored row keeps it.
+    # A runId that two jobs report (producers do reuse them) is the run of the job of its
+    # first event: the other job's events with it are left out, edges and all.
+    owners: dict[uuid.UUID, uuid.UUID] = {}
+    runs_named = run_ids(events)
+    if runs_named:
+        stored = dict(cur.execute(SELECT_RUN_JOBS, (list(runs_named),)).fetchall())
+        owners = run_owners(stored, events)
     run_edges: dict[RunKey, list[Any]] = {}  # + [first_write_at, last_write_at]
     run_jobs: dict[RunKey, uuid.UUID] = {}
     job_edges: dict[tuple[uuid.UUID, str, str, str, str], list[Any]] = {}
     # run -> [job, started_at, ended_at, has_start, first_complete, last_complete,
-    #         failed_at, failed_state]
+    #         failed_at, failed_state, ended_seq, ended_state]
     runs: dict[uuid.UUID, list[Any]] = {}
     for event in events:
         jid = event.job_id
@@ -194,6 +236,8 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             continue
         when = event.event_time
         is_run = event.kind == "run" and event.run_id is not None
+        if is_run and owners[event.run_id] != jid:  # type: ignore[index]
+            continue
         source = "run" if is_run else "static"
         for ref in event.refs:
             direction = DIRECTIONS[ref.role]
@@ -205,7 +249,7 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
                 run_jobs.setdefault(run_key, jid)
                 span = _span(run_edges, run_key, when, ref.lifecycle)
                 if len(span) == 4:
-                    span += [None, None]
+                    span += [None, None, None, None]
                 if event.writes and direction == "output":
                     span[4] = when if span[4] is None else min(span[4], when)
                     span[5] = when if span[5] is None else max(span[5], when)
@@ -213,26 +257,18 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             assert event.run_id is not None
             fold_lineage_run(runs, event.run_id, jid, event)
     for span in job_edges.values():
-        span += [None] * 5
-    touched = {rid for rid, r in runs.items() if r[4] is not None or r[6] is not None}
-    for run_key, span in run_edges.items():
-        rid, direction, namespace, name = run_key
-        if direction != "output":
-            continue
-        touched.add(rid)
-        jid = run_jobs[run_key]
+        span += [None] * 5  # (the latest write and attempt: the settling statements')
+    # The runs whose edges' writes may have changed: an end, or outputs, in this batch.
+    touched = {rid for rid, r in runs.items() if r[2] is not None}
+    touched.update(rid for rid, direction, _, _ in run_edges if direction == "output")
+    for (rid, direction, _, _), span in run_edges.items():
         run = runs[rid]
-        if run[4] is not None:  # it completed: it wrote all its outputs
-            span[4] = run[4] if span[4] is None else min(span[4], run[4])
-            span[5] = run[5] if span[5] is None else max(span[5], run[5])
-        job_span = job_edges[(jid, "output", namespace, name, "run")]
-        if span[5] is not None:
-            _later(job_span, 4, (span[5], rid))
-        if run[6] is not None:
-            _later(job_span, 6, (run[6], rid, run[7]))
+        if direction == "output" and run[9] not in FAILED_STATES:
+            span[6] = min((t for t in (span[4], run[4]) if t is not None), default=None)
+            span[7] = max((t for t in (span[5], run[5]) if t is not None), default=None)
     if run_edges:
-        run_ids, directions, namespaces, names, *spans = columns_of(run_edges)
-        columns = [run_ids, list(run_jobs.values()), directions, namespaces, names, *spans]
+        edge_runs, directions, namespaces, names, *spans = columns_of(run_edges)
+        columns = [edge_runs, list(run_jobs.values()), directions, namespaces, names, *spans]
         cur.execute(UPSERT_RUN_EDGES, row_param(RUN_EDGE_TYPES, columns))
     if job_edges:
         cur.execute(UPSERT_JOB_EDGES, row_param(JOB_EDGE_TYPES, columns_of(job_edges)))
@@ -246,6 +282,7 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         settle = {"runs": list(touched)}
         with planner_without(cur, *INDEX_PROBES_ONLY):
             cur.execute(SETTLE_RUN_WRITES, settle)
+            cur.execute(RESETTLE_JOB_WRITES, settle)
             cur.execute(SETTLE_JOB_WRITES, settle)
             cur.execute(SETTLE_JOB_ATTEMPTS, settle)
 
@@ -259,14 +296,13 @@ def fold_lineage_run(
     ended = when if state in TERMINAL_STATES else None
     row = runs.get(run_id)
     if row is None:
-        row = runs[run_id] = [jid, when, ended, is_start, None, None, None, None]
-    else:
-        if row[3] == is_start:
-            row[1] = min(row[1], when)
-        elif is_start:
-            row[1], row[3] = when, True
-        if ended is not None:
-            row[2] = ended if row[2] is None else max(row[2], ended)
+        row = runs[run_id] = [jid, when, None, is_start, None, None, None, None, None, None]
+    elif row[3] == is_start:
+        row[1] = min(row[1], when)
+    elif is_start:
+        row[1], row[3] = when, True
+    if ended is not None and (row[2] is None or (when, event.seq) > (row[2], row[8])):
+        row[2], row[8], row[9] = when, event.seq, state
     if state == "COMPLETE":
         row[4] = when if row[4] is None else min(row[4], when)
         row[5] = when if row[5] is None else max(row[5], when)

@@ -35,13 +35,15 @@ from projections.common import (
     planner_without,
     row_param,
     rows_select,
+    run_owners,
     text,
 )
 
 NAME = "runs"
 # 2: facets json; 3: index runs_started; 4: index runs_namespace; 5: root_path; 6: facets
-# over LARGE_FACET_BYTES left in the log
-VERSION = 6
+# over LARGE_FACET_BYTES left in the log; 7: index runs_state_time; 8: another job's events
+# reusing a runId are not that run's (common.run_owners)
+VERSION = 8
 TABLES = ("runs",)
 
 COLUMNS = (
@@ -176,9 +178,12 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Loaded:
 def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> None:
     """Folds the batch into the loaded rows, moves roots, writes the rows back."""
     old_paths = {rid: r["root_path"] for rid, r in rows.items()}
+    owners = run_owners({rid: r["job_id"] for rid, r in rows.items()}, events)
     for event in events:
         if event.kind != "run" or event.run_id is None:
             continue
+        if event.job_id != owners[event.run_id]:
+            continue  # another job's event reusing the runId: not this run's
         row = rows.get(event.run_id)
         if row is None:
             row = rows[event.run_id] = new_run(event)

@@ -85,8 +85,9 @@ def test_schema_versions_no_run_carried_read_as_run_null(api: httpx.Client) -> N
     a = dataset_page(api, "shop.public.a")
     assert [v["run"] for v in a["versions"]["items"]] == [None]
     c = dataset_page(api, "shop.public.c")
-    assert c["versions"]["items"], "the input's schema is a version"
-    assert all(v["run"] is None or v["run"]["id"] == run_id for v in c["versions"]["items"])
+    assert c["versions"]["items"] == [], "an input's schema is a reader's view, no version"
+    (seen,) = c["reader_schemas"]
+    assert (seen["run"]["id"], seen["version"]) == (run_id, None)
     b = dataset_page(api, "shop.public.b")
     (version,) = b["versions"]["items"]
     assert version["run"]["id"] == run_id

@@ -27,6 +27,7 @@ import pytest
 
 from tests.support import (
     BRIEF_CATALOGS,
+    DBT_RUN,
     FAILED_TRINO_RUN,
     TRINO,
     failed_trino_events,
@@ -392,7 +393,10 @@ def test_the_briefs_example_after_a_failed_trino_run(brief: Api) -> None:
     assert {n["name"] for n in diff["nodes_added"]} == {"20260903_101500_00051_cm7qz"}
     assert diff["nodes_removed"] == [] and diff["schema_changes"] == []
     assert len(diff["edges_added"]) == 2
-    # the summary's schema: v1, read by dbt; the failed run's v2 is no version
-    versions = brief.get(f"/datasets/{summary['id']}/versions")["items"]
-    assert [len(v["fields"]) for v in versions] == [3]
+    # the summary's schema: v1, read by dbt (an observation, no write reported it); the
+    # failed run's v2 is no version either
+    page = brief.get(f"/datasets/{summary['id']}")
+    assert page["versions"]["items"] == [] and page["fields"] is None
+    assert [len(s["fields"]) for s in page["reader_schemas"]] == [3]
+    assert page["reader_schemas"][0]["run"]["id"] == DBT_RUN
     assert brief.dataset_id("lakehouse.sales.orders_summary", TRINO) == summary["id"]

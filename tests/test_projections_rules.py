@@ -405,8 +405,9 @@ def test_side_projections_left_behind_by_a_crash_catch_up_alone(conn: Conn) -> N
 @pytest.mark.parametrize("order", ["as emitted", "reversed"])
 def test_only_a_completed_run_or_a_streaming_one_writes(conn: Conn, order: str) -> None:
     """A run writes its outputs when it COMPLETEs (those its START named too), a STREAMING
-    job at each RUNNING event naming them; a FAIL or ABORT only attempted them. One event a
-    batch, so a completion and the outputs it writes are folded apart."""
+    job at each RUNNING event naming them, unless it ends FAIL or ABORT: then it only
+    attempted them (the stream that FAILs after RUNNING too). One event a batch, so a
+    completion and the outputs it writes are folded apart."""
     from tests.test_projector_properties import write_events
 
     events = write_events()
@@ -423,7 +424,7 @@ def test_only_a_completed_run_or_a_streaming_one_writes(conn: Conn, order: str) 
         failed: "(,)",
         aborted: "(,)",
         quiet: '("2026-09-04 10:02:00+00","2026-09-04 10:02:00+00")',
-        stream: '("2026-09-05 01:00:00+00","2026-09-05 02:00:00+00")',
+        stream: "(,)",
     }
     edges = conn.execute(
         "SELECT j.name, e.last_write_at::text, e.last_write_run::text, e.attempt_at::text, "
@@ -433,9 +434,9 @@ def test_only_a_completed_run_or_a_streaming_one_writes(conn: Conn, order: str) 
     spark = "orders_etl.execute_replace_table_as_select_command"
     assert edges == [
         (spark, "2026-09-04 10:02:00+00", quiet, "2026-09-03 11:01:00+00", aborted, "ABORT"),
-        ("orders_stream", "2026-09-05 02:00:00+00", stream, "2026-09-05 02:30:00+00", stream,
-         "FAIL"),
+        ("orders_stream", None, None, "2026-09-05 02:30:00+00", stream, "FAIL"),
     ]  # fmt: skip
-    # an attempt's schema is no version, nor a START's; the stream's RUNNING wrote one
+    # an attempt's schema is no version, nor a START's; the stream's RUNNING made one (the
+    # datasets fold decides by the event, not yet by the run's end: issue 48 item 9)
     versions = conn.execute("SELECT run_id::text FROM readmodel.dataset_versions").fetchall()
     assert versions == [(stream,)]

@@ -29,7 +29,7 @@ def write_events() -> list[dict[str, Any]]:
     """The seed's Spark run, edited into the cases the write rule turns on: a run that
     FAILs reporting a new schema (its START says so too), one that ABORTs, one that names
     its output only in its START and COMPLETEs without outputs, and a STREAMING job whose
-    RUNNING events write before it FAILs."""
+    RUNNING events would write but it FAILs."""
     start, complete = conformance_events("scenarios/seed_spark_trino")[:2]
     output = complete["outputs"][0]
     schema = {
@@ -101,7 +101,13 @@ def semantic_view(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         "namespaces": sorted(q("SELECT * FROM readmodel.namespaces").fetchall()),
         "run_edges": sorted(q("SELECT * FROM readmodel.run_edges").fetchall(), key=str),
         "job_edges": sorted(q("SELECT * FROM readmodel.job_edges").fetchall(), key=str),
-        "lineage_runs": sorted(q("SELECT * FROM readmodel.lineage_runs").fetchall(), key=str),
+        "lineage_runs": sorted(
+            q(
+                "SELECT run_id, job_id, started_at, ended_at, has_start, first_complete, "
+                "last_complete, failed_at, failed_state, ended_state FROM readmodel.lineage_runs"
+            ).fetchall(),
+            key=str,
+        ),
         "schema_observations": sorted(
             q(
                 "SELECT namespace, name, role, event_time, fields_hash, run_id "

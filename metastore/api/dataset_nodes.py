@@ -100,6 +100,10 @@ LEFT JOIN (
 # A stale reason's input under its display name (joined as `ind`).
 INPUT_NAME_NOW = "LEFT JOIN readmodel.datasets ind ON ind.id = f.input"
 INPUT_NAME_AS_OF = f"LEFT JOIN LATERAL {asof.display_name_at('f.input')} ind ON true"
+# The state of a write's, attempt's or failure's run: now its state; as of T its state then
+# (a run that FAILed and COMPLETEd on a retry later was FAIL in between).
+RUN_AT = asof.RUN_AT_JOIN.replace("lr.run_id", "f.run")
+RUN_STATE_AS_OF = "coalesce(s.event_type, r.state)"
 # Its lifecycle state: now its facet's; as of T the latest its writers reported by then
 # (joined as `lc`).
 LIFECYCLE_AS_OF = """
@@ -158,11 +162,11 @@ found AS (
     JOIN input_writes iw ON iw.input = i.input
     JOIN writes w ON w.dataset_id = i.dataset_id
     WHERE iw.at > w.at)
-SELECT f.kind, f.dataset_id, f.at, f.run, r.job_id, r.job_namespace, r.job_name, r.state,
-       f.state, f.input, ind.namespace, ind.name,
+SELECT f.kind, f.dataset_id, f.at, f.run, r.job_id, r.job_namespace, r.job_name,
+       {run_state}, f.state, f.input, ind.namespace, ind.name,
        NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text
 FROM found f
-LEFT JOIN readmodel.runs r ON r.id = f.run
+LEFT JOIN readmodel.runs r ON r.id = f.run{run_at}
 {input_name}
 UNION ALL
 {node}
@@ -201,6 +205,8 @@ def _statement(as_of: bool, node: str) -> str:
         failed=FAILED_AS_OF if as_of else FAILED_NOW,
         input_outs=INPUT_OUTS_AS_OF if as_of else INPUT_OUTS_NOW,
         input_name=INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW,
+        run_state=RUN_STATE_AS_OF if as_of else "r.state",
+        run_at=RUN_AT if as_of else "",
         node=node.format(
             display="dn.namespace, dn.name" if as_of else "d.namespace, d.name",
             display_join=DISPLAY_AS_OF if as_of else "",

@@ -390,6 +390,31 @@ FROM (
 WINDOW w AS (ORDER BY event_time DESC, seq DESC)
 ORDER BY event_time DESC, seq DESC
 """
+# The distinct schemas readers reported under any of its names (reader_schemas), latest
+# first, each with the version it is (its engine-neutral hash is a version's) and the
+# latest run that reported it. As of T: those first reported by then.
+READER_SCHEMAS = f"""
+SELECT s.fields::text, s.first_seen, s.last_seen, (
+           SELECT count(*) FROM readmodel.dataset_versions o
+           WHERE o.dataset_id = v.dataset_id AND (o.event_time, o.seq) <= (v.event_time, v.seq)),
+       CASE WHEN r.id IS NOT NULL THEN {run_ref("r")}::text
+            WHEN s.run_id IS NOT NULL
+            THEN json_build_object('id', s.run_id, 'job', NULL, 'state', NULL)::text END
+FROM (
+    SELECT DISTINCT ON (s.fields_hash) s.*
+    FROM readmodel.dataset_names n
+    JOIN readmodel.reader_schemas s ON s.namespace = n.namespace AND s.name = n.name
+    WHERE n.dataset_id = %(id)s
+      AND (%(as_of)s::timestamptz IS NULL OR s.first_seen <= %(as_of)s)
+    ORDER BY s.fields_hash, s.last_seen DESC, s.last_seq DESC
+) s
+LEFT JOIN readmodel.dataset_versions v
+  ON v.dataset_id = %(id)s AND v.fields_hash = s.fields_hash
+ AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
+LEFT JOIN readmodel.runs r ON r.id = s.run_id
+ORDER BY s.last_seen DESC, s.last_seq DESC, s.fields_hash
+LIMIT {limits.EMBEDDED_PAGE}
+"""
 # How many versions and runs the dataset page embeds (the first page of each list).
 EMBEDDED = limits.EMBEDDED_PAGE
 
@@ -700,6 +725,7 @@ async def get_dataset(request: Request) -> Response:
             conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
         )
         runs = await _runs(conn, r[0], writers_first, _runs_kind(r[0], writers_first))
+        readers = await rows(conn, READER_SCHEMAS, {"id": r[0], "as_of": query.as_of})
         fresh = (await dataset_nodes.freshness_of(conn, [r[0]], query.as_of))[r[0]]
     lifecycle = None
     if r[14] is not None and r[15] is not None:
@@ -711,6 +737,16 @@ async def get_dataset(request: Request) -> Response:
             namespace=r[1],
             name=r[2],
             fields=parts.fields(r[3]) if r[3] is not None else None,
+            reader_schemas=[
+                models.ReaderSchema(
+                    fields=parts.fields(s[0]),
+                    first_seen=s[1],
+                    last_seen=s[2],
+                    version=s[3] or None,
+                    run=_run_ref.decode(s[4]) if s[4] is not None else None,
+                )
+                for s in readers
+            ],
             facets=facets.served(r[4], facets.DATASET),
             first_seen=r[5],
             last_seen=r[6],

@@ -3,7 +3,8 @@
 The graph as of `from` and as of `to` (lineage.walk_rows, the same walk and limits as
 `/lineage?as_of=`), compared by node key and edge, and the schema of every dataset in
 either graph at both moments (its latest version by each, asof.schema_at), compared
-field by field. What a dataset node shows (dataset_nodes) is read only for the nodes
+field by field, types engine-neutrally (metastore.schema_types: `long` is `bigint`). What
+a dataset node shows (dataset_nodes) is read only for the nodes
 added or removed: most of a graph is in both.
 """
 
@@ -24,6 +25,7 @@ from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 from metastore.problems import ProblemError
+from metastore.schema_types import same_type
 
 # Per dataset: its display name at `to`, and its schema version (number, fields) at `from`
 # and at `to` when it had one at both and they differ.
@@ -130,7 +132,7 @@ def schema_change(r: Any) -> models.SchemaChange:
         type_changed=[
             models.TypeChange(name=n, from_type=before[n], to_type=t)
             for n, t in after.items()
-            if n in before and before[n] != t
+            if n in before and not same_type(before[n], t)
         ],
     )
 

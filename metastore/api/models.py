@@ -324,8 +324,9 @@ class RunRef(Struct):
 WRITE_RULE = (
     "A write is a successful one: a run writes its outputs when it COMPLETEs (a STREAMING "
     "job, `jobType.processingType` STREAMING in the event, also at each RUNNING event that "
-    "names them); a run that FAILs or ABORTs only attempted them: its job keeps its edges, "
-    "but the attempt makes no schema version and is never a write."
+    "names them), unless it ends FAIL or ABORT (its latest terminal event, as its `state`): "
+    "then it only attempted them, even after a COMPLETE: its job keeps its edges, but the "
+    "attempt makes no schema version and is never a write, now or `as_of` any moment."
 )
 
 
@@ -720,6 +721,27 @@ class DatasetVersionPage(Struct):
     next_cursor: Cursor
 
 
+class ReaderSchema(Struct):
+    """A schema a job reported reading the dataset with: its engine's view of the data
+    (Trino reads Spark's `long` as `bigint`), an observation, never a version."""
+
+    fields: SchemaFields
+    version: (
+        Annotated[
+            int,
+            Meta(
+                ge=1,
+                description="The version (as in /versions) it is, its types compared "
+                "engine-neutrally (`long` is `bigint`); null: no write produced it.",
+            ),
+        ]
+        | None
+    )
+    run: Annotated[RunRef | None, Meta(description="The latest run that reported it.")]
+    first_seen: Annotated[Time, Meta(description="When a reader first reported it.")]
+    last_seen: Annotated[Time, Meta(description="When a reader last reported it.")]
+
+
 class RunOfDataset(Struct):
     """A run that read (`role` input) or wrote (output) a dataset, and the schema it met."""
 
@@ -785,7 +807,19 @@ class Dataset(Struct):
     ]
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
     fields: Annotated[
-        SchemaFields | None, Meta(description="The `schema` facet fields of the latest version.")
+        SchemaFields | None,
+        Meta(
+            description="The fields of its latest version: the schema its last successful "
+            "write produced (a reader's schema is in `reader_schemas`, never here)."
+        ),
+    ]
+    reader_schemas: Annotated[
+        list[ReaderSchema],
+        Meta(
+            description=f"The distinct schemas readers reported for it, latest first (the "
+            f"first {limits.EMBEDDED_PAGE}): observations, never versions. As of T: those "
+            "first reported by then."
+        ),
     ]
     description: Description
     owners: Owners

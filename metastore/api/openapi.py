@@ -105,12 +105,13 @@ two calls each.
 
 Writes: a write is a successful one. A run writes its outputs when it COMPLETEs (a
 STREAMING job, `jobType.processingType` STREAMING in the event, also at each RUNNING event
-that names them); a run that FAILs or ABORTs only attempted them: its job keeps its edges
-in the graph, but the attempt makes no schema version, does not move `last_write_at`, and
-is never the writer run lineage or `as_of` names. Every dataset and dataset node has its
-`freshness`: its last successful write, a failed attempt after it, and whether it is stale
-(a writer's latest run failed after that write, or a dataset its writers read was
-successfully written after it).
+that names them), unless it ends FAIL or ABORT (its latest terminal event, as its `state`:
+a COMPLETE then a FAIL ends FAIL, a FAIL then a retry's COMPLETE ends COMPLETE): then it
+only attempted them: its job keeps its edges in the graph, but the attempt does not move
+`last_write_at` and is never the writer run lineage or `as_of` names, as of any moment.
+Every dataset and dataset node has its `freshness`: its last successful write, a failed
+attempt after it, and whether it is stale (a writer's latest run failed after that write,
+or a dataset its writers read was successfully written after it).
 
 Bounds: each statement of a read runs at most METASTORE_READ_TIMEOUT (10 s by default;
 past it a 503 of type `.../read-timeout`); graph walks stop at `max_nodes` nodes, 20,000

@@ -59,6 +59,10 @@ FILTER_NAMESPACE = "AND r.job_namespace = %(namespace)s"
 FILTER_STATE = "AND r.state = ANY(%(state)s)"
 FILTER_SINCE = "AND r.first_seen >= %(since)s"
 FILTER_UNTIL = "AND r.first_seen < %(until)s"
+# With `state`, since and until bound when the run reached it ("failures of the last 24
+# hours" holds a run started 25 hours ago that failed an hour ago).
+FILTER_STATE_SINCE = "AND r.state_time >= %(since)s"
+FILTER_STATE_UNTIL = "AND r.state_time < %(until)s"
 _FAILED = "CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END"
 SORTS: dict[str, tuple[str, str, list[type]]] = {
     "first_seen": (
@@ -140,11 +144,25 @@ class ListQuery(msgspec.Struct, frozen=True):
         Meta(description="Only runs in one of these states, comma-separated (`state=FAIL,ABORT`)."),
     ] = None
     since: (
-        Annotated[dt.datetime, Meta(tz=True, description="Only runs first seen at or after this.")]
+        Annotated[
+            dt.datetime,
+            Meta(
+                tz=True,
+                description="Only runs first seen at or after this; with `state`, runs that "
+                "reached that state (`state_time`) at or after this.",
+            ),
+        ]
         | None
     ) = None
     until: (
-        Annotated[dt.datetime, Meta(tz=True, description="Only runs first seen before this.")]
+        Annotated[
+            dt.datetime,
+            Meta(
+                tz=True,
+                description="Only runs first seen before this; with `state`, runs that "
+                "reached that state (`state_time`) before this.",
+            ),
+        ]
         | None
     ) = None
     sort: Annotated[
@@ -177,8 +195,10 @@ LIST = Operation(
     tag="runs",
     query=ListQuery,
     description="Runs, newest first (by the earliest eventTime of their events, or as "
-    "`sort` says); `since` and `until` bound that time (since <= t < until). A namespace's "
-    "recent failures: `namespace=...&state=FAIL,ABORT`.",
+    "`sort` says); `since` and `until` bound that time (since <= t < until), or with "
+    "`state` the time the run reached its state (`state_time`). A namespace's failures of "
+    "the last day: `namespace=...&state=FAIL,ABORT&since=<a day ago>`, runs started "
+    "earlier included.",
 )
 GET = Operation(
     "GET",
@@ -266,12 +286,13 @@ async def list_runs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     filters: list[str] = []
     args: dict[str, Any] = {"limit": query.limit + 1}
+    by_state = query.state is not None
     for value, clause, name in (
         (query.job_id, FILTER_JOB, "job_id"),
         (query.namespace, FILTER_NAMESPACE, "namespace"),
         (query.state, FILTER_STATE, "state"),
-        (query.since, FILTER_SINCE, "since"),
-        (query.until, FILTER_UNTIL, "until"),
+        (query.since, FILTER_STATE_SINCE if by_state else FILTER_SINCE, "since"),
+        (query.until, FILTER_STATE_UNTIL if by_state else FILTER_UNTIL, "until"),
     ):
         if value is not None:
             filters.append(clause)

@@ -5,8 +5,9 @@
 -- also answer "as of" queries). job_edges: the union over a job's runs and its static
 -- lineage (JobEvents), with first and last seen.
 -- A write is a successful one (projections/lineage.py): a run writes its outputs when it
--- COMPLETEs (a STREAMING job also at each RUNNING event naming them); a run that FAILs or
--- ABORTs only attempted them: its edges stay, and no write time.
+-- COMPLETEs (a STREAMING job also at each RUNNING event naming them), unless it ends FAIL
+-- or ABORT (its latest terminal event): then it only attempted them, even after a
+-- COMPLETE: its edges stay, and no write time.
 CREATE TABLE run_edges (
     run_id          uuid        NOT NULL,
     job_id          uuid        NOT NULL,
@@ -21,6 +22,11 @@ CREATE TABLE run_edges (
     -- an output this run wrote: its first and last write (NULL: only attempted, or not yet)
     first_write_at  timestamptz,
     last_write_at   timestamptz,
+    -- the first and last event of the run that would write it (a COMPLETE or STREAMING
+    -- RUNNING naming it) whatever the run's end: the write times above come from these
+    -- and the run's completions unless it ended FAIL or ABORT
+    first_writing   timestamptz,
+    last_writing    timestamptz,
     PRIMARY KEY (run_id, direction, namespace, name)
 );
 CREATE INDEX run_edges_dataset ON run_edges (namespace, name, direction);
@@ -57,6 +63,10 @@ CREATE TABLE lineage_runs (
     first_complete  timestamptz,           -- its first and last COMPLETE eventTime: it
     last_complete   timestamptz,           -- wrote its outputs then
     failed_at       timestamptz,           -- its latest FAIL or ABORT eventTime, and which
-    failed_state    text
+    failed_state    text,
+    -- its latest terminal event (by eventTime, then seq, as runs.state): its state and seq
+    -- (the time is ended_at); FAIL or ABORT: the run wrote nothing
+    ended_state     text,
+    ended_seq       bigint
 );
 CREATE INDEX lineage_runs_job ON lineage_runs (job_id, started_at DESC);

@@ -34,6 +34,8 @@ CREATE INDEX runs_namespace ON runs (job_namespace, first_seen DESC, id);
 CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 CREATE INDEX runs_root ON runs (root_run_id);
 CREATE INDEX runs_state ON runs (state, first_seen DESC);
+-- /runs?state=FAIL&since=: the runs that reached a state in a span of time
+CREATE INDEX runs_state_time ON runs (state, state_time DESC);
 CREATE INDEX runs_first_seen ON runs (first_seen DESC, id);
 -- `sort=started` of /runs: its start (START's eventTime, else the earliest), newest first
 CREATE INDEX runs_started ON runs ((coalesce(started_at, first_seen)) DESC, id);
