@@ -238,12 +238,17 @@ def test_a_dataset_is_stale_because_its_writer_failed(api: Api) -> None:
         run_id("t2"),
         None,
     )
+    # what was built from it is at risk: the root failed run, through orders
+    orders = api.dataset_id("orders")
     report = api.get(f"/datasets/{api.dataset_id('orders_report')}")["freshness"]
     assert (report["last_write"]["at"], report["stale"], report["failed_attempt"]) == (
         T3_END,
-        False,
+        True,
         None,
     )
+    assert [
+        (r["reason"], r["at"], r["run"]["id"], r["dataset"]["id"]) for r in report["stale_reasons"]
+    ] == [("upstream_failed", T2_END, run_id("t2"), orders)]
 
 
 def test_the_dataset_list_says_which_datasets_are_stale(api: Api) -> None:
@@ -255,7 +260,8 @@ def test_the_dataset_list_says_which_datasets_are_stale(api: Api) -> None:
     ]
     assert fresh == api.get(f"/datasets/{listed['orders']['id']}")["freshness"]
     report = listed["orders_report"]["freshness"]
-    assert (report["stale"], report["last_write"]["at"]) == (False, T3_END)
+    assert (report["stale"], report["last_write"]["at"]) == (True, T3_END)
+    assert report == api.get(f"/datasets/{listed['orders_report']['id']}")["freshness"]
     # every list of datasets says the same: all of them, a filter, the exact lookup
     everything = {i["name"]: i for i in api.get("/datasets")["items"]}
     assert everything["orders"]["freshness"] == fresh
@@ -342,7 +348,9 @@ def test_an_input_written_after_the_last_write_makes_it_stale(api: Api) -> None:
         ("writer_failed", T2_END, None),
     ]
     report = api.get(f"/datasets/{api.dataset_id('orders_report')}")["freshness"]
-    assert report["stale"] is False  # one hop: src is not what report reads
+    # a rewritten input does not travel (one hop: src is not what report reads); the
+    # failure upstream does
+    assert [r["reason"] for r in report["stale_reasons"]] == ["upstream_failed"]
     # as of before the load, it was not
     earlier = api.get(f"/datasets/{api.dataset_id('orders')}", as_of="2026-05-04T12:00:00Z")
     assert [r["reason"] for r in earlier["freshness"]["stale_reasons"]] == ["writer_failed"]
@@ -382,7 +390,12 @@ def test_the_briefs_example_after_a_failed_trino_run(brief: Api) -> None:
     assert [o["name"] for o in summary["owners"]] == ["team:sales-analytics"]
     revenue = nodes["marts.revenue_by_region"]
     assert [o["name"] for o in revenue["owners"]] == ["team:finance"]
-    assert revenue["freshness"]["stale"] is False
+    # built from the summary: at risk, naming the failed run (one call: no second one
+    # from the summary's freshness)
+    assert [
+        (r["reason"], r["run"]["id"], r["run"]["job"]["name"], r["dataset"]["id"])
+        for r in revenue["freshness"]["stale_reasons"]
+    ] == [("upstream_failed", FAILED_TRINO_RUN, "20260903_101500_00051_cm7qz", summary["id"])]
     assert nodes["analytics.revenue_by_region"]["latest_run"]["state"] == "COMPLETE"
 
     node = f"dataset:{summary['id']}"
