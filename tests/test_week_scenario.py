@@ -3,8 +3,9 @@ posted to ingest, folded by `metastore projector`, answered by `metastore api` o
 
 The answers a user acts on after the last day's failures agree with each other: staleness
 travels from the failed runs to everything built from their outputs, and `/impact` names
-the cause upstream in the same answer (issue 48, item 3); the namespace filter matches the
-namespace an item is shown under, and /namespaces counts what the filter lists (item 4);
+the cause upstream in the same answer (issue 48, item 3); the namespace filter matches any
+of a dataset's names, so it finds what is shown under a namespace, and /namespaces counts
+what the filter lists (item 4);
 job nodes carry their owners (item 7).
 """
 
@@ -18,7 +19,7 @@ import httpx
 import pytest
 
 from tests.support import open_service, wait_until_folded
-from tests.week import CATALOGS, OWNERS, Week, week
+from tests.week import CATALOGS, HIVE, OWNERS, TRINO, Week, week
 
 BATCH = 500
 
@@ -126,6 +127,57 @@ def test_as_of_before_the_failures_nothing_is_at_risk(api: Api) -> None:
     before = "2026-09-13T20:00:00Z"  # the last cycle starts
     then = api.get(f"/datasets/{kpis}", as_of=before)["freshness"]
     assert not [r for r in then["stale_reasons"] if r["reason"] == "upstream_failed"]
+
+
+# --- item 4: the namespace filter uses the namespace the user sees -------------------------
+
+
+def _pages(api: Api, path: str, **params: Any) -> tuple[list[dict[str, Any]], int]:
+    """Every item of a list, page by page, and the total its first page states."""
+    items: list[dict[str, Any]] = []
+    first = page = api.get(path, limit=20, **params)
+    while True:
+        assert page["total_is_exact"] is True
+        items += page["items"]
+        if page["next_cursor"] is None:
+            return items, first["total"]
+        page = api.get(path, limit=20, cursor=page["next_cursor"], **params)
+
+
+def test_the_namespace_filter_finds_what_is_shown_under_it(api: Api) -> None:
+    hits, total = _pages(api, "/search", q="stg", type="dataset")
+    assert total == len(hits) == 3  # the three staging models, shown under their Hive names
+    assert {h["namespace"] for h in hits} == {HIVE}
+    in_hive, in_hive_total = _pages(api, "/search", q="stg", type="dataset", namespace=HIVE)
+    assert [h["id"] for h in in_hive] == [h["id"] for h in hits] and in_hive_total == 3
+    # the Trino names they were emitted under find them too
+    in_trino, _ = _pages(api, "/search", q="stg", type="dataset", namespace=TRINO)
+    assert {h["id"] for h in in_trino} == {h["id"] for h in hits}
+
+
+def test_namespace_counts_agree_with_the_lists(api: Api) -> None:
+    everything, _ = _pages(api, "/datasets")
+    namespaces = {n["name"]: n for n in api.get("/namespaces", limit=100)["items"]}
+    for name, namespace in namespaces.items():
+        listed, total = _pages(api, "/datasets", namespace=name)
+        assert total == len(listed) == namespace["dataset_count"], name
+        assert len({i["id"] for i in listed}) == len(listed)  # each dataset once
+        # each item says which of its names counts it there
+        assert {i["matched_name"]["namespace"] for i in listed} <= {name}
+        # everything shown under a namespace is listed there
+        shown = {i["id"] for i in everything if i["namespace"] == name}
+        assert shown <= {i["id"] for i in listed}, name
+    # the Hive namespace: the 3 Spark tables' symlinks, the Trino and 8 dbt tables' Hive names
+    assert namespaces[HIVE]["dataset_count"] == 12
+    hive_shown = [i for i in everything if i["namespace"] == HIVE]
+    assert len(hive_shown) == 12
+    # a dataset emitted under Trino and shown under Hive is in both lists
+    summary = api.dataset_id("orders_summary")
+    trino, _ = _pages(api, "/datasets", namespace=TRINO)
+    (item,) = [i for i in trino if i["id"] == summary]
+    assert item["namespace"] == HIVE
+    assert item["matched_name"]["namespace"] == TRINO
+    assert item["matched_name"]["name"] == "lakehouse.sales.orders_summary"
 
 
 # --- item 7: owners on job nodes -----------------------------------------------------------

@@ -448,10 +448,11 @@ class Namespace(Struct):
         int,
         Meta(
             ge=0,
-            description="Datasets that count in this namespace (/datasets?namespace= lists "
-            "them): each dataset counts in one namespace, that of its most table-like name an "
-            "event used (its display name, unless only a catalog rule derived that one), so "
-            "the counts of all namespaces add up to the number of datasets.",
+            description="Datasets with a name in this namespace (an emitted, symlink or "
+            "catalog name), each once: what /datasets?namespace= and /search?namespace= list. "
+            "A dataset with names in several namespaces counts in each (a Spark table with "
+            "its Hive symlink in both), so the counts of all namespaces can add up to more "
+            "than the datasets.",
         ),
     ]
     first_seen: Time

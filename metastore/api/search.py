@@ -85,7 +85,7 @@ NAMESPACE_TIER = """
 class Tier(NamedTuple):
     """Where the hits of one type are: its statement, its names' table under an alias (each
     has a `name` column), the key that orders equal names, the condition of `namespace=`
-    (on the names' table alone: a dataset is looked up only to filter by its home)."""
+    (on the names' table alone: a dataset is in it when any of its names is)."""
 
     template: str
     table: str
@@ -104,8 +104,8 @@ TIERS = {
         "readmodel.dataset_names",
         "n",
         "n.dataset_id",
-        "AND n.dataset_id IN (SELECT h.id FROM readmodel.datasets h"
-        " WHERE h.home_namespace = %(namespace)s)",
+        "AND n.dataset_id IN (SELECT x.dataset_id FROM readmodel.dataset_names x"
+        " WHERE x.namespace = %(namespace)s)",
     ),
     "job": Tier(JOB_TIER, "readmodel.jobs", "j", "j.id", "AND j.namespace = %(namespace)s"),
     "namespace": Tier(
@@ -217,8 +217,9 @@ class SearchQuery(msgspec.Struct, frozen=True):
     namespace: Annotated[
         params.Name | None,
         Meta(
-            description="Only hits in this namespace: its jobs, the datasets that count in it "
-            "(as /datasets?namespace= lists them), the namespace itself.",
+            description="Only hits in this namespace: its jobs, the datasets with any name in "
+            "it (whichever name matched `q`; as /datasets?namespace= lists them and "
+            "/namespaces counts them), the namespace itself.",
         ),
     ] = None
     limit: params.Limit = params.DEFAULT_LIMIT
