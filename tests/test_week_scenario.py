@@ -104,6 +104,12 @@ def test_the_dataset_page_and_list_say_the_same(api: Api) -> None:
     namespace, name = api.week.datasets["rpt_daily_kpis"]
     (item,) = api.get("/datasets", namespace=namespace, name=name)["items"]
     assert item["freshness"] == page
+    # and as of the week's end, the same reasons
+    end = api.week.end.isoformat().replace("+00:00", "Z")
+    then = api.get(f"/datasets/{kpis}", as_of=end)["freshness"]
+    assert {(r["reason"], r["run"] and r["run"]["id"]) for r in then["stale_reasons"]} == {
+        (r["reason"], r["run"] and r["run"]["id"]) for r in page["stale_reasons"]
+    }
 
 
 def test_impact_names_the_cause_upstream_in_the_same_answer(api: Api) -> None:
