@@ -62,7 +62,8 @@ NAME = "datasets"
 # 7: an output a run only attempted (a START, a FAIL) makes no version and merges no facets
 # 8: names by trigram (/search)
 # 9: no current_fields (readers take the version last seen from dataset_versions)
-VERSION = 9
+# 10: a dataset counts in every namespace it has a name in: names by (namespace, dataset)
+VERSION = 10
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (

@@ -68,13 +68,20 @@ WHERE true {filters}"""
 DISPLAY_KEY = "n.namespace, n.name"
 NAMESPACE_WALK = """
 FROM readmodel.dataset_names n
-JOIN readmodel.datasets d ON d.id = n.dataset_id
+CROSS JOIN LATERAL (
+    -- (a lookup per name, as above; and the first-name test a subplan per name, where a
+    -- join would hash every name and dataset before the first page)
+    SELECT * FROM readmodel.datasets d WHERE d.id = n.dataset_id OFFSET 0) d
 WHERE n.namespace = %(namespace)s
-  AND NOT EXISTS (
-      SELECT 1 FROM readmodel.dataset_names f
-      WHERE f.dataset_id = n.dataset_id AND f.namespace = n.namespace AND f.name < n.name)
+  AND n.name = (SELECT min(f.name) FROM readmodel.dataset_names f
+                WHERE f.dataset_id = n.dataset_id AND f.namespace = n.namespace)
   {filters}"""
 NAMESPACE_KEY = "n.namespace, n.name"
+# A namespace's datasets unfiltered, counted each once in the (namespace, dataset_id)
+# index's order.
+COUNT_IN_NAMESPACE = count_capped(
+    "SELECT DISTINCT n.dataset_id FROM readmodel.dataset_names n WHERE n.namespace = %(namespace)s"
+)
 LIST_DATASETS = f"""
 SELECT {SUMMARY}, {{key}}, ({{matched}})::text
 {{walk}}
@@ -583,8 +590,10 @@ async def list_datasets(request: Request) -> Response:
         filters.append(FILTER_NAME)
         args["pattern"] = like_substring(query.q)
         matched = MATCHED_Q
-    if filters or query.namespace is not None:
+    if filters:
         counted = count_capped("SELECT 1" + walk.format(filters="\n  ".join(filters)))
+    elif query.namespace is not None:
+        counted = COUNT_IN_NAMESPACE
     else:
         counted = COUNT_ALL
     kind = bound_kind("datasets", query)
