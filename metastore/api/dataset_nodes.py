@@ -3,10 +3,12 @@ in one statement: its display name and name count, type, owners, lifecycle state
 its freshness.
 
 Freshness: its last successful write, the latest failed attempt after it, and why it is
-stale: a writer's latest run failed after that write, or a dataset the writing run read
-(one hop) was successfully written after it. Now, from the job edges (the projection keeps
-each edge's latest write and failed attempt: projections/lineage.py); as of T, from the
-run edges and runs by then, and the names first seen by then (asof.py).
+stale: a writer's latest run failed after that write, a dataset the writing run read
+(one hop) was successfully written after it, or a dataset upstream (any hops, through the
+inputs of each one's latest write: `spread`) is stale because its writer failed. Now,
+from the job edges (the projection keeps each edge's latest write and failed attempt:
+projections/lineage.py); as of T, from the run edges and runs by then, and the names
+first seen by then (asof.py).
 
 One statement, set-based: each dataset's names and output edges are read once for all it
 shows (the graph read them per node for the name count, the lifecycle and the display
@@ -386,7 +388,7 @@ def _roots(
         roots[dataset] = list(found.values())
         return roots[dataset]
 
-    for dataset in sorted(inputs):
+    for dataset in sorted(inputs.keys() | failed.keys()):
         visit(dataset, set())
     return roots
 
