@@ -409,3 +409,32 @@ def test_the_briefs_example_after_a_failed_trino_run(brief: Api) -> None:
     versions = brief.get(f"/datasets/{summary['id']}/versions")["items"]
     assert [len(v["fields"]) for v in versions] == [3]
     assert brief.dataset_id("lakehouse.sales.orders_summary", TRINO) == summary["id"]
+
+
+def test_a_failure_upstream_of_a_dataset_never_written_travels_too(
+    pg_server: Any, template_db: str, tmp_path: Path
+) -> None:
+    """`seed` was only ever attempted (its one writer FAILed: no write, so no inputs of a
+    write to follow); `mart`, built from it, and `report`, built from `mart`, are at risk."""
+    events = [
+        event("START", "2026-06-01T00:00:00Z", "load_seed", "seed", [], [dataset("seed")]),
+        event("FAIL", "2026-06-01T00:01:00Z", "load_seed", "seed", [], [dataset("seed")]),
+        event("START", "2026-06-01T01:00:00Z", "build_mart", "mart", [dataset("seed")], []),
+        event(
+            "COMPLETE", "2026-06-01T01:01:00Z", "build_mart", "mart",
+            [dataset("seed")], [dataset("mart")],
+        ),
+        event("START", "2026-06-01T02:00:00Z", "build_report", "rep", [dataset("mart")], []),
+        event(
+            "COMPLETE", "2026-06-01T02:01:00Z", "build_report", "rep",
+            [dataset("mart")], [dataset("report")],
+        ),
+    ]  # fmt: skip
+    with open_service(pg_server, template_db, tmp_path, "never-written") as (_, client):
+        api = Api(client)
+        api.post(events)
+        for name, via in (("mart", "seed"), ("report", "mart")):
+            fresh = api.get(f"/datasets/{api.dataset_id(name)}")["freshness"]
+            assert [
+                (r["reason"], r["run"]["id"], r["dataset"]["name"]) for r in fresh["stale_reasons"]
+            ] == [("upstream_failed", run_id("seed"), via)]

@@ -388,7 +388,7 @@ def _roots(
         roots[dataset] = list(found.values())
         return roots[dataset]
 
-    for dataset in sorted(inputs.keys() | failed.keys()):
+    for dataset in sorted(inputs):
         visit(dataset, set())
     return roots
 
