@@ -64,7 +64,8 @@ NAME = "datasets"
 # 9: no current_fields (readers take the version last seen from dataset_versions)
 # 10: a reader's schema is no version (nor the schema facet); versions hashed with
 # engine-neutral types (metastore.schema_types)
-VERSION = 10
+# 11: a dataset counts in every namespace it has a name in: names by (namespace, dataset)
+VERSION = 11
 TABLES = ("datasets", "dataset_names", "dataset_versions")
 
 DATASET_COLUMNS = (

@@ -473,19 +473,21 @@ def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
     }
 
 
-def test_each_dataset_counts_in_one_namespace_by_a_name_an_event_used(
+def test_each_dataset_counts_in_every_namespace_it_has_a_name_in(
     seed_api: httpx.Client,
 ) -> None:
     counts = {n["name"]: n["dataset_count"] for n in get(seed_api, "/namespaces")["items"]}
     listed = get(seed_api, "/datasets")
-    assert sum(counts.values()) == listed["total"] == 3  # raw orders, orders_daily, summary
-    # Hive's namespace lists the table Spark named there (a symlink), not the summary
-    # whose Hive name only the map derived.
+    assert listed["total"] == 3  # raw orders, orders_daily, summary
+    # Hive's namespace lists the table Spark named there (a symlink) and the summary, whose
+    # Hive name the map derived and which is shown under it
     in_hive = get(seed_api, "/datasets", namespace=HIVE[0])["items"]
-    assert [(d["namespace"], d["name"]) for d in in_hive] == [HIVE]
-    # The summary counts in Trino's, by the name Trino's event emitted, and shows under
-    # its metastore name.
-    (summary,) = get(seed_api, "/datasets", namespace=TRINO_NS)["items"]
+    assert [(d["namespace"], d["name"]) for d in in_hive] == [HIVE, HIVE_SUMMARY]
+    assert [d["matched_name"]["kind"] for d in in_hive] == ["symlink", "catalog"]
+    # Trino's lists the summary by the name Trino's event emitted (shown under its metastore
+    # name), and orders_daily by the name Trino read it under
+    in_trino = get(seed_api, "/datasets", namespace=TRINO_NS)["items"]
+    summary = next(d for d in in_trino if d["matched_name"]["name"] == SUMMARY[1])
     assert (summary["namespace"], summary["name"]) == HIVE_SUMMARY
     matched = summary["matched_name"]
     assert (matched["namespace"], matched["name"], matched["kind"]) == (*SUMMARY, "emitted")
@@ -498,7 +500,8 @@ def test_each_dataset_counts_in_one_namespace_by_a_name_an_event_used(
         HIVE_SUMMARY: "catalog",
     }
     assert names[HIVE_SUMMARY]["joined_by"]["role"] == "metastore"
-    assert counts == {RAW_ORDERS[0]: 1, HIVE[0]: 1, TRINO_NS: 1, "prod-lineage": 0}
+    assert counts == {RAW_ORDERS[0]: 2, HIVE[0]: 2, TRINO_NS: 2, "prod-lineage": 0}
+    assert counts[TRINO_NS] == len(in_trino) and counts[HIVE[0]] == len(in_hive)
 
 
 def graph_names(graph: dict[str, Any]) -> set[tuple[str, str, str]]:

@@ -239,12 +239,17 @@ def test_a_dataset_is_stale_because_its_writer_failed(api: Api) -> None:
         run_id("t2"),
         None,
     )
+    # what was built from it is at risk: the root failed run, through orders
+    orders = api.dataset_id("orders")
     report = api.get(f"/datasets/{api.dataset_id('orders_report')}")["freshness"]
     assert (report["last_write"]["at"], report["stale"], report["failed_attempt"]) == (
         T3_END,
-        False,
+        True,
         None,
     )
+    assert [
+        (r["reason"], r["at"], r["run"]["id"], r["dataset"]["id"]) for r in report["stale_reasons"]
+    ] == [("upstream_failed", T2_END, run_id("t2"), orders)]
 
 
 def test_the_dataset_list_says_which_datasets_are_stale(api: Api) -> None:
@@ -256,7 +261,8 @@ def test_the_dataset_list_says_which_datasets_are_stale(api: Api) -> None:
     ]
     assert fresh == api.get(f"/datasets/{listed['orders']['id']}")["freshness"]
     report = listed["orders_report"]["freshness"]
-    assert (report["stale"], report["last_write"]["at"]) == (False, T3_END)
+    assert (report["stale"], report["last_write"]["at"]) == (True, T3_END)
+    assert report == api.get(f"/datasets/{listed['orders_report']['id']}")["freshness"]
     # every list of datasets says the same: all of them, a filter, the exact lookup
     everything = {i["name"]: i for i in api.get("/datasets")["items"]}
     assert everything["orders"]["freshness"] == fresh
@@ -343,7 +349,9 @@ def test_an_input_written_after_the_last_write_makes_it_stale(api: Api) -> None:
         ("writer_failed", T2_END, None),
     ]
     report = api.get(f"/datasets/{api.dataset_id('orders_report')}")["freshness"]
-    assert report["stale"] is False  # one hop: src is not what report reads
+    # a rewritten input does not travel (one hop: src is not what report reads); the
+    # failure upstream does
+    assert [r["reason"] for r in report["stale_reasons"]] == ["upstream_failed"]
     # as of before the load, it was not
     earlier = api.get(f"/datasets/{api.dataset_id('orders')}", as_of="2026-05-04T12:00:00Z")
     assert [r["reason"] for r in earlier["freshness"]["stale_reasons"]] == ["writer_failed"]
@@ -383,7 +391,12 @@ def test_the_briefs_example_after_a_failed_trino_run(brief: Api) -> None:
     assert [o["name"] for o in summary["owners"]] == ["team:sales-analytics"]
     revenue = nodes["marts.revenue_by_region"]
     assert [o["name"] for o in revenue["owners"]] == ["team:finance"]
-    assert revenue["freshness"]["stale"] is False
+    # built from the summary: at risk, naming the failed run (one call: no second one
+    # from the summary's freshness)
+    assert [
+        (r["reason"], r["run"]["id"], r["run"]["job"]["name"], r["dataset"]["id"])
+        for r in revenue["freshness"]["stale_reasons"]
+    ] == [("upstream_failed", FAILED_TRINO_RUN, "20260903_101500_00051_cm7qz", summary["id"])]
     assert nodes["analytics.revenue_by_region"]["latest_run"]["state"] == "COMPLETE"
 
     node = f"dataset:{summary['id']}"
@@ -400,3 +413,32 @@ def test_the_briefs_example_after_a_failed_trino_run(brief: Api) -> None:
     assert [len(s["fields"]) for s in page["reader_schemas"]] == [3]
     assert page["reader_schemas"][0]["run"]["id"] == DBT_RUN
     assert brief.dataset_id("lakehouse.sales.orders_summary", TRINO) == summary["id"]
+
+
+def test_a_failure_upstream_of_a_dataset_never_written_travels_too(
+    pg_server: Any, template_db: str, tmp_path: Path
+) -> None:
+    """`seed` was only ever attempted (its one writer FAILed: no write, so no inputs of a
+    write to follow); `mart`, built from it, and `report`, built from `mart`, are at risk."""
+    events = [
+        event("START", "2026-06-01T00:00:00Z", "load_seed", "seed", [], [dataset("seed")]),
+        event("FAIL", "2026-06-01T00:01:00Z", "load_seed", "seed", [], [dataset("seed")]),
+        event("START", "2026-06-01T01:00:00Z", "build_mart", "mart", [dataset("seed")], []),
+        event(
+            "COMPLETE", "2026-06-01T01:01:00Z", "build_mart", "mart",
+            [dataset("seed")], [dataset("mart")],
+        ),
+        event("START", "2026-06-01T02:00:00Z", "build_report", "rep", [dataset("mart")], []),
+        event(
+            "COMPLETE", "2026-06-01T02:01:00Z", "build_report", "rep",
+            [dataset("mart")], [dataset("report")],
+        ),
+    ]  # fmt: skip
+    with open_service(pg_server, template_db, tmp_path, "never-written") as (_, client):
+        api = Api(client)
+        api.post(events)
+        for name, via in (("mart", "seed"), ("report", "mart")):
+            fresh = api.get(f"/datasets/{api.dataset_id(name)}")["freshness"]
+            assert [
+                (r["reason"], r["run"]["id"], r["dataset"]["name"]) for r in fresh["stale_reasons"]
+            ] == [("upstream_failed", run_id("seed"), via)]

@@ -121,7 +121,8 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
         "2026-09-02T10:15:03.870000Z by 20260902_101500_00042_ab3kd, FAIL at "
         "2026-09-03T10:15:41.002000Z (stale: writer failed)",
         "lakehouse.marts.revenue_by_region [team:finance]: written 2026-09-02T11:02:30Z by "
-        "analytics.revenue_by_region",
+        "analytics.revenue_by_region (stale: 20260903_101500_00051_cm7qz failed upstream, via "
+        "lakehouse.sales.orders_summary)",
     ]
     assert broke["jobs"] == [
         "20260903_101500_00051_cm7qz: red",
@@ -134,7 +135,7 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
         "freshness": "written 2026-09-02T10:15:03.870000Z by 20260902_101500_00042_ab3kd, "
         "FAIL at 2026-09-03T10:15:41.002000Z (stale: writer failed)",
     }
-    assert listed["lakehouse.marts.revenue_by_region"]["colour"] == "white"
+    assert listed["lakehouse.marts.revenue_by_region"]["colour"] == "amber"  # built from it
     changed = screens["whatChanged"]["view"]
     assert changed == {
         "added": ["job 20260903_101500_00051_cm7qz"],
@@ -144,7 +145,8 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
         "schema": [],
     }
     rows = {r["name"]: r for r in screens["namespaces"]["view"]["rows"]}
-    assert rows["airflow"]["jobs"] == 16 and rows["s3a://warehouse"]["datasets"] == 4
+    # (s3a://warehouse: its 4 datasets and orders_daily, shown under its Hive name)
+    assert rows["airflow"]["jobs"] == 16 and rows["s3a://warehouse"]["datasets"] == 5
     failures = screens["failures"]["view"]
     assert failures == {
         "count": "3",

@@ -3,10 +3,12 @@ in one statement: its display name and name count, type, owners, lifecycle state
 its freshness.
 
 Freshness: its last successful write, the latest failed attempt after it, and why it is
-stale: a writer's latest run failed after that write, or a dataset the writing run read
-(one hop) was successfully written after it. Now, from the job edges (the projection keeps
-each edge's latest write and failed attempt: projections/lineage.py); as of T, from the
-run edges and runs by then, and the names first seen by then (asof.py).
+stale: a writer's latest run failed after that write, a dataset the writing run read
+(one hop) was successfully written after it, or a dataset upstream (any hops, through the
+inputs of each one's latest write: `spread`) is stale because its writer failed. Now,
+from the job edges (the projection keeps each edge's latest write and failed attempt:
+projections/lineage.py); as of T, from the run edges and runs by then, and the names
+first seen by then (asof.py).
 
 One statement, set-based: each dataset's names and output edges are read once for all it
 shows (the graph read them per node for the name count, the lifecycle and the display
@@ -25,7 +27,7 @@ from typing import Any
 import msgspec
 from psycopg import AsyncConnection
 
-from metastore.api import asof, models
+from metastore.api import asof, limits, models
 from metastore.api.db import rows
 from metastore.api.sqlparts import dataset_type, lifecycle_state, owners
 
@@ -116,7 +118,8 @@ LEFT JOIN (
 # input id, namespace, name; then for kind `node`: name count, display namespace and
 # name, type, lifecycle state, owners as JSON). Kinds: `write`, the latest write;
 # `attempt`, a failed attempt after it; `writer_failed` and `input_rewritten`, why it is
-# stale; `node`, what the node shows.
+# stale; `input`, a dataset the latest write read (the walk upstream follows them);
+# `node`, what the node shows.
 STATEMENT = """
 WITH names AS MATERIALIZED ({names}),
 outs AS MATERIALIZED ({outs}),
@@ -161,7 +164,9 @@ found AS (
     FROM inputs i
     JOIN input_writes iw ON iw.input = i.input
     JOIN writes w ON w.dataset_id = i.dataset_id
-    WHERE iw.at > w.at)
+    WHERE iw.at > w.at
+  UNION ALL
+    SELECT 'input', dataset_id, NULL::timestamptz, NULL::uuid, NULL, input FROM inputs)
 SELECT f.kind, f.dataset_id, f.at, f.run, r.job_id, r.job_namespace, r.job_name,
        {run_state}, f.state, f.input, ind.namespace, ind.name,
        NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text
@@ -254,11 +259,23 @@ def _reason_order(reason: models.StaleReason) -> tuple[str, str]:
     return reason.reason, str(about)
 
 
-def build(found: list[Any]) -> dict[uuid.UUID, Details]:
-    """Each dataset's details from the rows of `statement`."""
+class Found(msgspec.Struct):
+    """What rows of `statement` say: each dataset's details, and what the walk upstream
+    follows: the inputs of each one's latest write (by their display name) and the
+    `writer_failed` reasons of each."""
+
+    details: dict[uuid.UUID, Details]
+    inputs: dict[uuid.UUID, dict[uuid.UUID, models.DatasetRef]]
+    failed: dict[uuid.UUID, list[models.StaleReason]]
+
+
+def build(found: list[Any]) -> Found:
+    """Each dataset's details from the rows of `statement` (staleness of one hop: `spread`
+    adds what comes from further upstream)."""
     writes: dict[uuid.UUID, models.Write] = {}
     attempts: dict[uuid.UUID, models.FailedAttempt] = {}
     reasons: dict[uuid.UUID, list[models.StaleReason]] = {}
+    inputs: dict[uuid.UUID, dict[uuid.UUID, models.DatasetRef]] = {}
     nodes = []
     for r in found:
         kind, dataset = r[0], r[1]
@@ -268,6 +285,9 @@ def build(found: list[Any]) -> dict[uuid.UUID, Details]:
             writes[dataset] = models.Write(run=_run(r), at=r[2])
         elif kind == "attempt":
             attempts[dataset] = models.FailedAttempt(run=_run(r), state=r[8], at=r[2])
+        elif kind == "input":
+            ref = models.DatasetRef(id=r[9], namespace=r[10], name=r[11])
+            inputs.setdefault(dataset, {})[r[9]] = ref
         else:
             ref = None
             if r[9] is not None:
@@ -279,8 +299,6 @@ def build(found: list[Any]) -> dict[uuid.UUID, Details]:
     details = {}
     for r in nodes:
         dataset = r[1]
-        why = sorted(reasons.get(dataset, ()), key=_reason_order)
-        why.sort(key=lambda x: x.at, reverse=True)  # (stable: the latest first, then as above)
         details[dataset] = Details(
             namespace=r[13],
             name=r[14],
@@ -288,14 +306,97 @@ def build(found: list[Any]) -> dict[uuid.UUID, Details]:
             dataset_type=r[15],
             lifecycle_state=r[16],
             owners=_owners.decode(r[17]),
-            freshness=models.DatasetFreshness(
-                last_write=writes.get(dataset),
-                failed_attempt=attempts.get(dataset),
-                stale=bool(why),
-                stale_reasons=why,
+            freshness=_freshness(
+                writes.get(dataset), attempts.get(dataset), reasons.get(dataset, [])
             ),
         )
-    return details
+    failed = {d: [x for x in why if x.reason == "writer_failed"] for d, why in reasons.items()}
+    return Found(details=details, inputs=inputs, failed=failed)
+
+
+def _freshness(
+    write: models.Write | None,
+    attempt: models.FailedAttempt | None,
+    reasons: list[models.StaleReason],
+) -> models.DatasetFreshness:
+    why = sorted(reasons, key=_reason_order)
+    why.sort(key=lambda x: x.at, reverse=True)  # (stable: the latest first, then as above)
+    return models.DatasetFreshness(
+        last_write=write, failed_attempt=attempt, stale=bool(why), stale_reasons=why
+    )
+
+
+async def spread(
+    conn: AsyncConnection[Any], found: Found, as_of: dt.datetime | None
+) -> dict[uuid.UUID, Details]:
+    """The details of `found` with the staleness that travels: a dataset downstream of one
+    whose writer failed is at risk (`upstream_failed`, naming the root failed run and the
+    input it came through), over any number of hops. The walk goes upstream through the
+    inputs of each dataset's latest write, a hop a statement (the freshness statement on
+    the datasets first reached), at most limits.UPSTREAM_HOPS hops and
+    limits.UPSTREAM_DATASETS datasets beyond those asked about."""
+    inputs, failed = dict(found.inputs), dict(found.failed)
+    known = set(found.details)
+    frontier = {i for d in known for i in inputs.get(d, ())} - known
+    looked = 0
+    for _ in range(limits.UPSTREAM_HOPS - 1):
+        if not frontier or looked >= limits.UPSTREAM_DATASETS:
+            break
+        batch = sorted(frontier)[: limits.UPSTREAM_DATASETS - looked]
+        sql = FRESHNESS_NOW if as_of is None else FRESHNESS_AS_OF
+        more = build(await rows(conn, sql, {"datasets": batch, "as_of": as_of}))
+        inputs.update(more.inputs)
+        failed.update(more.failed)
+        known.update(batch)
+        looked += len(batch)
+        frontier = {i for d in batch for i in inputs.get(d, ())} - known
+    roots = _roots(inputs, failed)
+    spread_details = {}
+    for dataset, details in found.details.items():
+        own = {x.run.id for x in failed.get(dataset, ()) if x.run is not None}
+        added: dict[uuid.UUID, models.StaleReason] = {}
+        for via in sorted(inputs.get(dataset, {}).values(), key=lambda r: (r.namespace, r.name)):
+            for root in roots.get(via.id, ()):
+                if root.run is not None and root.run.id not in own and root.run.id not in added:
+                    added[root.run.id] = models.StaleReason(
+                        reason="upstream_failed", at=root.at, run=root.run, dataset=via
+                    )
+        if not added:
+            spread_details[dataset] = details
+            continue
+        fresh = details.freshness
+        why = [*fresh.stale_reasons, *added.values()]
+        spread_details[dataset] = msgspec.structs.replace(
+            details, freshness=_freshness(fresh.last_write, fresh.failed_attempt, why)
+        )
+    return spread_details
+
+
+def _roots(
+    inputs: dict[uuid.UUID, dict[uuid.UUID, models.DatasetRef]],
+    failed: dict[uuid.UUID, list[models.StaleReason]],
+) -> dict[uuid.UUID, list[models.StaleReason]]:
+    """Each dataset's root failures: its own `writer_failed` reasons and those of every
+    dataset upstream of it (by the inputs known), each failed run once. A cycle is cut
+    where it closes."""
+    roots: dict[uuid.UUID, list[models.StaleReason]] = {}
+
+    def visit(dataset: uuid.UUID, path: set[uuid.UUID]) -> list[models.StaleReason]:
+        if dataset in roots:
+            return roots[dataset]
+        found = {x.run.id: x for x in failed.get(dataset, ()) if x.run is not None}
+        path.add(dataset)
+        for upstream in sorted(inputs.get(dataset, ())):
+            if upstream not in path:
+                for x in visit(upstream, path):
+                    found.setdefault(x.run.id, x)  # type: ignore[union-attr]
+        path.discard(dataset)
+        roots[dataset] = list(found.values())
+        return roots[dataset]
+
+    for dataset in sorted(inputs):
+        visit(dataset, set())
+    return roots
 
 
 async def of(
@@ -306,7 +407,7 @@ async def of(
     if not datasets:
         return {}
     found = await rows(conn, statement(as_of), {"datasets": list(datasets), "as_of": as_of})
-    return build(found)
+    return await spread(conn, build(found), as_of)
 
 
 async def freshness_of(
@@ -317,4 +418,5 @@ async def freshness_of(
         return {}
     sql = FRESHNESS_NOW if as_of is None else FRESHNESS_AS_OF
     found = await rows(conn, sql, {"datasets": list(datasets), "as_of": as_of})
-    return {dataset: d.freshness for dataset, d in build(found).items()}
+    details = await spread(conn, build(found), as_of)
+    return {dataset: d.freshness for dataset, d in details.items()}

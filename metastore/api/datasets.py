@@ -51,9 +51,9 @@ SUMMARY = f"""d.id, d.namespace, d.name, d.first_seen, d.last_seen, {name_count(
        {lifecycle_state("d.facets")}"""
 
 # Without a namespace the list walks dataset_names in its primary key order, the row of
-# each dataset's display name; with one, the datasets whose home (the one name a dataset
-# counts in a namespace by: its most table-like name an event used) is there, in the
-# order of the datasets_home index. Each walk orders by `key`, the walked name.
+# each dataset's display name; with one, the names in that namespace in the same order,
+# each dataset at its first name there (a dataset counts in every namespace it has a name
+# in, as /namespaces counts it). Each walk orders by `key`, the walked name.
 DISPLAY_WALK = """
 FROM readmodel.dataset_names n
 CROSS JOIN LATERAL (
@@ -66,10 +66,22 @@ CROSS JOIN LATERAL (
 ) d
 WHERE true {filters}"""
 DISPLAY_KEY = "n.namespace, n.name"
-HOME_WALK = """
-FROM readmodel.datasets d
-WHERE d.merged_into IS NULL AND d.home_namespace = %(namespace)s {filters}"""
-HOME_KEY = "d.home_namespace, d.home_name"
+NAMESPACE_WALK = """
+FROM readmodel.dataset_names n
+CROSS JOIN LATERAL (
+    -- (a lookup per name, as above; and the first-name test a subplan per name, where a
+    -- join would hash every name and dataset before the first page)
+    SELECT * FROM readmodel.datasets d WHERE d.id = n.dataset_id OFFSET 0) d
+WHERE n.namespace = %(namespace)s
+  AND n.name = (SELECT min(f.name) FROM readmodel.dataset_names f
+                WHERE f.dataset_id = n.dataset_id AND f.namespace = n.namespace)
+  {filters}"""
+NAMESPACE_KEY = "n.namespace, n.name"
+# A namespace's datasets unfiltered, counted each once in the (namespace, dataset_id)
+# index's order.
+COUNT_IN_NAMESPACE = count_capped(
+    "SELECT DISTINCT n.dataset_id FROM readmodel.dataset_names n WHERE n.namespace = %(namespace)s"
+)
 LIST_DATASETS = f"""
 SELECT {SUMMARY}, {{key}}, ({{matched}})::text
 {{walk}}
@@ -86,9 +98,8 @@ FILTER_EXACT_NAME = """AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
     WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s)"""
 AFTER = "AND ({key}) > (%(after_namespace)s, %(after_name)s)"
-# The name that matched: of `q`, else of `name`, else the home name in `namespace`.
-MATCHED_HOME = f"""(SELECT {NAME_JSON.format(n="h")} FROM readmodel.dataset_names h
-    WHERE h.namespace = d.home_namespace AND h.name = d.home_name)"""
+# The name that matched: of `q`, else of `name`, else its (first) name in `namespace`.
+MATCHED_IN_NAMESPACE = NAME_JSON.format(n="n")
 MATCHED_BY = """(SELECT {json} FROM readmodel.dataset_names m
     WHERE m.dataset_id = d.id AND {test} ORDER BY m.namespace, m.name LIMIT 1)"""
 MATCHED_Q = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="lower(m.name) LIKE %(pattern)s")
@@ -474,9 +485,11 @@ LIST = Operation(
     tag="datasets",
     query=ListQuery,
     description="Datasets by their display name (its most table-like name). `namespace` "
-    "lists the datasets that count in that namespace, as /namespaces counts them: each "
-    "dataset counts in one, that of its most table-like name an event used (its display "
-    "name, unless only a catalog rule derived that), ordered by that name; `q` is a "
+    "lists the datasets with any name in that namespace (emitted, symlink or catalog: a "
+    "dataset counts in each namespace it has a name in, as /namespaces and "
+    "/search?namespace= count it), once each, ordered by their first name there, which "
+    "`matched_name` gives (its `namespace` is the one asked for; the item's own "
+    "`namespace` is its display name's); `q` is a "
     "substring of any of its names; `name` alone matches any of its names exactly, in any "
     "namespace. `namespace` and `name` together are the exact lookup: it resolves any name "
     "of a dataset, symlink and catalog names included, and answers one item or none. Each "
@@ -592,8 +605,8 @@ async def list_datasets(request: Request) -> Response:
     matched = "NULL::json"
     walk, key = DISPLAY_WALK, DISPLAY_KEY
     if query.namespace is not None:
-        walk, key = HOME_WALK, HOME_KEY
-        matched = MATCHED_HOME
+        walk, key = NAMESPACE_WALK, NAMESPACE_KEY
+        matched = MATCHED_IN_NAMESPACE
     if query.name is not None:
         filters.append(FILTER_EXACT_NAME)
         args["name"] = query.name
@@ -602,8 +615,10 @@ async def list_datasets(request: Request) -> Response:
         filters.append(FILTER_NAME)
         args["pattern"] = like_substring(query.q)
         matched = MATCHED_Q
-    if filters or query.namespace is not None:
+    if filters:
         counted = count_capped("SELECT 1" + walk.format(filters="\n  ".join(filters)))
+    elif query.namespace is not None:
+        counted = COUNT_IN_NAMESPACE
     else:
         counted = COUNT_ALL
     kind = bound_kind("datasets", query)

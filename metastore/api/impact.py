@@ -4,7 +4,8 @@ change, reaches, in one answer.
 The walk is the lineage graph's, downstream only (lineage.walk), so its limits and
 `truncated` are the graph's. From a run it starts at the datasets the run wrote or, when
 it failed, attempted: its job is the graph's start node, with edges to those outputs
-alone. Every dataset node carries its freshness and owners, every job its latest run.
+alone. Every dataset node carries its freshness and owners, every job its latest run and
+owners.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, lineage, models
+from metastore.api import asof, dataset_nodes, lineage, models
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -38,6 +39,22 @@ SELECT DISTINCT n.dataset_id
 FROM readmodel.run_edges e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 WHERE e.run_id = %(run)s AND e.direction = 'output'
+ORDER BY 1
+"""
+
+# The datasets a run, or a job (now, or as of `%(as_of)s`), read, by id.
+RUN_INPUTS = RUN_OUTPUTS.replace("'output'", "'input'")
+JOB_INPUTS = """
+SELECT DISTINCT n.dataset_id
+FROM readmodel.job_edges e
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+WHERE e.job_id = %(job)s AND e.direction = 'input'
+ORDER BY 1
+"""
+JOB_INPUTS_AS_OF = f"""
+SELECT DISTINCT n.dataset_id
+FROM {asof.job_edges_at("%(job)s::uuid", "input")} e
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 ORDER BY 1
 """
 
@@ -71,7 +88,8 @@ OP = Operation(
     description="Everything downstream of `node` within `depth` jobs, as the lineage graph "
     "(the same walk, downstream only, its limits, `beyond` and `truncated`): every dataset with "
     "its freshness (last successful write, a failed attempt after it, stale and why) and "
-    "owners, every job that reads one with its latest run. From a run, the walk starts at "
+    "owners, every job that reads one with its latest run and owners. From a run, the walk "
+    "starts at "
     "the datasets that run wrote or, when it FAILed or ABORTed, attempted to write: its "
     "job is the start node (depth 0), with edges to those datasets alone. From a job, its "
     "outputs; from a dataset, itself. With `as_of`: as the graph was then (a run started "
@@ -88,6 +106,7 @@ async def get_impact(request: Request) -> Response:
     kind, start = lineage.parse_node(query.node, "`run:<uuid>`, `job:<uuid>` or `dataset:<uuid>`")
     run = None
     outputs: list[uuid.UUID] | None = None
+    read: list[uuid.UUID] = []
     async with connection(request) as conn:
         if kind == "run":
             found = await row(conn, RUN, {"run": start})
@@ -97,6 +116,10 @@ async def get_impact(request: Request) -> Response:
             run = _run_ref.decode(found[2])
             outputs = [r[0] for r in await rows(conn, RUN_OUTPUTS, {"run": start})]
             kind, start = "job", found[0]
+            read = [r[0] for r in await rows(conn, RUN_INPUTS, {"run": run.id})]
+        elif kind == "job":
+            sql = JOB_INPUTS if query.as_of is None else JOB_INPUTS_AS_OF
+            read = [r[0] for r in await rows(conn, sql, {"job": start, "as_of": query.as_of})]
         graph = await lineage.walk(
             conn,
             kind,
@@ -108,13 +131,38 @@ async def get_impact(request: Request) -> Response:
             as_of=query.as_of,
             run_outputs=outputs,
         )
+        if kind == "dataset":  # (its freshness is the start node's)
+            node = graph.nodes[0]
+            assert isinstance(node, models.DatasetNode)
+            fresh = [(models.DatasetRef(node.id, node.namespace, node.name), node.freshness)]
+        else:
+            details = await dataset_nodes.of(conn, read, query.as_of)
+            fresh = [
+                (models.DatasetRef(d, x.namespace or "", x.name or ""), x.freshness)
+                for d, x in sorted(details.items())
+            ]
     return json_response(
         request,
         models.Impact(
             node=query.node,
             run=run,
+            causes=causes(fresh),
             nodes=graph.nodes,
             edges=graph.edges,
             truncated=graph.truncated,
         ),
     )
+
+
+def causes(
+    fresh: list[tuple[models.DatasetRef, models.DatasetFreshness]],
+) -> list[models.UpstreamFailure]:
+    """The root failed runs behind these datasets' freshness, each once, through the
+    dataset (its writer failed, or a failure upstream of it reached it)."""
+    found: dict[uuid.UUID, models.UpstreamFailure] = {}
+    for dataset, freshness in fresh:
+        for why in freshness.stale_reasons:
+            if why.run is not None and why.reason != "input_rewritten":
+                failure = models.UpstreamFailure(run=why.run, at=why.at, via=dataset)
+                found.setdefault(why.run.id, failure)
+    return sorted(found.values(), key=lambda c: (c.at, str(c.run.id)), reverse=True)

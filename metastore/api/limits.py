@@ -24,6 +24,13 @@ VISIT_LIMIT = 20_000
 # Edges an answer holds: of the /lineage graph between its nodes, of column lineage.
 EDGE_LIMIT = 5_000
 
+# Staleness that travels: a dataset is at risk when a dataset upstream of it is stale
+# because its writer failed; the walk upstream (through the inputs of each dataset's last
+# write) goes at most UPSTREAM_HOPS datasets up and looks at UPSTREAM_DATASETS datasets
+# besides those an answer shows.
+UPSTREAM_HOPS = 20
+UPSTREAM_DATASETS = 1_000
+
 # Embedded lists: the first of them (by name) and a count of all.
 EMBEDDED_REFS = 100
 EDGE_JOBS = 20  # the jobs that reported one field edge (Trino: a job per query)

@@ -27,7 +27,7 @@ from metastore.api import asof, dataset_nodes, limits, models
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
-from metastore.api.sqlparts import duration, started
+from metastore.api.sqlparts import duration, owners, started
 from metastore.problems import InvalidParam, ProblemError
 
 # (run_lineage and the document use them from here too)
@@ -117,11 +117,12 @@ LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
 {node_joins}
 ORDER BY k.depth, k.kind, k.id
 """
-# What a graph draws a job node with: its type, integration and latest run (id, state,
+# What a graph draws a job node with: its type, integration, owners (its `ownership`
+# facet, as JSON: "who do I call" without a call per job) and latest run (id, state,
 # state_time, started_at, ended_at, duration), now or as of `%(as_of)s` (a latest run in
 # the state it had then). A dataset node's details come from dataset_nodes.py, for all the
 # graph's datasets in one statement.
-JOB_COLUMNS = "j.job_type, j.processing_type, j.integration"
+JOB_COLUMNS = f"j.job_type, j.processing_type, j.integration, {owners('j.facets')}"
 NODE_COLUMNS = f"""{JOB_COLUMNS},
        r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")}"""
 NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id"
@@ -296,14 +297,15 @@ LINEAGE_OP = Operation(
     f"the nearest are kept and `truncated` is true; so it is when the walk has looked at "
     f"{limits.VISIT_LIMIT:,} edges (it stops there) or the nodes have more than "
     f"{limits.EDGE_LIMIT:,} edges between them (the first are kept). Dataset nodes carry "
-    "their freshness and owners, job nodes their latest run. With `as_of`, the graph as it "
-    "was then: each job's edges are those of its latest run started at or before `as_of` "
-    "(and its static lineage declared by then), names and freshness those of then; a node "
-    "first seen after `as_of` answers 404. A job whose run failed keeps its edges: the "
-    "failure shows in its latest run and in its outputs' freshness.",
+    "their freshness and owners, job nodes their latest run and owners. With `as_of`, the "
+    "graph as it was then: each job's edges are those of its latest run started at or "
+    "before `as_of` (and its static lineage declared by then), names and freshness "
+    "those of then; a node first seen after `as_of` answers 404. A job whose run failed "
+    "keeps its edges: the failure shows in its latest run and in its outputs' freshness.",
 )
 resource = Resource()
 LineageNode = models.JobNode | models.DatasetNode
+_owners = msgspec.json.Decoder(list[models.Owner])
 
 
 def _key(kind: str, id_: uuid.UUID) -> str:
@@ -317,14 +319,14 @@ def node(
     (dataset_nodes.of)."""
     if r[0] == "job":
         latest = None
-        if r[11] is not None:
+        if r[12] is not None:
             latest = models.LatestRun(
-                id=r[11],
-                state=r[12],
-                state_time=r[13],
-                started_at=r[14],
-                ended_at=r[15],
-                duration_seconds=r[16],
+                id=r[12],
+                state=r[13],
+                state_time=r[14],
+                started_at=r[15],
+                ended_at=r[16],
+                duration_seconds=r[17],
             )
         return models.JobNode(
             key=_key("job", r[1]),
@@ -335,6 +337,7 @@ def node(
             job_type=r[8],
             processing_type=r[9],
             integration=r[10],
+            owners=_owners.decode(r[11]),
             latest_run=latest,
             beyond=beyond,
         )
@@ -451,7 +454,10 @@ async def walk_rows(
                 dataset_nodes.statement(as_of), {"datasets": datasets, "as_of": as_of}
             )
         links = await links_at.fetchall()
-        found_details = dataset_nodes.build(await details_at.fetchall()) if datasets else {}
+        details_found = await details_at.fetchall() if datasets else []
+    found_details = {}
+    if datasets:
+        found_details = await dataset_nodes.spread(conn, dataset_nodes.build(details_found), as_of)
     if run_outputs is not None:  # the run's job: only the run's own outputs
         wrote = set(run_outputs)
         links = [

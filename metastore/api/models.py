@@ -355,23 +355,39 @@ class StaleReason(Struct):
     """Why a dataset is stale."""
 
     reason: Annotated[
-        Literal["writer_failed", "input_rewritten"],
+        Literal["writer_failed", "input_rewritten", "upstream_failed"],
         Meta(
             description="`writer_failed`: the latest run of a job that writes it failed "
             "(or aborted) after its last successful write; `input_rewritten`: a dataset "
-            "the run that wrote it last read (one hop) was successfully written since."
+            "the run that wrote it last read (one hop) was successfully written since; "
+            "`upstream_failed`: it is at risk, as a dataset upstream of it (through the "
+            "inputs of each one's last write, any number of hops, at most "
+            f"{limits.UPSTREAM_HOPS} beyond the answer's datasets) is stale because its "
+            "writer failed: `run` is that root failed run, `dataset` the input of its last "
+            "write it came through."
         ),
     ]
-    at: Annotated[Time, Meta(description="When the writer's run failed, or the input was written.")]
+    at: Annotated[
+        Time,
+        Meta(
+            description="When the writer's run (for `upstream_failed`, the root run) "
+            "failed, or the input was written."
+        ),
+    ]
     run: Annotated[
         RunRef | None,
         Meta(
-            description="`writer_failed`: the writer's failed run; `input_rewritten`: "
-            "null (the input's own `freshness` names the run that wrote it)."
+            description="`writer_failed`: the writer's failed run; `upstream_failed`: the "
+            "root failed run upstream, with its job; `input_rewritten`: null (the input's "
+            "own `freshness` names the run that wrote it)."
         ),
     ]
     dataset: Annotated[
-        DatasetRef | None, Meta(description="`input_rewritten`: the input; null otherwise.")
+        DatasetRef | None,
+        Meta(
+            description="`input_rewritten`: the input; `upstream_failed`: the input it "
+            "came through; null otherwise."
+        ),
     ]
 
 
@@ -399,9 +415,10 @@ FreshnessField = Annotated[
     DatasetFreshness,
     Meta(
         description="Its last successful write, a later failed attempt, and whether it is "
-        "stale: a writer's latest run failed after that write, or an input of the run that "
-        "made it was successfully written since (one hop). With `as_of`: as of that moment. "
-        + WRITE_RULE
+        "stale: a writer's latest run failed after that write, an input of the run that "
+        "made it was successfully written since (one hop), or a dataset upstream of it is "
+        "stale because its writer failed (any number of hops: `upstream_failed`). With "
+        "`as_of`: as of that moment. " + WRITE_RULE
     ),
 ]
 LastWriteAt = Annotated[
@@ -432,10 +449,11 @@ class Namespace(Struct):
         int,
         Meta(
             ge=0,
-            description="Datasets that count in this namespace (/datasets?namespace= lists "
-            "them): each dataset counts in one namespace, that of its most table-like name an "
-            "event used (its display name, unless only a catalog rule derived that one), so "
-            "the counts of all namespaces add up to the number of datasets.",
+            description="Datasets with a name in this namespace (an emitted, symlink or "
+            "catalog name), each once: what /datasets?namespace= and /search?namespace= list. "
+            "A dataset with names in several namespaces counts in each (a Spark table with "
+            "its Hive symlink in both), so the counts of all namespaces can add up to more "
+            "than the datasets.",
         ),
     ]
     first_seen: Time
@@ -917,6 +935,7 @@ class JobNode(Struct, tag_field="type", tag="job"):
     job_type: str | None
     processing_type: str | None
     integration: str | None
+    owners: Annotated[list[Owner], Meta(description="The owners its `ownership` job facet names.")]
     latest_run: LatestRun | None
     beyond: Beyond
 
@@ -967,12 +986,37 @@ class LineageGraph(Struct):
     ]
 
 
+class UpstreamFailure(Struct):
+    """A failed run upstream whose failure the start's data depends on."""
+
+    run: Annotated[RunRef, Meta(description="The root failed run, with its job and state.")]
+    at: Annotated[Time, Meta(description="When it failed.")]
+    via: Annotated[
+        DatasetRef,
+        Meta(
+            description="Which of the start's datasets it reaches: the start dataset, or "
+            "a dataset the start job or run read (whose freshness says how: its writer "
+            "failed, or `upstream_failed` through one of its inputs)."
+        ),
+    ]
+
+
 class Impact(Struct):
     """What a failure or change reaches downstream: a lineage graph from the start node."""
 
     node: Annotated[str, Meta(description="The start, as given (`run:`, `job:` or `dataset:`).")]
     run: Annotated[
         RunRef | None, Meta(description="From a run: the run (its state); null otherwise.")
+    ]
+    causes: Annotated[
+        list[UpstreamFailure],
+        Meta(
+            description="What broke upstream, in the same answer: the root failed runs the "
+            "start depends on (a dataset: its failed writer and the failures upstream of "
+            "it; a job or run: those of the datasets it read), as `upstream_failed` "
+            "staleness finds them, each run once, the latest first; empty when nothing "
+            "upstream failed (the failure, if any, is the start's own)."
+        ),
     ]
     nodes: Annotated[
         list[LineageNode],

@@ -15,13 +15,15 @@ from metastore.api.pagination import decode_cursor, page
 from metastore.api.responses import json_response
 
 # Counted per namespace of the page: jobs by the jobs (namespace, name) index, datasets
-# by the datasets_home index: those whose home name (the one name a dataset counts in a
-# namespace by) is there, so the counts of all namespaces add up to the datasets.
-LIST_NAMESPACES = """
+# with a name there (each once, as /datasets?namespace= and /search?namespace= list them)
+# in the order of the (namespace, dataset_id) index: distinct without a sort (count(DISTINCT)
+# would sort them).
+DATASET_COUNT = """(SELECT count(*) FROM (SELECT DISTINCT n.dataset_id
+                              FROM readmodel.dataset_names n WHERE n.namespace = {ns}) n)"""
+LIST_NAMESPACES = f"""
 SELECT ns.name, ns.has_jobs, ns.has_datasets,
        (SELECT count(*) FROM readmodel.jobs j WHERE j.namespace = ns.name),
-       (SELECT count(*) FROM readmodel.datasets d
-        WHERE d.home_namespace = ns.name AND d.merged_into IS NULL),
+       {DATASET_COUNT.format(ns="ns.name")},
        ns.first_seen, ns.last_seen,
        (SELECT count(*) FROM readmodel.namespaces)
 FROM readmodel.namespaces ns
@@ -47,7 +49,7 @@ LIST = Operation(
     query=ListQuery,
     description="Every namespace seen in an event, for jobs, datasets or both, by name, "
     "with how many jobs and datasets it has, and how many namespaces there are in all. A "
-    "dataset counts in one namespace (see `dataset_count`), so the counts add up.",
+    "dataset counts in each namespace it has a name in (see `dataset_count`).",
 )
 resource = Resource()
 

@@ -7,9 +7,11 @@ their display name.
 
 No page ranks every hit: each (type, rank) gives one page past the cursor and the pages
 are merged. Exact and prefix hits are ranges of the name index, read in order. The total
-is counted up to TOTAL_CAP names through the `pg_trgm` index (where the extension is
-installed); the names counted, a sample of the hits when there are more, bound where the
-page of substring hits ends, and only the hits up to that bound are sorted and looked up.
+counts hits (datasets, jobs, namespaces), not names: exact up to TOTAL_CAP. It is counted
+through the `pg_trgm` index (where the extension is installed) on up to TOTAL_CAP names
+and, when those hold fewer hits, on the keys alone until TOTAL_CAP hits; the names counted,
+a sample of the hits when there are more, bound where the page of substring hits ends, and
+only the hits up to that bound are sorted and looked up.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 import msgspec
 from msgspec import Meta
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -85,7 +88,7 @@ NAMESPACE_TIER = """
 class Tier(NamedTuple):
     """Where the hits of one type are: its statement, its names' table under an alias (each
     has a `name` column), the key that orders equal names, the condition of `namespace=`
-    (on the names' table alone: a dataset is looked up only to filter by its home)."""
+    (on the names' table alone: a dataset is in it when any of its names is)."""
 
     template: str
     table: str
@@ -104,8 +107,8 @@ TIERS = {
         "readmodel.dataset_names",
         "n",
         "n.dataset_id",
-        "AND n.dataset_id IN (SELECT h.id FROM readmodel.datasets h"
-        " WHERE h.home_namespace = %(namespace)s)",
+        "AND n.dataset_id IN (SELECT x.dataset_id FROM readmodel.dataset_names x"
+        " WHERE x.namespace = %(namespace)s)",
     ),
     "job": Tier(JOB_TIER, "readmodel.jobs", "j", "j.id", "AND j.namespace = %(namespace)s"),
     "namespace": Tier(
@@ -192,6 +195,35 @@ def _count_of(tier: Tier, ns: bool) -> str:
     )
 
 
+# The hits of one type, a key a name (a dataset once for each of its names that match):
+# read in the order the trigram plan gives, until TOTAL_CAP + 1 distinct keys are seen.
+COUNT_KEYS = "SELECT {key} FROM {table} {alias} WHERE {name} LIKE %(pattern)s {namespace}"
+KEYS_BATCH = 5_000
+
+
+async def _count_distinct(conn: AsyncConnection[Any], tier: Tier, ns: bool, args: Any) -> int:
+    """How many hits of `tier` there are, up to TOTAL_CAP + 1, however many names each has
+    (a dataset with 2,000 symlinks among them counts once): the keys stream from a
+    server-side cursor, which stops once that many are seen. Run when the names counted
+    reached the cap, so a common word with few names a hit costs no more than before."""
+    sql = COUNT_KEYS.format(
+        key=tier.key,
+        name=tier.name,
+        table=tier.table,
+        alias=tier.alias,
+        namespace=tier.in_namespace if ns else "",
+    )
+    seen: set[Any] = set()
+    async with conn.cursor(name="search_count_keys", row_factory=tuple_row) as cur:
+        await cur.execute(sql, args)
+        while len(seen) <= TOTAL_CAP:
+            batch = await cur.fetchmany(KEYS_BATCH)
+            if not batch:
+                break
+            seen.update(r[0] for r in batch)
+    return min(len(seen), TOTAL_CAP + 1)
+
+
 async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: Any) -> list[Any]:
     """The rows of `parts` (statements, UNION ALL), planned the `plan` way."""
     if not parts:
@@ -217,8 +249,9 @@ class SearchQuery(msgspec.Struct, frozen=True):
     namespace: Annotated[
         params.Name | None,
         Meta(
-            description="Only hits in this namespace: its jobs, the datasets that count in it "
-            "(as /datasets?namespace= lists them), the namespace itself.",
+            description="Only hits in this namespace: its jobs, the datasets with any name in "
+            "it (whichever name matched `q`; as /datasets?namespace= lists them and "
+            "/namespaces counts them), the namespace itself.",
         ),
     ] = None
     limit: params.Limit = params.DEFAULT_LIMIT
@@ -278,6 +311,11 @@ async def search(request: Request) -> Response:
         (trigrams,) = await row(conn, TRIGRAM_INDEXES)
         by_trigram_plan = "trigram" if trigrams else "any"
         counted = await _read(conn, by_trigram_plan, _counts(kinds, ns, cursor), args)
+        # past the cap of names, a type whose names were fewer hits: its hits counted
+        for i, (k, names, hits, upper) in enumerate(counted):
+            if names > TOTAL_CAP and hits <= TOTAL_CAP:
+                hits = await _count_distinct(conn, TIERS[k], ns, args)
+                counted[i] = (k, hits, hits, upper)
         bounds = {k: upper for k, _, _, upper in counted}
         args.update({f"upper_{k}": upper for k, upper in bounds.items()})
         # exact and prefix hits are ranges of the name index, read in order

@@ -302,7 +302,11 @@ function freshnessLabel(fresh: Schemas["DatasetFreshness"]): string {
   const attempt: Schemas["FailedAttempt"] | null = fresh.failed_attempt;
   const failed = attempt ? `, ${attempt.state} at ${attempt.at}` : "";
   const why = fresh.stale_reasons.map((r: Schemas["StaleReason"]) =>
-    r.reason === "input_rewritten" ? `input ${r.dataset?.name ?? "?"} rewritten` : `writer failed`,
+    r.reason === "input_rewritten"
+      ? `input ${r.dataset?.name ?? "?"} rewritten`
+      : r.reason === "upstream_failed"
+        ? `${r.run?.job?.name ?? "?"} failed upstream, via ${r.dataset?.name ?? "?"}`
+        : `writer failed`,
   );
   return `${written}${failed}${fresh.stale ? ` (stale: ${why.join("; ")})` : ""}`;
 }
