@@ -162,6 +162,10 @@ def create_app(settings: Settings) -> ASGIApp:
         *metrics_endpoint.routes,
     ]
     routes.append(Mount("/api/v1", routes=api.routes))
+    # Each read route's series is there at 0 from the start: Prometheus's increase() counts
+    # from a series' first sample, so an alert would miss the first read timeout.
+    for route in (*api.routes, *export.routes):
+        READ_TIMEOUTS.labels(getattr(route, "path", "other"))
     app = Starlette(
         routes=routes,
         lifespan=lifespan,

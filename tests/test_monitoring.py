@@ -1,6 +1,8 @@
 """Monitoring through the real processes: a hung leader (SIGSTOP keeps its TCP connection
 and its session) shows as a stall on every pod's /metrics and in the log, loses its lease
-within the stated bound to the standby, and cannot write when it wakes up."""
+within the stated bound to the standby, and cannot write when it wakes up; the chart's
+alerts, rendered by helm, are evaluated (tests/promql.py) over the real scrapes of a real
+stall, dead letters, read timeouts, a stopped projector and a stopped API."""
 
 from __future__ import annotations
 
@@ -10,13 +12,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
+import pytest
 
+from bench.hostile import long_text, output, run_event, run_id
 from projections.replay import rebuild
 from projections.runner import LEASE_S, STANDBY_RETRY_S
 from projections.schema import PROJECTIONS
+from tests.deploy.helm import NAMESPACE, RELEASE, helm_or_skip, template
 from tests.logdata import append, dump_readmodel
-from tests.support import Process, all_scenario_events, start_process
+from tests.promql import Scrape, evaluate
+from tests.support import Process, ReadmeInstall, all_scenario_events, start_process
 from tests.test_metrics import scrape, value
 from tests.test_projector_process import folded, role, wait_for
 
@@ -42,9 +49,46 @@ def holders(samples: Samples) -> set[str]:
     }
 
 
+@pytest.fixture(scope="module")
+def helm() -> str:
+    return helm_or_skip()
+
+
+def alert_rules(helm: str, *values: str) -> dict[str, str]:
+    """Each alert's expression in the chart's PrometheusRule, as helm renders it."""
+    sets = ["--set", "monitoring.prometheusRule.enabled=true"]
+    for setting in values:
+        sets += ["--set", setting]
+    manifests = template(helm, *sets)
+    (rule,) = [m for m in manifests if m["kind"] == "PrometheusRule"]
+    return {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
+
+
+def scrape_targets(targets: dict[str, Process]) -> Scrape:
+    """Scrapes every target as Prometheus does, through the chart's ServiceMonitor: its
+    samples get `job` (the Service) and `namespace`, and `up` says whether it answered."""
+    samples = {}
+    for pod, process in targets.items():
+        job = f"{RELEASE}-metastore-{'api' if pod.startswith('api') else 'projector-metrics'}"
+        target = {"job": job, "namespace": NAMESPACE, "pod": pod}
+        try:
+            scraped = scrape(process.base_url, timeout=2)
+        except httpx.HTTPError:
+            scraped = {}
+        for (name, labels), v in scraped.items():
+            samples[(name, frozenset({**dict(labels), **target}.items()))] = v
+        samples[("up", frozenset(target.items()))] = 1.0 if scraped else 0.0
+    return Scrape(time.monotonic(), samples)
+
+
+def firing(rules: dict[str, str], scrapes: list[Scrape]) -> set[str]:
+    return {alert for alert, expr in rules.items() if evaluate(expr, scrapes)}
+
+
 def test_a_hung_leader_shows_as_a_stall_on_every_pod_and_loses_its_lease(
-    conn: Conn, database_url: str, tmp_path: Path
+    conn: Conn, database_url: str, tmp_path: Path, helm: str
 ) -> None:
+    rules = alert_rules(helm, "monitoring.prometheusRule.lagSeconds=1")
     scenario = all_scenario_events()
     first = append(conn, scenario[:30])
     env = {"METASTORE_STALL_TIMEOUT": "1"}
@@ -69,6 +113,8 @@ def test_a_hung_leader_shows_as_a_stall_on_every_pod_and_loses_its_lease(
             )
         assert value(scrape(active.base_url), "metastore_projector_leader") == 1
         assert value(scrape(standby.base_url), "metastore_projector_leader") == 0
+        pods = {"api-0": api, "projector-0": active, "projector-1": standby}
+        assert firing(rules, [scrape_targets(pods)]) == set()
 
         active.popen.send_signal(signal.SIGSTOP)
         hung = time.monotonic()
@@ -87,6 +133,10 @@ def test_a_hung_leader_shows_as_a_stall_on_every_pod_and_loses_its_lease(
         lag = by_projection(during, "metastore_projection_lag_events")
         assert lag == dict.fromkeys(NAMES, second)
         assert min(by_projection(during, "metastore_projection_lag_seconds").values()) > 1
+        assert firing(rules, [scrape_targets(pods)]) == {
+            "MetastoreProjectionStalled",
+            "MetastoreProjectionLagHigh",
+        }
         stalls = [line for line in api.output().splitlines() if "projection stalled" in line]
         assert len(stalls) == len(NAMES), stalls
         assert all("warning" in line.lower() for line in stalls)
@@ -102,6 +152,7 @@ def test_a_hung_leader_shows_as_a_stall_on_every_pod_and_loses_its_lease(
         assert set(by_projection(after, "metastore_projection_stalled").values()) == {0}
         assert value(scrape(standby.base_url), "metastore_projector_leader") == 1
         assert api.output().count("projection stalled") == len(NAMES)  # once per transition
+        assert firing(rules, [scrape_targets(pods)]) == set()
 
         # Woken up, the old leader stands by: its sessions were ended, it writes nothing.
         active.popen.send_signal(signal.SIGCONT)
@@ -117,3 +168,77 @@ def test_a_hung_leader_shows_as_a_stall_on_every_pod_and_loses_its_lease(
     rebuild(database_url, NAMES)
     assert dump_readmodel(conn) == live
     print(f"took over {took_over:.1f} s after the leader hung")
+
+
+def test_alerts_on_dead_letters_read_timeouts_no_leader_and_api_down_with_the_readme_roles(
+    readme_install: ReadmeInstall, tmp_path: Path, helm: str
+) -> None:
+    """What the API's least-privileged role reads at scrape time: dead letters and the
+    lease of the projector's role (other role's sessions)."""
+    rules = alert_rules(helm)
+    readme_install.run_sql()
+    assert readme_install.migrate().returncode == 0
+    env = {"METASTORE_AUTH": "disabled", "METASTORE_READ_TIMEOUT": "1"}
+    projector = start_process(
+        "projector", readme_install.url(readme_install.projector), tmp_path, env=env
+    )
+    api = start_process("api", readme_install.url(readme_install.api), tmp_path, env=env)
+    pods = {"api-0": api, "projector-0": projector}
+    try:
+        with httpx.Client(base_url=api.base_url, timeout=30) as client:
+            ok = [run_event(run_id("ok", i), "ok", outputs=[output("orders")]) for i in range(5)]
+            assert client.post("/ingest/openlineage/batch", json=ok).status_code == 200
+
+            def datasets() -> list[dict[str, Any]]:
+                return list(client.get("/api/v1/datasets").json()["items"])
+
+            wait_for(lambda: bool(datasets()), 30)
+            (dataset,) = datasets()
+            before = scrape_targets(pods)
+            assert holders(before.samples) == {holder(projector)}
+            assert firing(rules, [before]) == set()
+
+            # An event whose output name no index holds, stored before ingest refused
+            # such names: two projections dead-letter it.
+            poison = run_event(run_id("poison", 0), "poison", outputs=[output(long_text(3000, 9))])
+            with psycopg.connect(readme_install.url(readme_install.owner)) as owner:
+                append(owner, [poison])
+
+            def letters() -> dict[str, float]:
+                samples = scrape(api.base_url)
+                return by_projection(samples, "metastore_projection_dead_letters")
+
+            wait_for(lambda: letters()["lineage"] == 1 and letters()["datasets"] == 1, 30)
+
+            # Reads that stop at METASTORE_READ_TIMEOUT: 503s and read timeouts.
+            def read_timeouts() -> None:
+                with psycopg.connect(readme_install.url(readme_install.projector)) as locker:
+                    locker.execute("LOCK TABLE readmodel.dataset_versions IN ACCESS EXCLUSIVE MODE")
+                    for _ in range(3):
+                        page = client.get(f"/api/v1/datasets/{dataset['id']}")
+                        assert page.status_code == 503
+
+            read_timeouts()
+            after = scrape_targets(pods)
+            # 5xx go on: the ratio is of the series' increase since the first 5xx's scrape
+            # (as in Prometheus, a series' first sample is where its increase starts).
+            read_timeouts()
+            later = scrape_targets(pods)
+        assert firing(rules, [before, after]) == {
+            "MetastoreDeadLettersIncreasing",
+            "MetastoreReadTimeouts",
+        }
+        assert firing(rules, [before, after, later]) == {
+            "MetastoreDeadLettersIncreasing",
+            "MetastoreReadTimeouts",
+            "MetastoreAPIErrors",
+        }
+        projector.stop()
+        no_leader = scrape_targets(pods)
+        assert value(no_leader.samples, "metastore_projector_lease_held") == 0  # (no labels)
+        assert firing(rules, [later, no_leader]) == {"MetastoreNoProjectorLeader"}
+        api.stop()
+        assert firing(rules, [no_leader, scrape_targets(pods)]) == {"MetastoreAPIDown"}
+    finally:
+        api.stop()
+        projector.stop()
