@@ -242,3 +242,29 @@ def test_alerts_on_dead_letters_read_timeouts_no_leader_and_api_down_with_the_re
     finally:
         api.stop()
         projector.stop()
+
+
+def test_a_scrape_answers_while_the_projections_table_is_locked(
+    conn: Conn, database_url: str, tmp_path: Path
+) -> None:
+    """A session holding projection_state (a hung migration, an operator's LOCK) cannot
+    make a scrape hang: the API's and the projector's answer within the scrape's bound,
+    with the last figures, and say why in the log."""
+    append(conn, all_scenario_events()[:5])
+    api = start_process("api", database_url, tmp_path)
+    projector = start_process("projector", database_url, tmp_path)
+    try:
+        wait_for(lambda: set(folded(conn)) == {5}, 30)
+        for pod in (api, projector):
+            assert value(scrape(pod.base_url), "metastore_projector_lease_held") == 1
+        with psycopg.connect(database_url) as locker:
+            locker.execute("LOCK TABLE projection_state IN ACCESS EXCLUSIVE MODE")
+            for pod in (api, projector):
+                started = time.monotonic()
+                samples = scrape(pod.base_url, timeout=10)
+                assert time.monotonic() - started < 4
+                assert value(samples, "metastore_projector_lease_held") == 1  # the last figure
+                assert "projections not measured" in pod.output()
+    finally:
+        api.stop()
+        projector.stop()
