@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from psycopg.conninfo import make_conninfo
 
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
@@ -183,10 +184,13 @@ class LeaseLost(Exception):
     """This projector's leader session no longer holds LEADER_LOCK: it must stop folding."""
 
 
-def application_name() -> str:
-    """Names this process on each of its sessions: its pod, for the lease metric, and one
-    process of it, for the standby that takes over (PostgreSQL keeps 63 bytes)."""
-    return f"projector:{os.getpid()}@{socket.gethostname()}"[:63]
+def application_name(base: str, host: str, pid: int) -> str:
+    """Names one projector process on each of its sessions: its pod (the host name), for
+    the lease metric, and its pid, for the standby that ends its sessions. PostgreSQL keeps
+    63 bytes: past that the pod and pid alone."""
+    process = f"{host}:{pid}"
+    name = f"{base} {process}"
+    return name if len(name) <= 63 else process[-63:]
 
 
 class LeaseKeeper:
@@ -324,6 +328,14 @@ class SchemaCheck:
 def run_projector(settings: Settings) -> None:
     """`metastore projector`: blocks until SIGTERM/SIGINT; serves /healthz /readyz /metrics."""
     assert settings.database_url is not None
+    # Every session of this process carries its own name, whatever PGAPPNAME or the URL
+    # say (the chart gives every projector pod one): the lease metric names the pod, and a
+    # new leader ends the sessions of the one it took over from by it.
+    base = os.environ.get("PGAPPNAME") or "metastore-projector"
+    database_url = make_conninfo(
+        settings.database_url,
+        application_name=application_name(base, socket.gethostname(), os.getpid()),
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -332,11 +344,8 @@ def run_projector(settings: Settings) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    # Every session of this process carries its name (libpq reads PGAPPNAME), unless the
-    # URL sets one: the lease metric names the pod, a new leader ends the old one's.
-    os.environ.setdefault("PGAPPNAME", application_name())
     LEADER.set(0)
-    status = ProjectorStatus(settings.database_url, settings.stall_timeout)
+    status = ProjectorStatus(database_url, settings.stall_timeout)
     tls = None
     if settings.tls is not None:
         tls = CertificateReloader(settings.tls).attach(server_context(settings.tls))
@@ -355,11 +364,11 @@ def run_projector(settings: Settings) -> None:
     try:
         # Up and answering /healthz (and /readyz 503) while the database cannot be reached
         # yet, rather than a crash loop; a schema behind the code still stops it.
-        if not wait_for_current_schema(settings.database_url, stop):
+        if not wait_for_current_schema(database_url, stop):
             return
         while not stop.is_set():
             try:
-                lead(settings.database_url, status, stop, settings.catalogs)
+                lead(database_url, status, stop, settings.catalogs)
                 backoff = 0.5
             except psycopg.OperationalError as exc:
                 status.role = "unavailable"

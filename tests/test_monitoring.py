@@ -18,7 +18,7 @@ import pytest
 
 from bench.hostile import long_text, output, run_event, run_id
 from projections.replay import rebuild
-from projections.runner import LEASE_S, STANDBY_RETRY_S
+from projections.runner import LEASE_S, STANDBY_RETRY_S, application_name
 from projections.schema import PROJECTIONS
 from tests.deploy.helm import NAMESPACE, RELEASE, helm_or_skip, template
 from tests.logdata import append, dump_readmodel
@@ -33,8 +33,8 @@ NAMES = [p.NAME for p in PROJECTIONS]
 
 
 def holder(process: Process) -> str:
-    """The lease holder's name as the metric shows it (projections.runner.application_name)."""
-    return f"projector:{process.pid}@{socket.gethostname()}"[:63]
+    """The lease holder's name as the metric shows it."""
+    return application_name("metastore-projector", socket.gethostname(), process.pid)
 
 
 def by_projection(samples: Samples, name: str) -> dict[str, float]:
