@@ -114,12 +114,12 @@ def create_app(settings: Settings) -> ASGIApp:
         name="metastore-reserved",
         configure=reads,
     )
-    # /readyz asks the primary: on the reserved connections when that is the primary, else
-    # on one of its own (the committer's are for appends, and a probe must not queue
-    # behind them).
+    # /readyz and the scrape's projections and lease ask the primary: on the reserved
+    # connections when that is the primary, else on two of their own (the committer's are
+    # for appends, and a probe must not queue behind them, nor behind a scrape).
     primary_pool = reserved_pool
     if settings.read_database_url is not None:
-        primary_pool = create_pool(settings, max_size=1, name="metastore-primary", configure=reads)
+        primary_pool = create_pool(settings, max_size=2, name="metastore-primary", configure=reads)
     # The committer's own connections, in autocommit: each group is one statement, so one
     # round trip commits it (metastore/eventlog.py), and readers never wait behind ingest
     # for a connection. One per worker, and one for keeping the partitions.
@@ -163,6 +163,10 @@ def create_app(settings: Settings) -> ASGIApp:
         *metrics_endpoint.routes,
     ]
     routes.append(Mount("/api/v1", routes=api.routes))
+    # Each read route's series is there at 0 from the start: Prometheus's increase() counts
+    # from a series' first sample, so an alert would miss the first read timeout.
+    for route in (*api.routes, *export.routes):
+        READ_TIMEOUTS.labels(getattr(route, "path", "other"))
     app = Starlette(
         routes=routes,
         lifespan=lifespan,

@@ -14,6 +14,7 @@ from metastore import login
 from metastore.db import DATABASE_UNAVAILABLE, within
 from metastore.migrations import migration_ids
 from metastore.stalls import stalled_projections_async
+from metastore.store_health import STALL_LOG
 
 MISSING_MIGRATIONS = """
 SELECT m FROM unnest(%s::text[]) AS m
@@ -58,6 +59,7 @@ async def readyz(request: Request) -> Response:
         )
     # A stalled projection leaves the API ready (ingest and reads still work; the events
     # wait in the log) but not "ok": the projector's own /readyz fails.
+    STALL_LOG.observe(stalled, state.settings.stall_timeout)
     body: dict[str, Any] = {"status": "ok"}
     if stalled:
         body = {"status": "degraded", "stalled_projections": stalled}

@@ -63,7 +63,8 @@ READ_TIMEOUTS = Counter(
     ["route"],
 )
 
-# Projector
+# Projections and the projector lease: every process reads them from the database at scrape
+# time (metastore.store_health).
 PROJECTION_POSITION = Gauge(
     "metastore_projection_position_seq", "Log seq of the last folded event.", ["projection"]
 )
@@ -75,6 +76,25 @@ PROJECTION_LAG_SECONDS = Gauge(
     "Age of the oldest committed event not yet folded (0 when caught up).",
     ["projection"],
 )
+PROJECTION_STALLED = Gauge(
+    "metastore_projection_stalled",
+    "1 while the projection has not moved for over METASTORE_STALL_TIMEOUT while events wait.",
+    ["projection"],
+)
+PROJECTION_DEAD_LETTERS = Gauge(
+    "metastore_projection_dead_letters",
+    "Events the projection could not fold, stored in dead_letters (all time).",
+    ["projection"],
+)
+LEASE_HELD = Gauge(
+    "metastore_projector_lease_held", "1 while some projector holds the leader lease."
+)
+LEASE_HOLDER = Gauge(
+    "metastore_projector_lease_holder",
+    "1 for the projector holding the leader lease, by its pod (application_name).",
+    ["holder"],
+)
+LEADER = Gauge("metastore_projector_leader", "1 while this projector holds the leader lease.")
 FOLDED_EVENTS = Counter(
     "metastore_projector_folded_events_total", "Events folded, by projection.", ["projection"]
 )

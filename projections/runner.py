@@ -1,17 +1,21 @@
 """`metastore projector`: the single active folder of the log into the read models.
 
-One process at a time is active: it holds a session advisory lock (LEADER_LOCK) for its
-whole life; a second projector waits for that lock and takes over when the first one's
-connection goes away. Every folding transaction also takes FOLD_LOCK, which `metastore
-replay` takes to swap rebuilt tables in while nothing moves.
+One process at a time is active: it holds a session advisory lock (LEADER_LOCK), its lease,
+on a connection it renews every HEARTBEAT_S; PostgreSQL ends that session after LEASE_S
+without a statement (idle_session_timeout), so a hung or stopped leader loses the lock
+within LEASE_S. A standby polls for the lock and, on taking it, ends every session of the
+projector it took over from, so a leader that wakes up again can no longer write. Every
+folding transaction also takes FOLD_LOCK, which `metastore replay` takes to swap rebuilt
+tables in while nothing moves.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
+import os
 import signal
+import socket
 import ssl
 import threading
 import time
@@ -22,6 +26,7 @@ from typing import Any
 
 import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from psycopg.conninfo import make_conninfo
 
 from metastore import __version__, login
 from metastore.catalogs import NO_CATALOGS, CatalogMap
@@ -29,14 +34,16 @@ from metastore.config import Settings
 from metastore.eventlog import NOTIFY_CHANNEL
 from metastore.exit import one_line
 from metastore.listen import unavailable
-from metastore.metrics import (
-    FOLD_BATCH_SECONDS,
-    PROJECTION_LAG_EVENTS,
-    PROJECTION_LAG_SECONDS,
-    PROJECTION_POSITION,
-)
+from metastore.metrics import FOLD_BATCH_SECONDS, LEADER
 from metastore.migrations import missing_migrations, wait_for_current_schema
 from metastore.stalls import stalled_projections
+from metastore.store_health import (
+    LEADER_LOCK,
+    LEASE_HOLDERS,
+    STALL_LOG,
+    publish,
+    read_store_health,
+)
 from metastore.tls import CertificateReloader, server_context
 from projections.fold import (
     BATCH_SIZE,
@@ -52,7 +59,6 @@ from projections.fold import (
 from projections.replay import RebuildStopped, prepare_tables, rebuild
 from projections.schema import (
     FOLD_LOCK,
-    LEADER_LOCK,
     LIVE_SCHEMA,
     PROJECTIONS,
     RULES_LOCK,
@@ -71,18 +77,24 @@ def fold_live_batch(
     prefetcher: Prefetcher | None = None,
     side: psycopg.Connection[Any] | None = None,
     catalogs: CatalogMap = NO_CATALOGS,
+    leader_pid: int | None = None,
 ) -> BatchResult:
     """Folds one batch into the live tables and moves the cursors, in one transaction.
 
     (Two with a `side` connection: see projections.schema.SIDE_PROJECTIONS.) The datasets'
     names are joined by the catalog map `catalogs`; a projection derived with another map
-    is not folded into (it waits for its rebuild). Returns what was read (not `full`:
-    caught up).
+    is not folded into (it waits for its rebuild). With `leader_pid` (the backend of the
+    leader session), raises LeaseLost when that session no longer holds LEADER_LOCK.
+    Returns what was read (not `full`: caught up).
     """
     with batch_transaction(conn, LIVE_SCHEMA, side):
         # The side connection folds under this lock too: its transaction begins after the
         # lock is taken and ends (a commit without waits) right after it is released.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
+        if leader_pid is not None:
+            row = conn.execute(HOLDS_LEASE, (leader_pid, LEADER_LOCK)).fetchone()
+            if not (row and row[0]):
+                raise LeaseLost
         cursors = load_cursors(conn, projections, side, catalogs)
         projections = [p for p in projections if p.NAME in cursors]
         if not projections:
@@ -139,21 +151,71 @@ def _catch_up(
 POLL_INTERVAL_S = 1.0
 # How often a standby tries to take the leader lock.
 STANDBY_RETRY_S = 1.0
-LAG_EVERY_S = 2.0
+# The lease: PostgreSQL ends the leader's session after LEASE_S without a statement, and the
+# leader renews it every HEARTBEAT_S from a thread of its own (a long batch keeps it), so a
+# standby takes over within LEASE_S + STANDBY_RETRY_S of a leader hanging.
+LEASE_S = 10
+HEARTBEAT_S = 2.0
+# How often the active projector looks for projections swapped in with other rules.
+RULES_CHECK_EVERY_S = 2.0
 # A client of the HTTPS health port that has not finished its handshake by then is dropped.
 HANDSHAKE_TIMEOUT_S = 10.0
 # /readyz answers within this whatever the database does (the chart's probe: 3 s).
 READY_TIMEOUT_S = 0.9
 READY_CONNECT_TIMEOUT_S = 3
 
-# Counted up to 100,000 (a cheap index range scan); beyond that the gauge says 100000.
-LAG = """
-SELECT count(*), min(received_at) FROM (
-    SELECT received_at FROM event_log
-    WHERE (tx, seq) > (%s::text::xid8, %s) AND tx < pg_snapshot_xmin(pg_current_snapshot())
-    LIMIT 100000) AS unfolded
+# A scrape of the projector's /metrics waits this long for the database's figures, then
+# answers with the last ones.
+SCRAPE_TIMEOUT_S = 2.5
+
+# Ends every session of the projector this one took over from: its fold transactions hold
+# FOLD_LOCK and row locks, and its connections would write again if it woke up.
+END_SESSIONS_OF = """
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE application_name = %s AND datname = current_database() AND pid <> pg_backend_pid()
 """
-STATE_POSITIONS = "SELECT name, cursor_tx::text::bigint, cursor_seq FROM projection_state"
+# The fence: every folding transaction checks that its leader session still holds the lock.
+HOLDS_LEASE = """
+SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = %s
+               AND classid = 0 AND objid = %s::bigint::oid AND objsubid = 1)
+"""
+
+
+class LeaseLost(Exception):
+    """This projector's leader session no longer holds LEADER_LOCK: it must stop folding."""
+
+
+def application_name(base: str, host: str, pid: int) -> str:
+    """Names one projector process on each of its sessions: its pod (the host name), for
+    the lease metric, and its pid, for the standby that ends its sessions. PostgreSQL keeps
+    63 bytes: past that the pod and pid alone."""
+    process = f"{host}:{pid}"
+    name = f"{base} {process}"
+    return name if len(name) <= 63 else process[-63:]
+
+
+class LeaseKeeper:
+    """Renews the lease: a statement on the leader connection every HEARTBEAT_S, on a
+    thread of its own; `lost` is set when that fails (the session was ended)."""
+
+    def __init__(self, leader: psycopg.Connection[Any]) -> None:
+        self.leader = leader
+        self.lost = threading.Event()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="lease", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(HEARTBEAT_S):
+            try:
+                self.leader.execute("SELECT 1")
+            except psycopg.Error:
+                self.lost.set()
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(HEARTBEAT_S + 5)
 
 
 class BackgroundRebuild:
@@ -267,6 +329,14 @@ class SchemaCheck:
 def run_projector(settings: Settings) -> None:
     """`metastore projector`: blocks until SIGTERM/SIGINT; serves /healthz /readyz /metrics."""
     assert settings.database_url is not None
+    # Every session of this process carries its own name, whatever PGAPPNAME or the URL
+    # say (the chart gives every projector pod one): the lease metric names the pod, and a
+    # new leader ends the sessions of the one it took over from by it.
+    base = os.environ.get("PGAPPNAME") or "metastore-projector"
+    database_url = make_conninfo(
+        settings.database_url,
+        application_name=application_name(base, socket.gethostname(), os.getpid()),
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -275,7 +345,8 @@ def run_projector(settings: Settings) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    status = ProjectorStatus(settings.database_url, settings.stall_timeout)
+    LEADER.set(0)
+    status = ProjectorStatus(database_url, settings.stall_timeout)
     tls = None
     if settings.tls is not None:
         tls = CertificateReloader(settings.tls).attach(server_context(settings.tls))
@@ -294,11 +365,11 @@ def run_projector(settings: Settings) -> None:
     try:
         # Up and answering /healthz (and /readyz 503) while the database cannot be reached
         # yet, rather than a crash loop; a schema behind the code still stops it.
-        if not wait_for_current_schema(settings.database_url, stop):
+        if not wait_for_current_schema(database_url, stop):
             return
         while not stop.is_set():
             try:
-                lead(settings.database_url, status, stop, settings.catalogs)
+                lead(database_url, status, stop, settings.catalogs)
                 backoff = 0.5
             except psycopg.OperationalError as exc:
                 status.role = "unavailable"
@@ -323,32 +394,65 @@ def lead(
     stop: threading.Event,
     catalogs: CatalogMap = NO_CATALOGS,
 ) -> None:
-    """Waits to become the active projector, then folds until `stop` (or the DB goes away)."""
+    """Waits to become the active projector, then folds until `stop` (or the DB goes away,
+    or the lease is lost: then it returns, to stand by again)."""
     with login.connect(database_url, autocommit=True, connect_timeout=10) as leader:
+        me = leader.info.parameter_status("application_name")
+        leader.execute(f"SET idle_session_timeout = {LEASE_S * 1000}")
+        holders: list[str] = []
         while not stop.is_set():
             row = leader.execute("SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK,)).fetchone()
             if row and row[0]:
                 break
+            holders = [r[0] for r in leader.execute(LEASE_HOLDERS, (LEADER_LOCK,)).fetchall()]
             if status.role != "standby":
-                log.info("another projector is active; standing by")
+                log.info("another projector is active; standing by", extra={"leader": holders})
             status.role = "standby"
             stop.wait(STANDBY_RETRY_S)
         if stop.is_set():
             return
-        log.info("this projector is now active")
-        # Held as long as this projector leads: `metastore replay` reads the map from it.
-        leader.execute("SELECT pg_advisory_lock(%s, %s)", (RULES_LOCK, rules_key(catalogs)))
-        leader.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        status.rebuild_outdated(prepare_tables(database_url, catalogs), catalogs)
-        status.folding()
-        with (
-            login.connect(database_url, connect_timeout=10) as conn,
-            login.connect(database_url, connect_timeout=10) as side,
-            Prefetcher(database_url, catalogs) as prefetcher,
-        ):
-            tune_session(conn)
-            tune_session(side)
-            fold_until_stopped(conn, side, leader, stop, prefetcher, catalogs, status)
+        keeper = LeaseKeeper(leader)
+        try:
+            LEADER.set(1)
+            log.info("this projector is now active", extra={"lease_s": LEASE_S})
+            end_sessions_of(leader, [h for h in holders if h.encode() != me])
+            # Held as long as this projector leads: `metastore replay` reads the map from it.
+            leader.execute("SELECT pg_advisory_lock(%s, %s)", (RULES_LOCK, rules_key(catalogs)))
+            leader.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            status.rebuild_outdated(prepare_tables(database_url, catalogs), catalogs)
+            status.folding()
+            with (
+                login.connect(database_url, connect_timeout=10) as conn,
+                login.connect(database_url, connect_timeout=10) as side,
+                Prefetcher(database_url, catalogs) as prefetcher,
+            ):
+                tune_session(conn)
+                tune_session(side)
+                fold_until_stopped(conn, side, leader, stop, prefetcher, catalogs, status, keeper)
+        except LeaseLost:
+            log.warning("this projector lost its lease; standing by")
+        finally:
+            LEADER.set(0)
+            keeper.close()
+
+
+def end_sessions_of(leader: psycopg.Connection[Any], previous: list[str]) -> None:
+    """Ends the sessions of the projector that held the lease before (seen while standing
+    by): its open fold transactions would hold FOLD_LOCK and row locks, and its
+    connections would fold again if it woke up."""
+    for name in previous:
+        try:
+            row = leader.execute(END_SESSIONS_OF, (name,)).fetchone()
+        except psycopg.Error as exc:  # another role's sessions: the fence still holds
+            log.warning(
+                "sessions of the previous projector not ended",
+                extra={"previous": name, "error": one_line(exc)},
+            )
+            continue
+        log.info(
+            "sessions of the previous projector ended",
+            extra={"previous": name, "sessions": row[0] if row else 0},
+        )
 
 
 def fold_until_stopped(
@@ -359,25 +463,30 @@ def fold_until_stopped(
     prefetcher: Prefetcher,
     catalogs: CatalogMap = NO_CATALOGS,
     status: ProjectorStatus | None = None,
+    keeper: LeaseKeeper | None = None,
 ) -> None:
-    last_lag = 0.0
+    last_check = 0.0
+    leader_pid = leader.info.backend_pid
     with collector_for_batches():
         while not stop.is_set():
+            if keeper is not None and keeper.lost.is_set():
+                raise LeaseLost
             started = time.monotonic()
-            result = fold_live_batch(conn, prefetcher=prefetcher, side=side, catalogs=catalogs)
+            result = fold_live_batch(
+                conn, prefetcher=prefetcher, side=side, catalogs=catalogs, leader_pid=leader_pid
+            )
             if status is not None:
                 status.folding()  # (a failed rebuild raises here, and the projector stops)
             if result.read:
                 FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
-            if time.monotonic() - last_lag > LAG_EVERY_S:
-                update_lag_metrics(conn)
+            if time.monotonic() - last_check > RULES_CHECK_EVERY_S:
                 if status is not None and status.rebuild is None:
                     # Tables swapped in by a replay with another map (or version) are not
                     # folded into (see fold.load_cursors): rebuilt with this projector's.
                     with conn.transaction():
                         outdated = outdated_projections(conn, catalogs)
                     status.rebuild_outdated(outdated, catalogs)
-                last_lag = time.monotonic()
+                last_check = time.monotonic()
             if result.full:
                 continue
             # Caught up: sleep until a NOTIFY (or the poll interval), then drain the others.
@@ -385,22 +494,6 @@ def fold_until_stopped(
                 pass
             for _ in leader.notifies(timeout=0.005):
                 pass
-
-
-def update_lag_metrics(conn: psycopg.Connection[Any]) -> None:
-    """Position and lag gauges per projection (one lag query per distinct cursor)."""
-    with conn.transaction():
-        rows = conn.execute(STATE_POSITIONS).fetchall()
-        lags: dict[tuple[int, int], tuple[int, Any]] = {}
-        for name, tx, seq in rows:
-            PROJECTION_POSITION.labels(projection=name).set(seq)
-            if (tx, seq) not in lags:
-                lag = conn.execute(LAG, (tx, seq)).fetchone()
-                lags[(tx, seq)] = lag if lag else (0, None)
-            count, oldest = lags[(tx, seq)]
-            PROJECTION_LAG_EVENTS.labels(projection=name).set(count)
-            age = (dt.datetime.now(dt.UTC) - oldest).total_seconds() if oldest else 0.0
-            PROJECTION_LAG_SECONDS.labels(projection=name).set(max(age, 0.0))
 
 
 def start_health_server(
@@ -418,6 +511,7 @@ def start_health_server(
                 code, body = readiness(status)
                 self.reply(code, body)
             elif path == "/metrics":
+                observe_store(status)
                 payload = generate_latest()
                 self.send_response(200)
                 self.send_header("Content-Type", CONTENT_TYPE_LATEST)
@@ -464,6 +558,26 @@ def start_health_server(
     return server
 
 
+def observe_store(status: ProjectorStatus) -> None:
+    """Sets the projections' and the lease's gauges from the database (metastore.
+    store_health), on a connection of the scrape's own, waiting SCRAPE_TIMEOUT_S at most."""
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            with login.connect(
+                status.database_url, connect_timeout=READY_CONNECT_TIMEOUT_S, autocommit=True
+            ) as conn:
+                publish(read_store_health(conn), status.stall_timeout)
+        except psycopg.Error as exc:
+            log.warning("projections not measured", extra={"error": one_line(exc)})
+        finally:
+            done.set()
+
+    threading.Thread(target=read, name="scrape", daemon=True).start()
+    done.wait(SCRAPE_TIMEOUT_S)
+
+
 def readiness(status: ProjectorStatus) -> tuple[int, dict[str, Any]]:
     """Ready when the database answers with a current schema and, on the active projector,
     no projection is stalled (metastore.stalls) but those it is rebuilding."""
@@ -475,6 +589,8 @@ def readiness(status: ProjectorStatus) -> tuple[int, dict[str, Any]]:
         reason = login.gate(status.database_url).unavailable_reason()
         return 503, {"status": "unavailable", "reason": reason}
     missing, stalled = check.missing, check.stalled
+    if not missing:
+        STALL_LOG.observe(stalled, status.stall_timeout)
     if missing:
         return 503, {
             "status": "unavailable",

@@ -176,7 +176,7 @@ LIMIT 1
 
 # Advisory lock keys (arbitrary constants, one per purpose).
 SCHEMA_LOCK = 0x6D730001  # creating the read-model tables
-LEADER_LOCK = 0x6D730002  # held for its whole life by the active projector
+# LEADER_LOCK = 0x6D730002 is metastore.store_health's: every pod reads who holds it.
 FOLD_LOCK = 0x6D730003  # held by every transaction that folds into the live tables
 REPLAY_LOCK = 0x6D730004  # one rebuild at a time
 # With the catalog map's rules_key, held by the active projector (two-key form).

@@ -11,8 +11,10 @@ from tests.support import running
 from tests.test_export import FEED, append, run_event
 
 
-def scrape(base_url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    answer = httpx.get(base_url + "/metrics")
+def scrape(
+    base_url: str, timeout: float = 5.0
+) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    answer = httpx.get(base_url + "/metrics", timeout=timeout)
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain")
     return {
@@ -94,6 +96,10 @@ def test_every_declared_family_is_exposed(database_url: str, tmp_path: Path) -> 
         "metastore_log_events",
         "metastore_projection_lag_events",
         "metastore_projection_lag_seconds",
+        "metastore_projection_stalled",
+        "metastore_projection_dead_letters",
+        "metastore_projector_lease_held",
+        "metastore_projector_leader",
         "metastore_projector_folded_events",
         "metastore_projector_dead_letters",
         "metastore_projector_malformed_facets",

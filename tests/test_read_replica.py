@@ -31,6 +31,7 @@ from metastore.embedded_pg import (
 )
 from tests.conftest import prepare_template
 from tests.support import running
+from tests.test_metrics import scrape, value
 
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
 NAMESPACE = "replica-test"
@@ -150,6 +151,12 @@ def test_reads_come_from_the_replica_and_writes_go_to_the_primary(
             "the primary has folded 'second'",
         )
         assert job_names(api.base_url) == ["first"]  # answered by the paused replica
+        # Its /metrics read the projections and the lease from the primary (the replica's
+        # pg_locks shows none of the primary's locks, its cursors are behind).
+        samples = scrape(api.base_url)
+        assert value(samples, "metastore_projector_lease_held") == 1
+        assert value(samples, "metastore_projection_lag_events", projection="runs") == 0
+        assert value(samples, "metastore_projection_position_seq", projection="runs") == 2
         after_first = httpx.get(
             f"{api.base_url}/export/openlineage/events",
             params={"cursor": feed["next_cursor"]},

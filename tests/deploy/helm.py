@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,17 @@ def find_helm() -> str | None:
         except (OSError, subprocess.SubprocessError):
             return None
     return str(cached) if os.access(cached, os.X_OK) else None
+
+
+def helm_or_skip() -> str:
+    """helm's path; without one the test is skipped, or fails when CI is set."""
+    path = find_helm()
+    if path is None:
+        message = "helm not available (set METASTORE_HELM or run scripts/fetch-helm.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
 
 
 def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -143,6 +143,7 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
     assert kinds(all_on_manifests) == sorted(
         [
             "ConfigMap",
+            "ConfigMap",
             "Deployment",
             "Deployment",
             "HorizontalPodAutoscaler",
@@ -161,6 +162,7 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
             "Service",
             "ServiceAccount",
             "ServiceMonitor",
+            "PrometheusRule",
         ]
     )
 
@@ -616,6 +618,8 @@ def test_all_on_values_turn_everything_on() -> None:
         "auth",
         "api.autoscaling",
         "api.podDisruptionBudget",
+        "monitoring.prometheusRule",
+        "monitoring.grafanaDashboard",
     ):
         node = on
         for part in path.split("."):
