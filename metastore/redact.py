@@ -1,0 +1,176 @@
+"""Credentials scrubbed from an event before it is appended: the one change made to an event.
+
+Emitters put secrets where they do not belong: a password in a JDBC URL or a dataset
+namespace (`postgres://etl:hunter2@db:5432`), an S3 secret key in Spark's properties, a
+token in an environment facet. The log is append-only and exported, so a secret stored
+once is kept and handed out for good; it is replaced here by MARKER, and the event's
+`metastore_redaction` facet lists the JSON pointers (RFC 6901) of the values changed.
+
+What is redacted (README "Credentials in events" is the user's copy of this list):
+- a string value whose key names a secret (`secret_key`): the key's last word, split at
+  `.`, `_`, `-`, spaces and camelCase, ends in password/passwd/pwd/passphrase/secret/
+  token/credential(s), or its last two words are <secret|private|api|account|master|
+  encryption|signing> key, `jaas config` or the key is `authorization`, or it holds
+  `account.key` (Azure's `fs.azure.account.key.<account>`); an access key *id*
+  (`fs.s3a.access.key`, `aws_access_key_id`) is not a secret and stays;
+- in any string: the password of a URI's userinfo (`scheme://user:password@host`: the
+  user stays), Oracle's `jdbc:oracle:thin:user/password@`, and the value of a secret-named
+  `name=value` property after `?`, `&`, `;`, whitespace or at the start (JDBC URLs of
+  PostgreSQL, MySQL, SQL Server, connection strings); the value runs to the next `&`, `;`,
+  quote or whitespace.
+Only strings are replaced (a number or an object under a secret-named key stays: column
+names key `columnLineage` maps, and a column may be called `password`). SQL text is not
+parsed (a `CREATE USER ... PASSWORD '...'` stays).
+
+Most events hold nothing of this: `may_hold_secrets` looks at the raw bytes (a lower-cased
+copy searched for a few words, in C) and only when it hits is the decoded event walked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+MARKER = "***REDACTED***"
+FACET = "metastore_redaction"
+FACET_PRODUCER = "https://github.com/stackabletech/metastore"
+FACET_SCHEMA_URL = (
+    "https://github.com/stackabletech/metastore/blob/main/README.md#credentials-in-events"
+)
+
+# Every secret-named key and every pattern below contains one of these (lower-cased), a
+# qualified key (`_KEY_BYTES`) or a `:...@` userinfo (`_USERINFO_BYTES`): an event with
+# none of them is stored as sent.
+_WORDS = (
+    b"passw",
+    b"pwd",
+    b"passphrase",
+    b"secret",
+    b"token",
+    b"credential",
+    b"jaas",
+    b"authorization",
+)
+_KEY_BYTES = re.compile(rb"(?:api|private|account|master|encryption|signing)[._\-]?key")
+_USERINFO_BYTES = re.compile(rb"://[^\s\"/@?#]*:[^\s\"/?#]*@")
+
+_SECRET_LAST_WORDS = ("password", "passwd", "pwd", "passphrase", "secret", "token")
+_SECRET_WORDS = frozenset({"credential", "credentials", "authorization"})
+_KEY_QUALIFIERS = frozenset(
+    {"secret", "private", "api", "account", "master", "encryption", "signing"}
+)
+_SPLIT_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_WORD_SEPARATORS = re.compile(r"[._\-\s/:]+")
+
+_USERINFO = re.compile(
+    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'/@?#:]*:)(?P<secret>[^\s\"'/?#@]+)@"
+)
+_ORACLE = re.compile(r"(?P<head>jdbc:oracle:[a-z]+:[^\s\"'/@:]+/)(?P<secret>[^\s\"'@]+)@", re.I)
+_PROPERTY = re.compile(
+    r"(?P<head>(?:^|[?&;\s])[\w.\-]*?"
+    r"(?:password|passwd|pwd|passphrase|secret|token|api[_.\-]?key|private[_.\-]?key|"
+    r"secret[_.\-]?key|account[_.\-]?key)\s*=\s*)(?P<secret>[^&;\s\"']+)",
+    re.I,
+)
+
+
+def may_hold_secrets(text: bytes) -> bool:
+    """False when `text` (an event's JSON) surely holds nothing `redact` would change."""
+    lowered = text.lower()
+    for word in _WORDS:
+        if word in lowered:
+            return True
+    if b"key" in lowered and _KEY_BYTES.search(lowered) is not None:
+        return True
+    # (Oracle's `user/password@` has an `@` too, and is rarer than a userinfo)
+    return b"@" in text and (_USERINFO_BYTES.search(text) is not None or b"jdbc:oracle" in lowered)
+
+
+def secret_key(key: str) -> bool:
+    """Whether a value under this object key is a credential (see the module's list)."""
+    words = [w for w in _WORD_SEPARATORS.split(_SPLIT_CAMEL.sub(r"\1.\2", key).lower()) if w]
+    if not words:
+        return False
+    last = words[-1]
+    if last.endswith(_SECRET_LAST_WORDS) or last in _SECRET_WORDS:
+        return True
+    if (
+        last in ("key", "keys")
+        and len(words) > 1
+        and (words[-2] in _KEY_QUALIFIERS or "secret" in words)
+    ):
+        return True
+    if len(words) > 1 and words[-2:] == ["jaas", "config"]:
+        return True
+    return any(a == "account" and b == "key" for a, b in itertools.pairwise(words))
+
+
+def redact_string(value: str) -> str:
+    """`value` with the passwords of URIs, Oracle JDBC URLs and secret properties masked."""
+    if "=" in value:
+        value = _PROPERTY.sub(_masked, value)
+    if "@" in value:
+        value = _USERINFO.sub(_masked, value)
+        value = _ORACLE.sub(_masked, value)
+    return value
+
+
+def _masked(match: re.Match[str]) -> str:
+    return match.group("head") + MARKER + match.group(0)[match.end("secret") - match.start() :]
+
+
+def redact(document: dict[str, Any]) -> list[str]:
+    """Masks every credential in the decoded event, in place; the JSON pointers masked.
+
+    When any was, the event's redaction facet (`FACET`) lists them: in `run.facets` of a
+    run event, `job.facets` of a job event, `dataset.facets` of a dataset event.
+    """
+    paths: list[str] = []
+    _walk(document, "", paths)
+    if paths:
+        _note(document, paths)
+    return paths
+
+
+def _walk(value: Any, pointer: str, paths: list[str]) -> Any:
+    """`value` with its credentials masked (containers in place); masked pointers noted."""
+    if isinstance(value, str):
+        masked = redact_string(value)
+        if masked != value:
+            paths.append(pointer)
+        return masked
+    if isinstance(value, dict):
+        for key, item in value.items():
+            child = pointer + "/" + key.replace("~", "~0").replace("/", "~1")
+            if isinstance(item, str) and item and item != MARKER and secret_key(key):
+                value[key] = MARKER
+                paths.append(child)
+            elif isinstance(item, str | dict | list):
+                value[key] = _walk(item, child, paths)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if isinstance(item, str | dict | list):
+                value[index] = _walk(item, f"{pointer}/{index}", paths)
+    return value
+
+
+def _note(document: dict[str, Any], paths: list[str]) -> None:
+    """Adds (or extends) the redaction facet where the event's kind keeps facets."""
+    owner_key = "run" if "run" in document else "job" if "job" in document else "dataset"
+    owner = document.get(owner_key)
+    if not isinstance(owner, dict):
+        return
+    facets = owner.get("facets")
+    if facets is None:
+        facets = owner["facets"] = {}
+    if not isinstance(facets, dict):  # a malformed facets value is kept as sent
+        return
+    earlier = facets.get(FACET)
+    noted = earlier.get("paths") if isinstance(earlier, dict) else None
+    known = [p for p in noted if isinstance(p, str)] if isinstance(noted, list) else []
+    facets[FACET] = {
+        "_producer": FACET_PRODUCER,
+        "_schemaURL": FACET_SCHEMA_URL,
+        "paths": known + [p for p in paths if p not in known],
+    }
