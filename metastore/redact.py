@@ -39,19 +39,11 @@ FACET_SCHEMA_URL = (
     "https://github.com/stackabletech/metastore/blob/main/README.md#credentials-in-events"
 )
 
-# Every secret-named key and every pattern below contains one of these (lower-cased), a
-# qualified key (`_KEY_BYTES`) or a `:...@` userinfo (`_USERINFO_BYTES`): an event with
-# none of them is stored as sent.
-_WORDS = (
-    b"passw",
-    b"pwd",
-    b"passphrase",
-    b"secret",
-    b"token",
-    b"credential",
-    b"jaas",
-    b"authorization",
-)
+# Every secret-named key and every pattern below contains `pass`, `pwd`, `secret`, `token`,
+# `credential` or `authorization` (lower-cased), a qualified key (`_KEY_BYTES`) or a `:...@`
+# userinfo (`_USERINFO_BYTES`): an event with none of them is stored as sent. (A JAAS config
+# with a secret has `password=` or `secret=` in it.) Each `in` is a pass over the bytes in
+# C, about 1 µs per KB: the fewer words, the cheaper the common event.
 _KEY_BYTES = re.compile(rb"(?:api|private|account|master|encryption|signing)[._\-]?key")
 _USERINFO_BYTES = re.compile(rb"://[^\s\"/@?#]*:[^\s\"/?#]*@")
 
@@ -63,8 +55,9 @@ _KEY_QUALIFIERS = frozenset(
 _SPLIT_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _WORD_SEPARATORS = re.compile(r"[._\-\s/:]+")
 
+# The password runs to the authority's last `@`: an unescaped `@` in it leaks nothing.
 _USERINFO = re.compile(
-    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'/@?#:]*:)(?P<secret>[^\s\"'/?#@]+)@"
+    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'/@?#:]*:)(?P<secret>[^\s\"'/?#]+)@"
 )
 _ORACLE = re.compile(r"(?P<head>jdbc:oracle:[a-z]+:[^\s\"'/@:]+/)(?P<secret>[^\s\"'@]+)@", re.I)
 _PROPERTY = re.compile(
@@ -78,13 +71,19 @@ _PROPERTY = re.compile(
 def may_hold_secrets(text: bytes) -> bool:
     """False when `text` (an event's JSON) surely holds nothing `redact` would change."""
     lowered = text.lower()
-    for word in _WORDS:
-        if word in lowered:
-            return True
-    if b"key" in lowered and _KEY_BYTES.search(lowered) is not None:
-        return True
-    # (Oracle's `user/password@` has an `@` too, and is rarer than a userinfo)
-    return b"@" in text and (_USERINFO_BYTES.search(text) is not None or b"jdbc:oracle" in lowered)
+    return (
+        b"pass" in lowered
+        or b"secret" in lowered
+        or b"token" in lowered
+        or b"pwd" in lowered
+        or b"credential" in lowered
+        or b"authorization" in lowered
+        or (b"key" in lowered and _KEY_BYTES.search(lowered) is not None)
+        # (Oracle's `user/password@` has an `@` too, and is rarer than a userinfo)
+        or (
+            b"@" in text and (_USERINFO_BYTES.search(text) is not None or b"jdbc:oracle" in lowered)
+        )
+    )
 
 
 def secret_key(key: str) -> bool:

@@ -32,6 +32,7 @@ SECRET = "hunter2-S3cr3t"  # every credential below; the log must never hold it
 STRINGS = [
     (f"postgres://etl:{SECRET}@db.prod:5432", f"postgres://etl:{MARKER}@db.prod:5432"),
     (f"redis://:{SECRET}@cache:6379/0", f"redis://:{MARKER}@cache:6379/0"),
+    (f"mongodb://etl:p@ss:{SECRET}@mongo/db", f"mongodb://etl:{MARKER}@mongo/db"),
     (
         f"jdbc:postgresql://db:5432/sales?user=etl&password={SECRET}&ssl=true",
         f"jdbc:postgresql://db:5432/sales?user=etl&password={MARKER}&ssl=true",
@@ -89,6 +90,8 @@ SECRET_KEYS = [
     "client_secret",
     "credentials",
     "privateKey",
+    "spark.openlineage.transport.auth.apiKey",
+    "refresh_token",
 ]
 KEPT_KEYS = [
     "spark.hadoop.fs.s3a.access.key",
@@ -249,6 +252,13 @@ def test_no_secret_reaches_the_log_the_export_or_the_api(
     assert rotated.status_code == 200, rotated.text
     clean = conformance_files("scenarios/CLL")[0].read_bytes()
     assert client.post("/ingest/openlineage", content=clean).status_code == 200
+    job_event = {
+        "eventTime": "2026-12-01T11:00:00Z",
+        "producer": SPARK,
+        "job": {"namespace": f"mysql://etl:{SECRET}@db:3306", "name": "loader"},
+    }
+    batch = client.post("/ingest/openlineage/batch", json=[job_event])
+    assert batch.status_code == 200 and batch.json()["status"] == "success", batch.text
 
     with psycopg.connect(url) as conn:
         rows = conn.execute(
@@ -258,7 +268,13 @@ def test_no_secret_reaches_the_log_the_export_or_the_api(
             "SELECT event::text FROM event_log WHERE run_id = %s",
             (json.loads(clean)["run"]["runId"],),
         ).fetchone() or ("",)
+        job_rows = conn.execute(
+            "SELECT job_namespace, event::text FROM event_log WHERE kind = 'job'"
+        ).fetchall()
     assert len(rows) == 1, rows
+    ((job_namespace, job_text),) = job_rows
+    assert job_namespace == f"mysql://etl:{MARKER}@db:3306" and SECRET not in job_text
+    assert json.loads(job_text)["job"]["facets"][FACET]["paths"] == ["/job/namespace"]
     stored = json.loads(rows[0][0])
     assert SECRET not in rows[0][0] and "rotated-password" not in rows[0][0]
     properties = stored["run"]["facets"]["spark_properties"]["properties"]
