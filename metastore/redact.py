@@ -52,20 +52,20 @@ _SECRET_WORDS = frozenset({"credential", "credentials", "authorization"})
 _KEY_QUALIFIERS = frozenset(
     {"secret", "private", "api", "account", "master", "encryption", "signing"}
 )
+# A key's words are read from its last MAX_KEY_CHARS characters (a property name of a
+# megabyte would otherwise be split in full); one without a hint is no secret's name.
+MAX_KEY_CHARS = 256
+_KEY_HINTS = ("pass", "pwd", "secret", "token", "credential", "authorization", "key", "jaas")
 _SPLIT_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _WORD_SEPARATORS = re.compile(r"[._\-\s/:]+")
 
-# The password runs to the authority's last `@`: an unescaped `@` in it leaks nothing.
-_USERINFO = re.compile(
-    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'/@?#:]*:)(?P<secret>[^\s\"'/?#]+)@"
-)
-_ORACLE = re.compile(r"(?P<head>jdbc:oracle:[a-z]+:[^\s\"'/@:]+/)(?P<secret>[^\s\"'@]+)@", re.I)
-_PROPERTY = re.compile(
-    r"(?P<head>(?:^|[?&;\s])[\w.\-]*?"
-    r"(?:password|passwd|pwd|passphrase|secret|token|api[_.\-]?key|private[_.\-]?key|"
-    r"secret[_.\-]?key|account[_.\-]?key)\s*=\s*)(?P<secret>[^&;\s\"']+)",
-    re.I,
-)
+# Each pattern starts at a literal or a separator and never backtracks over a run, so a
+# string of megabytes (a Spark plan) costs one pass. The password runs to the authority's
+# last `@` (an unescaped `@` in it leaks nothing), at most 1,024 characters.
+_USERINFO = re.compile(r"(?P<head>://[^\s\"'/@?#:]{0,1024}:)(?P<secret>[^\s\"'/?#]{1,1024})@")
+_ORACLE = re.compile(r"(?P<head>jdbc:oracle:[a-z]+:[^\s\"'/@:]++/)(?P<secret>[^\s\"'@]++)@", re.I)
+# `name=value` after a separator; the name decides (`secret_key`), as for an object key.
+_PROPERTY = re.compile(r"(?:^|(?<=[?&;\s]))(?P<name>[\w.\-]++)\s*+=\s*+(?P<secret>[^&;\s\"']++)")
 
 
 def may_hold_secrets(text: bytes) -> bool:
@@ -88,6 +88,9 @@ def may_hold_secrets(text: bytes) -> bool:
 
 def secret_key(key: str) -> bool:
     """Whether a value under this object key is a credential (see the module's list)."""
+    key = key[-MAX_KEY_CHARS:]
+    if not _hinted(key.lower()):  # most keys: no split needed
+        return False
     words = [w for w in _WORD_SEPARATORS.split(_SPLIT_CAMEL.sub(r"\1.\2", key).lower()) if w]
     if not words:
         return False
@@ -107,12 +110,24 @@ def secret_key(key: str) -> bool:
 
 def redact_string(value: str) -> str:
     """`value` with the passwords of URIs, Oracle JDBC URLs and secret properties masked."""
-    if "=" in value:
-        value = _PROPERTY.sub(_masked, value)
+    if "=" in value and _hinted(value.lower()):
+        value = _PROPERTY.sub(_masked_property, value)
     if "@" in value:
-        value = _USERINFO.sub(_masked, value)
-        value = _ORACLE.sub(_masked, value)
+        if "://" in value:
+            value = _USERINFO.sub(_masked, value)
+        if "jdbc:" in value:
+            value = _ORACLE.sub(_masked, value)
     return value
+
+
+def _hinted(lowered: str) -> bool:
+    return any(hint in lowered for hint in _KEY_HINTS)
+
+
+def _masked_property(match: re.Match[str]) -> str:
+    if not secret_key(match.group("name")):
+        return match.group(0)
+    return match.group(0)[: match.start("secret") - match.start()] + MARKER
 
 
 def _masked(match: re.Match[str]) -> str:
