@@ -40,10 +40,9 @@ FACET_SCHEMA_URL = (
 )
 
 # Every secret-named key and every pattern below contains `pass`, `pwd`, `secret`, `token`,
-# `credential` or `authorization` (lower-cased), a qualified key (`_KEY_BYTES`) or a `:...@`
-# userinfo (`_USERINFO_BYTES`): an event with none of them is stored as sent. (A JAAS config
-# with a secret has `password=` or `secret=` in it.) Each `in` is a pass over the bytes in
-# C, about 1 µs per KB: the fewer words, the cheaper the common event.
+# `credential`, `authorization` or `jaas` (lower-cased), a qualified key (`_KEY_BYTES`) or a
+# `:...@` userinfo (`_USERINFO_BYTES`): an event with none of them is stored as sent. Each
+# `in` is a pass over the bytes in C, about 1 µs per KB: the fewer words, the cheaper.
 _KEY_BYTES = re.compile(rb"(?:api|private|account|master|encryption|signing)[._\-]?key")
 _USERINFO_BYTES = re.compile(rb"://[^\s\"/@?#]*:[^\s\"/?#]*@")
 
@@ -78,6 +77,7 @@ def may_hold_secrets(text: bytes) -> bool:
         or b"pwd" in lowered
         or b"credential" in lowered
         or b"authorization" in lowered
+        or b"jaas" in lowered
         or (b"key" in lowered and _KEY_BYTES.search(lowered) is not None)
         # (Oracle's `user/password@` has an `@` too, and is rarer than a userinfo)
         or (
