@@ -7,17 +7,18 @@ once is kept and handed out for good; it is replaced here by MARKER, and the eve
 `metastore_redaction` facet lists the JSON pointers (RFC 6901) of the values changed.
 
 What is redacted (README "Credentials in events" is the user's copy of this list):
-- a string value whose key names a secret (`secret_key`): the key's last word, split at
-  `.`, `_`, `-`, spaces and camelCase, ends in password/passwd/pwd/passphrase/secret/
-  token/credential(s), or its last two words are <secret|private|api|account|master|
-  encryption|signing> key, `jaas config` or the key is `authorization`, or it holds
-  `account.key` (Azure's `fs.azure.account.key.<account>`); an access key *id*
-  (`fs.s3a.access.key`, `aws_access_key_id`) is not a secret and stays;
+- a string value whose key names a secret (`secret_key`, read from the key's last 256
+  characters): split into words at `.`, `_`, `-`, `/`, `:`, spaces and camelCase, its last
+  word ends in password/passwd/pwd/passphrase/secret/token or is credential(s) or
+  authorization; or its last word is key(s) after secret/private/api/account/master/
+  encryption/signing, or with `secret` among the words (`aws_secret_access_key`); or it
+  ends in `jaas config`; or holds `account key` (Azure's `fs.azure.account.key.<account>`).
+  An access key *id* (`fs.s3a.access.key`, `aws_access_key_id`) is not a secret and stays;
 - in any string: the password of a URI's userinfo (`scheme://user:password@host`: the
-  user stays), Oracle's `jdbc:oracle:thin:user/password@`, and the value of a secret-named
-  `name=value` property after `?`, `&`, `;`, whitespace or at the start (JDBC URLs of
-  PostgreSQL, MySQL, SQL Server, connection strings); the value runs to the next `&`, `;`,
-  quote or whitespace.
+  user stays), Oracle's `jdbc:oracle:thin:user/password@`, and the value of a `name=value`
+  property whose name names a secret (the same rule) after `?`, `&`, `;`, whitespace or at
+  the start (JDBC URLs of PostgreSQL, MySQL, SQL Server, connection strings); the value
+  runs to the next `&`, `;`, quote or whitespace.
 Only strings are replaced (a number or an object under a secret-named key stays: column
 names key `columnLineage` maps, and a column may be called `password`). SQL text is not
 parsed (a `CREATE USER ... PASSWORD '...'` stays).
