@@ -268,15 +268,15 @@ def _record(text: bytes, document: Any, beyond_numeric: bool) -> LogRecord:
                 "would read such an event differently (first or last wins)",
                 pointer=pointer,
             )
-    job_namespace = job.namespace if job else None
+    job_namespace, job_name = (job.namespace, job.name) if job else (None, None)
     # Credentials are the one thing changed before the append (metastore/redact.py); the
     # digest is of the event as stored, so a retry is one event even after the scrub.
     if redact.may_hold_secrets(text) and redact.redact(document):
         _check_names(document, kind)  # the marker may be longer than what it replaced
         text = _stored.encode(document)
         canonical = _canonical.encode(document)
-        if job is not None:
-            job_namespace = document["job"]["namespace"]
+        if job is not None:  # the columns hold what the event holds
+            job_namespace, job_name = document["job"]["namespace"], document["job"]["name"]
     digest = hashlib.sha256(canonical).digest()
     return LogRecord(
         event_time=event_time,
@@ -284,7 +284,7 @@ def _record(text: bytes, document: Any, beyond_numeric: bool) -> LogRecord:
         event_type=event_type,
         run_id=run_id,
         job_namespace=job_namespace,
-        job_name=job.name if job else None,
+        job_name=job_name,
         producer=document["producer"],
         digest=digest,
         event_json=text,

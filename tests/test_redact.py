@@ -255,7 +255,7 @@ def test_no_secret_reaches_the_log_the_export_or_the_api(
     job_event = {
         "eventTime": "2026-12-01T11:00:00Z",
         "producer": SPARK,
-        "job": {"namespace": f"mysql://etl:{SECRET}@db:3306", "name": "loader"},
+        "job": {"namespace": f"mysql://etl:{SECRET}@db:3306", "name": f"load?pwd={SECRET}"},
     }
     batch = client.post("/ingest/openlineage/batch", json=[job_event])
     assert batch.status_code == 200 and batch.json()["status"] == "success", batch.text
@@ -269,12 +269,13 @@ def test_no_secret_reaches_the_log_the_export_or_the_api(
             (json.loads(clean)["run"]["runId"],),
         ).fetchone() or ("",)
         job_rows = conn.execute(
-            "SELECT job_namespace, event::text FROM event_log WHERE kind = 'job'"
+            "SELECT job_namespace, job_name, event::text FROM event_log WHERE kind = 'job'"
         ).fetchall()
     assert len(rows) == 1, rows
-    ((job_namespace, job_text),) = job_rows
-    assert job_namespace == f"mysql://etl:{MARKER}@db:3306" and SECRET not in job_text
-    assert json.loads(job_text)["job"]["facets"][FACET]["paths"] == ["/job/namespace"]
+    ((job_namespace, job_name, job_text),) = job_rows
+    assert (job_namespace, job_name) == (f"mysql://etl:{MARKER}@db:3306", f"load?pwd={MARKER}")
+    assert SECRET not in job_text
+    assert json.loads(job_text)["job"]["facets"][FACET]["paths"] == ["/job/namespace", "/job/name"]
     stored = json.loads(rows[0][0])
     assert SECRET not in rows[0][0] and "rotated-password" not in rows[0][0]
     properties = stored["run"]["facets"]["spark_properties"]["properties"]
@@ -290,7 +291,7 @@ def test_no_secret_reaches_the_log_the_export_or_the_api(
 
     export = client.get("/export/openlineage/events", params={"limit": 1000})
     assert export.status_code == 200, export.text
-    assert SECRET not in export.text and MARKER in export.text
+    assert SECRET not in export.text and MARKER in export.text and FACET in export.text
 
     wait_until_folded(client)
     run = client.get(f"/api/v1/runs/{run_id}")
@@ -313,3 +314,21 @@ def test_the_fast_check_lets_every_secret_named_key_through(key: str) -> None:
     event = {"run": {"facets": {"p": {key: "x"}}}}
     assert may_hold_secrets(json.dumps(event).encode())
     assert redact(event) == [f"/run/facets/p/{key}"]
+
+
+def test_a_masked_event_keeps_everything_else() -> None:
+    """Re-encoded after masking: the keys in the order sent, numbers of the same value."""
+    event = _spark_event(SECRET, str(uuid.uuid4()))
+    event["run"]["facets"]["metrics"] = {"ratio": 1.50, "rows": 100.0, "big": 12345678901234567890}
+    stored = parse_event(json.dumps(event).encode()).event_json
+    kept = json.loads(stored)
+    assert list(kept) == list(event)
+    assert kept["run"]["facets"]["metrics"] == event["run"]["facets"]["metrics"]
+    assert kept["outputs"] == event["outputs"]
+    kept["run"]["facets"].pop(FACET)
+    kept_properties = kept["run"]["facets"]["spark_properties"]["properties"]
+    sent_properties = event["run"]["facets"]["spark_properties"]["properties"]
+    assert {k for k in sent_properties if kept_properties[k] != sent_properties[k]} == {
+        "spark.hadoop.fs.s3a.secret.key",
+        "spark.sql.catalog.pg.url",
+    }
