@@ -332,3 +332,32 @@ def test_a_masked_event_keeps_everything_else() -> None:
         "spark.hadoop.fs.s3a.secret.key",
         "spark.sql.catalog.pg.url",
     }
+
+
+def _with_secrets(folder: str, file: str) -> tuple[dict[str, Any], list[str]]:
+    """A real producer's event with credentials where that producer puts configuration."""
+    event = json.loads((CONFORMANCE / "scenarios" / folder / file).read_bytes())
+    facets = event["run"]["facets"]
+    if "spark_properties" in facets:
+        facets["spark_properties"]["properties"]["spark.hadoop.fs.s3a.secret.key"] = SECRET
+        return event, ["/run/facets/spark_properties/properties/spark.hadoop.fs.s3a.secret.key"]
+    task = facets["airflow"]["task"]
+    task["sql_conn_uri"] = f"postgresql://airflow:{SECRET}@postgres:5432/airflow"
+    task["executor_config"] = {"env": {"AWS_SECRET_ACCESS_KEY": SECRET}}
+    return event, [  # in the event's order: executor_config was there before
+        "/run/facets/airflow/task/executor_config/env/AWS_SECRET_ACCESS_KEY",
+        "/run/facets/airflow/task/sql_conn_uri",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("folder", "file"),
+    [("spark_dataproc_simple_producer_test_complete", "3.json"), ("airflow", "line_02.json")],
+)
+def test_real_producers_events_with_a_secret_lose_only_the_secret(folder: str, file: str) -> None:
+    event, paths = _with_secrets(folder, file)
+    stored = json.loads(parse_event(json.dumps(event).encode()).event_json)
+    assert SECRET not in json.dumps(stored)
+    assert stored["run"]["facets"].pop(FACET)["paths"] == paths
+    unmasked = json.loads(json.dumps(stored).replace(MARKER, SECRET))
+    assert unmasked == event
