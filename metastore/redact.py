@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from typing import Any
 
 MARKER = "***REDACTED***"
@@ -142,32 +143,45 @@ def redact(document: dict[str, Any]) -> list[str]:
     run event, `job.facets` of a job event, `dataset.facets` of a dataset event.
     """
     paths: list[str] = []
-    _walk(document, "", paths)
+    _walk(document, paths)
     if paths:
         _note(document, paths)
     return paths
 
 
-def _walk(value: Any, pointer: str, paths: list[str]) -> Any:
-    """`value` with its credentials masked (containers in place); masked pointers noted."""
-    if isinstance(value, str):
-        masked = redact_string(value)
-        if masked != value:
-            paths.append(pointer)
-        return masked
-    if isinstance(value, dict):
-        for key, item in value.items():
-            child = pointer + "/" + key.replace("~", "~0").replace("/", "~1")
-            if isinstance(item, str) and item and item != MARKER and secret_key(key):
-                value[key] = MARKER
-                paths.append(child)
-            elif isinstance(item, str | dict | list):
-                value[key] = _walk(item, child, paths)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            if isinstance(item, str | dict | list):
-                value[index] = _walk(item, f"{pointer}/{index}", paths)
-    return value
+def _walk(document: dict[str, Any], paths: list[str]) -> None:
+    """Masks the document's credentials in place, noting their pointers in document order.
+
+    A stack of iterators, not recursion: the decoder takes JSON nested nearly as deep as
+    Python's recursion limit, and a recursive walk then failed on what it had accepted.
+    """
+    stack: list[tuple[Iterator[tuple[Any, Any]], Any, str]] = [
+        (iter(document.items()), document, "")
+    ]
+    while stack:
+        items, container, pointer = stack[-1]
+        for key, item in items:
+            if isinstance(container, dict):
+                child = pointer + "/" + key.replace("~", "~0").replace("/", "~1")
+                if isinstance(item, str) and item and item != MARKER and secret_key(key):
+                    container[key] = MARKER
+                    paths.append(child)
+                    continue
+            else:
+                child = f"{pointer}/{key}"
+            if isinstance(item, str):
+                masked = redact_string(item)
+                if masked != item:
+                    container[key] = masked
+                    paths.append(child)
+            elif isinstance(item, dict):
+                stack.append((iter(item.items()), item, child))
+                break
+            elif isinstance(item, list):
+                stack.append((enumerate(item), item, child))
+                break
+        else:
+            stack.pop()
 
 
 def _note(document: dict[str, Any], paths: list[str]) -> None:

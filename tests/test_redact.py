@@ -19,7 +19,7 @@ import httpx
 import psycopg
 import pytest
 
-from metastore.envelope import parse_event
+from metastore.envelope import EnvelopeError, parse_event
 from metastore.redact import FACET, MARKER, may_hold_secrets, redact
 from tests.conftest import Server
 from tests.support import CONFORMANCE, conformance_files, run_event, running, wait_until_folded
@@ -361,3 +361,20 @@ def test_real_producers_events_with_a_secret_lose_only_the_secret(folder: str, f
     assert stored["run"]["facets"].pop(FACET)["paths"] == paths
     unmasked = json.loads(json.dumps(stored).replace(MARKER, SECRET))
     assert unmasked == event
+
+
+def test_a_secret_nested_as_deep_as_the_decoder_goes_is_masked() -> None:
+    """The deepest event the envelope accepts was a RecursionError (a 500) in the walk."""
+    for depth in range(1000, 800, -2):
+        event = _spark_event("x", str(uuid.uuid4()))
+        event["run"]["facets"]["deep"] = "DEEP"
+        deep = '{"a":' * depth + f'{{"token":"{SECRET}"}}' + "}" * depth
+        try:
+            stored = parse_event(json.dumps(event).replace('"DEEP"', deep).encode()).event_json
+        except EnvelopeError as exc:  # too deep for the decoder: a 400, never a 500
+            assert exc.status == 400, exc.detail
+            continue
+        assert SECRET.encode() not in stored
+        assert ('"/run/facets/deep' + "/a" * depth + '/token"').encode() in stored
+        return
+    pytest.fail("no depth accepted")
