@@ -7,7 +7,7 @@ producers send it), `run.runId` a UUID, `producer` a string, job and dataset nam
 non-empty. `schemaURL`, a string when sent, may be missing or null: the spec requires it,
 but Marquez accepts events without it (its own fixtures have some) and hand-written
 emitters leave it out, and the kind follows from the shape anyway. Facets are not looked
-at: the event is stored exactly as sent.
+at: the event is stored exactly as sent, but for credentials (metastore/redact.py).
 
 What the store and the read side cannot represent is refused here, so that every event
 accepted can be folded and exported: an `eventTime` outside years 1-9999 in UTC (Python's
@@ -16,9 +16,10 @@ indexes that key them), more than MAX_EVENT_DATASETS datasets (the projector hol
 event's datasets at once), a key twice in one JSON object (consumers would read it apart),
 U+0000 and numbers beyond `numeric` (jsonb).
 
-The structs below are for checking only; the log keeps the original JSON text, so fields
-we do not know survive. The digest (sha256 of the canonical JSON: sorted keys, numbers
-normalized) makes a retry that differs only in key order or whitespace the same event.
+The structs below are for checking only; the log keeps the original JSON text (re-encoded
+only when credentials were masked), so fields we do not know survive. The digest (sha256 of
+the canonical JSON of the event as stored: sorted keys, numbers normalized) makes a retry
+that differs only in key order or whitespace the same event.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from metastore import redact
 from metastore.eventlog import LogRecord
 
 # A job's or dataset's namespace and name each at most this many bytes (UTF-8). They key
@@ -139,6 +141,8 @@ _numbers = _Numbers()
 _decoder = msgspec.json.Decoder(float_hook=_numbers)
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _canonical = msgspec.json.Encoder(decimal_format="number", order="sorted")
+# A scrubbed event's stored text: the keys in the order sent, numbers as normalized.
+_stored = msgspec.json.Encoder(decimal_format="number")
 
 # A batch of a million tiny elements fits the byte limit, but checking and answering it
 # would hold the event loop for seconds and make a 100 MB answer: refused as too large.
@@ -264,14 +268,23 @@ def _record(text: bytes, document: Any, beyond_numeric: bool) -> LogRecord:
                 "would read such an event differently (first or last wins)",
                 pointer=pointer,
             )
+    job_namespace, job_name = (job.namespace, job.name) if job else (None, None)
+    # Credentials are the one thing changed before the append (metastore/redact.py); the
+    # digest is of the event as stored, so a retry is one event even after the scrub.
+    if redact.may_hold_secrets(text) and redact.redact(document):
+        _check_names(document, kind)  # the marker may be longer than what it replaced
+        text = _stored.encode(document)
+        canonical = _canonical.encode(document)
+        if job is not None:  # the columns hold what the event holds
+            job_namespace, job_name = document["job"]["namespace"], document["job"]["name"]
     digest = hashlib.sha256(canonical).digest()
     return LogRecord(
         event_time=event_time,
         kind=kind,
         event_type=event_type,
         run_id=run_id,
-        job_namespace=job.namespace if job else None,
-        job_name=job.name if job else None,
+        job_namespace=job_namespace,
+        job_name=job_name,
         producer=document["producer"],
         digest=digest,
         event_json=text,
