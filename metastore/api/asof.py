@@ -13,7 +13,8 @@ event about the past changes the past and nothing after it. At a moment T:
 - a write is a successful one by T (run_edges.first_write_at, last_write_at), never an
   attempt of a run that failed.
 Every fragment binds `%(as_of)s`; the ones that take a job are formatted with the SQL
-expression of its id.
+expression of its id. A read without `as_of` answers with the same edges (the latest run's
+of each job, and its static lineage), bound to NOW: "now" is "as of now" (issue 48).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from msgspec import Meta
 from metastore.problems import ProblemError
 
 EXAMPLE = "2026-11-24T09:00:00Z"
+# The moment a read without `as_of` binds where it shares a fragment with the as-of read:
+# the last one ingest accepts (eventTime years 1-9999), so every event counts.
+NOW = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)
 # The run id of static (JobEvent) field edges in column_lineage_runs
 # (projections/column_lineage.py).
 STATIC_RUN = "00000000-0000-0000-0000-000000000000"

@@ -1,13 +1,15 @@
 """GET /lineage: the job/dataset graph around a node, now or as of a moment.
 
-It walks the graph in PostgreSQL: a breadth-first recursive CTE over the edges of
-readmodel.job_edges, resolving edge names to dataset ids through readmodel.dataset_names,
+It walks the graph in PostgreSQL: a breadth-first recursive CTE over the edges each job
+held at a moment (its latest run's and its static lineage: asof.job_edges_at; without
+`as_of` the same at asof.NOW, so "now" is "as of now"), resolving edge names to dataset
+ids through readmodel.dataset_names,
 level by level with the set of nodes seen (each node expanded once). It stops past
 `max_nodes` nodes or limits.VISIT_LIMIT edge rows looked at, then reads the edges between
 the nodes it kept (two statements, one connection), at most limits.EDGE_LIMIT: a dense
-graph answers `truncated` instead of growing without bound. The queries are named
-constants so a time-travel variant (`as_of`, over run_edges and lineage_runs) can sit
-beside them. Field-level lineage: metastore/api/column_lineage.py.
+graph answers `truncated` instead of growing without bound. Only the job nodes' latest
+runs have a variant per mode (now: readmodel.runs; as of T: the state then). Field-level
+lineage: metastore/api/column_lineage.py.
 """
 
 from __future__ import annotations
@@ -130,37 +132,31 @@ NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
 NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
-def _job_datasets(jobs: str, direction: str, as_of: bool) -> str:
-    """The datasets the jobs in array `jobs` read or wrote (now, or at `%(as_of)s`)."""
-    if as_of:
-        return f"""SELECT dn.dataset_id
+def _job_datasets(jobs: str, direction: str) -> str:
+    """The datasets the jobs in array `jobs` read or wrote at `%(as_of)s` (asof.NOW: now)."""
+    return f"""SELECT dn.dataset_id
               FROM unnest({jobs}) AS j(id)
               CROSS JOIN LATERAL {asof.job_edges_at("j.id", direction)} e
               JOIN readmodel.dataset_names dn
                 ON dn.namespace = e.namespace AND dn.name = e.name"""
-    return f"""SELECT dn.dataset_id
-              FROM readmodel.job_edges e
-              JOIN readmodel.dataset_names dn
-                ON dn.namespace = e.namespace AND dn.name = e.name
-              WHERE e.job_id = ANY({jobs}) AND e.direction = '{direction}'"""
 
 
-def _dataset_jobs(datasets: str, direction: str, as_of: bool) -> str:
-    """The jobs that read or wrote the datasets in array `datasets` (now, or at as_of)."""
-    held = f"\n                AND {asof.edge_held()}" if as_of else ""
+def _dataset_jobs(datasets: str, direction: str) -> str:
+    """The jobs that read or wrote the datasets in array `datasets` at `%(as_of)s`."""
     return f"""SELECT e.job_id
               FROM readmodel.dataset_names dn
               JOIN readmodel.job_edges e
                 ON e.namespace = dn.namespace AND e.name = dn.name
-              WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'{held}"""
+              WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'
+                AND {asof.edge_held()}"""
 
 
 def _walk(as_of: bool, down_datasets: str | None = None) -> str:
     return LINEAGE_WALK.format(
-        down_datasets=down_datasets or _job_datasets("w.down_jobs", "output", as_of),
-        down_jobs=_dataset_jobs("w.down_ds", "input", as_of),
-        up_datasets=_job_datasets("w.up_jobs", "input", as_of),
-        up_jobs=_dataset_jobs("w.up_ds", "output", as_of),
+        down_datasets=down_datasets or _job_datasets("w.down_jobs", "output"),
+        down_jobs=_dataset_jobs("w.down_ds", "input"),
+        up_datasets=_job_datasets("w.up_jobs", "input"),
+        up_jobs=_dataset_jobs("w.up_ds", "output"),
         node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
         node_joins=NODE_JOINS_AS_OF if as_of else NODE_JOINS,
     )
@@ -176,7 +172,7 @@ RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
 
 
 def _walk_from_run(as_of: bool) -> str:
-    job_datasets = _job_datasets("w.down_jobs", "output", as_of)
+    job_datasets = _job_datasets("w.down_jobs", "output")
     return _walk(as_of, down_datasets=RUN_OUTPUTS.format(job_datasets=job_datasets))
 
 
@@ -206,14 +202,8 @@ UNION ALL
 SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*) FROM dataset_side
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 """
-# Each kept job's datasets (now, or at `%(as_of)s`), one row per (direction, dataset).
+# Each kept job's datasets at `%(as_of)s` (asof.NOW: now), one row per (direction, dataset).
 JOB_SIDE = f"""
-SELECT e.direction, e.job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycle
-FROM readmodel.job_edges e
-JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-WHERE e.job_id = ANY(%(jobs)s::uuid[])
-GROUP BY 1, 2, 3"""
-JOB_SIDE_AS_OF = f"""
 SELECT e.direction, j.id AS job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycle
 FROM unnest(%(jobs)s::uuid[]) AS j(id)
 CROSS JOIN LATERAL (
@@ -223,21 +213,18 @@ CROSS JOIN LATERAL (
 ) e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 GROUP BY 1, 2, 3"""
-# Each kept dataset's jobs, one row per (direction, job).
-DATASET_SIDE = """
+# Each kept dataset's jobs that held an edge to it then, one row per (direction, job).
+DATASET_SIDE = f"""
 SELECT DISTINCT e.direction, e.job_id, dn.dataset_id
 FROM readmodel.dataset_names dn
 JOIN readmodel.job_edges e ON e.namespace = dn.namespace AND e.name = dn.name
-WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]){held}"""
-LINEAGE_EDGES = LINEAGE_LINKS.format(job_side=JOB_SIDE, dataset_side=DATASET_SIDE.format(held=""))
+WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {asof.edge_held()}"""
+LINEAGE_EDGES = LINEAGE_LINKS.format(job_side=JOB_SIDE, dataset_side=DATASET_SIDE)
 # Rows (direction, dataset, count): the jobs of each dataset in `%(datasets)s` that are not
 # in `%(jobs)s`, by direction (the `beyond` of a graph that draws other nodes than jobs).
 DATASETS_BEYOND = f"""
-SELECT direction, dataset_id, count(*) FROM ({DATASET_SIDE.format(held="")}) s
+SELECT direction, dataset_id, count(*) FROM ({DATASET_SIDE}) s
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id"""
-LINEAGE_EDGES_AS_OF = LINEAGE_LINKS.format(
-    job_side=JOB_SIDE_AS_OF, dataset_side=DATASET_SIDE.format(held=" AND " + asof.edge_held())
-)
 
 Direction = Annotated[
     Literal["upstream", "downstream", "both"],
@@ -412,7 +399,9 @@ async def walk_rows(
     """The walk around job or dataset `start`, `depth` jobs deep (404 when unknown, or
     first seen after `as_of`). `run_outputs`: the walk starts at job `start` as a run of
     it that wrote (or attempted) these datasets: its first hop downstream is to them
-    alone. `details`: also the details of every dataset (else none: dataset_nodes.of)."""
+    alone. `details`: also the details of every dataset (else none: dataset_nodes.of).
+    Without `as_of` the edges are those of now, the same as of asof.NOW."""
+    moment = asof.NOW if as_of is None else as_of
     args = {
         "down": down,
         "up": up,
@@ -421,7 +410,7 @@ async def walk_rows(
         "depth": hops(kind, depth),
         "max_nodes": max_nodes,
         "visit_limit": limits.VISIT_LIMIT,
-        "as_of": as_of,
+        "as_of": moment,
         "run_outputs": run_outputs,
     }
     timeless = as_of is None
@@ -438,11 +427,11 @@ async def walk_rows(
     # the edges and the datasets' details in one round trip
     async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
         await links_at.execute(
-            LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
+            LINEAGE_EDGES,
             {
                 "jobs": jobs,
                 "datasets": [r[1] for r in found if r[0] == "dataset"],
-                "as_of": as_of,
+                "as_of": moment,
                 "max_edges": limits.EDGE_LIMIT + 1,
             },
         )
