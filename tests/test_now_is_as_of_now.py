@@ -131,6 +131,7 @@ def test_a_grouped_job_now_is_its_latest_run_as_of_now(served: tuple[str, httpx.
     url, client = served
     ns, trino = "trino://trino:8080", "superset"
     job = (trino, "superset.bi_svc")
+    first, latest = str(uuid.uuid4()), str(uuid.uuid4())
     fold(
         url,
         [
@@ -138,9 +139,9 @@ def test_a_grouped_job_now_is_its_latest_run_as_of_now(served: tuple[str, httpx.
                  [dataset(ns, "lake.events")]),
             # the same job name for two queries: the first wrote customer_activity, the
             # latest sessions_daily
-            *run(job, str(uuid.uuid4()), 1, "COMPLETE", [dataset(ns, "lake.events")],
+            *run(job, first, 1, "COMPLETE", [dataset(ns, "lake.events")],
                  [dataset(ns, "lake.customer_activity")]),
-            *run(job, str(uuid.uuid4()), 2, "COMPLETE", [dataset(ns, "lake.events")],
+            *run(job, latest, 2, "COMPLETE", [dataset(ns, "lake.events")],
                  [dataset(ns, "lake.sessions_daily")]),
         ],
     )  # fmt: skip
@@ -154,6 +155,28 @@ def test_a_grouped_job_now_is_its_latest_run_as_of_now(served: tuple[str, httpx.
     assert {n["name"] for n in now["nodes"]} == {
         "lake.events", "superset.bi_svc", "lake.sessions_daily"
     }  # fmt: skip
+    # each edge says when the job first and last made it, and in which run
+    for edge in now["edges"]:
+        assert edge["last_run"] == latest
+        assert edge["last_seen"] == when(2.5)
+    writes = next(e for e in now["edges"] if e["from"] == f"job:{bi_svc}")
+    assert writes["first_seen"] == when(2.5)  # (outputs are named on COMPLETE)
+    reads = next(e for e in now["edges"] if e["to"] == f"job:{bi_svc}")
+    assert reads["first_seen"] == when(1)
+    # so a diff says why an edge came and went: the run that made it
+    diff = get(
+        client,
+        "/lineage/diff",
+        node=f"job:{bi_svc}",
+        depth=0,
+        **{"from": when(1.75), "to": when(2.75)},
+    )
+    assert [(e["to"], e["last_run"]) for e in diff["edges_added"]] == [
+        (f"dataset:{ids(client, ns, 'datasets')['lake.sessions_daily']}", latest)
+    ]
+    assert [(e["to"], e["last_run"]) for e in diff["edges_removed"]] == [
+        (f"dataset:{ids(client, ns, 'datasets')['lake.customer_activity']}", first)
+    ]
     now, then = now_and_as_of_now(client, "/impact", node=f"dataset:{events}")
     assert now == then
     assert "lake.customer_activity" not in {n["name"] for n in now["nodes"]}
@@ -250,6 +273,8 @@ def test_every_read_now_equals_the_read_as_of_now(
         reads += [
             (f"/datasets/{id_}", {}),
             (f"/datasets/{id_}/column-lineage", {"direction": "both"}),
+            (f"/datasets/{id_}/versions", {}),
+            (f"/datasets/{id_}/runs", {}),
         ]
     for path, params in reads:
         now, then = now_and_as_of_now(client, path, **params)

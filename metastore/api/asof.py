@@ -55,13 +55,15 @@ LATEST_RUN = """(
     ORDER BY lr.started_at DESC, lr.run_id DESC LIMIT 1)"""
 
 # The dataset names job `{job}` read ('input') or wrote ('output') at T: rows (namespace,
-# name, lifecycle_state, lifecycle_time).
+# name, lifecycle_state, lifecycle_time, run_id, last_seen): run_id, the run that made the
+# edge (NULL: static lineage), last_seen the latest eventTime that named it there.
 JOB_EDGES_AT = """(
-    SELECT re.namespace, re.name, re.lifecycle_state, re.lifecycle_time
+    SELECT re.namespace, re.name, re.lifecycle_state, re.lifecycle_time, re.run_id,
+           re.last_seen
     FROM readmodel.run_edges re
     WHERE re.run_id = {latest} AND re.direction = '{direction}'
   {union}
-    SELECT s.namespace, s.name, s.lifecycle_state, s.lifecycle_time
+    SELECT s.namespace, s.name, s.lifecycle_state, s.lifecycle_time, NULL::uuid, s.last_seen
     FROM readmodel.job_edges s
     WHERE s.job_id = {job} AND s.direction = '{direction}' AND s.source = 'static'
       AND s.first_seen <= %(as_of)s)"""

@@ -183,28 +183,38 @@ FROM_RUN_AS_OF = _walk_from_run(as_of=True)
 # were not kept, by edge direction (`beyond`), as a second statement: bound as arrays
 # (constants to the planner, hashed and counted right), where a join against the CTE
 # above would be planned with a guessed row count as a nested loop over every pair.
-# Rows: ('edge', direction, job, dataset, lifecycle, NULL) for each edge (with the
-# lifecycle change the job last reported for an output: DROP, CREATE, ...); ('job' or
-# 'dataset', direction, job or NULL, dataset or NULL, NULL, count) for the neighbours
-# a kept job or dataset has along its edges of that direction that are not kept.
+# Rows: ('edge', direction, job, dataset, lifecycle, NULL, first_seen, last_seen,
+# last_run) for each edge (with the lifecycle change the job last reported for an output:
+# DROP, CREATE, ...; when the job first named the dataset that way, when it last did in
+# the run that holds the edge, and that run); ('job' or 'dataset', direction, job or NULL,
+# dataset or NULL, NULL, count, NULL...) for the neighbours a kept job or dataset has along
+# its edges of that direction that are not kept.
 LATEST_LIFECYCLE = "(array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]"
 LINEAGE_LINKS = """
 WITH job_side AS ({job_side}),
 dataset_side AS ({dataset_side})
-(SELECT 'edge', direction, job_id, dataset_id, lifecycle, NULL::bigint FROM job_side
+(SELECT 'edge', direction, job_id, dataset_id, lifecycle, NULL::bigint, first_seen,
+        last_seen, last_run
+ FROM job_side
  WHERE dataset_id = ANY(%(datasets)s::uuid[])
  ORDER BY job_id, dataset_id, direction
  LIMIT %(max_edges)s)
 UNION ALL
-SELECT 'job', direction, job_id, NULL, NULL, count(*) FROM job_side
+SELECT 'job', direction, job_id, NULL, NULL, count(*), NULL, NULL, NULL FROM job_side
 WHERE NOT dataset_id = ANY(%(datasets)s::uuid[]) GROUP BY direction, job_id
 UNION ALL
-SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*) FROM dataset_side
+SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*), NULL, NULL, NULL
+FROM dataset_side
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 """
 # Each kept job's datasets at `%(as_of)s` (asof.NOW: now), one row per (direction, dataset).
 JOB_SIDE = f"""
-SELECT e.direction, j.id AS job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycle
+SELECT e.direction, j.id AS job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycle,
+       min((SELECT min(x.first_seen) FROM readmodel.job_edges x
+            WHERE x.job_id = j.id AND x.direction = e.direction
+              AND x.namespace = e.namespace AND x.name = e.name)) AS first_seen,
+       max(e.last_seen) AS last_seen,
+       (array_agg(e.run_id ORDER BY e.run_id IS NULL, e.last_seen DESC))[1] AS last_run
 FROM unnest(%(jobs)s::uuid[]) AS j(id)
 CROSS JOIN LATERAL (
     SELECT 'input' AS direction, i.* FROM {asof.job_edges_at("j.id", "input")} i
@@ -461,15 +471,19 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
     # it ('output' edges), of a job the datasets it reads ('input' edges).
     left_out: dict[tuple[str, Any, str], int] = {}
     edges = []
-    for what, direction, job, ds, lifecycle, count in walked.links:
+    for what, direction, job, ds, lifecycle, count, first_seen, last_seen, run in walked.links:
         if what == "edge":
+            ends = (_key("dataset", ds), _key("job", job))
+            if direction == "output":
+                ends = ends[::-1]
             edges.append(
                 models.LineageEdge(
-                    from_=_key("dataset", ds), to=_key("job", job), lifecycle_state=None
-                )
-                if direction == "input"
-                else models.LineageEdge(
-                    from_=_key("job", job), to=_key("dataset", ds), lifecycle_state=lifecycle
+                    from_=ends[0],
+                    to=ends[1],
+                    lifecycle_state=lifecycle if direction == "output" else None,
+                    first_seen=first_seen,
+                    last_seen=last_seen,
+                    last_run=run,
                 )
             )
         elif what == "job":
