@@ -17,7 +17,7 @@ import itertools
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import psycopg
@@ -127,7 +127,22 @@ def ids(client: httpx.Client, namespace: str, what: str) -> dict[str, str]:
 # --- item 2: a grouped job ------------------------------------------------------------
 
 
-def test_a_grouped_job_now_is_its_latest_run_as_of_now(served: tuple[str, httpx.Client]) -> None:
+class Grouped(NamedTuple):
+    """The grouped job's store: ids of its job and datasets, and its two runs."""
+
+    bi_svc: str
+    events: str
+    activity: str
+    sessions: str
+    first: str
+    latest: str
+
+
+@pytest.fixture(scope="module")
+def grouped(served: tuple[str, httpx.Client]) -> Grouped:
+    """A grouped job (Superset's service account, one name for every query) whose first
+    query wrote customer_activity and whose latest wrote sessions_daily, each with a field
+    edge from the events they read."""
     url, client = served
     ns, trino = "trino://trino:8080", "superset"
     job = (trino, "superset.bi_svc")
@@ -137,17 +152,28 @@ def test_a_grouped_job_now_is_its_latest_run_as_of_now(served: tuple[str, httpx.
         [
             *run(("spark", "load_events"), str(uuid.uuid4()), 0, "COMPLETE", [],
                  [dataset(ns, "lake.events")]),
-            # the same job name for two queries: the first wrote customer_activity, the
-            # latest sessions_daily
             *run(job, first, 1, "COMPLETE", [dataset(ns, "lake.events")],
-                 [dataset(ns, "lake.customer_activity")]),
+                 [dataset(ns, "lake.customer_activity", "lake.events")]),
             *run(job, latest, 2, "COMPLETE", [dataset(ns, "lake.events")],
-                 [dataset(ns, "lake.sessions_daily")]),
+                 [dataset(ns, "lake.sessions_daily", "lake.events")]),
         ],
     )  # fmt: skip
-    events = ids(client, ns, "datasets")["lake.events"]
-    bi_svc = ids(client, trino, "jobs")["superset.bi_svc"]
+    datasets = ids(client, ns, "datasets")
+    return Grouped(
+        bi_svc=ids(client, trino, "jobs")["superset.bi_svc"],
+        events=datasets["lake.events"],
+        activity=datasets["lake.customer_activity"],
+        sessions=datasets["lake.sessions_daily"],
+        first=first,
+        latest=latest,
+    )
 
+
+def test_a_grouped_job_now_is_its_latest_run_as_of_now(
+    served: tuple[str, httpx.Client], grouped: Grouped
+) -> None:
+    _, client = served
+    events, bi_svc, latest, first = grouped.events, grouped.bi_svc, grouped.latest, grouped.first
     now, then = now_and_as_of_now(
         client, "/lineage", node=f"dataset:{events}", depth=1, direction="downstream"
     )
@@ -172,10 +198,10 @@ def test_a_grouped_job_now_is_its_latest_run_as_of_now(served: tuple[str, httpx.
         **{"from": when(1.75), "to": when(2.75)},
     )
     assert [(e["to"], e["last_run"]) for e in diff["edges_added"]] == [
-        (f"dataset:{ids(client, ns, 'datasets')['lake.sessions_daily']}", latest)
+        (f"dataset:{grouped.sessions}", latest)
     ]
     assert [(e["to"], e["last_run"]) for e in diff["edges_removed"]] == [
-        (f"dataset:{ids(client, ns, 'datasets')['lake.customer_activity']}", first)
+        (f"dataset:{grouped.activity}", first)
     ]
     now, then = now_and_as_of_now(client, "/impact", node=f"dataset:{events}")
     assert now == then
@@ -185,11 +211,49 @@ def test_a_grouped_job_now_is_its_latest_run_as_of_now(served: tuple[str, httpx.
     assert [d["name"] for d in now["outputs"]] == ["lake.sessions_daily"]
     page = get(client, f"/jobs/{bi_svc}/datasets", direction="output")
     assert [d["name"] for d in page["items"]] == ["lake.sessions_daily"]
-    # no longer one of the job's outputs: not one of its producers now
-    activity = ids(client, ns, "datasets")["lake.customer_activity"]
+    # no longer one of the job's outputs: not one of its producers now, nor its field edge
+    activity = grouped.activity
     now, then = now_and_as_of_now(client, f"/datasets/{activity}")
     assert now == then
     assert now["producers"] == [] and now["producer_count"] == 0
+    now, then = now_and_as_of_now(client, f"/datasets/{activity}/column-lineage")
+    assert now == then
+    assert now["edges"] == []
+
+
+def test_the_cumulative_view_holds_every_run_of_its_window(
+    served: tuple[str, httpx.Client], grouped: Grouped
+) -> None:
+    _, client = served
+    job = f"job:{grouped.bi_svc}"
+    cumulative = {"node": job, "depth": 0, "view": "cumulative"}
+    now, then = now_and_as_of_now(client, "/lineage", **cumulative)
+    assert now == then
+    outputs = {e["to"]: e["last_run"] for e in now["edges"] if e["from"] == job}
+    assert outputs == {
+        f"dataset:{grouped.activity}": grouped.first,
+        f"dataset:{grouped.sessions}": grouped.latest,
+    }
+    (reads,) = [e for e in now["edges"] if e["to"] == job]
+    assert reads["last_run"] == grouped.latest  # (the latest run of the window with it)
+    # a window that starts after the first run: the latest run's alone
+    windowed = get(client, "/lineage", **cumulative, since=when(1.75))
+    assert {e["to"] for e in windowed["edges"] if e["from"] == job} == {
+        f"dataset:{grouped.sessions}"
+    }
+    # column lineage follows the same rule: the first query's field edge is back
+    lineage = f"/datasets/{grouped.activity}/column-lineage"
+    now, then = now_and_as_of_now(client, lineage, view="cumulative")
+    assert now == then
+    assert [(e["from"]["name"], e["to"]["name"]) for e in now["edges"]] == [
+        ("lake.events", "lake.customer_activity")
+    ]
+    assert get(client, lineage, view="cumulative", since=when(1.75))["edges"] == []
+    # a window on the latest view would be ignored: refused, naming it
+    refused = client.get("/lineage", params={"node": job, "since": when(1)})
+    assert refused.status_code == 400
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert [p["name"] for p in refused.json()["invalid-params"]] == ["since"]
 
 
 # --- the property: over generated logs ---------------------------------------------------
@@ -265,7 +329,11 @@ def test_every_read_now_equals_the_read_as_of_now(
     nodes += [f"dataset:{i}" for i in datasets]
     reads: list[tuple[str, dict[str, Any]]] = []
     for node in nodes:
-        reads += [("/lineage", {"node": node}), ("/impact", {"node": node})]
+        reads += [
+            ("/lineage", {"node": node}),
+            ("/lineage", {"node": node, "view": "cumulative", "since": when(24)}),
+            ("/impact", {"node": node}),
+        ]
         kind, _, id_ = node.partition(":")
         if kind == "job":
             reads.append((f"/jobs/{id_}", {}))
@@ -273,6 +341,7 @@ def test_every_read_now_equals_the_read_as_of_now(
         reads += [
             (f"/datasets/{id_}", {}),
             (f"/datasets/{id_}/column-lineage", {"direction": "both"}),
+            (f"/datasets/{id_}/column-lineage", {"direction": "both", "view": "cumulative"}),
             (f"/datasets/{id_}/versions", {}),
             (f"/datasets/{id_}/runs", {}),
         ]

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Annotated
+from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from metastore.problems import ProblemError
+from metastore.problems import InvalidParam, ProblemError
 
 EXAMPLE = "2026-11-24T09:00:00Z"
 # The moment a read without `as_of` binds where it shares a fragment with the as-of read:
@@ -48,11 +48,58 @@ AsOf = (
     | None
 )
 
+# Before every eventTime ingest accepts: the window of view=cumulative without `since`.
+EVER = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
+View = Annotated[
+    Literal["latest", "cumulative"],
+    Meta(
+        description="Which edges of a job count: `latest`, those of its latest run started "
+        "by the moment answered (`as_of`, else now) and its static lineage (Marquez's latest "
+        "job version); `cumulative`, those of every run it started from `since` to that "
+        "moment (every run, without `since`) and its static lineage. Column lineage follows "
+        "the same rule."
+    ),
+]
+Since = (
+    Annotated[
+        dt.datetime,
+        Meta(
+            tz=True,
+            description="With `view=cumulative`: where the window of runs starts (RFC 3339, "
+            "by eventTime; a run started at or after it counts). Absent: the first event.",
+            examples=[EXAMPLE],
+        ),
+    ]
+    | None
+)
+
+
+def window(view: str, since: dt.datetime | None) -> dt.datetime | None:
+    """The start of the window of runs of `view` (None: the latest view), or a 400 naming
+    `since` when the latest view is given one (it would be ignored)."""
+    if view == "latest":
+        if since is not None:
+            reason = "only with view=cumulative (the latest view has no window)"
+            raise ProblemError(
+                400,
+                f"query parameter `since` is {reason}",
+                invalid_params=[InvalidParam(name="since", reason=reason)],
+            )
+        return None
+    return since or EVER
+
+
 # The run of job `{job}` that counts at T: its latest run started at or before T.
 LATEST_RUN = """(
     SELECT lr.run_id FROM readmodel.lineage_runs lr
     WHERE lr.job_id = {job} AND lr.started_at <= %(as_of)s
     ORDER BY lr.started_at DESC, lr.run_id DESC LIMIT 1)"""
+
+# The runs of job `{job}` whose edges count at T in the cumulative view: those started from
+# `%(since)s` to T.
+WINDOW_RUNS = """(
+    SELECT lr.run_id FROM readmodel.lineage_runs lr
+    WHERE lr.job_id = {job} AND lr.started_at <= %(as_of)s AND lr.started_at >= %(since)s)"""
 
 # The dataset names job `{job}` read ('input') or wrote ('output') at T: rows (namespace,
 # name, lifecycle_state, lifecycle_time, run_id, last_seen): run_id, the run that made the
@@ -61,7 +108,7 @@ JOB_EDGES_AT = """(
     SELECT re.namespace, re.name, re.lifecycle_state, re.lifecycle_time, re.run_id,
            re.last_seen
     FROM readmodel.run_edges re
-    WHERE re.run_id = {latest} AND re.direction = '{direction}'
+    WHERE {runs} AND re.direction = '{direction}'
   {union}
     SELECT s.namespace, s.name, s.lifecycle_state, s.lifecycle_time, NULL::uuid, s.last_seen
     FROM readmodel.job_edges s
@@ -72,7 +119,7 @@ JOB_EDGES_AT = """(
 # the job's run at T has it, or it is static lineage declared by then).
 EDGE_HELD = """CASE WHEN e.source = 'static' THEN e.first_seen <= %(as_of)s
     ELSE EXISTS (SELECT 1 FROM readmodel.run_edges re
-                 WHERE re.run_id = {latest} AND re.direction = e.direction
+                 WHERE {runs} AND re.direction = e.direction
                    AND re.namespace = e.namespace AND re.name = e.name) END"""
 
 # The fields_hash of the latest schema observation at or before `{moment}` (T unless
@@ -141,14 +188,23 @@ def latest_run(job: str) -> str:
     return LATEST_RUN.format(job=job)
 
 
-def job_edges_at(job: str, direction: str, union: str = "UNION") -> str:
+def _runs(job: str, cumulative: bool) -> str:
+    """The condition on run_edges `re` that its run counts (the latest one, or the window's)."""
+    if cumulative:
+        return f"re.job_id = {job} AND re.run_id IN {WINDOW_RUNS.format(job=job)}"
+    return f"re.run_id = {latest_run(job)}"
+
+
+def job_edges_at(job: str, direction: str, union: str = "UNION", cumulative: bool = False) -> str:
     """`union`: UNION ALL where the caller removes duplicates itself (a UNION per job
-    builds a hash table each time)."""
-    return JOB_EDGES_AT.format(job=job, latest=latest_run(job), direction=direction, union=union)
+    builds a hash table each time). `cumulative`: the view=cumulative rule (a row per run
+    of the window that has the edge)."""
+    runs = _runs(job, cumulative)
+    return JOB_EDGES_AT.format(job=job, runs=runs, direction=direction, union=union)
 
 
-def edge_held(job: str = "e.job_id") -> str:
-    return EDGE_HELD.format(latest=latest_run(job))
+def edge_held(job: str = "e.job_id", cumulative: bool = False) -> str:
+    return EDGE_HELD.format(runs=_runs(job, cumulative))
 
 
 def display_rank(n: str) -> str:

@@ -4,11 +4,12 @@ The walk goes breadth first in Python, one statement per level and direction (as
 /lineage/runs does), over nodes (dataset id, field): each field is expanded once however
 many paths reach it, and the walk stops at the depth asked for, at limits.EDGE_LIMIT
 edges kept or limits.VISIT_LIMIT edges looked at, answering `truncated`. Each statement
-looks edges up by name through the indexes of column_lineage, and only under the names
-of a dataset that have edges at all (a dataset with 2,001 names once cost 2,001 scans
-per field). As of T, the edges each job's latest run by then reported
-(readmodel.column_lineage_runs) are found per report, whose pairs are expanded once
-however many of its fields the walk needs (it used to be read again for each one).
+looks edges up by name, and only under the names of a dataset that have edges at all (a
+dataset with 2,001 names once cost 2,001 scans per field). Now and as of T alike (asof.NOW
+for now), it reads the reports that count (COUNTED: each job's latest run's by then, or
+with view=cumulative every run's of the window, from readmodel.column_lineage_runs), each
+report's pairs expanded once, and only then spends its limits (issue 48: as of T it spent
+them on every pair ever reported first).
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ PAIRS_OF = "(SELECT cr.pairs FROM readmodel.column_reports cr WHERE cr.report = 
 # run) declared by then. The rule of the dataset graph (asof.job_edges_at).
 COUNTED = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
                ELSE r.run_id = {asof.latest_run("r.job_id")} END"""
+# view=cumulative: the report of any run started from `%(since)s` to `%(as_of)s`.
+COUNTED_IN_WINDOW = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
+               ELSE EXISTS (SELECT 1 FROM readmodel.lineage_runs lr
+                            WHERE lr.run_id = r.run_id AND lr.started_at <= %(as_of)s
+                              AND lr.started_at >= %(since)s) END"""
 # The pairs of a level: the reports that count (COUNTED) under the names bound as arrays
 # (so the planner knows how many lookups there are: a dataset's names once came from a
 # subquery it guessed at 2,001 rows, and it scanned the table), each once with the jobs
@@ -70,7 +76,7 @@ WITH counted AS MATERIALIZED (
            (array_agg(r.last_seq ORDER BY r.last_seen DESC, r.last_seq DESC))[1] AS last_seq
     FROM unnest(%(namespaces)s::text[], %(names)s::text[]) WITH ORDINALITY AS k(namespace, name, i)
     {{reports}}
-    WHERE {COUNTED}
+    WHERE {{counted}}
     GROUP BY k.i, k.namespace, k.name, r.out_namespace, r.out_name, r.report
 )
 SELECT c.out_namespace, c.out_name, p->>0, p->>1, p->>2, p->>3, (p->4)::text,
@@ -95,13 +101,13 @@ FIELD = """JOIN unnest(%(field_of)s::bigint[], %(fields)s::text[]) AS f(i, field
 DOWN_WHERE = "WHERE p->>1 = c.k_namespace AND p->>2 = c.k_name"
 # How many jobs sent any of the reports of each pair, counting at `%(as_of)s` (when a
 # pair is in several reports and one of them has more jobs than the level read).
-JOB_COUNTS = f"""
+JOB_COUNTS = """
 SELECT k.i, count(DISTINCT r.job_id)
 FROM unnest(%(pairs)s::bigint[], %(namespaces)s::text[], %(names)s::text[],
             %(reports)s::bytea[]) AS k(i, namespace, name, report)
 JOIN readmodel.column_lineage_runs r
   ON r.out_namespace = k.namespace AND r.out_name = k.name AND r.report = k.report
-WHERE {COUNTED}
+WHERE {counted}
 GROUP BY k.i
 """
 # The datasets of the names at the far ends of a level's edges (a wide table's 3,000 edges
@@ -113,16 +119,28 @@ JOIN readmodel.dataset_names n ON n.namespace = k.namespace AND n.name = k.name
 """
 
 
-def _level(direction: str, start: bool) -> str:
+def _counted(cumulative: bool) -> str:
+    return COUNTED_IN_WINDOW if cumulative else COUNTED
+
+
+def _level(direction: str, start: bool, cumulative: bool) -> str:
     up = direction == "up"
     return LEVEL.format(
         reports=UP_REPORTS if up else DOWN_REPORTS,
+        counted=_counted(cumulative),
         field="" if start else FIELD.format(index=0 if up else 3),
         where="" if up else DOWN_WHERE,
     )
 
 
-LEVELS = {(d, start): _level(d, start) for d in ("up", "down") for start in (True, False)}
+# By (direction, from every field of the start dataset, view=cumulative).
+LEVELS = {
+    (d, start, cumulative): _level(d, start, cumulative)
+    for d in ("up", "down")
+    for start in (True, False)
+    for cumulative in (False, True)
+}
+JOB_COUNTS_BY_VIEW = {c: JOB_COUNTS.format(counted=_counted(c)) for c in (False, True)}
 NAMES = {
     "up": NAMES_WITH_EDGES.format(table="column_lineage", near="out"),
     "down": NAMES_WITH_EDGES.format(table="column_inputs", near="in"),
@@ -167,6 +185,8 @@ class ColumnLineageQuery(msgspec.Struct, frozen=True):
         ),
     ] = None
     as_of: asof.AsOf = None
+    view: asof.View = "latest"
+    since: asof.Since = None
 
 
 COLUMN_OP = Operation(
@@ -182,14 +202,16 @@ COLUMN_OP = Operation(
     description="Field edges from the `columnLineage` facet: upstream, the fields this "
     "dataset's fields derive from (and theirs, up to `depth`); downstream, the fields "
     "derived from its fields. Each edge names its datasets (display name) and the job of "
-    "its latest report (`job`), and the jobs that ever reported it (`jobs`: up to "
+    "its latest report (`job`), and the jobs whose reports hold it (`jobs`: up to "
     f"{limits.EDGE_JOBS} of them, by name; `job_count`: all of them). The walk expands "
     f"each field once, nearest first, and stops at {limits.EDGE_LIMIT:,} edges or "
-    f"{limits.VISIT_LIMIT:,} edges looked at, with `truncated` true. With `as_of`, the "
-    "field edges each job's latest run started at or before `as_of` reported (in its "
-    "latest `columnLineage` facet for the dataset), and those of the job's latest static "
-    "declaration (JobEvent) if it had made one by then. `field` follows one field of the "
-    "dataset.",
+    f"{limits.VISIT_LIMIT:,} edges looked at (counting only the edges that hold), with "
+    "`truncated` true. The field edges each job's latest run started by `as_of` (else now) "
+    "reported (in its latest `columnLineage` facet for the dataset), and those of the job's "
+    "latest static declaration (JobEvent) if it had made one by then: the rule of "
+    "`/lineage`. `view=cumulative` (with `since`): those of every run started in the "
+    "window. `jobs` and `job_count` count the jobs whose reports hold the edge. `field` "
+    "follows one field of the dataset.",
 )
 resource = Resource()
 
@@ -251,7 +273,10 @@ def _pairs(found: list[Any]) -> dict[EdgeKey, _Pair]:
 
 
 async def _count_jobs(
-    conn: AsyncConnection[Any], pairs: dict[EdgeKey, _Pair], as_of: dt.datetime
+    conn: AsyncConnection[Any],
+    pairs: dict[EdgeKey, _Pair],
+    as_of: dt.datetime,
+    since: dt.datetime | None,
 ) -> None:
     """Counts the jobs of each pair found in several reports, one of which had more jobs
     than the level read (their union is not known from the first EDGE_JOBS of each)."""
@@ -261,13 +286,14 @@ async def _count_jobs(
     asked = [(i, report) for i, pair in enumerate(several) for report in pair.reports]
     for i, count in await rows(
         conn,
-        JOB_COUNTS,
+        JOB_COUNTS_BY_VIEW[since is not None],
         {
             "pairs": [i for i, _ in asked],
             "namespaces": [r[0] for _, r in asked],
             "names": [r[1] for _, r in asked],
             "reports": [r[2] for _, r in asked],
             "as_of": as_of,
+            "since": since,
         },
     ):
         several[i].job_count = count
@@ -281,9 +307,11 @@ async def _walk(
     start_field: str | None,
     as_of: dt.datetime,
     walk: _Walk,
+    since: dt.datetime | None = None,
 ) -> None:
     """Adds the edges within `depth` of dataset `start` (of its field `start_field`, else
-    of every field) in `direction` to `walk`."""
+    of every field) in `direction` to `walk`, as of `as_of` (`since`: the cumulative view
+    from then)."""
     frontier: list[tuple[uuid.UUID, str | None]] = [(start, start_field)]
     seen: set[tuple[uuid.UUID, str]] = set()
     names: dict[uuid.UUID, list[tuple[str, str]]] = {}  # a dataset's names with edges
@@ -302,7 +330,7 @@ async def _walk(
         cap = limits.VISIT_LIMIT - walk.visited
         found = await rows(
             conn,
-            LEVELS[(direction, level == 1 and start_field is None)],
+            LEVELS[(direction, level == 1 and start_field is None, since is not None)],
             {
                 "namespaces": [k[0] for k in lookups],
                 "names": [k[1] for k in lookups],
@@ -310,13 +338,14 @@ async def _walk(
                 "fields": [f[1] for f in fields],
                 "cap": cap + 1,
                 "as_of": as_of,
+                "since": since,
             },
         )
         if len(found) > cap:
             walk.truncated = True
             found = found[:cap]
         pairs = _pairs(found)
-        await _count_jobs(conn, pairs, as_of)
+        await _count_jobs(conn, pairs, as_of, since)
         walk.visited += len(pairs)
         far_names = {(k[3], k[4]) if direction == "up" else (k[0], k[1]) for k in pairs}
         datasets = {
@@ -356,6 +385,7 @@ async def get_column_lineage(request: Request) -> Response:
     walk = _Walk()
     display = DISPLAY_NOW if query.as_of is None else DISPLAY_AS_OF
     moment = asof.NOW if query.as_of is None else query.as_of  # (now: as of now)
+    since = asof.window(query.view, query.since)
     async with connection(request) as conn:
         found = await rows(
             conn, DATASET_REF.format(**display), {"id": path.dataset_id, "as_of": query.as_of}
@@ -365,7 +395,7 @@ async def get_column_lineage(request: Request) -> Response:
         dataset = found[0]
         asof.check_seen("dataset", path.dataset_id, dataset[3], query.as_of)
         for direction in _DIRS[query.direction]:
-            await _walk(conn, dataset[0], direction, query.depth, query.field, moment, walk)
+            await _walk(conn, dataset[0], direction, query.depth, query.field, moment, walk, since)
         names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
         refs = {
             (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])

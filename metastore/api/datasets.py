@@ -104,7 +104,8 @@ WHERE n.namespace = %(namespace)s AND n.name = %(name)s
 # The jobs that wrote any of its names: when last successfully (a run that COMPLETEd),
 # and the lifecycle change they last reported; now from job_edges, as of T from the run
 # edges that began by then; the jobs whose edge held then (now: as of asof.NOW, bound as
-# `%(as_of)s`: the same jobs as of now). The first
+# `%(as_of)s`: the same jobs as of now), its last write and lifecycle change by any of
+# its edges. The first
 # EMBEDDED_REFS by name as JSON (`list`), each job with its latest run (now, or at T in
 # its state then), joined LATERAL as `w` (the readers as `rd`), and how many there are.
 # Grouped in name order, so the first are found without grouping the rest (20,000 Trino
@@ -124,14 +125,15 @@ JOBS_OF = """
     FROM readmodel.dataset_names n
     JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
     JOIN readmodel.jobs j ON j.id = e.job_id
-    WHERE n.dataset_id = d.id AND e.direction = '{direction}'{held}
-    GROUP BY j.id, j.namespace, j.name"""
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}'
+    GROUP BY j.id, j.namespace, j.name
+    HAVING bool_or({held})"""
 JOB_COUNT = """(
     SELECT count(DISTINCT e.job_id)
     FROM readmodel.dataset_names n
     JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-    WHERE n.dataset_id = d.id AND e.direction = '{direction}'{held})"""
-HELD = " AND " + asof.edge_held()
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}' AND {held})"""
+HELD = asof.edge_held()
 JOB = "j.id, j.namespace, j.name, j.latest_run_id"
 # Each job's latest run: now (`jr`), or at T (`lr` and `s`).
 RUN_NOW = {

@@ -15,6 +15,7 @@ lineage: metastore/api/column_lineage.py.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import uuid
 from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
@@ -132,38 +133,27 @@ NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
 NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
-def _job_datasets(jobs: str, direction: str) -> str:
-    """The datasets the jobs in array `jobs` read or wrote at `%(as_of)s` (asof.NOW: now)."""
-    return f"""SELECT dn.dataset_id
+def _job_datasets(jobs: str, direction: str, cumulative: bool) -> str:
+    """The datasets the jobs in array `jobs` read or wrote at `%(as_of)s` (asof.NOW: now;
+    `cumulative`: in any run of the window, once each)."""
+    edges = asof.job_edges_at("j.id", direction, cumulative=cumulative)
+    return f"""SELECT {"DISTINCT " if cumulative else ""}dn.dataset_id
               FROM unnest({jobs}) AS j(id)
-              CROSS JOIN LATERAL {asof.job_edges_at("j.id", direction)} e
+              CROSS JOIN LATERAL {edges} e
               JOIN readmodel.dataset_names dn
                 ON dn.namespace = e.namespace AND dn.name = e.name"""
 
 
-def _dataset_jobs(datasets: str, direction: str) -> str:
+def _dataset_jobs(datasets: str, direction: str, cumulative: bool) -> str:
     """The jobs that read or wrote the datasets in array `datasets` at `%(as_of)s`."""
     return f"""SELECT e.job_id
               FROM readmodel.dataset_names dn
               JOIN readmodel.job_edges e
                 ON e.namespace = dn.namespace AND e.name = dn.name
               WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'
-                AND {asof.edge_held()}"""
+                AND {asof.edge_held(cumulative=cumulative)}"""
 
 
-def _walk(as_of: bool, down_datasets: str | None = None) -> str:
-    return LINEAGE_WALK.format(
-        down_datasets=down_datasets or _job_datasets("w.down_jobs", "output"),
-        down_jobs=_dataset_jobs("w.down_ds", "input"),
-        up_datasets=_job_datasets("w.up_jobs", "input"),
-        up_jobs=_dataset_jobs("w.up_ds", "output"),
-        node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
-        node_joins=NODE_JOINS_AS_OF if as_of else NODE_JOINS,
-    )
-
-
-LINEAGE = _walk(as_of=False)
-LINEAGE_AS_OF = _walk(as_of=True)
 # From a run (its job's node, kind 'job'): the first hop downstream goes to the datasets
 # it wrote or attempted (`%(run_outputs)s`) instead of all its job's outputs.
 RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
@@ -171,13 +161,24 @@ RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
               SELECT * FROM ({job_datasets}) x WHERE w.depth > 0"""
 
 
-def _walk_from_run(as_of: bool) -> str:
-    job_datasets = _job_datasets("w.down_jobs", "output")
-    return _walk(as_of, down_datasets=RUN_OUTPUTS.format(job_datasets=job_datasets))
+def _walk(as_of: bool, cumulative: bool, from_run: bool) -> str:
+    down_datasets = _job_datasets("w.down_jobs", "output", cumulative)
+    if from_run:
+        down_datasets = RUN_OUTPUTS.format(job_datasets=down_datasets)
+    return LINEAGE_WALK.format(
+        down_datasets=down_datasets,
+        down_jobs=_dataset_jobs("w.down_ds", "input", cumulative),
+        up_datasets=_job_datasets("w.up_jobs", "input", cumulative),
+        up_jobs=_dataset_jobs("w.up_ds", "output", cumulative),
+        node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
+        node_joins=NODE_JOINS_AS_OF if as_of else NODE_JOINS,
+    )
 
 
-FROM_RUN = _walk_from_run(as_of=False)
-FROM_RUN_AS_OF = _walk_from_run(as_of=True)
+# The walks by (as_of given, view=cumulative, from a run): they differ in the job nodes'
+# latest runs (now, or then) and the edges that count (asof.View).
+WALKS = {key: _walk(*key) for key in itertools.product((False, True), repeat=3)}
+LINEAGE = WALKS[(False, False, False)]
 
 # The edges between the kept nodes and, for each kept node, how many of its neighbours
 # were not kept, by edge direction (`beyond`), as a second statement: bound as arrays
@@ -208,8 +209,8 @@ FROM dataset_side
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 """
 # Each kept job's datasets at `%(as_of)s` (asof.NOW: now), one row per (direction, dataset).
-JOB_SIDE = f"""
-SELECT e.direction, j.id AS job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycle,
+JOB_SIDE = """
+SELECT e.direction, j.id AS job_id, n.dataset_id, {lifecycle} AS lifecycle,
        min((SELECT min(x.first_seen) FROM readmodel.job_edges x
             WHERE x.job_id = j.id AND x.direction = e.direction
               AND x.namespace = e.namespace AND x.name = e.name)) AS first_seen,
@@ -217,23 +218,39 @@ SELECT e.direction, j.id AS job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycl
        (array_agg(e.run_id ORDER BY e.run_id IS NULL, e.last_seen DESC))[1] AS last_run
 FROM unnest(%(jobs)s::uuid[]) AS j(id)
 CROSS JOIN LATERAL (
-    SELECT 'input' AS direction, i.* FROM {asof.job_edges_at("j.id", "input")} i
+    SELECT 'input' AS direction, i.* FROM {inputs} i
   UNION ALL
-    SELECT 'output', o.* FROM {asof.job_edges_at("j.id", "output")} o
+    SELECT 'output', o.* FROM {outputs} o
 ) e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 GROUP BY 1, 2, 3"""
 # Each kept dataset's jobs that held an edge to it then, one row per (direction, job).
-DATASET_SIDE = f"""
+DATASET_SIDE = """
 SELECT DISTINCT e.direction, e.job_id, dn.dataset_id
 FROM readmodel.dataset_names dn
 JOIN readmodel.job_edges e ON e.namespace = dn.namespace AND e.name = dn.name
-WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {asof.edge_held()}"""
-LINEAGE_EDGES = LINEAGE_LINKS.format(job_side=JOB_SIDE, dataset_side=DATASET_SIDE)
+WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {held}"""
+
+
+def _dataset_side(cumulative: bool) -> str:
+    return DATASET_SIDE.format(held=asof.edge_held(cumulative=cumulative))
+
+
+def _links(cumulative: bool) -> str:
+    job_side = JOB_SIDE.format(
+        lifecycle=LATEST_LIFECYCLE,
+        inputs=asof.job_edges_at("j.id", "input", cumulative=cumulative),
+        outputs=asof.job_edges_at("j.id", "output", cumulative=cumulative),
+    )
+    return LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(cumulative))
+
+
+# By view=cumulative.
+LINEAGE_EDGES = {cumulative: _links(cumulative) for cumulative in (False, True)}
 # Rows (direction, dataset, count): the jobs of each dataset in `%(datasets)s` that are not
 # in `%(jobs)s`, by direction (the `beyond` of a graph that draws other nodes than jobs).
 DATASETS_BEYOND = f"""
-SELECT direction, dataset_id, count(*) FROM ({DATASET_SIDE}) s
+SELECT direction, dataset_id, count(*) FROM ({_dataset_side(False)}) s
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id"""
 
 Direction = Annotated[
@@ -273,6 +290,8 @@ class LineageQuery(msgspec.Struct, frozen=True):
         int, Meta(ge=1, le=NODE_LIMIT, description="Node limit; past it `truncated` is set.")
     ] = NODE_LIMIT
     as_of: asof.AsOf = None
+    view: asof.View = "latest"
+    since: asof.Since = None
 
 
 LINEAGE_OP = Operation(
@@ -296,8 +315,10 @@ LINEAGE_OP = Operation(
     "their freshness and owners, job nodes their latest run. With `as_of`, the graph as it "
     "was then: each job's edges are those of its latest run started at or before `as_of` "
     "(and its static lineage declared by then), names and freshness those of then; a node "
-    "first seen after `as_of` answers 404. A job whose run failed keeps its edges: the "
-    "failure shows in its latest run and in its outputs' freshness.",
+    "first seen after `as_of` answers 404. Without `as_of`, as of now. `view=cumulative` "
+    "(with `since`): each job's edges of every run it started in the window instead. A job "
+    "whose run failed keeps its edges: the failure shows in its latest run and in its "
+    "outputs' freshness.",
 )
 resource = Resource()
 LineageNode = models.JobNode | models.DatasetNode
@@ -405,13 +426,16 @@ async def walk_rows(
     as_of: dt.datetime | None,
     run_outputs: list[uuid.UUID] | None = None,
     details: bool = True,
+    since: dt.datetime | None = None,
 ) -> Walk:
     """The walk around job or dataset `start`, `depth` jobs deep (404 when unknown, or
     first seen after `as_of`). `run_outputs`: the walk starts at job `start` as a run of
     it that wrote (or attempted) these datasets: its first hop downstream is to them
     alone. `details`: also the details of every dataset (else none: dataset_nodes.of).
-    Without `as_of` the edges are those of now, the same as of asof.NOW."""
+    Without `as_of` the edges are those of now, the same as of asof.NOW. `since`: the
+    cumulative view from then (asof.window; None: the latest view)."""
     moment = asof.NOW if as_of is None else as_of
+    cumulative = since is not None
     args = {
         "down": down,
         "up": up,
@@ -421,13 +445,10 @@ async def walk_rows(
         "max_nodes": max_nodes,
         "visit_limit": limits.VISIT_LIMIT,
         "as_of": moment,
+        "since": since,
         "run_outputs": run_outputs,
     }
-    timeless = as_of is None
-    if run_outputs is None:
-        statement = LINEAGE if timeless else LINEAGE_AS_OF
-    else:
-        statement = FROM_RUN if timeless else FROM_RUN_AS_OF
+    statement = WALKS[(as_of is not None, cumulative, run_outputs is not None)]
     found = await rows(conn, statement, args)
     if not found or found[0][3] is None:  # the start node: no read model knows it
         raise not_found(kind, start)
@@ -437,11 +458,12 @@ async def walk_rows(
     # the edges and the datasets' details in one round trip
     async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
         await links_at.execute(
-            LINEAGE_EDGES,
+            LINEAGE_EDGES[cumulative],
             {
                 "jobs": jobs,
                 "datasets": [r[1] for r in found if r[0] == "dataset"],
                 "as_of": moment,
+                "since": since,
                 "max_edges": limits.EDGE_LIMIT + 1,
             },
         )
@@ -525,6 +547,7 @@ async def walk(
     max_nodes: int,
     as_of: dt.datetime | None,
     run_outputs: list[uuid.UUID] | None = None,
+    since: dt.datetime | None = None,
 ) -> models.LineageGraph:
     """The graph around job or dataset `start` (walk_rows, then graph_of)."""
     walked = await walk_rows(
@@ -537,6 +560,7 @@ async def walk(
         max_nodes=max_nodes,
         as_of=as_of,
         run_outputs=run_outputs,
+        since=since,
     )
     return graph_of(walked)
 
@@ -555,5 +579,6 @@ async def get_lineage(request: Request) -> Response:
             depth=query.depth,
             max_nodes=query.max_nodes,
             as_of=query.as_of,
+            since=asof.window(query.view, query.since),
         )
     return json_response(request, graph)
