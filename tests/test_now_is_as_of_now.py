@@ -249,11 +249,13 @@ def test_the_cumulative_view_holds_every_run_of_its_window(
         ("lake.events", "lake.customer_activity")
     ]
     assert get(client, lineage, view="cumulative", since=when(1.75))["edges"] == []
-    # a window on the latest view would be ignored: refused, naming it
-    refused = client.get("/lineage", params={"node": job, "since": when(1)})
-    assert refused.status_code == 400
-    assert refused.headers["content-type"].startswith("application/problem+json")
-    assert [p["name"] for p in refused.json()["invalid-params"]] == ["since"]
+    # a window on the latest view: a job counts if its latest run started in it
+    latest = get(client, "/lineage", node=job, depth=0, since=when(1.75))
+    assert {e["last_run"] for e in latest["edges"]} == {grouped.latest}
+    assert get(client, "/lineage", node=job, depth=0, since=when(2.25))["edges"] == []
+    sessions = f"/datasets/{grouped.sessions}/column-lineage"
+    assert len(get(client, sessions, since=when(1.75))["edges"]) == 1
+    assert get(client, sessions, since=when(2.25))["edges"] == []
 
 
 # --- the property: over generated logs ---------------------------------------------------

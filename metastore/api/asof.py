@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from metastore.problems import InvalidParam, ProblemError
+from metastore.problems import ProblemError
 
 EXAMPLE = "2026-11-24T09:00:00Z"
 # The moment a read without `as_of` binds where it shares a fragment with the as-of read:
@@ -54,10 +54,10 @@ View = Annotated[
     Literal["latest", "cumulative"],
     Meta(
         description="Which edges of a job count: `latest`, those of its latest run started "
-        "by the moment answered (`as_of`, else now) and its static lineage (Marquez's latest "
-        "job version); `cumulative`, those of every run it started from `since` to that "
-        "moment (every run, without `since`) and its static lineage. Column lineage follows "
-        "the same rule."
+        "by the moment answered (`as_of`, else now; with `since`, only if it started at or "
+        "after it) and its static lineage (Marquez's latest job version); `cumulative`, "
+        "those of every run it started from `since` to that moment (every run, without "
+        "`since`) and its static lineage. Column lineage follows the same rule."
     ),
 ]
 Since = (
@@ -65,8 +65,8 @@ Since = (
         dt.datetime,
         Meta(
             tz=True,
-            description="With `view=cumulative`: where the window of runs starts (RFC 3339, "
-            "by eventTime; a run started at or after it counts). Absent: the first event.",
+            description="Where the window of runs starts (RFC 3339, by eventTime; a run "
+            "started at or after it counts, see `view`). Absent: the first event.",
             examples=[EXAMPLE],
         ),
     ]
@@ -74,25 +74,19 @@ Since = (
 )
 
 
-def window(view: str, since: dt.datetime | None) -> dt.datetime | None:
-    """The start of the window of runs of `view` (None: the latest view), or a 400 naming
-    `since` when the latest view is given one (it would be ignored)."""
+def window(view: str, since: dt.datetime | None) -> tuple[str, dt.datetime | None]:
+    """(rule, start of the window) of `view` and `since`: the rule `latest`, `recent` (the
+    latest run if it started at or after `since`) or `cumulative` (every run from `since`,
+    else from the first event)."""
     if view == "latest":
-        if since is not None:
-            reason = "only with view=cumulative (the latest view has no window)"
-            raise ProblemError(
-                400,
-                f"query parameter `since` is {reason}",
-                invalid_params=[InvalidParam(name="since", reason=reason)],
-            )
-        return None
-    return since or EVER
+        return ("latest", None) if since is None else ("recent", since)
+    return "cumulative", since or EVER
 
 
 # The run of job `{job}` that counts at T: its latest run started at or before T.
 LATEST_RUN = """(
     SELECT lr.run_id FROM readmodel.lineage_runs lr
-    WHERE lr.job_id = {job} AND lr.started_at <= %(as_of)s
+    WHERE lr.job_id = {job} AND lr.started_at <= %(as_of)s{since}
     ORDER BY lr.started_at DESC, lr.run_id DESC LIMIT 1)"""
 
 # The runs of job `{job}` whose edges count at T in the cumulative view: those started from
@@ -184,27 +178,31 @@ def latest_run_at_joins(job: str) -> str:
     return f"LEFT JOIN readmodel.lineage_runs lr ON lr.run_id = {latest_run(job)}{RUN_AT_JOIN}"
 
 
-def latest_run(job: str) -> str:
-    return LATEST_RUN.format(job=job)
+def latest_run(job: str, since: bool = False) -> str:
+    """`since`: only a run started at or after `%(since)s` (the `recent` rule)."""
+    return LATEST_RUN.format(job=job, since=" AND lr.started_at >= %(since)s" if since else "")
 
 
-def _runs(job: str, cumulative: bool) -> str:
-    """The condition on run_edges `re` that its run counts (the latest one, or the window's)."""
-    if cumulative:
+RULES = ("latest", "recent", "cumulative")
+
+
+def _runs(job: str, rule: str) -> str:
+    """The condition on run_edges `re` that its run counts by `rule` (window)."""
+    if rule == "cumulative":
         return f"re.job_id = {job} AND re.run_id IN {WINDOW_RUNS.format(job=job)}"
-    return f"re.run_id = {latest_run(job)}"
+    return f"re.run_id = {latest_run(job, since=rule == 'recent')}"
 
 
-def job_edges_at(job: str, direction: str, union: str = "UNION", cumulative: bool = False) -> str:
+def job_edges_at(job: str, direction: str, union: str = "UNION", rule: str = "latest") -> str:
     """`union`: UNION ALL where the caller removes duplicates itself (a UNION per job
-    builds a hash table each time). `cumulative`: the view=cumulative rule (a row per run
-    of the window that has the edge)."""
-    runs = _runs(job, cumulative)
+    builds a hash table each time). `rule`: of `window` (cumulative: a row per run of the
+    window that has the edge)."""
+    runs = _runs(job, rule)
     return JOB_EDGES_AT.format(job=job, runs=runs, direction=direction, union=union)
 
 
-def edge_held(job: str = "e.job_id", cumulative: bool = False) -> str:
-    return EDGE_HELD.format(runs=_runs(job, cumulative))
+def edge_held(job: str = "e.job_id", rule: str = "latest") -> str:
+    return EDGE_HELD.format(runs=_runs(job, rule))
 
 
 def display_rank(n: str) -> str:

@@ -119,28 +119,31 @@ JOIN readmodel.dataset_names n ON n.namespace = k.namespace AND n.name = k.name
 """
 
 
-def _counted(cumulative: bool) -> str:
-    return COUNTED_IN_WINDOW if cumulative else COUNTED
+def _counted(rule: str) -> str:
+    """COUNTED by rule (asof.window)."""
+    if rule == "recent":  # (the latest run, if it started in the window)
+        return COUNTED.replace(asof.latest_run("r.job_id"), asof.latest_run("r.job_id", True))
+    return COUNTED_IN_WINDOW if rule == "cumulative" else COUNTED
 
 
-def _level(direction: str, start: bool, cumulative: bool) -> str:
+def _level(direction: str, start: bool, rule: str) -> str:
     up = direction == "up"
     return LEVEL.format(
         reports=UP_REPORTS if up else DOWN_REPORTS,
-        counted=_counted(cumulative),
+        counted=_counted(rule),
         field="" if start else FIELD.format(index=0 if up else 3),
         where="" if up else DOWN_WHERE,
     )
 
 
-# By (direction, from every field of the start dataset, view=cumulative).
+# By (direction, from every field of the start dataset, rule).
 LEVELS = {
-    (d, start, cumulative): _level(d, start, cumulative)
+    (d, start, rule): _level(d, start, rule)
     for d in ("up", "down")
     for start in (True, False)
-    for cumulative in (False, True)
+    for rule in asof.RULES
 }
-JOB_COUNTS_BY_VIEW = {c: JOB_COUNTS.format(counted=_counted(c)) for c in (False, True)}
+JOB_COUNTS_BY_RULE = {rule: JOB_COUNTS.format(counted=_counted(rule)) for rule in asof.RULES}
 NAMES = {
     "up": NAMES_WITH_EDGES.format(table="column_lineage", near="out"),
     "down": NAMES_WITH_EDGES.format(table="column_inputs", near="in"),
@@ -209,9 +212,8 @@ COLUMN_OP = Operation(
     "`truncated` true. The field edges each job's latest run started by `as_of` (else now) "
     "reported (in its latest `columnLineage` facet for the dataset), and those of the job's "
     "latest static declaration (JobEvent) if it had made one by then: the rule of "
-    "`/lineage`. `view=cumulative` (with `since`): those of every run started in the "
-    "window. `jobs` and `job_count` count the jobs whose reports hold the edge. `field` "
-    "follows one field of the dataset.",
+    "`/lineage`; `view` and `since` as in `/lineage`. `jobs` and `job_count` count the jobs "
+    "whose reports hold the edge. `field` follows one field of the dataset.",
 )
 resource = Resource()
 
@@ -276,7 +278,7 @@ async def _count_jobs(
     conn: AsyncConnection[Any],
     pairs: dict[EdgeKey, _Pair],
     as_of: dt.datetime,
-    since: dt.datetime | None,
+    window: tuple[str, dt.datetime | None],
 ) -> None:
     """Counts the jobs of each pair found in several reports, one of which had more jobs
     than the level read (their union is not known from the first EDGE_JOBS of each)."""
@@ -286,14 +288,14 @@ async def _count_jobs(
     asked = [(i, report) for i, pair in enumerate(several) for report in pair.reports]
     for i, count in await rows(
         conn,
-        JOB_COUNTS_BY_VIEW[since is not None],
+        JOB_COUNTS_BY_RULE[window[0]],
         {
             "pairs": [i for i, _ in asked],
             "namespaces": [r[0] for _, r in asked],
             "names": [r[1] for _, r in asked],
             "reports": [r[2] for _, r in asked],
             "as_of": as_of,
-            "since": since,
+            "since": window[1],
         },
     ):
         several[i].job_count = count
@@ -307,11 +309,11 @@ async def _walk(
     start_field: str | None,
     as_of: dt.datetime,
     walk: _Walk,
-    since: dt.datetime | None = None,
+    window: tuple[str, dt.datetime | None] = ("latest", None),
 ) -> None:
     """Adds the edges within `depth` of dataset `start` (of its field `start_field`, else
-    of every field) in `direction` to `walk`, as of `as_of` (`since`: the cumulative view
-    from then)."""
+    of every field) in `direction` to `walk`, as of `as_of` by the rule and window of
+    `window` (asof.window)."""
     frontier: list[tuple[uuid.UUID, str | None]] = [(start, start_field)]
     seen: set[tuple[uuid.UUID, str]] = set()
     names: dict[uuid.UUID, list[tuple[str, str]]] = {}  # a dataset's names with edges
@@ -330,7 +332,7 @@ async def _walk(
         cap = limits.VISIT_LIMIT - walk.visited
         found = await rows(
             conn,
-            LEVELS[(direction, level == 1 and start_field is None, since is not None)],
+            LEVELS[(direction, level == 1 and start_field is None, window[0])],
             {
                 "namespaces": [k[0] for k in lookups],
                 "names": [k[1] for k in lookups],
@@ -338,14 +340,14 @@ async def _walk(
                 "fields": [f[1] for f in fields],
                 "cap": cap + 1,
                 "as_of": as_of,
-                "since": since,
+                "since": window[1],
             },
         )
         if len(found) > cap:
             walk.truncated = True
             found = found[:cap]
         pairs = _pairs(found)
-        await _count_jobs(conn, pairs, as_of, since)
+        await _count_jobs(conn, pairs, as_of, window)
         walk.visited += len(pairs)
         far_names = {(k[3], k[4]) if direction == "up" else (k[0], k[1]) for k in pairs}
         datasets = {
@@ -385,7 +387,7 @@ async def get_column_lineage(request: Request) -> Response:
     walk = _Walk()
     display = DISPLAY_NOW if query.as_of is None else DISPLAY_AS_OF
     moment = asof.NOW if query.as_of is None else query.as_of  # (now: as of now)
-    since = asof.window(query.view, query.since)
+    window = asof.window(query.view, query.since)
     async with connection(request) as conn:
         found = await rows(
             conn, DATASET_REF.format(**display), {"id": path.dataset_id, "as_of": query.as_of}
@@ -395,7 +397,7 @@ async def get_column_lineage(request: Request) -> Response:
         dataset = found[0]
         asof.check_seen("dataset", path.dataset_id, dataset[3], query.as_of)
         for direction in _DIRS[query.direction]:
-            await _walk(conn, dataset[0], direction, query.depth, query.field, moment, walk, since)
+            await _walk(conn, dataset[0], direction, query.depth, query.field, moment, walk, window)
         names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
         refs = {
             (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])

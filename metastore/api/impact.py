@@ -110,7 +110,7 @@ async def get_impact(request: Request) -> Response:
             max_nodes=query.max_nodes,
             as_of=query.as_of,
             run_outputs=outputs,
-            since=asof.window(query.view, query.since),
+            window=asof.window(query.view, query.since),
         )
     return json_response(
         request,

@@ -133,25 +133,25 @@ NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
 NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
-def _job_datasets(jobs: str, direction: str, cumulative: bool) -> str:
-    """The datasets the jobs in array `jobs` read or wrote at `%(as_of)s` (asof.NOW: now;
-    `cumulative`: in any run of the window, once each)."""
-    edges = asof.job_edges_at("j.id", direction, cumulative=cumulative)
-    return f"""SELECT {"DISTINCT " if cumulative else ""}dn.dataset_id
+def _job_datasets(jobs: str, direction: str, rule: str) -> str:
+    """The datasets the jobs in array `jobs` read or wrote at `%(as_of)s` (asof.NOW: now)
+    by `rule` (asof.window; cumulative: in any run of the window, once each)."""
+    edges = asof.job_edges_at("j.id", direction, rule=rule)
+    return f"""SELECT {"DISTINCT " if rule == "cumulative" else ""}dn.dataset_id
               FROM unnest({jobs}) AS j(id)
               CROSS JOIN LATERAL {edges} e
               JOIN readmodel.dataset_names dn
                 ON dn.namespace = e.namespace AND dn.name = e.name"""
 
 
-def _dataset_jobs(datasets: str, direction: str, cumulative: bool) -> str:
+def _dataset_jobs(datasets: str, direction: str, rule: str) -> str:
     """The jobs that read or wrote the datasets in array `datasets` at `%(as_of)s`."""
     return f"""SELECT e.job_id
               FROM readmodel.dataset_names dn
               JOIN readmodel.job_edges e
                 ON e.namespace = dn.namespace AND e.name = dn.name
               WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'
-                AND {asof.edge_held(cumulative=cumulative)}"""
+                AND {asof.edge_held(rule=rule)}"""
 
 
 # From a run (its job's node, kind 'job'): the first hop downstream goes to the datasets
@@ -161,24 +161,24 @@ RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
               SELECT * FROM ({job_datasets}) x WHERE w.depth > 0"""
 
 
-def _walk(as_of: bool, cumulative: bool, from_run: bool) -> str:
-    down_datasets = _job_datasets("w.down_jobs", "output", cumulative)
+def _walk(as_of: bool, rule: str, from_run: bool) -> str:
+    down_datasets = _job_datasets("w.down_jobs", "output", rule)
     if from_run:
         down_datasets = RUN_OUTPUTS.format(job_datasets=down_datasets)
     return LINEAGE_WALK.format(
         down_datasets=down_datasets,
-        down_jobs=_dataset_jobs("w.down_ds", "input", cumulative),
-        up_datasets=_job_datasets("w.up_jobs", "input", cumulative),
-        up_jobs=_dataset_jobs("w.up_ds", "output", cumulative),
+        down_jobs=_dataset_jobs("w.down_ds", "input", rule),
+        up_datasets=_job_datasets("w.up_jobs", "input", rule),
+        up_jobs=_dataset_jobs("w.up_ds", "output", rule),
         node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
         node_joins=NODE_JOINS_AS_OF if as_of else NODE_JOINS,
     )
 
 
-# The walks by (as_of given, view=cumulative, from a run): they differ in the job nodes'
-# latest runs (now, or then) and the edges that count (asof.View).
-WALKS = {key: _walk(*key) for key in itertools.product((False, True), repeat=3)}
-LINEAGE = WALKS[(False, False, False)]
+# The walks by (as_of given, rule, from a run): they differ in the job nodes' latest runs
+# (now, or then) and the edges that count (asof.window).
+WALKS = {key: _walk(*key) for key in itertools.product((False, True), asof.RULES, (False, True))}
+LINEAGE = WALKS[(False, "latest", False)]
 
 # The edges between the kept nodes and, for each kept node, how many of its neighbours
 # were not kept, by edge direction (`beyond`), as a second statement: bound as arrays
@@ -232,25 +232,25 @@ JOIN readmodel.job_edges e ON e.namespace = dn.namespace AND e.name = dn.name
 WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {held}"""
 
 
-def _dataset_side(cumulative: bool) -> str:
-    return DATASET_SIDE.format(held=asof.edge_held(cumulative=cumulative))
+def _dataset_side(rule: str) -> str:
+    return DATASET_SIDE.format(held=asof.edge_held(rule=rule))
 
 
-def _links(cumulative: bool) -> str:
+def _links(rule: str) -> str:
     job_side = JOB_SIDE.format(
         lifecycle=LATEST_LIFECYCLE,
-        inputs=asof.job_edges_at("j.id", "input", cumulative=cumulative),
-        outputs=asof.job_edges_at("j.id", "output", cumulative=cumulative),
+        inputs=asof.job_edges_at("j.id", "input", rule=rule),
+        outputs=asof.job_edges_at("j.id", "output", rule=rule),
     )
-    return LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(cumulative))
+    return LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(rule))
 
 
-# By view=cumulative.
-LINEAGE_EDGES = {cumulative: _links(cumulative) for cumulative in (False, True)}
+# By rule (asof.window).
+LINEAGE_EDGES = {rule: _links(rule) for rule in asof.RULES}
 # Rows (direction, dataset, count): the jobs of each dataset in `%(datasets)s` that are not
 # in `%(jobs)s`, by direction (the `beyond` of a graph that draws other nodes than jobs).
 DATASETS_BEYOND = f"""
-SELECT direction, dataset_id, count(*) FROM ({_dataset_side(False)}) s
+SELECT direction, dataset_id, count(*) FROM ({_dataset_side("latest")}) s
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id"""
 
 Direction = Annotated[
@@ -316,7 +316,7 @@ LINEAGE_OP = Operation(
     "was then: each job's edges are those of its latest run started at or before `as_of` "
     "(and its static lineage declared by then), names and freshness those of then; a node "
     "first seen after `as_of` answers 404. Without `as_of`, as of now. `view=cumulative` "
-    "(with `since`): each job's edges of every run it started in the window instead. A job "
+    "(and `since`): each job's edges of every run it started in the window instead. A job "
     "whose run failed keeps its edges: the failure shows in its latest run and in its "
     "outputs' freshness.",
 )
@@ -426,16 +426,16 @@ async def walk_rows(
     as_of: dt.datetime | None,
     run_outputs: list[uuid.UUID] | None = None,
     details: bool = True,
-    since: dt.datetime | None = None,
+    window: tuple[str, dt.datetime | None] = ("latest", None),
 ) -> Walk:
     """The walk around job or dataset `start`, `depth` jobs deep (404 when unknown, or
     first seen after `as_of`). `run_outputs`: the walk starts at job `start` as a run of
     it that wrote (or attempted) these datasets: its first hop downstream is to them
     alone. `details`: also the details of every dataset (else none: dataset_nodes.of).
-    Without `as_of` the edges are those of now, the same as of asof.NOW. `since`: the
-    cumulative view from then (asof.window; None: the latest view)."""
+    Without `as_of` the edges are those of now, the same as of asof.NOW. `window`: the
+    edges' rule and its window's start (asof.window)."""
     moment = asof.NOW if as_of is None else as_of
-    cumulative = since is not None
+    rule, since = window
     args = {
         "down": down,
         "up": up,
@@ -448,7 +448,7 @@ async def walk_rows(
         "since": since,
         "run_outputs": run_outputs,
     }
-    statement = WALKS[(as_of is not None, cumulative, run_outputs is not None)]
+    statement = WALKS[(as_of is not None, rule, run_outputs is not None)]
     found = await rows(conn, statement, args)
     if not found or found[0][3] is None:  # the start node: no read model knows it
         raise not_found(kind, start)
@@ -458,7 +458,7 @@ async def walk_rows(
     # the edges and the datasets' details in one round trip
     async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
         await links_at.execute(
-            LINEAGE_EDGES[cumulative],
+            LINEAGE_EDGES[rule],
             {
                 "jobs": jobs,
                 "datasets": [r[1] for r in found if r[0] == "dataset"],
@@ -547,7 +547,7 @@ async def walk(
     max_nodes: int,
     as_of: dt.datetime | None,
     run_outputs: list[uuid.UUID] | None = None,
-    since: dt.datetime | None = None,
+    window: tuple[str, dt.datetime | None] = ("latest", None),
 ) -> models.LineageGraph:
     """The graph around job or dataset `start` (walk_rows, then graph_of)."""
     walked = await walk_rows(
@@ -560,7 +560,7 @@ async def walk(
         max_nodes=max_nodes,
         as_of=as_of,
         run_outputs=run_outputs,
-        since=since,
+        window=window,
     )
     return graph_of(walked)
 
@@ -579,6 +579,6 @@ async def get_lineage(request: Request) -> Response:
             depth=query.depth,
             max_nodes=query.max_nodes,
             as_of=query.as_of,
-            since=asof.window(query.view, query.since),
+            window=asof.window(query.view, query.since),
         )
     return json_response(request, graph)

@@ -149,7 +149,7 @@ async def get_lineage_diff(request: Request) -> Response:
     kind, start = lineage.parse_node(query.node)
     to = query.to or dt.datetime.now(dt.UTC)
     up, down = query.direction != "downstream", query.direction != "upstream"
-    since = asof.window(query.view, query.since)
+    window = asof.window(query.view, query.since)
 
     async def walked(conn: AsyncConnection[Any], moment: dt.datetime) -> lineage.Walk:
         # (the datasets' details are read below, only for the nodes added or removed)
@@ -163,7 +163,7 @@ async def get_lineage_diff(request: Request) -> Response:
             max_nodes=query.max_nodes,
             as_of=moment,
             details=False,
-            since=since,
+            window=window,
         )
 
     async with connection(request) as conn:
