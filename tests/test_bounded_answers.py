@@ -26,6 +26,7 @@ from bench.hard_cases import (
     many_names,
     trino,
 )
+from metastore.api.asof import NOW
 from metastore.api.lineage import LINEAGE
 from projections.runner import catch_up
 from tests.conftest import Server
@@ -123,7 +124,7 @@ def test_the_graph_walk_stops_at_the_edges_it_may_visit(store: tuple[str, httpx.
         "depth": 5,
         "max_nodes": 1000,
         "visit_limit": 50,
-        "as_of": None,
+        "as_of": NOW,
     }
     with psycopg.connect(url) as conn:
         found = conn.execute(LINEAGE, args).fetchall()
@@ -136,7 +137,7 @@ def test_the_graph_walk_stops_at_the_edges_it_may_visit(store: tuple[str, httpx.
 def test_the_column_walk_stops_at_the_edges_it_may_visit(
     store: tuple[str, httpx.Client], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from metastore.api import column_lineage, limits
+    from metastore.api import asof, column_lineage, limits
 
     url, client = store
     target = uuid.UUID(dataset_id(client, TRINO_TARGET))
@@ -145,7 +146,7 @@ def test_the_column_walk_stops_at_the_edges_it_may_visit(
     async def walk() -> Any:
         found = column_lineage._Walk()
         async with await psycopg.AsyncConnection.connect(url) as conn:
-            await column_lineage._walk(conn, target, "up", 3, None, None, found)
+            await column_lineage._walk(conn, target, "up", 3, None, asof.NOW, found)
         return found
 
     walked = asyncio.run(walk())

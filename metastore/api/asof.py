@@ -13,20 +13,24 @@ event about the past changes the past and nothing after it. At a moment T:
 - a write is a successful one by T (run_edges.first_write_at, last_write_at), never an
   attempt of a run that failed.
 Every fragment binds `%(as_of)s`; the ones that take a job are formatted with the SQL
-expression of its id.
+expression of its id. A read without `as_of` answers with the same edges (the latest run's
+of each job, and its static lineage), bound to NOW: "now" is "as of now" (issue 48).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Annotated
+from typing import Annotated, Literal
 
 from msgspec import Meta
 
 from metastore.problems import ProblemError
 
 EXAMPLE = "2026-11-24T09:00:00Z"
+# The moment a read without `as_of` binds where it shares a fragment with the as-of read:
+# the last one ingest accepts (eventTime years 1-9999), so every event counts.
+NOW = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)
 # The run id of static (JobEvent) field edges in column_lineage_runs
 # (projections/column_lineage.py).
 STATIC_RUN = "00000000-0000-0000-0000-000000000000"
@@ -44,20 +48,63 @@ AsOf = (
     | None
 )
 
+# Before every eventTime ingest accepts: the window of view=cumulative without `since`.
+EVER = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
+View = Annotated[
+    Literal["latest", "cumulative"],
+    Meta(
+        description="Which edges of a job count: `latest`, those of its latest run started "
+        "by the moment answered (`as_of`, else now; with `since`, only if it started at or "
+        "after it) and its static lineage (Marquez's latest job version); `cumulative`, "
+        "those of every run it started from `since` to that moment (every run, without "
+        "`since`) and its static lineage. Column lineage follows the same rule."
+    ),
+]
+Since = (
+    Annotated[
+        dt.datetime,
+        Meta(
+            tz=True,
+            description="Where the window of runs starts (RFC 3339, by eventTime; a run "
+            "started at or after it counts, see `view`). Absent: the first event.",
+            examples=[EXAMPLE],
+        ),
+    ]
+    | None
+)
+
+
+def window(view: str, since: dt.datetime | None) -> tuple[str, dt.datetime | None]:
+    """(rule, start of the window) of `view` and `since`: the rule `latest`, `recent` (the
+    latest run if it started at or after `since`) or `cumulative` (every run from `since`,
+    else from the first event)."""
+    if view == "latest":
+        return ("latest", None) if since is None else ("recent", since)
+    return "cumulative", since or EVER
+
+
 # The run of job `{job}` that counts at T: its latest run started at or before T.
 LATEST_RUN = """(
     SELECT lr.run_id FROM readmodel.lineage_runs lr
-    WHERE lr.job_id = {job} AND lr.started_at <= %(as_of)s
+    WHERE lr.job_id = {job} AND lr.started_at <= %(as_of)s{since}
     ORDER BY lr.started_at DESC, lr.run_id DESC LIMIT 1)"""
 
+# The runs of job `{job}` whose edges count at T in the cumulative view: those started from
+# `%(since)s` to T.
+WINDOW_RUNS = """(
+    SELECT lr.run_id FROM readmodel.lineage_runs lr
+    WHERE lr.job_id = {job} AND lr.started_at <= %(as_of)s AND lr.started_at >= %(since)s)"""
+
 # The dataset names job `{job}` read ('input') or wrote ('output') at T: rows (namespace,
-# name, lifecycle_state, lifecycle_time).
+# name, lifecycle_state, lifecycle_time, run_id, last_seen): run_id, the run that made the
+# edge (NULL: static lineage), last_seen the latest eventTime that named it there.
 JOB_EDGES_AT = """(
-    SELECT re.namespace, re.name, re.lifecycle_state, re.lifecycle_time
+    SELECT re.namespace, re.name, re.lifecycle_state, re.lifecycle_time, re.run_id,
+           re.last_seen
     FROM readmodel.run_edges re
-    WHERE re.run_id = {latest} AND re.direction = '{direction}'
+    WHERE {runs} AND re.direction = '{direction}'
   {union}
-    SELECT s.namespace, s.name, s.lifecycle_state, s.lifecycle_time
+    SELECT s.namespace, s.name, s.lifecycle_state, s.lifecycle_time, NULL::uuid, s.last_seen
     FROM readmodel.job_edges s
     WHERE s.job_id = {job} AND s.direction = '{direction}' AND s.source = 'static'
       AND s.first_seen <= %(as_of)s)"""
@@ -66,7 +113,7 @@ JOB_EDGES_AT = """(
 # the job's run at T has it, or it is static lineage declared by then).
 EDGE_HELD = """CASE WHEN e.source = 'static' THEN e.first_seen <= %(as_of)s
     ELSE EXISTS (SELECT 1 FROM readmodel.run_edges re
-                 WHERE re.run_id = {latest} AND re.direction = e.direction
+                 WHERE {runs} AND re.direction = e.direction
                    AND re.namespace = e.namespace AND re.name = e.name) END"""
 
 # The fields_hash of the latest schema observation at or before `{moment}` (T unless
@@ -131,18 +178,31 @@ def latest_run_at_joins(job: str) -> str:
     return f"LEFT JOIN readmodel.lineage_runs lr ON lr.run_id = {latest_run(job)}{RUN_AT_JOIN}"
 
 
-def latest_run(job: str) -> str:
-    return LATEST_RUN.format(job=job)
+def latest_run(job: str, since: bool = False) -> str:
+    """`since`: only a run started at or after `%(since)s` (the `recent` rule)."""
+    return LATEST_RUN.format(job=job, since=" AND lr.started_at >= %(since)s" if since else "")
 
 
-def job_edges_at(job: str, direction: str, union: str = "UNION") -> str:
+RULES = ("latest", "recent", "cumulative")
+
+
+def _runs(job: str, rule: str) -> str:
+    """The condition on run_edges `re` that its run counts by `rule` (window)."""
+    if rule == "cumulative":
+        return f"re.job_id = {job} AND re.run_id IN {WINDOW_RUNS.format(job=job)}"
+    return f"re.run_id = {latest_run(job, since=rule == 'recent')}"
+
+
+def job_edges_at(job: str, direction: str, union: str = "UNION", rule: str = "latest") -> str:
     """`union`: UNION ALL where the caller removes duplicates itself (a UNION per job
-    builds a hash table each time)."""
-    return JOB_EDGES_AT.format(job=job, latest=latest_run(job), direction=direction, union=union)
+    builds a hash table each time). `rule`: of `window` (cumulative: a row per run of the
+    window that has the edge)."""
+    runs = _runs(job, rule)
+    return JOB_EDGES_AT.format(job=job, runs=runs, direction=direction, union=union)
 
 
-def edge_held(job: str = "e.job_id") -> str:
-    return EDGE_HELD.format(latest=latest_run(job))
+def edge_held(job: str = "e.job_id", rule: str = "latest") -> str:
+    return EDGE_HELD.format(runs=_runs(job, rule))
 
 
 def display_rank(n: str) -> str:

@@ -4,15 +4,17 @@ The walk goes breadth first in Python, one statement per level and direction (as
 /lineage/runs does), over nodes (dataset id, field): each field is expanded once however
 many paths reach it, and the walk stops at the depth asked for, at limits.EDGE_LIMIT
 edges kept or limits.VISIT_LIMIT edges looked at, answering `truncated`. Each statement
-looks edges up by name through the indexes of column_lineage, and only under the names
-of a dataset that have edges at all (a dataset with 2,001 names once cost 2,001 scans
-per field). As of T, the edges each job's latest run by then reported
-(readmodel.column_lineage_runs) are found per report, whose pairs are expanded once
-however many of its fields the walk needs (it used to be read again for each one).
+looks edges up by name, and only under the names of a dataset that have edges at all (a
+dataset with 2,001 names once cost 2,001 scans per field). Now and as of T alike (asof.NOW
+for now), it reads the reports that count (COUNTED: each job's latest run's by then, or
+with view=cumulative every run's of the window, from readmodel.column_lineage_runs), each
+report's pairs expanded once, and only then spends its limits (issue 48: as of T it spent
+them on every pair ever reported first).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -42,42 +44,70 @@ WHERE n.dataset_id = ANY(%(ids)s::uuid[]) AND EXISTS (
 """
 # A report's pairs, by an index probe whatever the planner guesses of the reports asked.
 PAIRS_OF = "(SELECT cr.pairs FROM readmodel.column_reports cr WHERE cr.report = {report})"
-# The pairs of a level: the reports under the names bound as arrays (so the planner knows
-# how many lookups there are: a dataset's names once came from a subquery it guessed at
-# 2,001 rows, and it scanned the table), each report's pairs expanded by the server and
-# kept when they touch a name (and field, bound as (name's ordinal, field) pairs: none for
-# every field of the start dataset) asked about. A row per pair and report that has it:
-# the six names, the pair's transformations, the job and run of the report's latest event
-# and its time, the first EDGE_JOBS jobs that sent the report and how many did, when it
-# was first sent, and the report.
+# Whether column_lineage_runs row `r` counts at `%(as_of)s` (asof.NOW: now): it is the
+# report of its job's latest run started by then, or the job's static lineage (the nil
+# run) declared by then. The rule of the dataset graph (asof.job_edges_at).
+COUNTED = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
+               ELSE r.run_id = {asof.latest_run("r.job_id")} END"""
+# view=cumulative: the report of any run started from `%(since)s` to `%(as_of)s`.
+COUNTED_IN_WINDOW = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
+               ELSE EXISTS (SELECT 1 FROM readmodel.lineage_runs lr
+                            WHERE lr.run_id = r.run_id AND lr.started_at <= %(as_of)s
+                              AND lr.started_at >= %(since)s) END"""
+# The pairs of a level: the reports that count (COUNTED) under the names bound as arrays
+# (so the planner knows how many lookups there are: a dataset's names once came from a
+# subquery it guessed at 2,001 rows, and it scanned the table), each once with the jobs
+# that sent it, its pairs expanded by the server and kept when they touch a name (and
+# field, bound as (name's ordinal, field) pairs: none for every field of the start
+# dataset) asked about. The limit counts these pairs alone: a walk as of a moment spent it
+# on every pair ever reported before it filtered them (issue 48). A row per pair and
+# report that has it: the six names, the pair's transformations, the job and run of the
+# report's latest event and its time, the first EDGE_JOBS jobs that sent the report and
+# how many did, when it was first sent, and the report.
 LEVEL = f"""
+WITH counted AS MATERIALIZED (
+    SELECT k.i, k.namespace AS k_namespace, k.name AS k_name, r.out_namespace, r.out_name,
+           r.report, min(r.first_seen) AS first_seen,
+           (array_agg(r.job_id ORDER BY r.first_seen, r.job_id))[1:{limits.EDGE_JOBS}] AS jobs,
+           count(DISTINCT r.job_id) AS job_count,
+           (array_agg(ARRAY[r.job_id, r.run_id] ORDER BY r.last_seen DESC, r.last_seq DESC))[1:1]
+               AS latest,
+           max(r.last_seen) AS last_seen,
+           (array_agg(r.last_seq ORDER BY r.last_seen DESC, r.last_seq DESC))[1] AS last_seq
+    FROM unnest(%(namespaces)s::text[], %(names)s::text[]) WITH ORDINALITY AS k(namespace, name, i)
+    {{reports}}
+    WHERE {{counted}}
+    GROUP BY k.i, k.namespace, k.name, r.out_namespace, r.out_name, r.report
+)
 SELECT c.out_namespace, c.out_name, p->>0, p->>1, p->>2, p->>3, (p->4)::text,
-       c.job_id, c.run_id, c.job_ids[1:{limits.EDGE_JOBS}], cardinality(c.job_ids),
+       c.latest[1][1], c.latest[1][2], c.jobs, c.job_count,
        c.last_seen, c.last_seq, c.first_seen, c.report
-FROM unnest(%(namespaces)s::text[], %(names)s::text[]) WITH ORDINALITY AS k(namespace, name, i)
-{{reports}}
+FROM counted c
 CROSS JOIN LATERAL json_array_elements({PAIRS_OF.format(report="c.report")}) p
 {{field}}
 {{where}}
 LIMIT %(cap)s
 """
-UP_REPORTS = """JOIN readmodel.column_lineage c
-  ON c.out_namespace = k.namespace AND c.out_name = k.name"""
+UP_REPORTS = """JOIN readmodel.column_lineage_runs r
+      ON r.out_namespace = k.namespace AND r.out_name = k.name"""
+# (the runs of a report under an output: the output's runs, by its primary key)
 DOWN_REPORTS = """JOIN readmodel.column_inputs ci
-  ON ci.in_namespace = k.namespace AND ci.in_name = k.name
-JOIN readmodel.column_lineage c ON c.report = ci.report"""
+      ON ci.in_namespace = k.namespace AND ci.in_name = k.name
+    JOIN readmodel.column_lineage o ON o.report = ci.report
+    JOIN readmodel.column_lineage_runs r
+      ON r.out_namespace = o.out_namespace AND r.out_name = o.out_name AND r.report = o.report"""
 FIELD = """JOIN unnest(%(field_of)s::bigint[], %(fields)s::text[]) AS f(i, field)
-  ON f.i = k.i AND f.field = p->>{index}"""
-DOWN_WHERE = "WHERE p->>1 = k.namespace AND p->>2 = k.name"
-# How many jobs sent any of the reports of each pair (when a pair is in several reports
-# and one of them has more jobs than the level read).
+  ON f.i = c.i AND f.field = p->>{index}"""
+DOWN_WHERE = "WHERE p->>1 = c.k_namespace AND p->>2 = c.k_name"
+# How many jobs sent any of the reports of each pair, counting at `%(as_of)s` (when a
+# pair is in several reports and one of them has more jobs than the level read).
 JOB_COUNTS = """
-SELECT k.i, count(DISTINCT j.id)
+SELECT k.i, count(DISTINCT r.job_id)
 FROM unnest(%(pairs)s::bigint[], %(namespaces)s::text[], %(names)s::text[],
             %(reports)s::bytea[]) AS k(i, namespace, name, report)
-JOIN readmodel.column_lineage c
-  ON c.out_namespace = k.namespace AND c.out_name = k.name AND c.report = k.report
-CROSS JOIN LATERAL unnest(c.job_ids) AS j(id)
+JOIN readmodel.column_lineage_runs r
+  ON r.out_namespace = k.namespace AND r.out_name = k.name AND r.report = k.report
+WHERE {counted}
 GROUP BY k.i
 """
 # The datasets of the names at the far ends of a level's edges (a wide table's 3,000 edges
@@ -89,66 +119,35 @@ JOIN readmodel.dataset_names n ON n.namespace = k.namespace AND n.name = k.name
 """
 
 
-def _level(direction: str, start: bool) -> str:
+def _counted(rule: str) -> str:
+    """COUNTED by rule (asof.window)."""
+    if rule == "recent":  # (the latest run, if it started in the window)
+        return COUNTED.replace(asof.latest_run("r.job_id"), asof.latest_run("r.job_id", True))
+    return COUNTED_IN_WINDOW if rule == "cumulative" else COUNTED
+
+
+def _level(direction: str, start: bool, rule: str) -> str:
     up = direction == "up"
     return LEVEL.format(
         reports=UP_REPORTS if up else DOWN_REPORTS,
+        counted=_counted(rule),
         field="" if start else FIELD.format(index=0 if up else 3),
         where="" if up else DOWN_WHERE,
     )
 
 
-LEVELS = {(d, start): _level(d, start) for d in ("up", "down") for start in (True, False)}
+# By (direction, from every field of the start dataset, rule).
+LEVELS = {
+    (d, start, rule): _level(d, start, rule)
+    for d in ("up", "down")
+    for start in (True, False)
+    for rule in asof.RULES
+}
+JOB_COUNTS_BY_RULE = {rule: JOB_COUNTS.format(counted=_counted(rule)) for rule in asof.RULES}
 NAMES = {
     "up": NAMES_WITH_EDGES.format(table="column_lineage", near="out"),
     "down": NAMES_WITH_EDGES.format(table="column_inputs", near="in"),
 }
-
-# As of T, a field pair is held by the latest counted report that has it: a job's static
-# lineage (the nil run) declared by then, or the report of the job's latest run started
-# by then. For each output asked about, its counted reports newest first (by the index
-# column_lineage_runs_latest), `chunk` of them past `(seen, seq)`, each with the asked
-# pairs (by their ordinals) it has: a report's pairs are expanded once however many are
-# looked up in it.
-COUNTED = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
-               ELSE r.run_id = {asof.latest_run("r.job_id")} END"""
-HELD = """
-WITH outs AS (
-    SELECT * FROM unnest(%(out_namespaces)s::text[], %(out_names)s::text[],
-                         %(seen)s::timestamptz[], %(seqs)s::bigint[])
-         WITH ORDINALITY AS o(out_namespace, out_name, seen, seq, i)
-),
-asked AS (
-    SELECT o, array_agg(k) AS ks, array_agg(out_field) AS out_fields,
-           array_agg(in_namespace) AS in_namespaces, array_agg(in_name) AS in_names,
-           array_agg(in_field) AS in_fields
-    FROM unnest(%(key_outs)s::bigint[], %(keys)s::bigint[], %(out_fields)s::text[],
-                %(in_namespaces)s::text[], %(in_names)s::text[], %(in_fields)s::text[])
-         AS k(o, k, out_field, in_namespace, in_name, in_field)
-    GROUP BY o
-)
-SELECT o.i, r.last_seen, r.last_seq, r.job_id, h.k, h.transformations
-FROM outs o
-JOIN asked a ON a.o = o.i
-CROSS JOIN LATERAL (
-    SELECT r.job_id, r.last_seen, r.last_seq, r.report
-    FROM readmodel.column_lineage_runs r
-    WHERE r.out_namespace = o.out_namespace AND r.out_name = o.out_name
-      AND (o.seen IS NULL OR (r.last_seen, r.last_seq) < (o.seen, o.seq))
-      AND __COUNTED__
-    ORDER BY r.last_seen DESC, r.last_seq DESC
-    LIMIT %(chunk)s) r
-LEFT JOIN LATERAL (
-    SELECT x.k, (p->4)::text AS transformations
-    FROM json_array_elements(__PAIRS__) p
-    JOIN unnest(a.ks, a.out_fields, a.in_namespaces, a.in_names, a.in_fields)
-         AS x(k, out_field, in_namespace, in_name, in_field)
-      ON x.out_field = p->>0 AND x.in_namespace = p->>1 AND x.in_name = p->>2
-     AND x.in_field = p->>3) h ON true
-ORDER BY o.i, r.last_seen DESC, r.last_seq DESC
-""".replace("__COUNTED__", COUNTED).replace("__PAIRS__", PAIRS_OF.format(report="r.report"))
-# Reports read per output in each round: most pairs are held by the newest counted one.
-CHUNKS = (4, 64, 1024, 16384)
 
 # What the answer names: the dataset of each name (its display name; as of T, its
 # display name then), and the jobs.
@@ -189,6 +188,8 @@ class ColumnLineageQuery(msgspec.Struct, frozen=True):
         ),
     ] = None
     as_of: asof.AsOf = None
+    view: asof.View = "latest"
+    since: asof.Since = None
 
 
 COLUMN_OP = Operation(
@@ -204,14 +205,15 @@ COLUMN_OP = Operation(
     description="Field edges from the `columnLineage` facet: upstream, the fields this "
     "dataset's fields derive from (and theirs, up to `depth`); downstream, the fields "
     "derived from its fields. Each edge names its datasets (display name) and the job of "
-    "its latest report (`job`), and the jobs that ever reported it (`jobs`: up to "
+    "its latest report (`job`), and the jobs whose reports hold it (`jobs`: up to "
     f"{limits.EDGE_JOBS} of them, by name; `job_count`: all of them). The walk expands "
     f"each field once, nearest first, and stops at {limits.EDGE_LIMIT:,} edges or "
-    f"{limits.VISIT_LIMIT:,} edges looked at, with `truncated` true. With `as_of`, the "
-    "field edges each job's latest run started at or before `as_of` reported (in its "
-    "latest `columnLineage` facet for the dataset), and those of the job's latest static "
-    "declaration (JobEvent) if it had made one by then. `field` follows one field of the "
-    "dataset.",
+    f"{limits.VISIT_LIMIT:,} edges looked at (counting only the edges that hold), with "
+    "`truncated` true. The field edges each job's latest run started by `as_of` (else now) "
+    "reported (in its latest `columnLineage` facet for the dataset), and those of the job's "
+    "latest static declaration (JobEvent) if it had made one by then: the rule of "
+    "`/lineage`; `view` and `since` as in `/lineage`. `jobs` and `job_count` count the jobs "
+    "whose reports hold the edge. `field` follows one field of the dataset.",
 )
 resource = Resource()
 
@@ -272,7 +274,12 @@ def _pairs(found: list[Any]) -> dict[EdgeKey, _Pair]:
     return pairs
 
 
-async def _count_jobs(conn: AsyncConnection[Any], pairs: dict[EdgeKey, _Pair]) -> None:
+async def _count_jobs(
+    conn: AsyncConnection[Any],
+    pairs: dict[EdgeKey, _Pair],
+    as_of: dt.datetime,
+    window: tuple[str, dt.datetime | None],
+) -> None:
     """Counts the jobs of each pair found in several reports, one of which had more jobs
     than the level read (their union is not known from the first EDGE_JOBS of each)."""
     several = [p for p in pairs.values() if len(p.reports) > 1 and p.partial]
@@ -281,63 +288,17 @@ async def _count_jobs(conn: AsyncConnection[Any], pairs: dict[EdgeKey, _Pair]) -
     asked = [(i, report) for i, pair in enumerate(several) for report in pair.reports]
     for i, count in await rows(
         conn,
-        JOB_COUNTS,
+        JOB_COUNTS_BY_RULE[window[0]],
         {
             "pairs": [i for i, _ in asked],
             "namespaces": [r[0] for _, r in asked],
             "names": [r[1] for _, r in asked],
             "reports": [r[2] for _, r in asked],
+            "as_of": as_of,
+            "since": window[1],
         },
     ):
         several[i].job_count = count
-
-
-async def _held_at(
-    conn: AsyncConnection[Any], pairs: list[EdgeKey], as_of: Any
-) -> tuple[dict[EdgeKey, tuple[str, uuid.UUID]], bool]:
-    """Of the level's `pairs`, those held at `as_of`: -> (transformations, job) of the
-    latest counted report that has it; and whether it gave up on some (past the last of
-    CHUNKS reports of an output)."""
-    held: dict[EdgeKey, tuple[str, uuid.UUID]] = {}
-    wanted: dict[tuple[str, str], set[int]] = {}
-    for i, pair in enumerate(pairs):
-        wanted.setdefault((pair[0], pair[1]), set()).add(i)
-    after: dict[tuple[str, str], tuple[Any, Any]] = {out: (None, None) for out in wanted}
-    for chunk in CHUNKS:
-        outs = [out for out, keys in wanted.items() if keys]
-        if not outs:
-            return held, False
-        asked = [(o, i) for o, out in enumerate(outs, 1) for i in wanted[out]]
-        read: dict[tuple[str, str], int] = {}
-        for o, seen, seq, job, i, transformations in await rows(
-            conn,
-            HELD,
-            {
-                "out_namespaces": [o[0] for o in outs],
-                "out_names": [o[1] for o in outs],
-                "seen": [after[o][0] for o in outs],
-                "seqs": [after[o][1] for o in outs],
-                "key_outs": [o for o, _ in asked],
-                "keys": [i for _, i in asked],
-                "out_fields": [pairs[i][2] for _, i in asked],
-                "in_namespaces": [pairs[i][3] for _, i in asked],
-                "in_names": [pairs[i][4] for _, i in asked],
-                "in_fields": [pairs[i][5] for _, i in asked],
-                "chunk": chunk,
-                "as_of": as_of,
-            },
-        ):
-            out = outs[o - 1]
-            if after[out] != (seen, seq):
-                after[out] = (seen, seq)
-                read[out] = read.get(out, 0) + 1
-            if i is not None and i in wanted[out]:
-                wanted[out].discard(i)
-                held[pairs[i]] = (transformations, job)
-        for out in outs:
-            if read.get(out, 0) < chunk:
-                wanted[out].clear()  # no more counted reports: the rest is not held
-    return held, any(wanted.values())
 
 
 async def _walk(
@@ -346,11 +307,13 @@ async def _walk(
     direction: str,
     depth: int,
     start_field: str | None,
-    as_of: Any,
+    as_of: dt.datetime,
     walk: _Walk,
+    window: tuple[str, dt.datetime | None] = ("latest", None),
 ) -> None:
     """Adds the edges within `depth` of dataset `start` (of its field `start_field`, else
-    of every field) in `direction` to `walk`."""
+    of every field) in `direction` to `walk`, as of `as_of` by the rule and window of
+    `window` (asof.window)."""
     frontier: list[tuple[uuid.UUID, str | None]] = [(start, start_field)]
     seen: set[tuple[uuid.UUID, str]] = set()
     names: dict[uuid.UUID, list[tuple[str, str]]] = {}  # a dataset's names with edges
@@ -369,20 +332,22 @@ async def _walk(
         cap = limits.VISIT_LIMIT - walk.visited
         found = await rows(
             conn,
-            LEVELS[(direction, level == 1 and start_field is None)],
+            LEVELS[(direction, level == 1 and start_field is None, window[0])],
             {
                 "namespaces": [k[0] for k in lookups],
                 "names": [k[1] for k in lookups],
                 "field_of": [f[0] for f in fields],
                 "fields": [f[1] for f in fields],
                 "cap": cap + 1,
+                "as_of": as_of,
+                "since": window[1],
             },
         )
         if len(found) > cap:
             walk.truncated = True
             found = found[:cap]
         pairs = _pairs(found)
-        await _count_jobs(conn, pairs)
+        await _count_jobs(conn, pairs, as_of, window)
         walk.visited += len(pairs)
         far_names = {(k[3], k[4]) if direction == "up" else (k[0], k[1]) for k in pairs}
         datasets = {
@@ -393,18 +358,9 @@ async def _walk(
                 {"namespaces": [n[0] for n in far_names], "names": [n[1] for n in far_names]},
             )
         }
-        held = None
-        if as_of is not None and pairs:
-            held, gave_up = await _held_at(conn, list(pairs), as_of)
-            walk.truncated |= gave_up
         next_frontier: dict[tuple[uuid.UUID, str], None] = {}
         for key, pair in pairs.items():
             transformations, job = pair.transformations, pair.job
-            if held is not None:
-                at = held.get(key)
-                if at is None:
-                    continue  # not reported by a run (or declaration) that counts at T
-                transformations, job = at
             if key not in walk.edges:  # (found before: at a lesser depth, or the other way)
                 if len(walk.edges) >= limits.EDGE_LIMIT:
                     walk.truncated = True
@@ -430,6 +386,8 @@ async def get_column_lineage(request: Request) -> Response:
     query: ColumnLineageQuery = COLUMN_OP.parse_query(request)
     walk = _Walk()
     display = DISPLAY_NOW if query.as_of is None else DISPLAY_AS_OF
+    moment = asof.NOW if query.as_of is None else query.as_of  # (now: as of now)
+    window = asof.window(query.view, query.since)
     async with connection(request) as conn:
         found = await rows(
             conn, DATASET_REF.format(**display), {"id": path.dataset_id, "as_of": query.as_of}
@@ -439,7 +397,7 @@ async def get_column_lineage(request: Request) -> Response:
         dataset = found[0]
         asof.check_seen("dataset", path.dataset_id, dataset[3], query.as_of)
         for direction in _DIRS[query.direction]:
-            await _walk(conn, dataset[0], direction, query.depth, query.field, query.as_of, walk)
+            await _walk(conn, dataset[0], direction, query.depth, query.field, moment, walk, window)
         names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
         refs = {
             (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])

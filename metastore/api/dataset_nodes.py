@@ -39,7 +39,8 @@ WHERE n.dataset_id = ANY(%(datasets)s::uuid[]){seen}"""
 # Rows (dataset_id, job_id, write_at, run_id, attempt_at, attempt_run, attempt_state,
 # lifecycle_state, lifecycle_time) of their output edges: now a job edge (its latest write
 # and failed attempt); as of T a run edge (its write by T: a run whose writes span T
-# counts from its first, see run_edges.first_write_at; its run's failure by T).
+# counts from its first, see run_edges.first_write_at; its run's failure by T), and a
+# static one declared by then.
 OUTS_NOW = """
 SELECT n.dataset_id, e.job_id, e.last_write_at AS write_at, e.last_write_run AS run_id,
        e.attempt_at, e.attempt_run, e.attempt_state, e.lifecycle_state, e.lifecycle_time
@@ -56,7 +57,14 @@ FROM names n
 JOIN readmodel.run_edges re
   ON re.namespace = n.namespace AND re.name = n.name AND re.direction = 'output'
 LEFT JOIN readmodel.lineage_runs lr ON lr.run_id = re.run_id AND lr.failed_at <= %(as_of)s
-WHERE re.first_seen <= %(as_of)s"""
+WHERE re.first_seen <= %(as_of)s
+UNION ALL
+-- (a writer by static lineage declared by then, as job_edges has it now)
+SELECT n.dataset_id, e.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM names n
+JOIN readmodel.job_edges e
+  ON e.namespace = n.namespace AND e.name = n.name AND e.direction = 'output'
+WHERE e.source = 'static' AND e.first_seen <= %(as_of)s"""
 # The writes of the inputs that are not among the datasets asked about (rows dataset_id,
 # write_at, run_id), as above.
 INPUT_OUTS_NOW = """

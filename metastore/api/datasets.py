@@ -114,7 +114,9 @@ WHERE n.namespace = %(namespace)s AND n.name = %(name)s
 
 # The jobs that wrote any of its names: when last successfully (a run that COMPLETEd),
 # and the lifecycle change they last reported; now from job_edges, as of T from the run
-# edges that began by then. The first
+# edges that began by then; the jobs whose edge held then (now: as of asof.NOW, bound as
+# `%(as_of)s`: the same jobs as of now), its last write and lifecycle change by any of
+# its edges. The first
 # EMBEDDED_REFS by name as JSON (`list`), each job with its latest run (now, or at T in
 # its state then), joined LATERAL as `w` (the readers as `rd`), and how many there are.
 # Grouped in name order, so the first are found without grouping the rest (20,000 Trino
@@ -134,14 +136,15 @@ JOBS_OF = """
     FROM readmodel.dataset_names n
     JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
     JOIN readmodel.jobs j ON j.id = e.job_id
-    WHERE n.dataset_id = d.id AND e.direction = '{direction}'{held}
-    GROUP BY j.id, j.namespace, j.name"""
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}'
+    GROUP BY j.id, j.namespace, j.name
+    HAVING bool_or({held})"""
 JOB_COUNT = """(
     SELECT count(DISTINCT e.job_id)
     FROM readmodel.dataset_names n
     JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-    WHERE n.dataset_id = d.id AND e.direction = '{direction}'{held})"""
-HELD = " AND " + asof.edge_held()
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}' AND {held})"""
+HELD = asof.edge_held()
 JOB = "j.id, j.namespace, j.name, j.latest_run_id"
 # Each job's latest run: now (`jr`), or at T (`lr` and `s`).
 RUN_NOW = {
@@ -161,7 +164,7 @@ WRITERS = FIRST_BY_NAME.format(
            (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
                AS lifecycle_state""",
         direction="output",
-        held="",
+        held=HELD,
     ),
     run_joins=RUN_NOW["run_joins"],
     alias="w",
@@ -192,7 +195,7 @@ WRITERS_AS_OF = FIRST_BY_NAME.format(
 )
 READERS = FIRST_BY_NAME.format(
     item=RUN_NOW["job"],
-    jobs=JOBS_OF.format(columns=JOB, direction="input", held=""),
+    jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD),
     run_joins=RUN_NOW["run_joins"],
     alias="rd",
 )
@@ -202,8 +205,7 @@ READERS_AS_OF = FIRST_BY_NAME.format(
     run_joins=RUN_AS_OF["run_joins"],
     alias="rd",
 )
-COUNTS = ", ".join(JOB_COUNT.format(direction=d, held="") for d in ("output", "input"))
-COUNTS_AS_OF = ", ".join(JOB_COUNT.format(direction=d, held=HELD) for d in ("output", "input"))
+COUNTS = ", ".join(JOB_COUNT.format(direction=d, held=HELD) for d in ("output", "input"))
 # Its first EMBEDDED_REFS names (by kind, namespace, name); name_count counts them all.
 # As of T (`seen`), the names first seen by then.
 NAMES = f"""
@@ -256,7 +258,7 @@ SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.f
            ) x WHERE n.dataset_id = d.id), d.first_seen),
        {NAMES.format(seen=SEEN)}, w.list, rd.list,
        {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time,
-       {name_count("d", SEEN.replace("n.", "c."))}, {COUNTS_AS_OF}
+       {name_count("d", SEEN.replace("n.", "c."))}, {COUNTS}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
@@ -728,7 +730,7 @@ def _runs_kind(dataset: uuid.UUID, query: RunsQuery) -> str:
 async def get_dataset(request: Request) -> Response:
     path: DatasetPath = GET.parse_path(request)
     query: DatasetQuery = GET.parse_query(request)
-    args = {"id": path.dataset_id, "as_of": query.as_of}
+    args = {"id": path.dataset_id, "as_of": query.as_of or asof.NOW}
     first = PageQuery(as_of=query.as_of, limit=EMBEDDED)
     writers_first = RunsQuery(as_of=query.as_of, sort="writers_first", limit=EMBEDDED)
     async with connection(request) as conn:

@@ -74,6 +74,8 @@ class ImpactQuery(msgspec.Struct, frozen=True):
         Meta(ge=1, le=lineage.NODE_LIMIT, description="Node limit; past it `truncated` is set."),
     ] = lineage.NODE_LIMIT
     as_of: asof.AsOf = None
+    view: asof.View = "latest"
+    since: asof.Since = None
 
 
 OP = Operation(
@@ -93,7 +95,8 @@ OP = Operation(
     "the datasets that run wrote or, when it FAILed or ABORTed, attempted to write: its "
     "job is the start node (depth 0), with edges to those datasets alone. From a job, its "
     "outputs; from a dataset, itself. With `as_of`: as the graph was then (a run started "
-    "after `as_of` answers 404 of type `not-yet`). " + models.WRITE_RULE,
+    "after `as_of` answers 404 of type `not-yet`); `view` and `since` as in `/lineage`. "
+    + models.WRITE_RULE,
 )
 resource = Resource()
 
@@ -130,6 +133,7 @@ async def get_impact(request: Request) -> Response:
             max_nodes=query.max_nodes,
             as_of=query.as_of,
             run_outputs=outputs,
+            window=asof.window(query.view, query.since),
         )
         if kind == "dataset":  # (its freshness is the start node's)
             node = graph.nodes[0]

@@ -18,10 +18,11 @@ from metastore.api.pagination import bound_kind, count_capped, decode_cursor, pa
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     DATASETS_PAGE,
+    JOB_EDGES_OF,
     description,
     duration,
-    edge_datasets,
     job_datasets_at,
+    job_datasets_now,
     jobs_with_runs,
     latest_run,
     like_substring,
@@ -97,8 +98,8 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {PARENT},
        {LATEST_RUN},
        {CHILDREN},
-       {edge_datasets("job_edges", "job_id", "j.id", "input")},
-       {edge_datasets("job_edges", "job_id", "j.id", "output")},
+       {job_datasets_now("j.id", "input")},
+       {job_datasets_now("j.id", "output")},
        {CATALOGUE}, {RUN_COUNT}, {CHILD_COUNT}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
@@ -307,7 +308,7 @@ _tags = msgspec.json.Decoder(list[models.Tag])
 async def get_job(request: Request) -> Response:
     path: JobPath = GET.parse_path(request)
     query: JobQuery = GET.parse_query(request)
-    args = {"id": path.job_id, "as_of": query.as_of}
+    args = {"id": path.job_id, "as_of": query.as_of or asof.NOW}
     async with connection(request) as conn:
         r = await row(conn, GET_JOB if query.as_of is None else GET_JOB_AS_OF, args)
     if r is None:
@@ -347,7 +348,7 @@ async def list_job_datasets(request: Request) -> Response:
     query: DatasetsQuery = DATASETS.parse_query(request)
     answer = await datasets_page(
         request,
-        DATASETS_PAGE.format(table="job_edges", key="job_id"),
+        DATASETS_PAGE.format(edges=JOB_EDGES_OF),
         JOB_EXISTS,
         "job",
         path.job_id,
@@ -377,6 +378,7 @@ async def datasets_page(
         "after_name": after[1],
         "after_id": after[2],
         "limit": query.limit + 1,
+        "as_of": asof.NOW,
     }
     async with connection(request) as conn:
         if await row(conn, exists, {"id": id_}) is None:

@@ -1,18 +1,21 @@
 """GET /lineage: the job/dataset graph around a node, now or as of a moment.
 
-It walks the graph in PostgreSQL: a breadth-first recursive CTE over the edges of
-readmodel.job_edges, resolving edge names to dataset ids through readmodel.dataset_names,
+It walks the graph in PostgreSQL: a breadth-first recursive CTE over the edges each job
+held at a moment (its latest run's and its static lineage: asof.job_edges_at; without
+`as_of` the same at asof.NOW, so "now" is "as of now"), resolving edge names to dataset
+ids through readmodel.dataset_names,
 level by level with the set of nodes seen (each node expanded once). It stops past
 `max_nodes` nodes or limits.VISIT_LIMIT edge rows looked at, then reads the edges between
 the nodes it kept (two statements, one connection), at most limits.EDGE_LIMIT: a dense
-graph answers `truncated` instead of growing without bound. The queries are named
-constants so a time-travel variant (`as_of`, over run_edges and lineage_runs) can sit
-beside them. Field-level lineage: metastore/api/column_lineage.py.
+graph answers `truncated` instead of growing without bound. Only the job nodes' latest
+runs have a variant per mode (now: readmodel.runs; as of T: the state then). Field-level
+lineage: metastore/api/column_lineage.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import uuid
 from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
@@ -131,44 +134,27 @@ NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
 NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
-def _job_datasets(jobs: str, direction: str, as_of: bool) -> str:
-    """The datasets the jobs in array `jobs` read or wrote (now, or at `%(as_of)s`)."""
-    if as_of:
-        return f"""SELECT dn.dataset_id
+def _job_datasets(jobs: str, direction: str, rule: str) -> str:
+    """The datasets the jobs in array `jobs` read or wrote at `%(as_of)s` (asof.NOW: now)
+    by `rule` (asof.window; cumulative: in any run of the window, once each)."""
+    edges = asof.job_edges_at("j.id", direction, rule=rule)
+    return f"""SELECT {"DISTINCT " if rule == "cumulative" else ""}dn.dataset_id
               FROM unnest({jobs}) AS j(id)
-              CROSS JOIN LATERAL {asof.job_edges_at("j.id", direction)} e
+              CROSS JOIN LATERAL {edges} e
               JOIN readmodel.dataset_names dn
                 ON dn.namespace = e.namespace AND dn.name = e.name"""
-    return f"""SELECT dn.dataset_id
-              FROM readmodel.job_edges e
-              JOIN readmodel.dataset_names dn
-                ON dn.namespace = e.namespace AND dn.name = e.name
-              WHERE e.job_id = ANY({jobs}) AND e.direction = '{direction}'"""
 
 
-def _dataset_jobs(datasets: str, direction: str, as_of: bool) -> str:
-    """The jobs that read or wrote the datasets in array `datasets` (now, or at as_of)."""
-    held = f"\n                AND {asof.edge_held()}" if as_of else ""
+def _dataset_jobs(datasets: str, direction: str, rule: str) -> str:
+    """The jobs that read or wrote the datasets in array `datasets` at `%(as_of)s`."""
     return f"""SELECT e.job_id
               FROM readmodel.dataset_names dn
               JOIN readmodel.job_edges e
                 ON e.namespace = dn.namespace AND e.name = dn.name
-              WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'{held}"""
+              WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'
+                AND {asof.edge_held(rule=rule)}"""
 
 
-def _walk(as_of: bool, down_datasets: str | None = None) -> str:
-    return LINEAGE_WALK.format(
-        down_datasets=down_datasets or _job_datasets("w.down_jobs", "output", as_of),
-        down_jobs=_dataset_jobs("w.down_ds", "input", as_of),
-        up_datasets=_job_datasets("w.up_jobs", "input", as_of),
-        up_jobs=_dataset_jobs("w.up_ds", "output", as_of),
-        node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
-        node_joins=NODE_JOINS_AS_OF if as_of else NODE_JOINS,
-    )
-
-
-LINEAGE = _walk(as_of=False)
-LINEAGE_AS_OF = _walk(as_of=True)
 # From a run (its job's node, kind 'job'): the first hop downstream goes to the datasets
 # it wrote or attempted (`%(run_outputs)s`) instead of all its job's outputs.
 RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
@@ -176,69 +162,97 @@ RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
               SELECT * FROM ({job_datasets}) x WHERE w.depth > 0"""
 
 
-def _walk_from_run(as_of: bool) -> str:
-    job_datasets = _job_datasets("w.down_jobs", "output", as_of)
-    return _walk(as_of, down_datasets=RUN_OUTPUTS.format(job_datasets=job_datasets))
+def _walk(as_of: bool, rule: str, from_run: bool) -> str:
+    down_datasets = _job_datasets("w.down_jobs", "output", rule)
+    if from_run:
+        down_datasets = RUN_OUTPUTS.format(job_datasets=down_datasets)
+    return LINEAGE_WALK.format(
+        down_datasets=down_datasets,
+        down_jobs=_dataset_jobs("w.down_ds", "input", rule),
+        up_datasets=_job_datasets("w.up_jobs", "input", rule),
+        up_jobs=_dataset_jobs("w.up_ds", "output", rule),
+        node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
+        node_joins=NODE_JOINS_AS_OF if as_of else NODE_JOINS,
+    )
 
 
-FROM_RUN = _walk_from_run(as_of=False)
-FROM_RUN_AS_OF = _walk_from_run(as_of=True)
+# The walks by (as_of given, rule, from a run): they differ in the job nodes' latest runs
+# (now, or then) and the edges that count (asof.window).
+WALKS = {key: _walk(*key) for key in itertools.product((False, True), asof.RULES, (False, True))}
+LINEAGE = WALKS[(False, "latest", False)]
 
 # The edges between the kept nodes and, for each kept node, how many of its neighbours
 # were not kept, by edge direction (`beyond`), as a second statement: bound as arrays
 # (constants to the planner, hashed and counted right), where a join against the CTE
 # above would be planned with a guessed row count as a nested loop over every pair.
-# Rows: ('edge', direction, job, dataset, lifecycle, NULL) for each edge (with the
-# lifecycle change the job last reported for an output: DROP, CREATE, ...); ('job' or
-# 'dataset', direction, job or NULL, dataset or NULL, NULL, count) for the neighbours
-# a kept job or dataset has along its edges of that direction that are not kept.
+# Rows: ('edge', direction, job, dataset, lifecycle, NULL, first_seen, last_seen,
+# last_run) for each edge (with the lifecycle change the job last reported for an output:
+# DROP, CREATE, ...; when the job first named the dataset that way, when it last did in
+# the run that holds the edge, and that run); ('job' or 'dataset', direction, job or NULL,
+# dataset or NULL, NULL, count, NULL...) for the neighbours a kept job or dataset has along
+# its edges of that direction that are not kept.
 LATEST_LIFECYCLE = "(array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]"
 LINEAGE_LINKS = """
 WITH job_side AS ({job_side}),
 dataset_side AS ({dataset_side})
-(SELECT 'edge', direction, job_id, dataset_id, lifecycle, NULL::bigint FROM job_side
+(SELECT 'edge', direction, job_id, dataset_id, lifecycle, NULL::bigint, first_seen,
+        last_seen, last_run
+ FROM job_side
  WHERE dataset_id = ANY(%(datasets)s::uuid[])
  ORDER BY job_id, dataset_id, direction
  LIMIT %(max_edges)s)
 UNION ALL
-SELECT 'job', direction, job_id, NULL, NULL, count(*) FROM job_side
+SELECT 'job', direction, job_id, NULL, NULL, count(*), NULL, NULL, NULL FROM job_side
 WHERE NOT dataset_id = ANY(%(datasets)s::uuid[]) GROUP BY direction, job_id
 UNION ALL
-SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*) FROM dataset_side
+SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*), NULL, NULL, NULL
+FROM dataset_side
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 """
-# Each kept job's datasets (now, or at `%(as_of)s`), one row per (direction, dataset).
-JOB_SIDE = f"""
-SELECT e.direction, e.job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycle
-FROM readmodel.job_edges e
-JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-WHERE e.job_id = ANY(%(jobs)s::uuid[])
-GROUP BY 1, 2, 3"""
-JOB_SIDE_AS_OF = f"""
-SELECT e.direction, j.id AS job_id, n.dataset_id, {LATEST_LIFECYCLE} AS lifecycle
+# Each kept job's datasets at `%(as_of)s` (asof.NOW: now), one row per (direction, dataset).
+JOB_SIDE = """
+SELECT e.direction, j.id AS job_id, n.dataset_id, {lifecycle} AS lifecycle,
+       min((SELECT min(x.first_seen) FROM readmodel.job_edges x
+            WHERE x.job_id = j.id AND x.direction = e.direction
+              AND x.namespace = e.namespace AND x.name = e.name)) AS first_seen,
+       max(e.last_seen) AS last_seen,
+       (array_agg(e.run_id ORDER BY e.run_id IS NULL, e.last_seen DESC))[1] AS last_run
 FROM unnest(%(jobs)s::uuid[]) AS j(id)
 CROSS JOIN LATERAL (
-    SELECT 'input' AS direction, i.* FROM {asof.job_edges_at("j.id", "input")} i
+    SELECT 'input' AS direction, i.* FROM {inputs} i
   UNION ALL
-    SELECT 'output', o.* FROM {asof.job_edges_at("j.id", "output")} o
+    SELECT 'output', o.* FROM {outputs} o
 ) e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 GROUP BY 1, 2, 3"""
-# Each kept dataset's jobs, one row per (direction, job).
+# Each kept dataset's jobs that held an edge to it then, one row per (direction, job).
 DATASET_SIDE = """
 SELECT DISTINCT e.direction, e.job_id, dn.dataset_id
 FROM readmodel.dataset_names dn
 JOIN readmodel.job_edges e ON e.namespace = dn.namespace AND e.name = dn.name
-WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]){held}"""
-LINEAGE_EDGES = LINEAGE_LINKS.format(job_side=JOB_SIDE, dataset_side=DATASET_SIDE.format(held=""))
+WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {held}"""
+
+
+def _dataset_side(rule: str) -> str:
+    return DATASET_SIDE.format(held=asof.edge_held(rule=rule))
+
+
+def _links(rule: str) -> str:
+    job_side = JOB_SIDE.format(
+        lifecycle=LATEST_LIFECYCLE,
+        inputs=asof.job_edges_at("j.id", "input", rule=rule),
+        outputs=asof.job_edges_at("j.id", "output", rule=rule),
+    )
+    return LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(rule))
+
+
+# By rule (asof.window).
+LINEAGE_EDGES = {rule: _links(rule) for rule in asof.RULES}
 # Rows (direction, dataset, count): the jobs of each dataset in `%(datasets)s` that are not
 # in `%(jobs)s`, by direction (the `beyond` of a graph that draws other nodes than jobs).
 DATASETS_BEYOND = f"""
-SELECT direction, dataset_id, count(*) FROM ({DATASET_SIDE.format(held="")}) s
+SELECT direction, dataset_id, count(*) FROM ({_dataset_side("latest")}) s
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id"""
-LINEAGE_EDGES_AS_OF = LINEAGE_LINKS.format(
-    job_side=JOB_SIDE_AS_OF, dataset_side=DATASET_SIDE.format(held=" AND " + asof.edge_held())
-)
 
 Direction = Annotated[
     Literal["upstream", "downstream", "both"],
@@ -277,6 +291,8 @@ class LineageQuery(msgspec.Struct, frozen=True):
         int, Meta(ge=1, le=NODE_LIMIT, description="Node limit; past it `truncated` is set.")
     ] = NODE_LIMIT
     as_of: asof.AsOf = None
+    view: asof.View = "latest"
+    since: asof.Since = None
 
 
 LINEAGE_OP = Operation(
@@ -298,10 +314,12 @@ LINEAGE_OP = Operation(
     f"{limits.VISIT_LIMIT:,} edges (it stops there) or the nodes have more than "
     f"{limits.EDGE_LIMIT:,} edges between them (the first are kept). Dataset nodes carry "
     "their freshness and owners, job nodes their latest run and owners. With `as_of`, the "
-    "graph as it was then: each job's edges are those of its latest run started at or "
-    "before `as_of` (and its static lineage declared by then), names and freshness "
-    "those of then; a node first seen after `as_of` answers 404. A job whose run failed "
-    "keeps its edges: the failure shows in its latest run and in its outputs' freshness.",
+    "graph as it was then: each job's edges are those of its latest run started at or before `as_of` "
+    "(and its static lineage declared by then), names and freshness those of then; a node "
+    "first seen after `as_of` answers 404. Without `as_of`, as of now. `view=cumulative` "
+    "(and `since`): each job's edges of every run it started in the window instead. A job "
+    "whose run failed keeps its edges: the failure shows in its latest run and in its "
+    "outputs' freshness.",
 )
 resource = Resource()
 LineageNode = models.JobNode | models.DatasetNode
@@ -411,11 +429,16 @@ async def walk_rows(
     as_of: dt.datetime | None,
     run_outputs: list[uuid.UUID] | None = None,
     details: bool = True,
+    window: tuple[str, dt.datetime | None] = ("latest", None),
 ) -> Walk:
     """The walk around job or dataset `start`, `depth` jobs deep (404 when unknown, or
     first seen after `as_of`). `run_outputs`: the walk starts at job `start` as a run of
     it that wrote (or attempted) these datasets: its first hop downstream is to them
-    alone. `details`: also the details of every dataset (else none: dataset_nodes.of)."""
+    alone. `details`: also the details of every dataset (else none: dataset_nodes.of).
+    Without `as_of` the edges are those of now, the same as of asof.NOW. `window`: the
+    edges' rule and its window's start (asof.window)."""
+    moment = asof.NOW if as_of is None else as_of
+    rule, since = window
     args = {
         "down": down,
         "up": up,
@@ -424,14 +447,11 @@ async def walk_rows(
         "depth": hops(kind, depth),
         "max_nodes": max_nodes,
         "visit_limit": limits.VISIT_LIMIT,
-        "as_of": as_of,
+        "as_of": moment,
+        "since": since,
         "run_outputs": run_outputs,
     }
-    timeless = as_of is None
-    if run_outputs is None:
-        statement = LINEAGE if timeless else LINEAGE_AS_OF
-    else:
-        statement = FROM_RUN if timeless else FROM_RUN_AS_OF
+    statement = WALKS[(as_of is not None, rule, run_outputs is not None)]
     found = await rows(conn, statement, args)
     if not found or found[0][3] is None:  # the start node: no read model knows it
         raise not_found(kind, start)
@@ -441,11 +461,12 @@ async def walk_rows(
     # the edges and the datasets' details in one round trip
     async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
         await links_at.execute(
-            LINEAGE_EDGES if timeless else LINEAGE_EDGES_AS_OF,
+            LINEAGE_EDGES[rule],
             {
                 "jobs": jobs,
                 "datasets": [r[1] for r in found if r[0] == "dataset"],
-                "as_of": as_of,
+                "as_of": moment,
+                "since": since,
                 "max_edges": limits.EDGE_LIMIT + 1,
             },
         )
@@ -478,15 +499,19 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
     # it ('output' edges), of a job the datasets it reads ('input' edges).
     left_out: dict[tuple[str, Any, str], int] = {}
     edges = []
-    for what, direction, job, ds, lifecycle, count in walked.links:
+    for what, direction, job, ds, lifecycle, count, first_seen, last_seen, run in walked.links:
         if what == "edge":
+            ends = (_key("dataset", ds), _key("job", job))
+            if direction == "output":
+                ends = ends[::-1]
             edges.append(
                 models.LineageEdge(
-                    from_=_key("dataset", ds), to=_key("job", job), lifecycle_state=None
-                )
-                if direction == "input"
-                else models.LineageEdge(
-                    from_=_key("job", job), to=_key("dataset", ds), lifecycle_state=lifecycle
+                    from_=ends[0],
+                    to=ends[1],
+                    lifecycle_state=lifecycle if direction == "output" else None,
+                    first_seen=first_seen,
+                    last_seen=last_seen,
+                    last_run=run,
                 )
             )
         elif what == "job":
@@ -528,6 +553,7 @@ async def walk(
     max_nodes: int,
     as_of: dt.datetime | None,
     run_outputs: list[uuid.UUID] | None = None,
+    window: tuple[str, dt.datetime | None] = ("latest", None),
 ) -> models.LineageGraph:
     """The graph around job or dataset `start` (walk_rows, then graph_of)."""
     walked = await walk_rows(
@@ -540,6 +566,7 @@ async def walk(
         max_nodes=max_nodes,
         as_of=as_of,
         run_outputs=run_outputs,
+        window=window,
     )
     return graph_of(walked)
 
@@ -558,5 +585,6 @@ async def get_lineage(request: Request) -> Response:
             depth=query.depth,
             max_nodes=query.max_nodes,
             as_of=query.as_of,
+            window=asof.window(query.view, query.since),
         )
     return json_response(request, graph)

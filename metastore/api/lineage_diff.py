@@ -86,6 +86,8 @@ class DiffQuery(msgspec.Struct, frozen=True):
             description="Node limit of each graph; past it `truncated` is set.",
         ),
     ] = lineage.NODE_LIMIT
+    view: asof.View = "latest"
+    since: asof.Since = None
 
 
 OP = Operation(
@@ -98,8 +100,10 @@ OP = Operation(
     query=DiffQuery,
     not_found=True,
     description="The graph around `node` as of `from` and as of `to` (each as "
-    "`/lineage?as_of=` answers it, with `direction`, `depth` and the node limit), compared: "
-    "the nodes and edges added and removed, and for each dataset in either graph whose "
+    "`/lineage?as_of=` answers it, with `direction`, `depth`, the node limit, `view` and "
+    "`since`), compared: "
+    "the nodes and edges added and removed (an edge names the run that holds it, "
+    "`last_run`), and for each dataset in either graph whose "
     "schema version at `from` and at `to` differ, the fields added, removed and changed in "
     "type (a failed or aborted run's schema is no version: it changes nothing). `from` is "
     "usually the earlier moment; the same moment twice is no change. A node "
@@ -147,6 +151,7 @@ async def get_lineage_diff(request: Request) -> Response:
     kind, start = lineage.parse_node(query.node)
     to = query.to or dt.datetime.now(dt.UTC)
     up, down = query.direction != "downstream", query.direction != "upstream"
+    window = asof.window(query.view, query.since)
 
     async def walked(conn: AsyncConnection[Any], moment: dt.datetime) -> lineage.Walk:
         # (the datasets' details are read below, only for the nodes added or removed)
@@ -160,6 +165,7 @@ async def get_lineage_diff(request: Request) -> Response:
             max_nodes=query.max_nodes,
             as_of=moment,
             details=False,
+            window=window,
         )
 
     async with connection(request) as conn:

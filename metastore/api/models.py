@@ -972,6 +972,27 @@ class LineageEdge(Struct):
             "reported for it (DROP: it dropped the table); null otherwise."
         ),
     ]
+    first_seen: Annotated[
+        Time | None,
+        Meta(
+            description="When the job first read or wrote the dataset (any run, or static lineage)."
+        ),
+    ] = None
+    last_seen: Annotated[
+        Time | None,
+        Meta(
+            description="The latest eventTime that named the dataset in the run that holds "
+            "the edge (its job's latest run, then), or in the static lineage."
+        ),
+    ] = None
+    last_run: Annotated[
+        uuid.UUID | None,
+        Meta(
+            description="The run that holds the edge: its job's latest run started by the "
+            "moment answered (`/runs/{run_id}`); null when static lineage (a JobEvent) alone "
+            "declares it."
+        ),
+    ] = None
 
 
 class LineageGraph(Struct):

@@ -21,7 +21,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import dataset_nodes, models
+from metastore.api import asof, dataset_nodes, models
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.lineage import (
     DATASETS_BEYOND,
@@ -179,7 +179,9 @@ async def get_run_lineage(request: Request) -> Response:
         details = await dataset_nodes.of(conn, ids, None)
         # what the drawn datasets' nodes leave out: their jobs that ran none of the runs
         beyond = await rows(
-            conn, DATASETS_BEYOND, {"datasets": ids, "jobs": list({r[1] for r in nodes})}
+            conn,
+            DATASETS_BEYOND,
+            {"datasets": ids, "jobs": list({r[1] for r in nodes}), "as_of": asof.NOW},
         )
     refs = {d[0]: models.DatasetRef(id=d[0], namespace=d[1], name=d[2]) for d in names}
     dataset_depth: dict[uuid.UUID, int] = {}

@@ -23,7 +23,14 @@ from metastore.api.pagination import (
     page_with_total,
 )
 from metastore.api.responses import json_response
-from metastore.api.sqlparts import DATASETS_PAGE, duration, edge_datasets, run_ref, started
+from metastore.api.sqlparts import (
+    DATASETS_PAGE,
+    RUN_EDGES_OF,
+    duration,
+    edge_datasets,
+    run_ref,
+    started,
+)
 from metastore.problems import ProblemError
 from projections import runs as runs_fold
 from projections.common import FACETS_DECODER, job_id, json_text
@@ -387,7 +394,7 @@ async def list_run_datasets(request: Request) -> Response:
     query: DatasetsQuery = DATASETS.parse_query(request)
     answer = await datasets_page(
         request,
-        DATASETS_PAGE.format(table="run_edges", key="run_id"),
+        DATASETS_PAGE.format(edges=RUN_EDGES_OF),
         RUN_EXISTS,
         "run",
         path.run_id,

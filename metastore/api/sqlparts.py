@@ -25,15 +25,14 @@ coalesce((
 REF_CAP = limits.EMBEDDED_REFS
 
 
-# A page of the datasets a job (job_edges) or run (run_edges) read or wrote, by display
-# name: the whole list behind the capped `inputs` and `outputs`.
+# A page of the datasets a job or run (`edges`: RUN_EDGES_OF, JOB_EDGES_OF) read or wrote,
+# by display name: the whole list behind the capped `inputs` and `outputs`.
 DATASETS_PAGE = """
 SELECT DISTINCT d.id, d.namespace, d.name
-FROM readmodel.{table} e
+FROM {edges} e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
 JOIN readmodel.datasets d ON d.id = n.dataset_id
-WHERE e.{key} = %(id)s AND e.direction = %(direction)s
-  AND (%(after_namespace)s::text IS NULL
+WHERE (%(after_namespace)s::text IS NULL
        OR (d.namespace, d.name, d.id) > (%(after_namespace)s, %(after_name)s, %(after_id)s::uuid))
 ORDER BY d.namespace, d.name, d.id
 LIMIT %(limit)s
@@ -49,6 +48,29 @@ def edge_datasets(table: str, key: str, outer: str, direction: str) -> str:
     )
     return DATASET_REFS.format(
         edges=edges, cap=REF_CAP, display="d.namespace, d.name", display_join=""
+    )
+
+
+# The (namespace, name) rows of what run `%(id)s` read or wrote (`%(direction)s`); of what
+# job `%(id)s` read or wrote at `%(as_of)s` (asof.NOW: now, its latest run's and static).
+RUN_EDGES_OF = """(SELECT namespace, name FROM readmodel.run_edges
+    WHERE run_id = %(id)s AND direction = %(direction)s)"""
+JOB_EDGES_OF = f"""(
+    SELECT namespace, name FROM {asof.job_edges_at("%(id)s::uuid", "input")} i
+    WHERE %(direction)s = 'input'
+  UNION ALL
+    SELECT namespace, name FROM {asof.job_edges_at("%(id)s::uuid", "output")} o
+    WHERE %(direction)s = 'output')"""
+
+
+def job_datasets_now(job: str, direction: str) -> str:
+    """The first REF_CAP datasets job `job` read or wrote now (its latest run's and its
+    static lineage, as of asof.NOW, bound as `%(as_of)s`), as JSON, and their count."""
+    return DATASET_REFS.format(
+        edges=asof.job_edges_at(job, direction),
+        cap=REF_CAP,
+        display="d.namespace, d.name",
+        display_join="",
     )
 
 
