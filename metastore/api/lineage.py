@@ -313,13 +313,12 @@ LINEAGE_OP = Operation(
     f"the nearest are kept and `truncated` is true; so it is when the walk has looked at "
     f"{limits.VISIT_LIMIT:,} edges (it stops there) or the nodes have more than "
     f"{limits.EDGE_LIMIT:,} edges between them (the first are kept). Dataset nodes carry "
-    "their freshness and owners, job nodes their latest run and owners. With `as_of`, the "
-    "graph as it was then: each job's edges are those of its latest run started at or "
-    "before `as_of` (and its static lineage declared by then), names and freshness those of "
-    "then; a node first seen after `as_of` answers 404. Without `as_of`, as of now. `view=cumulative` "
-    "(and `since`): each job's edges of every run it started in the window instead. A job "
-    "whose run failed keeps its edges: the failure shows in its latest run and in its "
-    "outputs' freshness.",
+    "their freshness and owners, job nodes their latest run and owners. With `as_of`, the graph"
+    " as it was then: each job's edges are those of its latest run started at or before `as_of`"
+    " (and its static lineage declared by then), names and freshness those of then; a node "
+    "first seen after `as_of` answers 404. Without `as_of`, as of now. `view=cumulative` (and "
+    "`since`): each job's edges of every run it started in the window instead. A job whose run "
+    "failed keeps its edges: the failure shows in its latest run and in its outputs' freshness.",
 )
 resource = Resource()
 LineageNode = models.JobNode | models.DatasetNode
