@@ -3,9 +3,12 @@
 Order and the cursor. `seq` is handed out when a row is inserted, but transactions commit
 in any order, so a reader paging by `seq` can pass over a row whose transaction commits
 later with a smaller `seq`. Instead the log's order is `(tx, seq)`, where `tx` is the id of
-the writing transaction, and readers only read rows with `tx` below the oldest transaction
-still running (`pg_snapshot_xmin(pg_current_snapshot())`): every transaction below that
-horizon has finished, so no row can ever appear behind a cursor that has passed it.
+the writing transaction plus the store's offset (`event_log_next_tx()`), and readers only
+read rows with `tx` below the oldest transaction still running plus that offset
+(`event_log_horizon()`): every transaction below that horizon has finished, so no row can
+ever appear behind a cursor that has passed it. The offset is raised when the server's
+transaction counter is behind the log (`catch_up_order`, sql/0005.log-clock.sql), so the order
+survives a restore into a new server.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +31,8 @@ from metastore import pgarray
 from metastore.pgarray import BinaryArray
 
 NOTIFY_CHANNEL = "metastore_events"
+
+log = logging.getLogger("metastore.eventlog")
 
 
 class LogRecord(msgspec.Struct, frozen=True):
@@ -109,10 +115,10 @@ WITH fresh AS (
                              producer, digest, size_bytes, event, ord)
 ), stored AS (
     INSERT INTO event_log
-        (event_time, kind, event_type, run_id, job_namespace, job_name, producer, digest,
+        (tx, event_time, kind, event_type, run_id, job_namespace, job_name, producer, digest,
          size_bytes, event)
-    SELECT i.event_time, i.kind, i.event_type, i.run_id, i.job_namespace, i.job_name,
-           i.producer, i.digest, i.size_bytes, i.event::json
+    SELECT (SELECT event_log_next_tx()), i.event_time, i.kind, i.event_type, i.run_id,
+           i.job_namespace, i.job_name, i.producer, i.digest, i.size_bytes, i.event::json
     FROM input i JOIN fresh USING (digest)
     ORDER BY i.ord
     RETURNING 1
@@ -182,6 +188,42 @@ async def append_events_async(
 
 ENSURE_PARTITIONS = "SELECT event_log_ensure_partitions(%(months_ahead)s)"
 
+# Raises the order's offset when this server's transaction counter is behind the log (a
+# restore into a new server); 0 almost always, without taking a lock.
+CATCH_UP = "SELECT event_log_catch_up()"
+
+
+def _caught_up(row: tuple[Any, ...] | None) -> int:
+    raised = int(row[0]) if row else 0
+    if raised:
+        log.warning(
+            "this server's transaction counter was behind the event log (a restore or a move "
+            "to a new server): new events now sort after the restored ones",
+            extra={"offset_raised_by": raised},
+        )
+    return raised
+
+
+def catch_up_order(conn: psycopg.Connection[Any]) -> int:
+    """Moves the log's order past every stored position if the server's transaction counter
+    is behind them; returns by how much (0: nothing to do). Commits unless autocommit."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(CATCH_UP)
+        row = cur.fetchone()
+    if not conn.autocommit:
+        conn.commit()
+    return _caught_up(row)
+
+
+async def catch_up_order_async(conn: psycopg.AsyncConnection[Any]) -> int:
+    """`catch_up_order` on an async connection (the API's ingest pool)."""
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(CATCH_UP)
+        row = await cur.fetchone()
+    if not conn.autocommit:
+        await conn.commit()
+    return _caught_up(row)
+
 
 # ORDER BY names the table's columns: a bare `tx` would mean the output column
 # `tx::text::bigint`, which no index has, and every read would sort the whole log.
@@ -190,7 +232,7 @@ SELECT tx::text::bigint, seq, {times}, kind, event_type, run_id,
        job_namespace, job_name, {event}
 FROM event_log
 WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < pg_snapshot_xmin(pg_current_snapshot())
+  AND tx < (SELECT event_log_horizon())
   {filters}
 ORDER BY event_log.tx, event_log.seq
 LIMIT %(limit)s
@@ -303,7 +345,7 @@ FROM (
     FROM (
         SELECT * FROM event_log
         WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-          AND tx < pg_snapshot_xmin(pg_current_snapshot())
+          AND tx < (SELECT event_log_horizon())
         ORDER BY event_log.tx, event_log.seq
         LIMIT %(limit)s
     ) AS page
@@ -357,7 +399,7 @@ READ_SIZES_AFTER = """
 SELECT tx::text::bigint, seq, size_bytes
 FROM event_log
 WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < pg_snapshot_xmin(pg_current_snapshot())
+  AND tx < (SELECT event_log_horizon())
   {filters}
 ORDER BY event_log.tx, event_log.seq
 LIMIT %(limit)s
@@ -423,11 +465,11 @@ async def read_texts_after_async(
 WATERMARK = """
 SELECT coalesce(
     (SELECT tx::text::bigint FROM event_log
-     WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+     WHERE tx < (SELECT event_log_horizon())
      ORDER BY event_log.tx DESC, event_log.seq DESC LIMIT 1), 0),
     coalesce(
     (SELECT seq FROM event_log
-     WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+     WHERE tx < (SELECT event_log_horizon())
      ORDER BY event_log.tx DESC, event_log.seq DESC LIMIT 1), 0)
 """
 
@@ -456,7 +498,7 @@ NTH_AFTER = """
 SELECT tx::text::bigint, seq
 FROM event_log
 WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < pg_snapshot_xmin(pg_current_snapshot())
+  AND tx < (SELECT event_log_horizon())
   {filters}
 ORDER BY event_log.tx, event_log.seq
 OFFSET %(offset)s LIMIT 1

@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 from yoyo import get_backend, read_migrations
 
+from metastore.eventlog import catch_up_order
 from metastore.exit import Exit, one_line
 from metastore.privileges import check_migrator, grant_process_roles
 
@@ -110,6 +111,7 @@ def apply_migrations(
                         ) from None
             finally:
                 backend.connection.close()
+            catch_up_order(conn)  # a restored store: new events sort after the restored ones
             for statement in grant_process_roles(
                 conn, MIGRATION_TABLE, api_role=api_role, projector_role=projector_role
             ):

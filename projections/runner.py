@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
-from metastore.eventlog import NOTIFY_CHANNEL
+from metastore.eventlog import NOTIFY_CHANNEL, catch_up_order
 from metastore.exit import one_line
 from metastore.listen import unavailable
 from metastore.metrics import (
@@ -149,7 +149,7 @@ READY_CONNECT_TIMEOUT_S = 3
 LAG = """
 SELECT count(*), min(received_at) FROM (
     SELECT received_at FROM event_log
-    WHERE (tx, seq) > (%s::text::xid8, %s) AND tx < pg_snapshot_xmin(pg_current_snapshot())
+    WHERE (tx, seq) > (%s::text::xid8, %s) AND tx < (SELECT event_log_horizon())
     LIMIT 100000) AS unfolded
 """
 STATE_POSITIONS = "SELECT name, cursor_tx::text::bigint, cursor_seq FROM projection_state"
@@ -334,6 +334,7 @@ def lead(
         if stop.is_set():
             return
         log.info("this projector is now active")
+        catch_up_order(leader)  # a restored store: read past the restored positions
         # Held as long as this projector leads: `metastore replay` reads the map from it.
         leader.execute("SELECT pg_advisory_lock(%s, %s)", (RULES_LOCK, rules_key(catalogs)))
         leader.execute(f"LISTEN {NOTIFY_CHANNEL}")

@@ -114,7 +114,7 @@ FROM (
     FROM event_log
     WHERE run_id = %(run_id)s
       AND (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-      AND tx < pg_snapshot_xmin(pg_current_snapshot())
+      AND tx < (SELECT event_log_horizon())
     ORDER BY tx, seq
     LIMIT %(limit)s
 ) p

@@ -24,7 +24,7 @@ WHERE i.inhparent = 'event_log'::regclass
 LOG_COUNT = "SELECT count(*) FROM event_log"
 LAST_RECEIVED = """
 SELECT received_at FROM event_log
-WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+WHERE tx < (SELECT event_log_horizon())
 ORDER BY tx DESC, seq DESC LIMIT 1
 """
 
@@ -35,11 +35,11 @@ SELECT p.name, p.version, p.cursor_tx::text::bigint, p.cursor_seq, p.events_fold
        p.updated_at,
        (SELECT count(*) FROM event_log e
         WHERE (e.tx, e.seq) > (p.cursor_tx, p.cursor_seq)
-          AND e.tx < pg_snapshot_xmin(pg_current_snapshot())),
+          AND e.tx < (SELECT event_log_horizon())),
        coalesce(extract(epoch FROM now() - (
            SELECT e.received_at FROM event_log e
            WHERE (e.tx, e.seq) > (p.cursor_tx, p.cursor_seq)
-             AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+             AND e.tx < (SELECT event_log_horizon())
            ORDER BY e.tx, e.seq LIMIT 1)), 0)::float8,
        (SELECT count(*) FROM dead_letters d WHERE d.projection = p.name),
        extract(epoch FROM now() - p.updated_at)::float8
