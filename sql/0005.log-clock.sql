@@ -68,8 +68,10 @@ BEGIN
             LOCK TABLE event_log_clock IN ACCESS EXCLUSIVE MODE;
         END IF;
     END LOOP;
+    -- Every transaction running now or later has an id at or past this snapshot's xmin.
     oldest_running := pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
-    UPDATE event_log_clock SET xid_offset = last_tx + 1 - oldest_running, raised_at = now();
+    UPDATE event_log_clock
+    SET xid_offset = greatest(xid_offset, last_tx + 1 - oldest_running), raised_at = now();
     RAISE NOTICE 'event log order moved past position %: this server''s transaction counter was behind the log (a restore or a move to a new server)', last_tx;
     RETURN last_tx + 1 - oldest_running - old_offset;
 END;

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 from psycopg import sql
 
 from metastore.embedded_pg import EmbeddedPostgres
@@ -29,8 +30,11 @@ from tests.logdata import append, dump_readmodel
 from tests.support import ROOT, ReadmeInstall, conformance_events, running
 from tests.test_replay import replay_command
 
-# The server the README's commands name, replaced by the test's.
-README_URL = "'postgresql://metastore@postgresql.databases.svc.cluster.local/metastore'"
+# The servers the README's commands name (as the owner, as a superuser), replaced by ours.
+README_URLS = (
+    "'postgresql://metastore@postgresql.databases.svc.cluster.local/metastore'",
+    "'postgresql://postgres@postgresql.databases.svc.cluster.local/metastore'",
+)
 # Transactions burnt on the old server before the events are appended, so that their
 # positions lie far past a new server's counter (a few hundred after initdb and restore).
 BURNT_XIDS = 5000
@@ -44,8 +48,9 @@ def readme_commands(name: str, url: str) -> str:
         rf"<!-- {re.escape(name)}[^>]*-->\n```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.S
     )
     assert found, f"README.md has no <!-- {name} --> block"
-    assert README_URL in found.group(1), found.group(1)
-    return found.group(1).replace(README_URL, shlex.quote(url))
+    commands = found.group(1)
+    (named,) = [u for u in README_URLS if u in commands]
+    return commands.replace(named, shlex.quote(url))
 
 
 def run_readme_commands(name: str, url: str, bindir: Path, cwd: Path) -> None:
@@ -133,9 +138,12 @@ def new_server() -> Iterator[Server]:
         embedded.destroy()
 
 
+@pytest.mark.parametrize("backup", ["log", "all"])
 def test_restore_into_a_new_server_keeps_the_log_in_order(
-    readme_install: ReadmeInstall, pg_server: Server, tmp_path: Path
+    backup: str, readme_install: ReadmeInstall, pg_server: Server, tmp_path: Path
 ) -> None:
+    """`log`: the owner's backup of the log, the read models rebuilt after the restore;
+    `all`: a superuser's of the whole database, the read models and their cursors with it."""
     old = readme_install
     old.run_sql()
     assert old.migrate().returncode == 0
@@ -150,7 +158,11 @@ def test_restore_into_a_new_server_keeps_the_log_in_order(
         jobs_before = job_names(http)
     with new_server() as server:
         assert server.embedded is not None
-        run_readme_commands("backup.sh", old.url(old.owner), server.embedded.bindir, tmp_path)
+        bindir = server.embedded.bindir
+        if backup == "log":
+            run_readme_commands("backup.sh", old.url(old.owner), bindir, tmp_path)
+        else:
+            run_readme_commands("backup-all.sh", pg_server.url(old.database), bindir, tmp_path)
         new = ReadmeInstall(server)
         new.owner, new.api, new.projector, new.database = (
             old.owner,
@@ -159,7 +171,10 @@ def test_restore_into_a_new_server_keeps_the_log_in_order(
             old.database,
         )
         new.run_sql()
-        run_readme_commands("restore.sh", new.url(new.owner), server.embedded.bindir, tmp_path)
+        if backup == "log":
+            run_readme_commands("restore.sh", new.url(new.owner), bindir, tmp_path)
+        else:
+            run_readme_commands("restore-all.sh", server.url(new.database), bindir, tmp_path)
         with psycopg.connect(new.url(new.owner), autocommit=True) as conn:
             counter, last = conn.execute(
                 "SELECT pg_current_xact_id()::text::bigint, max(tx::text::bigint) FROM event_log"
@@ -169,8 +184,7 @@ def test_restore_into_a_new_server_keeps_the_log_in_order(
         assert migrated.returncode == 0, migrated.stderr
 
         with service(new, tmp_path) as http:
-            # The restored events are read and folded again (the read models were not
-            # backed up): every answer has them.
+            # The restored events are in every answer (folded again without the read models).
             wait_for(lambda: folded_all(http, backed_up), lambda: status(http))
             assert job_names(http) == jobs_before
             # New events are accepted, folded and answered, after the restored ones.
