@@ -231,3 +231,25 @@ def test_replay_refuses_to_swap_in_fewer_events_than_the_live_tables(
     )
     assert dump_readmodel(conn) == before
     assert conn.execute("SELECT min(events_folded) FROM projection_state").fetchone() == (folded,)
+
+
+def test_the_processes_move_the_order_themselves_when_no_migrate_follows_a_move(
+    conn: psycopg.Connection[Any], database_url: str, tmp_path: Path
+) -> None:
+    # What a move to a server 1,000,000 transactions behind leaves, with no `migrate` after
+    # it (a logical replica promoted, say): the log's positions far past the counter.
+    conn.execute("UPDATE event_log_clock SET xid_offset = 1000000")
+    append(conn, BEFORE)
+    conn.execute("UPDATE event_log_clock SET xid_offset = 0")
+    with (
+        running("api", database_url, tmp_path) as api,
+        httpx.Client(base_url=api.base_url, timeout=30) as http,
+    ):
+        # The api alone: its ingest connections move the order before their first append.
+        ingest(http, AFTER)
+        everything, _ = export(http)
+        assert [e["run"]["runId"] for e in everything] == [
+            e["run"]["runId"] for e in BEFORE + AFTER
+        ]
+        with running("projector", database_url, tmp_path):
+            wait_for(lambda: folded_all(http, len(everything)), lambda: status(http))
