@@ -24,7 +24,7 @@ from psycopg import errors, sql
 
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
-from metastore.eventlog import START, Position, catch_up_order
+from metastore.eventlog import HORIZON, START, Position, catch_up_order
 from metastore.exit import Exit
 from projections.fold import (
     BATCH_SIZE,
@@ -59,7 +59,7 @@ BUILD_SCHEMA = "readmodel_build"
 OLD_SCHEMA = "readmodel_old"
 SWAP_ATTEMPTS = 5
 
-COUNT_EVENTS = "SELECT count(*) FROM event_log WHERE tx < (SELECT event_log_horizon())"
+COUNT_EVENTS = f"SELECT count(*) FROM event_log WHERE tx < {HORIZON}"
 SWAPPED_STATE = """
 UPDATE projection_state
 SET version = %(version)s, rules = %(rules)s, cursor_tx = %(tx)s::text::xid8, cursor_seq = %(seq)s,

@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
-from metastore.eventlog import NOTIFY_CHANNEL, catch_up_order
+from metastore.eventlog import HORIZON, NOTIFY_CHANNEL, catch_up_order
 from metastore.exit import one_line
 from metastore.listen import unavailable
 from metastore.metrics import (
@@ -146,10 +146,10 @@ READY_TIMEOUT_S = 0.9
 READY_CONNECT_TIMEOUT_S = 3
 
 # Counted up to 100,000 (a cheap index range scan); beyond that the gauge says 100000.
-LAG = """
+LAG = f"""
 SELECT count(*), min(received_at) FROM (
     SELECT received_at FROM event_log
-    WHERE (tx, seq) > (%s::text::xid8, %s) AND tx < (SELECT event_log_horizon())
+    WHERE (tx, seq) > (%s::text::xid8, %s) AND tx < {HORIZON}
     LIMIT 100000) AS unfolded
 """
 STATE_POSITIONS = "SELECT name, cursor_tx::text::bigint, cursor_seq FROM projection_state"

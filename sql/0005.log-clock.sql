@@ -12,7 +12,8 @@
 --
 -- No skip across a raise: an appender reads the offset under an ACCESS SHARE lock of
 -- `event_log_clock` held until it commits, and a raise takes ACCESS EXCLUSIVE, so every row
--- keyed by the old offset has committed before any reader can see the new one.
+-- keyed by the old offset has committed before any reader can see the new one. The api's
+-- and the projector's roles read the table (metastore/privileges.py grants it).
 
 CREATE TABLE event_log_clock (
     single     boolean     PRIMARY KEY DEFAULT true CHECK (single),
@@ -21,19 +22,13 @@ CREATE TABLE event_log_clock (
 );
 INSERT INTO event_log_clock DEFAULT VALUES;
 
--- The `tx` of a row this transaction appends. VOLATILE: its query takes the lock and then
--- a snapshot of its own, so it sees a raise that committed while the statement waited.
+-- The `tx` of a row this transaction appends, for inserts that do not name it (the
+-- service's append reads the offset in its own statement, metastore/eventlog.py NEXT_TX, as
+-- readers do for their horizon, HORIZON). VOLATILE: its query takes the lock and then a
+-- snapshot of its own, so it sees a raise that committed while the statement waited.
 CREATE FUNCTION event_log_next_tx() RETURNS xid8
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT AS $$
     SELECT (pg_current_xact_id()::text::bigint + xid_offset)::text::xid8 FROM event_log_clock
-$$;
-
--- Readers read rows whose `tx` is below this: every transaction under it has finished.
--- STABLE (the caller's snapshot): an older offset only holds a reader back, never skips.
-CREATE FUNCTION event_log_horizon() RETURNS xid8
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
-    SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::bigint + xid_offset)::text::xid8
-    FROM event_log_clock
 $$;
 
 ALTER TABLE event_log ALTER COLUMN tx SET DEFAULT event_log_next_tx();
@@ -74,5 +69,17 @@ BEGIN
     SET xid_offset = greatest(xid_offset, last_tx + 1 - oldest_running), raised_at = now();
     RAISE NOTICE 'event log order moved past position %: this server''s transaction counter was behind the log (a restore or a move to a new server)', last_tx;
     RETURN last_tx + 1 - oldest_running - old_offset;
+END;
+$$;
+
+-- The service's own role reads the offset in its appends and reads (see 0001).
+CREATE OR REPLACE FUNCTION event_log_grant_writer(role_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('REVOKE ALL ON event_log, event_digests FROM %I', role_name);
+    EXECUTE format('GRANT SELECT, INSERT ON event_log, event_digests TO %I', role_name);
+    EXECUTE format('GRANT SELECT ON event_log_clock TO %I', role_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION event_log_ensure_partitions(integer) TO %I',
+                   role_name);
 END;
 $$;
