@@ -91,8 +91,8 @@ class StoredEvent(msgspec.Struct, frozen=True):
 
 # The log's order offset (sql/0005.log-clock.sql), read by the statement itself: a table
 # the statement names is locked before the statement's snapshot is taken, so an append waits
-# for a raise and then sees it; and the plan is cached (the SQL functions doing the same were
-# planned at every call: 0.24 ms more a single-event append).
+# for a raise and then sees it; and the plan is cached (a SQL function doing the same is
+# planned at every call).
 NEXT_TX = (
     "(SELECT (pg_current_xact_id()::text::bigint + c.xid_offset)::text::xid8"
     " FROM event_log_clock c)"
