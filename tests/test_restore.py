@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,18 @@ import pytest
 from psycopg import sql
 
 from metastore.embedded_pg import EmbeddedPostgres
+from metastore.eventlog import (
+    START,
+    Position,
+    StoredEvent,
+    append_events,
+    catch_up_order,
+    read_events_after,
+)
 from projections.runner import catch_up as fold_everything
 from tests.conftest import Server
-from tests.logdata import append, dump_readmodel
+from tests.logdata import append, dump_readmodel, log_record
+from tests.reliability.conftest import run_event
 from tests.support import ROOT, ReadmeInstall, conformance_events, running
 from tests.test_replay import replay_command
 
@@ -253,3 +263,36 @@ def test_the_processes_move_the_order_themselves_when_no_migrate_follows_a_move(
         ]
         with running("projector", database_url, tmp_path):
             wait_for(lambda: folded_all(http, len(everything)), lambda: status(http))
+
+
+def test_a_raise_waits_for_appends_keyed_by_the_old_offset_so_no_reader_skips_them(
+    conn: psycopg.Connection[Any], database_url: str
+) -> None:
+    # A store moved in while the server kept taking events (logical replication catching
+    # up, say): an append keyed by the old offset is open when rows far ahead arrive.
+    with psycopg.connect(database_url) as writer:
+        early = run_event(job="early")
+        append_events(writer, [log_record(early)])  # open: keyed by offset 0
+        conn.execute("UPDATE event_log_clock SET xid_offset = 1000000")
+        append(conn, BEFORE)
+        conn.execute("UPDATE event_log_clock SET xid_offset = 0")
+        reader = read_after(database_url, START)  # neither is readable yet
+        with ThreadPoolExecutor(1) as pool, psycopg.connect(database_url) as raiser:
+            raised = pool.submit(catch_up_order, raiser)
+            time.sleep(1)
+            # (Readers and appenders queue behind it meanwhile.)
+            assert not raised.done(), "the raise did not wait for the open append"
+            writer.commit()
+            assert raised.result(timeout=30) > 0
+    later = run_event(job="later")
+    append(conn, [later])
+    # Nothing was passed: the open append's event, the moved-in ones, then the new one.
+    reader += read_after(database_url, reader[-1].position if reader else START)
+    assert [e.event["run"]["runId"] for e in reader] == [
+        e["run"]["runId"] for e in [early, *BEFORE, later]
+    ]
+
+
+def read_after(database_url: str, after: Position) -> list[StoredEvent]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        return read_events_after(conn, after, 1000)
