@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from starlette.responses import Response
 
 from metastore.config import Settings
+from metastore.eventlog import catch_up_order_async
 from metastore.login import GatedAsyncConnection
 from metastore.problems import problem_response
 
@@ -141,11 +142,15 @@ async def tune_ingest_session(conn: psycopg.AsyncConnection[Any]) -> None:
     lz4 stores the events' JSON faster than the default pglz (docs/PERFORMANCE.md, "The log
     keeps the event as json"),
     where the server has it; only new values are affected, nothing is rewritten. work_mem
-    big enough for a full group (INGEST_WORK_MEM).
+    big enough for a full group (INGEST_WORK_MEM). The log's order caught up with the
+    server's transaction counter (eventlog.catch_up_order).
     """
     await conn.execute(f"SET work_mem = '{INGEST_WORK_MEM}'")
     with contextlib.suppress(psycopg.Error):  # a server built without lz4 keeps pglz
         await conn.execute("SET default_toast_compression = 'lz4'")
+    # Before this connection's first append: a server the store was moved to (a restore)
+    # would otherwise key new events behind the restored ones, where no reader looks.
+    await catch_up_order_async(conn)
 
 
 def read_session(timeout_s: float) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:

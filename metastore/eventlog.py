@@ -3,9 +3,11 @@
 Order and the cursor. `seq` is handed out when a row is inserted, but transactions commit
 in any order, so a reader paging by `seq` can pass over a row whose transaction commits
 later with a smaller `seq`. Instead the log's order is `(tx, seq)`, where `tx` is the id of
-the writing transaction, and readers only read rows with `tx` below the oldest transaction
-still running (`pg_snapshot_xmin(pg_current_snapshot())`): every transaction below that
-horizon has finished, so no row can ever appear behind a cursor that has passed it.
+the writing transaction plus the store's offset (NEXT_TX), and readers only read rows with
+`tx` below the oldest transaction still running plus that offset (HORIZON): every
+transaction below that horizon has finished, so no row can ever appear behind a cursor that
+has passed it. The offset is raised when the server's transaction counter is behind the log
+(`catch_up_order`, sql/0005.log-clock.sql), so the order survives a restore into a new server.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +30,8 @@ from metastore import pgarray
 from metastore.pgarray import BinaryArray
 
 NOTIFY_CHANNEL = "metastore_events"
+
+log = logging.getLogger("metastore.eventlog")
 
 
 class LogRecord(msgspec.Struct, frozen=True):
@@ -84,6 +89,22 @@ class StoredEvent(msgspec.Struct, frozen=True):
     event: Any  # the decoded JSON document, or raw JSON text when read with raw=True
 
 
+# The log's order offset (sql/0005.log-clock.sql), read by the statement itself: a table
+# the statement names is locked before the statement's snapshot is taken, so an append waits
+# for a raise and then sees it; and the plan is cached (a SQL function doing the same is
+# planned at every call).
+NEXT_TX = (
+    "(SELECT (pg_current_xact_id()::text::bigint + c.xid_offset)::text::xid8"
+    " FROM event_log_clock c)"
+)
+# Readers read below it: every transaction under it has finished (an older offset only holds
+# a reader back).
+HORIZON = (
+    "(SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::bigint + c.xid_offset)::text::xid8"
+    " FROM event_log_clock c)"
+)
+
+
 # One statement, so an append is one round trip (on an autocommit connection, the commit
 # too): PostgreSQL no longer sits idle in transaction between BEGIN, INSERT, COPY, NOTIFY
 # and COMMIT (docs/PERFORMANCE.md, "Ingest ahead of the router"). The digests are inserted
@@ -109,10 +130,10 @@ WITH fresh AS (
                              producer, digest, size_bytes, event, ord)
 ), stored AS (
     INSERT INTO event_log
-        (event_time, kind, event_type, run_id, job_namespace, job_name, producer, digest,
+        (tx, event_time, kind, event_type, run_id, job_namespace, job_name, producer, digest,
          size_bytes, event)
-    SELECT i.event_time, i.kind, i.event_type, i.run_id, i.job_namespace, i.job_name,
-           i.producer, i.digest, i.size_bytes, i.event::json
+    SELECT {NEXT_TX}, i.event_time, i.kind, i.event_type, i.run_id,
+           i.job_namespace, i.job_name, i.producer, i.digest, i.size_bytes, i.event::json
     FROM input i JOIN fresh USING (digest)
     ORDER BY i.ord
     RETURNING 1
@@ -182,16 +203,52 @@ async def append_events_async(
 
 ENSURE_PARTITIONS = "SELECT event_log_ensure_partitions(%(months_ahead)s)"
 
+# Raises the order's offset when this server's transaction counter is behind the log (a
+# restore into a new server); 0 almost always, without taking a lock.
+CATCH_UP = "SELECT event_log_catch_up()"
+
+
+def _caught_up(row: tuple[Any, ...] | None) -> int:
+    raised = int(row[0]) if row else 0
+    if raised:
+        log.warning(
+            "this server's transaction counter was behind the event log (a restore or a move "
+            "to a new server): new events now sort after the restored ones",
+            extra={"offset_raised_by": raised},
+        )
+    return raised
+
+
+def catch_up_order(conn: psycopg.Connection[Any]) -> int:
+    """Moves the log's order past every stored position if the server's transaction counter
+    is behind them; returns by how much (0: nothing to do). Commits unless autocommit."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(CATCH_UP)
+        row = cur.fetchone()
+    if not conn.autocommit:
+        conn.commit()
+    return _caught_up(row)
+
+
+async def catch_up_order_async(conn: psycopg.AsyncConnection[Any]) -> int:
+    """`catch_up_order` on an async connection (the API's ingest pool)."""
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(CATCH_UP)
+        row = await cur.fetchone()
+    if not conn.autocommit:
+        await conn.commit()
+    return _caught_up(row)
+
 
 # ORDER BY names the table's columns: a bare `tx` would mean the output column
 # `tx::text::bigint`, which no index has, and every read would sort the whole log.
-READ_AFTER = """
-SELECT tx::text::bigint, seq, {times}, kind, event_type, run_id,
-       job_namespace, job_name, {event}
+READ_AFTER = f"""
+SELECT tx::text::bigint, seq, {{times}}, kind, event_type, run_id,
+       job_namespace, job_name, {{event}}
 FROM event_log
 WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < pg_snapshot_xmin(pg_current_snapshot())
-  {filters}
+  AND tx < {HORIZON}
+  {{filters}}
 ORDER BY event_log.tx, event_log.seq
 LIMIT %(limit)s
 """
@@ -293,8 +350,8 @@ def read_events_after(
 # pass the budget (the second, when the first alone does) comes back with its event NULL
 # (its text is never read: a value only leaves TOAST when an expression uses it), which
 # tells the reader the batch was cut.
-READ_BATCH_AFTER = """
-SELECT tx::text::bigint, seq, {times}, kind, event_type, run_id, job_namespace, job_name,
+READ_BATCH_AFTER = f"""
+SELECT tx::text::bigint, seq, {{times}}, kind, event_type, run_id, job_namespace, job_name,
        CASE WHEN n = 1 OR running <= %(max_bytes)s THEN event::text END
 FROM (
     SELECT tx, seq, received_at, event_time, kind, event_type, run_id, job_namespace,
@@ -303,7 +360,7 @@ FROM (
     FROM (
         SELECT * FROM event_log
         WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-          AND tx < pg_snapshot_xmin(pg_current_snapshot())
+          AND tx < {HORIZON}
         ORDER BY event_log.tx, event_log.seq
         LIMIT %(limit)s
     ) AS page
@@ -353,12 +410,12 @@ async def read_events_after_async(
 # byte budget, so an event past the budget is never read into the API (ten 30 MB events in
 # one page took it to 1.65 GB). Only the position and the text: no time is loaded, so no
 # stored value can fail the read.
-READ_SIZES_AFTER = """
+READ_SIZES_AFTER = f"""
 SELECT tx::text::bigint, seq, size_bytes
 FROM event_log
 WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < pg_snapshot_xmin(pg_current_snapshot())
-  {filters}
+  AND tx < {HORIZON}
+  {{filters}}
 ORDER BY event_log.tx, event_log.seq
 LIMIT %(limit)s
 """
@@ -420,14 +477,14 @@ async def read_texts_after_async(
     return [EventText(Position(r[0], r[1]), r[2]) for r in rows], taken < len(sizes)
 
 
-WATERMARK = """
+WATERMARK = f"""
 SELECT coalesce(
     (SELECT tx::text::bigint FROM event_log
-     WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+     WHERE tx < {HORIZON}
      ORDER BY event_log.tx DESC, event_log.seq DESC LIMIT 1), 0),
     coalesce(
     (SELECT seq FROM event_log
-     WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+     WHERE tx < {HORIZON}
      ORDER BY event_log.tx DESC, event_log.seq DESC LIMIT 1), 0)
 """
 
@@ -452,12 +509,12 @@ async def watermark_async(conn: psycopg.AsyncConnection[Any]) -> Position:
 
 # The position of the n-th committed event past a cursor (OFFSET n-1): where a read of n
 # events would end, known before any of them is sent (the export stream announces it).
-NTH_AFTER = """
+NTH_AFTER = f"""
 SELECT tx::text::bigint, seq
 FROM event_log
 WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < pg_snapshot_xmin(pg_current_snapshot())
-  {filters}
+  AND tx < {HORIZON}
+  {{filters}}
 ORDER BY event_log.tx, event_log.seq
 OFFSET %(offset)s LIMIT 1
 """

@@ -22,6 +22,7 @@ import psycopg
 from yoyo import get_backend, read_migrations
 
 from metastore import login
+from metastore.eventlog import catch_up_order
 from metastore.exit import Exit, one_line
 from metastore.privileges import check_migrator, grant_process_roles
 
@@ -112,6 +113,7 @@ def apply_migrations(
                         ) from None
             finally:
                 backend.connection.close()
+            catch_up_order(conn)  # a restored store: new events sort after the restored ones
             for statement in grant_process_roles(
                 conn, MIGRATION_TABLE, api_role=api_role, projector_role=projector_role
             ):

@@ -14,12 +14,14 @@ from typing import Any
 
 import psycopg
 
-STALLED = """
+from metastore.eventlog import HORIZON
+
+STALLED = f"""
 SELECT p.name FROM projection_state p
 WHERE p.updated_at < now() - make_interval(secs => %(seconds)s)
   AND (SELECT e.received_at FROM event_log e
        WHERE (e.tx, e.seq) > (p.cursor_tx, p.cursor_seq)
-         AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+         AND e.tx < {HORIZON}
        ORDER BY e.tx, e.seq LIMIT 1) < now() - make_interval(secs => %(seconds)s)
 ORDER BY p.name
 """

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
+from metastore.eventlog import HORIZON
 from metastore.metrics import (
     LEASE_HELD,
     LEASE_HOLDER,
@@ -51,11 +52,11 @@ WITH lags AS MATERIALIZED (  -- (the counts once per cursor, not per projection)
            (SELECT count(*) FROM (
                 SELECT 1 FROM event_log e
                 WHERE (e.tx, e.seq) > (c.cursor_tx, c.cursor_seq)
-                  AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+                  AND e.tx < {HORIZON}
                 LIMIT {LAG_COUNTED_TO}) AS unfolded) AS events,
            (SELECT e.received_at FROM event_log e
             WHERE (e.tx, e.seq) > (c.cursor_tx, c.cursor_seq)
-              AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+              AND e.tx < {HORIZON}
             ORDER BY e.tx, e.seq LIMIT 1) AS oldest
     FROM (SELECT DISTINCT cursor_tx, cursor_seq FROM projection_state) AS c)
 SELECT p.name, p.cursor_seq, l.events,

@@ -25,7 +25,7 @@ from psycopg import errors, sql
 from metastore import __version__
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
-from metastore.eventlog import START, Position
+from metastore.eventlog import HORIZON, START, Position, catch_up_order
 from metastore.exit import Exit
 from projections.fold import (
     BATCH_SIZE,
@@ -60,7 +60,7 @@ BUILD_SCHEMA = "readmodel_build"
 OLD_SCHEMA = "readmodel_old"
 SWAP_ATTEMPTS = 5
 
-COUNT_EVENTS = "SELECT count(*) FROM event_log WHERE tx < pg_snapshot_xmin(pg_current_snapshot())"
+COUNT_EVENTS = f"SELECT count(*) FROM event_log WHERE tx < {HORIZON}"
 SWAPPED_STATE = """
 UPDATE projection_state
 SET version = %(version)s, rules = %(rules)s, cursor_tx = %(tx)s::text::xid8, cursor_seq = %(seq)s,
@@ -68,6 +68,8 @@ SET version = %(version)s, rules = %(rules)s, cursor_tx = %(tx)s::text::xid8, cu
 WHERE name = %(name)s
 """
 DELETE_DEAD_LETTERS = "DELETE FROM dead_letters WHERE projection = ANY(%s)"
+# What the live tables account for, read under the fold lock (the projector stands still).
+LIVE_FOLDED = "SELECT name, events_folded FROM projection_state WHERE name = ANY(%s)"
 # The dead letters of a rebuild wait in the build schema, not in memory (a log of many
 # poison events would otherwise grow the replay with the log), and go to `dead_letters`
 # at the swap. They are written in the batch's transaction, so a batch or swap rolled back
@@ -88,6 +90,28 @@ SELECT projection, seq, tx, error, failed_at FROM {} ORDER BY id
 
 class RebuildStopped(Exception):
     """The rebuild was asked to stop (the projector is stopping); nothing was swapped in."""
+
+
+class FewerEventsRebuilt(Exit):
+    """The rebuilt tables account for fewer events than the live ones: the log reads back
+    less than was folded, and swapping them in would drop the difference from every answer."""
+
+
+def refuse_fewer_events(conn: psycopg.Connection[Any], folded: dict[str, int]) -> None:
+    """Raises FewerEventsRebuilt (nothing is swapped) when a rebuilt projection accounts for
+    fewer events than its live tables, in the swap's transaction."""
+    live = dict(conn.execute(LIVE_FOLDED, (list(folded),)).fetchall())
+    short = {name: (n, live[name]) for name, n in folded.items() if n < live.get(name, 0)}
+    if not short:
+        return
+    name, (rebuilt, had) = next(iter(sorted(short.items())))
+    raise FewerEventsRebuilt(
+        f"replay refused: the rebuilt {name} accounts for {rebuilt:,} events, the live tables "
+        f"for {had:,} ({len(short)} projection(s) short); the event log reads back fewer "
+        "events than were folded (events removed from it, e.g. a detached partition, or a "
+        "restore this server cannot read in order); nothing was swapped, the live tables "
+        "stay (README, Backup and restore)"
+    )
 
 
 class Progress:
@@ -145,6 +169,7 @@ def rebuild(
     with psycopg.connect(database_url) as conn, psycopg.connect(database_url) as side:
         tune_session(conn)
         tune_session(side)
+        catch_up_order(conn)  # a restored store: the rebuild reads every restored event
         conn.execute("SELECT pg_advisory_lock(%s)", (REPLAY_LOCK,))
         conn.commit()
         try:
@@ -234,6 +259,7 @@ def _rebuild(
                 # The last batches and the swap: one transaction, so one connection.
                 while one_batch(None).full:
                     pass
+                refuse_fewer_events(conn, folded)
                 swap(conn, projections, cursors, folded, received[0], catalogs)
             break
         except (errors.LockNotAvailable, errors.DeadlockDetected):

@@ -31,7 +31,7 @@ from psycopg.conninfo import make_conninfo
 from metastore import __version__, login
 from metastore.catalogs import NO_CATALOGS, CatalogMap
 from metastore.config import Settings
-from metastore.eventlog import NOTIFY_CHANNEL
+from metastore.eventlog import NOTIFY_CHANNEL, catch_up_order
 from metastore.exit import one_line
 from metastore.listen import unavailable
 from metastore.metrics import FOLD_BATCH_SECONDS, LEADER
@@ -415,6 +415,7 @@ def lead(
         try:
             LEADER.set(1)
             log.info("this projector is now active", extra={"lease_s": LEASE_S})
+            catch_up_order(leader)  # a restored store: read past the restored positions
             end_sessions_of(leader, [h for h in holders if h.encode() != me])
             # Held as long as this projector leads: `metastore replay` reads the map from it.
             leader.execute("SELECT pg_advisory_lock(%s, %s)", (RULES_LOCK, rules_key(catalogs)))

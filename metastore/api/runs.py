@@ -31,6 +31,7 @@ from metastore.api.sqlparts import (
     run_ref,
     started,
 )
+from metastore.eventlog import HORIZON
 from metastore.problems import ProblemError
 from projections import runs as runs_fold
 from projections.common import FACETS_DECODER, job_id, json_text
@@ -117,7 +118,7 @@ WHERE run_id = %(run_id)s AND seq = ANY(%(seqs)s::bigint[])
 # metastore/eventlog.py), so a page never passes over an event that commits later.
 # A page ends once it holds PAGE_BYTES of events (always its first): past it, an event is
 # not read (NULL), and the page ends before it.
-RUN_EVENTS = """
+RUN_EVENTS = f"""
 SELECT tx::text::bigint, seq,
        CASE WHEN sum(size_bytes) OVER w - size_bytes < %(page_bytes)s THEN event::text END
 FROM (
@@ -125,7 +126,7 @@ FROM (
     FROM event_log
     WHERE run_id = %(run_id)s
       AND (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-      AND tx < pg_snapshot_xmin(pg_current_snapshot())
+      AND tx < {HORIZON}
     ORDER BY tx, seq
     LIMIT %(limit)s
 ) p

@@ -11,7 +11,7 @@ from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.readmodels import EXPECTED, other_versions
 from metastore.api.responses import json_response
-from metastore.eventlog import WATERMARK, Position
+from metastore.eventlog import HORIZON, WATERMARK, Position
 from metastore.stalls import is_stalled
 
 EXACT_COUNT_BELOW = 50_000
@@ -24,24 +24,24 @@ FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'event_log'::regclass
 """
 LOG_COUNT = "SELECT count(*) FROM event_log"
-LAST_RECEIVED = """
+LAST_RECEIVED = f"""
 SELECT received_at FROM event_log
-WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+WHERE tx < {HORIZON}
 ORDER BY tx DESC, seq DESC LIMIT 1
 """
 
 # Lag counts the readable events past each projection's cursor; lag_seconds is the age
 # of the oldest of them (0 when it has folded everything readable).
-PROJECTIONS = """
+PROJECTIONS = f"""
 SELECT p.name, p.version, p.cursor_tx::text::bigint, p.cursor_seq, p.events_folded,
        p.updated_at,
        (SELECT count(*) FROM event_log e
         WHERE (e.tx, e.seq) > (p.cursor_tx, p.cursor_seq)
-          AND e.tx < pg_snapshot_xmin(pg_current_snapshot())),
+          AND e.tx < {HORIZON}),
        coalesce(extract(epoch FROM now() - (
            SELECT e.received_at FROM event_log e
            WHERE (e.tx, e.seq) > (p.cursor_tx, p.cursor_seq)
-             AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+             AND e.tx < {HORIZON}
            ORDER BY e.tx, e.seq LIMIT 1)), 0)::float8,
        (SELECT count(*) FROM dead_letters d WHERE d.projection = p.name),
        extract(epoch FROM now() - p.updated_at)::float8
