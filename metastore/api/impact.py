@@ -42,16 +42,9 @@ WHERE e.run_id = %(run)s AND e.direction = 'output'
 ORDER BY 1
 """
 
-# The datasets a run, or a job (now, or as of `%(as_of)s`), read, by id.
+# The datasets a run, or a job as of `%(as_of)s` (asof.NOW: now), read, by id.
 RUN_INPUTS = RUN_OUTPUTS.replace("'output'", "'input'")
-JOB_INPUTS = """
-SELECT DISTINCT n.dataset_id
-FROM readmodel.job_edges e
-JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-WHERE e.job_id = %(job)s AND e.direction = 'input'
-ORDER BY 1
-"""
-JOB_INPUTS_AS_OF = f"""
+JOB_INPUTS = f"""
 SELECT DISTINCT n.dataset_id
 FROM {asof.job_edges_at("%(job)s::uuid", "input")} e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
@@ -121,8 +114,8 @@ async def get_impact(request: Request) -> Response:
             kind, start = "job", found[0]
             read = [r[0] for r in await rows(conn, RUN_INPUTS, {"run": run.id})]
         elif kind == "job":
-            sql = JOB_INPUTS if query.as_of is None else JOB_INPUTS_AS_OF
-            read = [r[0] for r in await rows(conn, sql, {"job": start, "as_of": query.as_of})]
+            moment = query.as_of or asof.NOW  # (now: as of now, as the walk reads it)
+            read = [r[0] for r in await rows(conn, JOB_INPUTS, {"job": start, "as_of": moment})]
         graph = await lineage.walk(
             conn,
             kind,
