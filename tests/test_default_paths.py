@@ -110,16 +110,24 @@ def test_marquez_fixtures_without_schema_url_are_stored_and_folded(
     gather = next(j for j in jobs if j["name"] == "gather_apples")
     assert len(read(client, "/runs", job_id=gather["id"])["items"]) == 2  # picked twice
     (pie,) = read(client, "/datasets", namespace="grandmas.kitchen", name="apple.pie")["items"]
-    graph = read(client, "/lineage", node=f"dataset:{pie['id']}", direction="upstream", depth=10)
-    upstream = {(n["namespace"], n["name"]) for n in graph["nodes"] if n["type"] == "dataset"}
-    assert {
-        ("laurents-orchard", "red.delicious"),
-        ("backyard", "crab.apples"),
+    node = f"dataset:{pie['id']}"
+
+    def upstream(**view: str) -> set[tuple[str, str]]:
+        graph = read(client, "/lineage", node=node, direction="upstream", depth=10, **view)
+        return {(n["namespace"], n["name"]) for n in graph["nodes"] if n["type"] == "dataset"}
+
+    # The orchards of both pickings: every run's edges (the cumulative view) ...
+    orchards = {("laurents-orchard", "red.delicious"), ("backyard", "crab.apples")}
+    kitchen = {
         ("grandmas.kitchen", "apples"),
         ("grandmas.kitchen", "cinnamon"),
         ("cupboard", "sugar"),
         ("grandmas.kitchen", "apple.filling"),
-    } <= upstream
+    }
+    assert orchards | kitchen <= upstream(view="cumulative")
+    # ... and the graph now: each job's latest run, so the last picking's orchard only.
+    now = upstream()
+    assert kitchen <= now and len(orchards & now) == 1
     # Marquez's listener fixtures: one run that changed its datasets between two events.
     (listener,) = read(client, "/jobs", namespace="my-scheduler-namespace", q="myjob")["items"]
     assert listener["latest_run"]["state"] == "COMPLETE"
