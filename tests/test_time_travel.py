@@ -284,7 +284,7 @@ def test_the_lineage_graph_as_of_three_moments(api: httpx.Client) -> None:
     assert api.get("/api/v1/lineage", params={"node": clean, "as_of": BEFORE}).status_code == 404
     found = get(api, "/lineage", node=clean, as_of=AFTER, direction="upstream", depth=1)
     etl = f"job:{job_id(api, 'etl')}"
-    assert {(e["from"], e["to"]) for e in found["edges"]} == {
+    assert {(e["from"]["key"], e["to"]["key"]) for e in found["edges"]} == {
         (etl, clean),
         (f"dataset:{dataset_id(api, 'raw_b')}", etl),
     }
@@ -307,7 +307,7 @@ def test_run_lineage_finds_the_run_that_wrote_what_a_run_read(api: httpx.Client)
         (run_id("run2"), 1),
         (run_id("load_b"), 2),
     }
-    assert {(e["from"], e["to"], e["dataset"]["name"]) for e in found["edges"]} == {
+    assert {(e["from"]["id"], e["to"]["id"], e["dataset"]["name"]) for e in found["edges"]} == {
         (run_id("run2"), run_id("report2"), "clean"),
         (run_id("load_b"), run_id("run2"), "raw_b"),
     }

@@ -142,7 +142,7 @@ def schema_change(r: Any) -> models.SchemaChange:
 
 
 def _edge(e: models.LineageEdge) -> tuple[str, str]:
-    return e.from_, e.to
+    return e.from_.key, e.to.key
 
 
 @resource.add(OP)
