@@ -95,7 +95,7 @@ def test_lineage_downstream_of_raw_orders(api: httpx.Client) -> None:
         ("job", *ORDERS_ETL): 1,
         ("dataset", *HIVE): 2,  # (under its display name)
     }
-    assert {(e["from"], e["to"]) for e in graph["edges"]} == {
+    assert {(e["from"]["key"], e["to"]["key"]) for e in graph["edges"]} == {
         (f"dataset:{raw['id']}", f"job:{etl}"),
         (f"job:{etl}", f"dataset:{daily['id']}"),
     }

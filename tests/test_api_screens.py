@@ -231,7 +231,7 @@ def test_lineage_graph_with_coloured_jobs_is_one_call(api: Counting, helper: Cou
     daily = datasets[HIVE]
     assert daily["name_count"] == 2 and daily["last_write_at"] == "2026-09-02T10:04:12.345000Z"
     assert datasets[RAW_ORDERS]["last_write_at"] is None  # read, never written
-    assert {(e["from"], e["to"]) for e in graph["edges"]} == {
+    assert {(e["from"]["key"], e["to"]["key"]) for e in graph["edges"]} == {
         (f"dataset:{raw['id']}", etl["key"]),
         (etl["key"], daily["key"]),
     }
@@ -448,7 +448,8 @@ def test_lifecycle_changes_and_a_dropped_table_is_no_ordinary_writer(
     graph = api.get_json("/lineage", node=f"dataset:{t1['id']}", depth=1, as_of=dropped["ended_at"])
     drop_job = next(n for n in graph["nodes"] if n["name"] == DROP_JOB[1])
     key = f"dataset:{t1['id']}"
-    (edge,) = [e for e in graph["edges"] if (e["from"], e["to"]) == (drop_job["key"], key)]
+    ends = (drop_job["key"], key)
+    (edge,) = [e for e in graph["edges"] if (e["from"]["key"], e["to"]["key"]) == ends]
     assert edge["lifecycle_state"] == "DROP"
 
 

@@ -197,7 +197,7 @@ def test_a_failed_runs_schema_is_no_version(api: Api) -> None:
 
 def test_run_lineage_names_the_run_that_wrote_the_data(api: Api) -> None:
     found = api.get("/lineage/runs", run_id=run_id("t3"), direction="upstream", depth=2)
-    assert {(e["from"], e["to"], e["dataset"]["name"]) for e in found["edges"]} == {
+    assert {(e["from"]["id"], e["to"]["id"], e["dataset"]["name"]) for e in found["edges"]} == {
         (run_id("t1"), run_id("t3"), "orders"),
         (run_id("load"), run_id("t1"), "src"),
     }
@@ -210,7 +210,7 @@ def test_run_lineage_names_the_run_that_wrote_the_data(api: Api) -> None:
     assert set(datasets) == {"orders", "orders_report", "src"}
     assert datasets["orders"]["freshness"]["stale"] is True
     assert {
-        (e["run"], datasets_by_id(found)[e["dataset"]], e["role"], e["written"])
+        (e["run"]["id"], e["dataset"]["name"], e["role"], e["written"])
         for e in found["dataset_edges"]
     } == {
         (run_id("t3"), "orders", "input", False),
@@ -218,15 +218,81 @@ def test_run_lineage_names_the_run_that_wrote_the_data(api: Api) -> None:
         (run_id("load"), "src", "output", True),
     }
     attempt = api.get("/lineage/runs", run_id=run_id("t2"), direction="upstream", depth=1)
-    assert {(datasets_by_id(attempt)[e["dataset"]], e["role"], e["written"])
-            for e in attempt["dataset_edges"] if e["run"] == run_id("t2")} == {
+    assert {(e["dataset"]["name"], e["role"], e["written"])
+            for e in attempt["dataset_edges"] if e["run"]["id"] == run_id("t2")} == {
         ("src", "input", False),
         ("orders", "output", False),  # attempted only
     }  # fmt: skip
 
 
-def datasets_by_id(found: dict[str, Any]) -> dict[str, str]:
-    return {d["id"]: d["name"] for d in found["datasets"]}
+EDGE_LISTS = ("edges", "edges_added", "edges_removed", "dataset_edges")
+
+
+def named_ends(answer: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Every edge of an answer as drawn from the edge alone, each end and its run by name
+    (a KeyError or TypeError: an end given as a bare id or not at all)."""
+
+    def name(ref: dict[str, Any]) -> str:
+        if "state" in ref:  # a run: its job and state
+            return f"run {ref['job']['namespace']}/{ref['job']['name']} {ref['state']}"
+        assert uuid.UUID(ref["id"]) and ref["namespace"] and ref["name"], ref
+        return f"{ref.get('type', 'dataset')} {ref['name']}"
+
+    drawn = []
+    for edges in (answer.get(k, []) for k in EDGE_LISTS):
+        for e in edges:
+            ends = (e["from"], e["to"]) if "from" in e else (e["run"], e["dataset"])
+            last_run = e.get("last_run")
+            drawn.append(
+                (
+                    *map(name, ends),
+                    *([name(e["dataset"])] if "from" in e and "dataset" in e else []),
+                    *([name(last_run)] if last_run else []),
+                )
+            )
+    return drawn
+
+
+def test_every_edge_names_both_ends_and_its_run(api: Api) -> None:
+    """The graph, impact, run lineage and diff answers: every edge names both its ends
+    (and the run that made it, with its job and state then), no bare ids to look up."""
+    orders = f"dataset:{api.dataset_id('orders')}"
+    graph = api.get("/lineage", node=orders, depth=2)
+    assert sorted(named_ends(graph)) == [
+        ("dataset orders", "job report", "run fw/report COMPLETE"),
+        ("dataset src", "job build_orders", "run fw/build_orders FAIL"),
+        ("job build_orders", "dataset orders", "run fw/build_orders FAIL"),
+        ("job load_src", "dataset src", "run fw/load_src COMPLETE"),
+        ("job report", "dataset orders_report", "run fw/report COMPLETE"),
+    ]
+    # each end is the node of the answer under the same key and name
+    nodes = {n["key"]: n for n in graph["nodes"]}
+    for e in graph["edges"]:
+        for end in (e["from"], e["to"]):
+            node = nodes[end["key"]]
+            assert end == {k: node[k] for k in ("key", "type", "id", "namespace", "name")}
+    # as of Tm, the run holding build_orders' edges is t1, COMPLETE then
+    then = api.get("/lineage", node=orders, depth=1, as_of=TM)
+    assert sorted(named_ends(then)) == [
+        ("dataset src", "job build_orders", "run fw/build_orders COMPLETE"),
+        ("job build_orders", "dataset orders", "run fw/build_orders COMPLETE"),
+    ]
+    assert {e["last_run"]["id"] for e in then["edges"]} == {run_id("t1")}
+    impact = api.get("/impact", node=f"run:{run_id('t2')}")
+    assert ("job build_orders", "dataset orders", "run fw/build_orders FAIL") in named_ends(impact)
+    runs = api.get("/lineage/runs", run_id=run_id("t3"), direction="upstream", depth=2)
+    assert sorted(named_ends(runs)) == [
+        ("run fw/build_orders COMPLETE", "run fw/report COMPLETE", "dataset orders"),
+        ("run fw/load_src COMPLETE", "dataset src"),  # (the start's and leaf runs' data)
+        ("run fw/load_src COMPLETE", "run fw/build_orders COMPLETE", "dataset src"),
+        ("run fw/report COMPLETE", "dataset orders"),
+        ("run fw/report COMPLETE", "dataset orders_report"),
+    ]
+    diff = api.get("/lineage/diff", node=orders, depth=2, **{"from": TM, "to": T3_END})
+    assert sorted(named_ends(diff)) == [
+        ("dataset orders", "job report", "run fw/report COMPLETE"),
+        ("job report", "dataset orders_report", "run fw/report COMPLETE"),
+    ]
 
 
 def test_a_dataset_is_stale_because_its_writer_failed(api: Api) -> None:
@@ -288,7 +354,7 @@ def test_impact_of_the_failed_run_in_one_call(api: Api) -> None:
     assert nodes["build_orders"]["latest_run"]["state"] == "FAIL"
     build = nodes["build_orders"]["key"]
     # from the run: its job's edges to what the run wrote or attempted, not its inputs
-    assert {(e["from"], e["to"]) for e in impact["edges"]} == {
+    assert {(e["from"]["key"], e["to"]["key"]) for e in impact["edges"]} == {
         (build, nodes["orders"]["key"]),
         (nodes["orders"]["key"], nodes["report"]["key"]),
         (nodes["report"]["key"], nodes["orders_report"]["key"]),

@@ -183,11 +183,11 @@ def test_a_grouped_job_now_is_its_latest_run_as_of_now(
     }  # fmt: skip
     # each edge says when the job first and last made it, and in which run
     for edge in now["edges"]:
-        assert edge["last_run"] == latest
+        assert edge["last_run"]["id"] == latest
         assert edge["last_seen"] == when(2.5)
-    writes = next(e for e in now["edges"] if e["from"] == f"job:{bi_svc}")
+    writes = next(e for e in now["edges"] if e["from"]["key"] == f"job:{bi_svc}")
     assert writes["first_seen"] == when(2.5)  # (outputs are named on COMPLETE)
-    reads = next(e for e in now["edges"] if e["to"] == f"job:{bi_svc}")
+    reads = next(e for e in now["edges"] if e["to"]["key"] == f"job:{bi_svc}")
     assert reads["first_seen"] == when(1)
     # so a diff says why an edge came and went: the run that made it
     diff = get(
@@ -197,10 +197,10 @@ def test_a_grouped_job_now_is_its_latest_run_as_of_now(
         depth=0,
         **{"from": when(1.75), "to": when(2.75)},
     )
-    assert [(e["to"], e["last_run"]) for e in diff["edges_added"]] == [
+    assert [(e["to"]["key"], e["last_run"]["id"]) for e in diff["edges_added"]] == [
         (f"dataset:{grouped.sessions}", latest)
     ]
-    assert [(e["to"], e["last_run"]) for e in diff["edges_removed"]] == [
+    assert [(e["to"]["key"], e["last_run"]["id"]) for e in diff["edges_removed"]] == [
         (f"dataset:{grouped.activity}", first)
     ]
     now, then = now_and_as_of_now(client, "/impact", node=f"dataset:{events}")
@@ -229,16 +229,16 @@ def test_the_cumulative_view_holds_every_run_of_its_window(
     cumulative = {"node": job, "depth": 0, "view": "cumulative"}
     now, then = now_and_as_of_now(client, "/lineage", **cumulative)
     assert now == then
-    outputs = {e["to"]: e["last_run"] for e in now["edges"] if e["from"] == job}
+    outputs = {e["to"]["key"]: e["last_run"]["id"] for e in now["edges"] if e["from"]["key"] == job}
     assert outputs == {
         f"dataset:{grouped.activity}": grouped.first,
         f"dataset:{grouped.sessions}": grouped.latest,
     }
-    (reads,) = [e for e in now["edges"] if e["to"] == job]
-    assert reads["last_run"] == grouped.latest  # (the latest run of the window with it)
+    (reads,) = [e for e in now["edges"] if e["to"]["key"] == job]
+    assert reads["last_run"]["id"] == grouped.latest  # (the latest run of the window with it)
     # a window that starts after the first run: the latest run's alone
     windowed = get(client, "/lineage", **cumulative, since=when(1.75))
-    assert {e["to"] for e in windowed["edges"] if e["from"] == job} == {
+    assert {e["to"]["key"] for e in windowed["edges"] if e["from"]["key"] == job} == {
         f"dataset:{grouped.sessions}"
     }
     # column lineage follows the same rule: the first query's field edge is back
@@ -251,7 +251,7 @@ def test_the_cumulative_view_holds_every_run_of_its_window(
     assert get(client, lineage, view="cumulative", since=when(1.75))["edges"] == []
     # a window on the latest view: a job counts if its latest run started in it
     latest = get(client, "/lineage", node=job, depth=0, since=when(1.75))
-    assert {e["last_run"] for e in latest["edges"]} == {grouped.latest}
+    assert {e["last_run"]["id"] for e in latest["edges"]} == {grouped.latest}
     assert get(client, "/lineage", node=job, depth=0, since=when(2.25))["edges"] == []
     sessions = f"/datasets/{grouped.sessions}/column-lineage"
     assert len(get(client, sessions, since=when(1.75))["edges"]) == 1

@@ -137,6 +137,11 @@ def test_generated_types_check_and_the_client_draws_each_screen_in_its_calls(
     }
     assert listed["lakehouse.marts.revenue_by_region"]["colour"] == "amber"  # built from it
     changed = screens["whatChanged"]["view"]
+    # each edge drawn from the edge alone: both ends named, and the state of its run
+    assert changed.pop("edgeLabels") == [
+        "dataset lakehouse.sales.orders_daily -> job 20260903_101500_00051_cm7qz (FAIL)",
+        "job 20260903_101500_00051_cm7qz -> dataset lakehouse.sales.orders_summary (FAIL)",
+    ]
     assert changed == {
         "added": ["job 20260903_101500_00051_cm7qz"],
         "removed": [],

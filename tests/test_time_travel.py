@@ -284,7 +284,7 @@ def test_the_lineage_graph_as_of_three_moments(api: httpx.Client) -> None:
     assert api.get("/api/v1/lineage", params={"node": clean, "as_of": BEFORE}).status_code == 404
     found = get(api, "/lineage", node=clean, as_of=AFTER, direction="upstream", depth=1)
     etl = f"job:{job_id(api, 'etl')}"
-    assert {(e["from"], e["to"]) for e in found["edges"]} == {
+    assert {(e["from"]["key"], e["to"]["key"]) for e in found["edges"]} == {
         (etl, clean),
         (f"dataset:{dataset_id(api, 'raw_b')}", etl),
     }
@@ -307,7 +307,7 @@ def test_run_lineage_finds_the_run_that_wrote_what_a_run_read(api: httpx.Client)
         (run_id("run2"), 1),
         (run_id("load_b"), 2),
     }
-    assert {(e["from"], e["to"], e["dataset"]["name"]) for e in found["edges"]} == {
+    assert {(e["from"]["id"], e["to"]["id"], e["dataset"]["name"]) for e in found["edges"]} == {
         (run_id("run2"), run_id("report2"), "clean"),
         (run_id("load_b"), run_id("run2"), "raw_b"),
     }
@@ -541,6 +541,10 @@ def test_names_as_of_a_moment(served: tuple[httpx.Client, str, str]) -> None:
             [], [dataset("aliased")],
         ),
         *run_events(
+            "alias_r", "alias_read", "2026-05-03T00:00:00Z", "2026-05-03T01:00:00Z",
+            [dataset("aliased")], [],
+        ),
+        *run_events(
             "alias_w", "alias2", "2026-05-10T00:00:00Z", "2026-05-10T01:00:00Z",
             [], [{**dataset("aliased"), "facets": hive}],
         ),
@@ -559,6 +563,14 @@ def test_names_as_of_a_moment(served: tuple[httpx.Client, str, str]) -> None:
     assert (node["name"], node["name_count"]) == ("aliased", 1)
     outputs = get(api, f"/jobs/{job_id(api, 'alias_w')}", as_of=then)["outputs"]
     assert [o["name"] for o in outputs] == ["aliased"]
+    # an edge the diff adds names the dataset as it was then, as the graph then does
+    diff = get(
+        api, "/lineage/diff", node=f"dataset:{aliased}", depth=1,
+        **{"from": "2026-05-02T00:00:00Z", "to": then},
+    )  # fmt: skip
+    assert [(e["from"]["name"], e["to"]["name"]) for e in diff["edges_added"]] == [
+        ("aliased", "alias_r")
+    ]
     for moment in (later, None):
         params = {"as_of": moment} if moment else {}
         page = get(api, f"/datasets/{aliased}", **params)

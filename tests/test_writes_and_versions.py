@@ -245,7 +245,7 @@ def test_a_run_that_ends_failed_wrote_nothing(api: Api) -> None:
         assert fresh["failed_attempt"]["run"]["id"] == run_id(failed), name
         assert [w["last_write_at"] for w in page["producers"]] == ["2026-06-03T00:10:00Z"]
     upstream = api.get("/lineage/runs", run_id=run_id("r1"), direction="upstream", depth=1)
-    assert {(e["from"], e["dataset"]["name"]) for e in upstream["edges"]} == {
+    assert {(e["from"]["id"], e["dataset"]["name"]) for e in upstream["edges"]} == {
         (run_id("b0"), "orders"),
         (run_id("c0"), "orders2"),
     }

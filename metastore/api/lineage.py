@@ -406,14 +406,22 @@ def hops(kind: str, depth: int) -> int:
     return 2 * depth + (kind == "job")
 
 
+# The state at `%(as_of)s` of each run in `%(runs)s` that holds an edge (its last_run).
+RUN_STATES_AT = f"""
+SELECT lr.run_id, coalesce(s.event_type, 'RUNNING') FROM readmodel.lineage_runs lr
+{asof.RUN_AT_JOIN}
+WHERE lr.run_id = ANY(%(runs)s::uuid[])"""
+
+
 class Walk(msgspec.Struct):
     """What a walk found (rows of LINEAGE_WALK, nearest first), the links between its nodes
-    (rows of LINEAGE_EDGES) and its datasets' details (dataset_nodes: all of them, or
-    those the caller asked for)."""
+    (rows of LINEAGE_EDGES), its datasets' details (dataset_nodes: all of them, or those
+    the caller asked for) and the state then of each run holding an edge."""
 
     found: list[Any]
     links: list[Any]
     details: dict[uuid.UUID, dataset_nodes.Details]
+    run_states: dict[uuid.UUID, str] = {}
 
 
 async def walk_rows(
@@ -483,12 +491,29 @@ async def walk_rows(
         links = [
             x for x in links if x[0] != "edge" or x[2] != start or x[1] != "output" or x[3] in wrote
         ]
-    return Walk(found=found, links=links, details=found_details)
+    runs = sorted({x[8] for x in links if x[0] == "edge" and x[8] is not None})
+    run_states = {}
+    if runs:
+        run_states = dict(await rows(conn, RUN_STATES_AT, {"runs": runs, "as_of": moment}))
+    return Walk(found=found, links=links, details=found_details, run_states=run_states)
 
 
 def node_key(r: Any) -> str:
     """The key of the node of a row of the walk."""
     return _key(r[0], r[1])
+
+
+def node_refs(walked: Walk) -> dict[str, models.NodeRef]:
+    """Each node of a walk as an edge names it, by key: under the name its node shows."""
+    refs = {}
+    for r in walked.found:
+        namespace, name = r[3], r[4]
+        details = walked.details.get(r[1]) if r[0] == "dataset" else None
+        if details is not None:
+            namespace, name = details.namespace or namespace, details.name or name
+        key = node_key(r)
+        refs[key] = models.NodeRef(key=key, type=r[0], id=r[1], namespace=namespace, name=name)
+    return refs
 
 
 def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.LineageGraph:
@@ -498,11 +523,20 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
     # it ('output' edges), of a job the datasets it reads ('input' edges).
     left_out: dict[tuple[str, Any, str], int] = {}
     edges = []
+    refs = node_refs(walked)
     for what, direction, job, ds, lifecycle, count, first_seen, last_seen, run in walked.links:
         if what == "edge":
-            ends = (_key("dataset", ds), _key("job", job))
+            job_ref = refs[_key("job", job)]
+            ends = (refs[_key("dataset", ds)], job_ref)
             if direction == "output":
                 ends = ends[::-1]
+            last_run = None
+            if run is not None:
+                last_run = models.RunRef(
+                    id=run,
+                    job=models.JobRef(id=job, namespace=job_ref.namespace, name=job_ref.name),
+                    state=walked.run_states.get(run),  # type: ignore[arg-type]
+                )
             edges.append(
                 models.LineageEdge(
                     from_=ends[0],
@@ -510,7 +544,7 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
                     lifecycle_state=lifecycle if direction == "output" else None,
                     first_seen=first_seen,
                     last_seen=last_seen,
-                    last_run=run,
+                    last_run=last_run,
                 )
             )
         elif what == "job":
@@ -520,7 +554,7 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
             side = "up" if direction == "output" else "down"
             left_out[("dataset", ds, side)] = count
     too_many_edges = len(edges) > limits.EDGE_LIMIT
-    edges.sort(key=lambda e: (e.from_, e.to))
+    edges.sort(key=lambda e: (e.from_.key, e.to.key))
     del edges[limits.EDGE_LIMIT :]
     nodes = [
         node(

@@ -141,8 +141,13 @@ def schema_change(r: Any) -> models.SchemaChange:
     )
 
 
+def _edge_rows(walk: lineage.Walk) -> set[tuple[str, Any, Any]]:
+    """A walk's edges as (direction, job, dataset)."""
+    return {(x[1], x[2], x[3]) for x in walk.links if x[0] == "edge"}
+
+
 def _edge(e: models.LineageEdge) -> tuple[str, str]:
-    return e.from_, e.to
+    return e.from_.key, e.to.key
 
 
 @resource.add(OP)
@@ -180,9 +185,15 @@ async def get_lineage_diff(request: Request) -> Response:
         has = {lineage.node_key(r): r for r in after.found}
         added, removed = has.keys() - had.keys(), had.keys() - has.keys()
         either = {**had, **has}
-        for walk, keys, moment in ((after, added, to), (before, removed, query.from_)):
-            ids = [either[k][1] for k in keys if k.startswith("dataset:")]
-            walk.details = await dataset_nodes.of(conn, ids, moment)
+        edges_then, edges_now = _edge_rows(before), _edge_rows(after)
+        for walk, keys, moment, edges in (
+            (after, added, to, edges_now - edges_then),
+            (before, removed, query.from_, edges_then - edges_now),
+        ):
+            # the added or removed nodes, and the datasets their edges name (as then)
+            ids = {either[k][1] for k in keys if k.startswith("dataset:")}
+            ids |= {dataset for _, _, dataset in edges}
+            walk.details = await dataset_nodes.of(conn, sorted(ids), moment)
         datasets = {r[1] for r in [*before.found, *after.found] if r[0] == "dataset"}
         changes = await rows(
             conn,

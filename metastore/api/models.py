@@ -960,11 +960,23 @@ class DatasetNode(Struct, tag_field="type", tag="dataset"):
 LineageNode = JobNode | DatasetNode
 
 
+class NodeRef(Struct):
+    """A graph node an edge points at, named: its key (as in `nodes`), kind, id and name."""
+
+    key: NodeKey
+    type: Literal["job", "dataset"]
+    id: uuid.UUID
+    namespace: str
+    name: str
+
+
 class LineageEdge(Struct):
     """Data flow: dataset -> job (the job reads it), job -> dataset (the job writes it)."""
 
-    from_: NodeKey = msgspec.field(name="from")
-    to: NodeKey
+    from_: Annotated[NodeRef, Meta(description="Where the data comes from.")] = msgspec.field(
+        name="from"
+    )
+    to: Annotated[NodeRef, Meta(description="Where it goes.")]
     lifecycle_state: Annotated[
         str | None,
         Meta(
@@ -986,11 +998,11 @@ class LineageEdge(Struct):
         ),
     ] = None
     last_run: Annotated[
-        uuid.UUID | None,
+        RunRef | None,
         Meta(
-            description="The run that holds the edge: its job's latest run started by the "
-            "moment answered (`/runs/{run_id}`); null when static lineage (a JobEvent) alone "
-            "declares it."
+            description="The run that holds the edge, with its job and its state at the "
+            "moment answered: its job's latest run started by then (`/runs/{run_id}`); null "
+            "when static lineage (a JobEvent) alone declares it."
         ),
     ] = None
 
@@ -1121,16 +1133,16 @@ class RunNode(Struct):
 class RunLink(Struct):
     """Run `from` wrote `dataset`, and run `to` read that write (the last before it started)."""
 
-    from_: uuid.UUID = msgspec.field(name="from")
-    to: uuid.UUID
+    from_: Annotated[RunRef, Meta(description="The writing run.")] = msgspec.field(name="from")
+    to: Annotated[RunRef, Meta(description="The reading run.")]
     dataset: DatasetRef
 
 
 class RunDatasetEdge(Struct):
     """A run read (`role` input) or wrote (output) a dataset."""
 
-    run: uuid.UUID
-    dataset: uuid.UUID
+    run: RunRef
+    dataset: DatasetRef
     role: Literal["input", "output"]
     written: Annotated[
         bool,

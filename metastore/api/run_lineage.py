@@ -189,38 +189,47 @@ async def get_run_lineage(request: Request) -> Response:
         dataset_depth[dataset] = min(dataset_depth.get(dataset, depth_of[run]), depth_of[run])
     # upstream of a dataset are the jobs writing it ('output' edges)
     left_out = {(ds, "up" if direction == "output" else "down"): n for direction, ds, n in beyond}
+    run_nodes = sorted(
+        (_node(r, depth_of[r[0]]) for r in nodes), key=lambda n: (n.depth, str(n.id))
+    )
+    dataset_nodes_drawn = sorted(
+        (
+            dataset_node(
+                i,
+                dataset_depth[i],
+                namespace,
+                name,
+                models.Beyond(
+                    upstream=left_out.get((i, "up"), 0),
+                    downstream=left_out.get((i, "down"), 0),
+                ),
+                details[i],
+            )
+            for i, namespace, name in names
+            if i in details
+        ),
+        key=lambda n: (n.depth, n.namespace, n.name, str(n.id)),
+    )
+    # every edge names both ends: runs with their job and state, datasets as their nodes show
+    runs = {n.id: models.RunRef(id=n.id, job=n.job, state=n.state) for n in run_nodes}
+    for n in dataset_nodes_drawn:
+        refs[n.id] = models.DatasetRef(id=n.id, namespace=n.namespace, name=n.name)
     return json_response(
         request,
         models.RunLineage(
-            nodes=sorted(
-                (_node(r, depth_of[r[0]]) for r in nodes), key=lambda n: (n.depth, str(n.id))
-            ),
+            nodes=run_nodes,
             edges=[
-                models.RunLink(from_=w, to=r, dataset=refs[d])
+                models.RunLink(from_=runs[w], to=runs[r], dataset=refs[d])
                 for w, r, d in sorted(links, key=lambda x: (str(x[0]), str(x[1]), str(x[2])))
-                if d in refs
+                if d in refs and w in runs and r in runs
             ],
-            datasets=sorted(
-                (
-                    dataset_node(
-                        i,
-                        dataset_depth[i],
-                        namespace,
-                        name,
-                        models.Beyond(
-                            upstream=left_out.get((i, "up"), 0),
-                            downstream=left_out.get((i, "down"), 0),
-                        ),
-                        details[i],
-                    )
-                    for i, namespace, name in names
-                    if i in details
-                ),
-                key=lambda n: (n.depth, n.namespace, n.name, str(n.id)),
-            ),
+            datasets=dataset_nodes_drawn,
             dataset_edges=[
-                models.RunDatasetEdge(run=run, dataset=dataset, role=role, written=written)
+                models.RunDatasetEdge(
+                    run=runs[run], dataset=refs[dataset], role=role, written=written
+                )
                 for run, dataset, role, written in sorted(io, key=lambda x: tuple(map(str, x)))
+                if run in runs and dataset in refs
             ],
             truncated=truncated,
         ),

@@ -395,8 +395,7 @@ def test_the_tables_are_datasets_with_their_schema(trial: Trial, report: dict[st
 
 
 def _named_edges(graph: dict[str, Any]) -> set[tuple[str, str]]:
-    names = {node["key"]: node["name"] for node in graph["nodes"]}
-    return {(names[edge["from"]], names[edge["to"]]) for edge in graph["edges"]}
+    return {(edge["from"]["name"], edge["to"]["name"]) for edge in graph["edges"]}
 
 
 def test_a_flows_through_the_task_into_b(trial: Trial, report: dict[str, Any]) -> None:

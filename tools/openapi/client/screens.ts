@@ -205,6 +205,12 @@ function nodeLabel(node: Schemas["JobNode"] | Schemas["DatasetNode"]) {
   }
 }
 
+// An edge as drawn: both ends by name and the state of the run that made it, from the
+// edge alone (no lookup in the node list).
+function edgeLabel(e: Schemas["LineageEdge"]): string {
+  return `${e.from.type} ${e.from.name} -> ${e.to.type} ${e.to.name} (${e.last_run?.state ?? "static"})`;
+}
+
 // The lineage graph around a node, jobs coloured by the state of their latest run.
 async function graph(base: string, node: string, depth: string, asOf?: string) {
   const query: Record<string, string> = { node, depth };
@@ -212,7 +218,7 @@ async function graph(base: string, node: string, depth: string, asOf?: string) {
   const answer = await get(base, "/api/v1/lineage", {}, query);
   return {
     nodes: answer.nodes.map(nodeLabel),
-    edges: answer.edges.map((e: Schemas["LineageEdge"]) => `${e.from} -> ${e.to}`),
+    edges: answer.edges.map(edgeLabel),
   };
 }
 
@@ -341,6 +347,7 @@ async function whatChanged(base: string, node: string, from: string, to: string)
     removed: diff.nodes_removed.map(label),
     edgesAdded: diff.edges_added.length,
     edgesRemoved: diff.edges_removed.length,
+    edgeLabels: [...diff.edges_added, ...diff.edges_removed].map(edgeLabel),
     schema: diff.schema_changes.map(
       (c: Schemas["SchemaChange"]) =>
         `${c.dataset.name} v${c.from_version} -> v${c.to_version}: ` +
