@@ -1113,8 +1113,10 @@ class RunNode(Struct):
     id: uuid.UUID
     job: JobRef
     state: RunState
+    state_time: Time
     started_at: StartedAt
     ended_at: Time | None
+    duration_seconds: Duration
     depth: Annotated[int, Meta(ge=0, description="Hops from the start run.")]
 
 
