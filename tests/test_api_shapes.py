@@ -8,7 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from tests.apiserver import scenario_api
 
@@ -31,6 +34,32 @@ def get(api: httpx.Client, path: str, **params: Any) -> Any:
     response = api.get(path, params=params)
     assert response.status_code == 200, response.text
     return response.json()
+
+
+def served_validator(api: httpx.Client, schema: dict[str, Any]) -> jsonschema.Validator:
+    """A validator of `schema` that resolves references into the served OpenAPI document."""
+    document = get(api, "/openapi.json")
+    resource = Resource.from_contents(document, default_specification=DRAFT202012)
+    registry = Registry().with_resource("urn:openapi", resource)
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def test_a_runs_events_are_typed_stored_events(api: httpx.Client) -> None:
+    """The served document types a run's events (their envelope), and the events a run
+    answers with (as the producers sent them) are of that type."""
+    document = get(api, "/openapi.json")
+    page = document["components"]["schemas"]["RunEventPage"]["properties"]["items"]
+    assert page["items"] == {"$ref": "#/components/schemas/StoredEvent"}
+    stored = document["components"]["schemas"]["StoredEvent"]
+    assert {"eventTime", "producer", "run", "job"} <= set(stored["required"])
+    validate = served_validator(api, {"$ref": "urn:openapi#/components/schemas/StoredEvent"})
+    events = get(api, f"/runs/{COMPOSE_RUN}/events")["items"]
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE"]
+    for event in events:
+        validate.validate(event)
+        assert event["run"]["runId"] == COMPOSE_RUN
+    with pytest.raises(jsonschema.ValidationError):
+        validate.validate({**events[0], "run": {"facets": {}}})
 
 
 def test_a_run_node_has_the_times_of_the_run(api: httpx.Client) -> None:

@@ -611,9 +611,71 @@ class Run(Struct):
     output_count: Annotated[int, Meta(ge=0, description="All the datasets it wrote.")]
 
 
+# --- a stored event (documentation of what passes through) ---------------------------
+# What ingest checked of a run event (metastore/envelope.py), spelled as the producer sent
+# it: the answer is the stored text itself, so these structs only describe it, and every
+# object may hold fields beyond them. Facets were not checked: any JSON.
+
+AsSent = Annotated[
+    msgspec.Raw,
+    Meta(
+        description="As the producer sent it, not checked: per the spec an object of "
+        "facets by name."
+    ),
+]
+
+
+class StoredDataset(Struct):
+    namespace: str
+    name: str
+    facets: AsSent | msgspec.UnsetType = msgspec.UNSET
+
+
+class StoredRun(Struct):
+    runId: Annotated[str, Meta(description="A UUID, spelled as sent.")]
+    facets: AsSent | msgspec.UnsetType = msgspec.UNSET
+
+
+class StoredJob(Struct):
+    namespace: str
+    name: str
+    facets: AsSent | msgspec.UnsetType = msgspec.UNSET
+
+
+class StoredEvent(Struct):
+    """A run event as stored: the OpenLineage envelope ingest checked, with the rest of the
+    event (facets, fields of later spec versions) as sent."""
+
+    eventTime: Annotated[
+        str, Meta(description="A date-time as sent (one without an offset counts as UTC).")
+    ]
+    producer: Annotated[str, Meta(description="URI of the software that sent it.")]
+    run: Annotated[StoredRun, Meta(description="The run, with its facets.")]
+    job: Annotated[StoredJob, Meta(description="The run's job, with its facets.")]
+    eventType: Annotated[
+        RunState | None, Meta(description="START, RUNNING, COMPLETE, ABORT, FAIL or OTHER.")
+    ] = None
+    schemaURL: Annotated[
+        str | None, Meta(description="URI of the OpenLineage schema it follows.")
+    ] = None
+    inputs: Annotated[
+        list[StoredDataset], Meta(description="The datasets it read, with their facets.")
+    ] = []
+    outputs: Annotated[
+        list[StoredDataset], Meta(description="The datasets it wrote, with their facets.")
+    ] = []
+
+
+# The field type of a stored event in an answer: its text, described by StoredEvent.
+StoredEventText = Annotated[
+    msgspec.Raw, Meta(extra_json_schema={"$ref": "#/components/schemas/StoredEvent"})
+]
+PASSED_THROUGH: tuple[Any, ...] = (StoredEvent, StoredRun, StoredJob, StoredDataset)
+
+
 class RunEventPage(Struct):
     items: Annotated[
-        list[JSONObject],
+        list[StoredEventText],
         Meta(
             description="The run's OpenLineage events as stored, in log order (a page ends "
             f"once it holds {limits.PAGE_BYTES // 2**20} MiB of events, always holding one)."
