@@ -71,3 +71,28 @@ def test_a_run_node_has_the_times_of_the_run(api: httpx.Client) -> None:
         shared = ("state", "state_time", "started_at", "ended_at", "duration_seconds")
         assert {k: node[k] for k in shared} == {k: run[k] for k in shared}
     assert any(node["duration_seconds"] is not None for node in graph["nodes"])
+
+
+def test_a_role_is_input_or_output_in_the_filter_as_in_the_items(api: httpx.Client) -> None:
+    """The runs of a dataset filter by the words their items' `role` says."""
+    graph = get(api, "/lineage/runs", run_id=COMPOSE_RUN, direction="both", depth=3)
+    read_and_written = {e["dataset"] for e in graph["dataset_edges"] if e["role"] == "input"} & {
+        e["dataset"] for e in graph["dataset_edges"] if e["role"] == "output"
+    }
+    dataset = sorted(read_and_written)[0]
+    everything = get(api, f"/datasets/{dataset}/runs", limit=500)["items"]
+    by_role = {
+        role: get(api, f"/datasets/{dataset}/runs", role=role, limit=500)["items"]
+        for role in ("input", "output")
+    }
+    for role, items in by_role.items():
+        assert items and {r["role"] for r in items} == {role}
+    assert sorted((r["id"], r["role"]) for r in everything) == sorted(
+        (r["id"], r["role"]) for items in by_role.values() for r in items
+    )
+    first = get(api, f"/datasets/{dataset}/runs", sort="outputs_first", limit=500)["items"]
+    assert [r["role"] for r in first] == sorted((r["role"] for r in first), reverse=True)
+    refused = api.get(f"/datasets/{dataset}/runs", params={"role": "writer"})
+    assert refused.status_code == 400
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert "role" in refused.json()["detail"]

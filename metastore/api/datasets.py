@@ -296,7 +296,7 @@ SCHEMA_NAMES = (
 
 # The runs that read or wrote any of those names (started by `as_of` when given, of one
 # role when `direction` is given), newest first by start (writers first with sort
-# `writers_first`); the page is cut before the per-run schema lookups. A run's schema: the
+# `outputs_first`); the page is cut before the per-run schema lookups. A run's schema: the
 # latest its own events carried for the dataset in that role, else (a reader) the latest
 # observed at its start. Its state: now, or at `as_of` from its events then.
 # Formatted with `state`, `ended` and `state_join` (now or at T), `key` and `outer_key`
@@ -345,7 +345,7 @@ RUN_STATE_AS_OF = {
 # The sorts: the key's columns (all descending: 'output' > 'input') and their types.
 RUN_SORTS: dict[str, tuple[tuple[str, str, str], list[type]]] = {
     "started": (("started_at", "run_id", "direction"), [dt.datetime, uuid.UUID, str]),
-    "writers_first": (("direction", "started_at", "run_id"), [str, dt.datetime, uuid.UUID]),
+    "outputs_first": (("direction", "started_at", "run_id"), [str, dt.datetime, uuid.UUID]),
 }
 _RUN_KEY = {"started_at": "lr.started_at", "run_id": "t.run_id", "direction": "t.direction"}
 _RUN_CAST = {"started_at": "timestamptz", "run_id": "uuid", "direction": "text"}
@@ -450,24 +450,21 @@ class PageQuery(msgspec.Struct, frozen=True):
     cursor: params.Cursor = None
 
 
-ROLES = {"writer": "output", "reader": "input"}
-
-
 class RunsQuery(msgspec.Struct, frozen=True):
     as_of: asof.AsOf = None
     role: Annotated[
-        Literal["writer", "reader"] | None,
+        Literal["input", "output"] | None,
         Meta(
-            description="Only the runs that wrote it (`writer`: items of role `output`) or "
-            "read it (`reader`: role `input`)."
+            description="Only the runs of this `role`: that read it (`input`) or wrote it "
+            "(`output`)."
         ),
     ] = None
     sort: Annotated[
-        Literal["started", "writers_first"],
+        Literal["started", "outputs_first"],
         Meta(
-            description="`started`: newest first by `started_at`; `writers_first`: the runs "
-            "that wrote it first, newest first, then those that read it (the order of the "
-            "dataset page's embedded `runs`)."
+            description="`started`: newest first by `started_at`; `outputs_first`: the runs "
+            "that wrote it (role `output`) first, newest first, then those that read it "
+            "(the order of the dataset page's embedded `runs`)."
         ),
     ] = "started"
     limit: params.Limit = params.DEFAULT_LIMIT
@@ -550,7 +547,7 @@ RUNS = Operation(
     "any of its names, newest first by start (or as `sort` says), with the version of the "
     "schema it saw or produced (as numbered by /versions) and the lifecycle change it "
     "reported (a DROP wrote no data). A run that did both appears once per role. "
-    "`role=writer` or `role=reader` keeps one role. With `as_of`: the runs started by "
+    "`role=input` or `role=output` keeps one role. With `as_of`: the runs started by "
     "then, in the state they had then.",
 )
 resource = Resource()
@@ -685,7 +682,7 @@ async def _runs(
     names = await rows(conn, RUN_NAMES, {"id": dataset})
     args: dict[str, Any] = {
         "id": dataset,
-        "direction": ROLES[query.role] if query.role else None,
+        "direction": query.role,
         "edge_namespaces": [n[0] for n in names if n[2]],
         "edge_names": [n[1] for n in names if n[2]],
         "schema_namespaces": [n[0] for n in names if n[3]],
@@ -732,7 +729,7 @@ async def get_dataset(request: Request) -> Response:
     query: DatasetQuery = GET.parse_query(request)
     args = {"id": path.dataset_id, "as_of": query.as_of or asof.NOW}
     first = PageQuery(as_of=query.as_of, limit=EMBEDDED)
-    writers_first = RunsQuery(as_of=query.as_of, sort="writers_first", limit=EMBEDDED)
+    outputs_first = RunsQuery(as_of=query.as_of, sort="outputs_first", limit=EMBEDDED)
     async with connection(request) as conn:
         r = await row(conn, GET_DATASET if query.as_of is None else GET_DATASET_AS_OF, args)
         if r is None:
@@ -741,7 +738,7 @@ async def get_dataset(request: Request) -> Response:
         versions = await _versions(
             conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
         )
-        runs = await _runs(conn, r[0], writers_first, _runs_kind(r[0], writers_first))
+        runs = await _runs(conn, r[0], outputs_first, _runs_kind(r[0], outputs_first))
         readers = await rows(conn, READER_SCHEMAS, {"id": r[0], "as_of": query.as_of})
         fresh = (await dataset_nodes.freshness_of(conn, [r[0]], query.as_of))[r[0]]
     lifecycle = None

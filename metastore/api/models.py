@@ -938,7 +938,7 @@ class Dataset(Struct):
     runs: Annotated[
         RunOfDatasetPage,
         Meta(
-            description="The first page (10) of /datasets/{id}/runs?sort=writers_first: "
+            description="The first page (10) of /datasets/{id}/runs?sort=outputs_first: "
             "the runs that wrote it, newest first, then those that read it (a busy reader "
             "never pushes the writers off)."
         ),
