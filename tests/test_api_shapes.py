@@ -96,3 +96,23 @@ def test_a_role_is_input_or_output_in_the_filter_as_in_the_items(api: httpx.Clie
     assert refused.status_code == 400
     assert refused.headers["content-type"].startswith("application/problem+json")
     assert "role" in refused.json()["detail"]
+
+
+T1 = ("hdfs://dataproc-producer-test-m", "/user/hive/warehouse/t1")  # dropped, created again
+
+
+def test_lifecycle_is_one_object_on_a_dataset_its_list_item_and_its_graph_node(
+    api: httpx.Client,
+) -> None:
+    (item,) = get(api, "/datasets", namespace=T1[0], name=T1[1])["items"]
+    page = get(api, f"/datasets/{item['id']}")
+    assert page["lifecycle"]["state"] == "CREATE"
+    key = f"dataset:{item['id']}"
+    node = next(n for n in get(api, "/lineage", node=key, depth=1)["nodes"] if n["key"] == key)
+    assert item["lifecycle"] == node["lifecycle"] == page["lifecycle"]
+    dropped = next(r for r in page["runs"]["items"] if r["lifecycle_state"] == "DROP")
+    then = get(api, f"/datasets/{item['id']}", as_of=dropped["ended_at"])
+    graph = get(api, "/lineage", node=key, depth=1, as_of=dropped["ended_at"])
+    node_then = next(n for n in graph["nodes"] if n["key"] == key)
+    assert node_then["lifecycle"] == then["lifecycle"]
+    assert then["lifecycle"]["state"] == "DROP"

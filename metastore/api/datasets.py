@@ -34,6 +34,7 @@ from metastore.api.sqlparts import (
     description,
     latest_run,
     lifecycle_as_of,
+    lifecycle_now,
     lifecycle_state,
     lifecycle_time,
     like_substring,
@@ -48,7 +49,7 @@ NAME_JSON = (
     "'symlink_type', {n}.symlink_type, 'joined_by', {n}.joined_by)"
 )
 SUMMARY = f"""d.id, d.namespace, d.name, d.first_seen, d.last_seen, {name_count("d")},
-       {lifecycle_state("d.facets")}"""
+       {lifecycle_now("d.facets", "d.facet_times")}"""
 
 # Without a namespace the list walks dataset_names in its primary key order, the row of
 # each dataset's display name; with one, the names in that namespace in the same order,
@@ -559,6 +560,7 @@ _writers = msgspec.json.Decoder(list[models.DatasetWriter])
 _owners = msgspec.json.Decoder(list[models.Owner])
 _tags = msgspec.json.Decoder(list[models.Tag])
 _run_ref = msgspec.json.Decoder(models.RunRef | None)
+_lifecycle = msgspec.json.Decoder(models.Lifecycle)
 
 
 async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[models.DatasetSummary]:
@@ -573,7 +575,7 @@ async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[model
             first_seen=r[3],
             last_seen=r[4],
             name_count=r[5],
-            lifecycle_state=r[6],
+            lifecycle=_lifecycle.decode(r[6]) if r[6] is not None else None,
             matched_name=_name.decode(r[9]) if r[9] is not None else None,
             freshness=fresh[r[0]],
         )

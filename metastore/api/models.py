@@ -764,7 +764,7 @@ class DatasetSummary(Struct):
         ),
     ]
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
-    lifecycle_state: LifecycleState | None
+    lifecycle: Lifecycle | None
     first_seen: Time
     last_seen: Time
     freshness: Annotated[
@@ -1013,7 +1013,7 @@ class DatasetNode(Struct, tag_field="type", tag="dataset"):
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
     dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
     last_write_at: LastWriteAt
-    lifecycle_state: LifecycleState | None
+    lifecycle: Lifecycle | None
     owners: Owners
     freshness: FreshnessField
     beyond: Beyond

@@ -174,10 +174,10 @@ function beyond(more: Schemas["Beyond"]): string {
 
 // A dataset's colour wherever it is drawn (graph node or list row): dropped, stale, or not.
 function datasetColour(dataset: {
-  lifecycle_state: Schemas["DatasetNode"]["lifecycle_state"];
+  lifecycle: Schemas["Lifecycle"] | null;
   freshness: Schemas["DatasetFreshness"];
 }): string {
-  return dataset.lifecycle_state === "DROP" ? "black" : dataset.freshness.stale ? "amber" : "white";
+  return dataset.lifecycle?.state === "DROP" ? "black" : dataset.freshness.stale ? "amber" : "white";
 }
 
 function nodeLabel(node: Schemas["JobNode"] | Schemas["DatasetNode"]) {
