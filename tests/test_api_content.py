@@ -74,7 +74,7 @@ def test_spark_name_and_hive_symlink_are_one_dataset_trino_another(api: httpx.Cl
     assert dataset["producers"][0]["lifecycle_state"] is None  # an ordinary writer
     trino_dataset = get(api, f"/datasets/{trino['id']}")
     assert [(n["namespace"], n["name"]) for n in trino_dataset["names"]] == [TRINO]
-    assert [j["name"] for j in trino_dataset["consumers"]] == ["20260902_101500_00042_ab3kd"]
+    assert [j["job"]["name"] for j in trino_dataset["consumers"]] == ["20260902_101500_00042_ab3kd"]
 
 
 def test_unknown_name_finds_nothing_and_namespace_filter_sees_symlinks(api: httpx.Client) -> None:

@@ -263,8 +263,8 @@ def test_dataset_page_with_its_writers_latest_states_is_two_calls(
     assert writer["job"]["latest_run"]["id"] == NO_START_RUN
     assert writer["job"]["latest_run"]["state"] == "COMPLETE"
     (reader,) = page["consumers"]
-    assert reader["name"] == "cockpit.busy_reader"
-    assert reader["latest_run"]["state"] == "COMPLETE"
+    assert reader["job"]["name"] == "cockpit.busy_reader"
+    assert reader["job"]["latest_run"]["state"] == "COMPLETE"
     # Writers first on the embedded page: the busy reader's 11 newer runs do not push the
     # writer off it.
     runs = page["runs"]["items"]

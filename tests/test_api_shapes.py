@@ -4,6 +4,7 @@ have one vocabulary, and so on (issue 48, item 5)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +35,10 @@ def get(api: httpx.Client, path: str, **params: Any) -> Any:
     response = api.get(path, params=params)
     assert response.status_code == 200, response.text
     return response.json()
+
+
+def at(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text)
 
 
 def served_validator(api: httpx.Client, schema: dict[str, Any]) -> jsonschema.Validator:
@@ -116,3 +121,23 @@ def test_lifecycle_is_one_object_on_a_dataset_its_list_item_and_its_graph_node(
     node_then = next(n for n in graph["nodes"] if n["key"] == key)
     assert node_then["lifecycle"] == then["lifecycle"]
     assert then["lifecycle"]["state"] == "DROP"
+
+
+def test_producers_and_consumers_are_one_shape(api: httpx.Client) -> None:
+    """A dataset's writers and readers are each {job (with its latest run), its time}."""
+    graph = get(api, "/lineage/runs", run_id=COMPOSE_RUN, direction="both", depth=3)
+    roles = {(e["dataset"], e["role"]) for e in graph["dataset_edges"]}
+    dataset = sorted(d for d, role in roles if role == "input" and (d, "output") in roles)[0]
+    page = get(api, f"/datasets/{dataset}")
+    assert page["producers"] and page["consumers"]
+    job_keys = {"id", "namespace", "name", "latest_run"}
+    for writer in page["producers"]:
+        assert set(writer["job"]) == job_keys and writer["last_write_at"] is not None
+    reads = get(api, f"/datasets/{dataset}/runs", role="input", limit=500)["items"]
+    for reader in page["consumers"]:
+        assert set(reader["job"]) == job_keys and set(reader) == {"job", "last_read_at"}
+        job = reader["job"]["id"]
+        runs = [get(api, f"/runs/{r['id']}") for r in reads if r["job"]["id"] == job]
+        read_at = at(reader["last_read_at"])
+        assert max(at(r["started_at"]) for r in runs) <= read_at
+        assert read_at <= max(at(r["last_seen"]) for r in runs)

@@ -467,7 +467,7 @@ def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
     assert names[TRINO]["joined_by"]["rule"] == "map"
     assert names[TRINO]["joined_by"]["entry"] == 0
     assert names[TRINO]["joined_by"]["via"] == {"namespace": HIVE[0], "name": HIVE[1]}
-    assert {j["name"] for j in dataset["consumers"]} == {TRINO_QUERY[1]}
+    assert {j["job"]["name"] for j in dataset["consumers"]} == {TRINO_QUERY[1]}
     assert {w["job"]["name"] for w in dataset["producers"]} == {
         "orders_etl.execute_replace_table_as_select_command"
     }
@@ -570,4 +570,4 @@ def test_the_joined_dataset_as_of_a_time_has_the_consumers_of_then(
     then = get(seed_api, f"/datasets/{joined}", as_of="2026-09-02T10:10:00Z")
     assert then["consumers"] == []
     later = get(seed_api, f"/datasets/{joined}", as_of="2026-09-02T10:20:00Z")
-    assert {j["name"] for j in later["consumers"]} == {TRINO_QUERY[1]}
+    assert {j["job"]["name"] for j in later["consumers"]} == {TRINO_QUERY[1]}

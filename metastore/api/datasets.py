@@ -194,14 +194,24 @@ WRITERS_AS_OF = FIRST_BY_NAME.format(
     run_joins=RUN_AS_OF["run_joins"],
     alias="w",
 )
+# A reader: its job and when a run of it last read the dataset (any of its names) by
+# `%(as_of)s` (asof.NOW when now): a run reading across that moment, from its first event.
+READER = """json_build_object('job', {job}, 'last_read_at', (
+               SELECT max(CASE WHEN re.last_seen <= %(as_of)s THEN re.last_seen
+                               ELSE re.first_seen END)
+               FROM readmodel.dataset_names w
+               JOIN readmodel.run_edges re ON re.namespace = w.namespace
+                AND re.name = w.name AND re.direction = 'input'
+               WHERE w.dataset_id = d.id AND re.job_id = x.id
+                 AND re.first_seen <= %(as_of)s))"""
 READERS = FIRST_BY_NAME.format(
-    item=RUN_NOW["job"],
+    item=READER.format(job=RUN_NOW["job"]),
     jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD),
     run_joins=RUN_NOW["run_joins"],
     alias="rd",
 )
 READERS_AS_OF = FIRST_BY_NAME.format(
-    item=RUN_AS_OF["job"],
+    item=READER.format(job=RUN_AS_OF["job"]),
     jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD),
     run_joins=RUN_AS_OF["run_joins"],
     alias="rd",
@@ -555,8 +565,8 @@ resource = Resource()
 
 _name = msgspec.json.Decoder(models.DatasetName)
 _names = msgspec.json.Decoder(list[models.DatasetName])
-_jobs = msgspec.json.Decoder(list[models.JobRefWithRun])
 _writers = msgspec.json.Decoder(list[models.DatasetWriter])
+_readers = msgspec.json.Decoder(list[models.DatasetReader])
 _owners = msgspec.json.Decoder(list[models.Owner])
 _tags = msgspec.json.Decoder(list[models.Tag])
 _run_ref = msgspec.json.Decoder(models.RunRef | None)
@@ -770,7 +780,7 @@ async def get_dataset(request: Request) -> Response:
             name_count=r[16],
             producers=_writers.decode(r[8]),
             producer_count=r[17],
-            consumers=_jobs.decode(r[9]),
+            consumers=_readers.decode(r[9]),
             consumer_count=r[18],
             description=r[10],
             owners=_owners.decode(r[11]),

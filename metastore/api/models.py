@@ -874,6 +874,19 @@ class DatasetWriter(Struct):
     ]
 
 
+class DatasetReader(Struct):
+    """A job that read the dataset: the shape of a writer, with its read beside the job."""
+
+    job: Annotated[JobRefWithRun, Meta(description="The job, with its latest run.")]
+    last_read_at: Annotated[
+        Time | None,
+        Meta(
+            description="When a run of it last named the dataset as an input (its latest "
+            "eventTime doing so; null: only a JobEvent declared it)."
+        ),
+    ]
+
+
 class Dataset(Struct):
     id: uuid.UUID
     namespace: Annotated[str, Meta(description="Namespace of its display name.")]
@@ -920,9 +933,10 @@ class Dataset(Struct):
     ]
     producer_count: Annotated[int, Meta(ge=0, description="How many jobs wrote it.")]
     consumers: Annotated[
-        list[JobRefWithRun],
+        list[DatasetReader],
         Meta(
-            description="The jobs that read it, with their latest run: the first "
+            description="The jobs that read it, each with its latest run and last read, "
+            "as `producers` (the same shape): the first "
             f"{limits.EMBEDDED_REFS} by name; `consumer_count` counts them all."
         ),
     ]

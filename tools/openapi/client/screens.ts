@@ -256,7 +256,7 @@ async function dataset(base: string, id: string) {
     versions: page.versions.items.map((v: Schemas["DatasetVersion"]) => v.version),
     runs: page.runs.items.map((r: Schemas["RunOfDataset"]) => `${r.role} ${r.job.name} ${r.state}`),
     writers: page.producers.map((w: Schemas["DatasetWriter"]) => jobWithRun(w.job)),
-    readers: page.consumers.map(jobWithRun),
+    readers: page.consumers.map((r: Schemas["DatasetReader"]) => jobWithRun(r.job)),
     columns: columns.edges.map(
       (e: Schemas["ColumnEdge"]) =>
         `${e.from.dataset?.name ?? e.from.name}.${e.from.field} -> ${e.to.field} by ${e.jobs
