@@ -141,3 +141,26 @@ def test_producers_and_consumers_are_one_shape(api: httpx.Client) -> None:
         read_at = at(reader["last_read_at"])
         assert max(at(r["started_at"]) for r in runs) <= read_at
         assert read_at <= max(at(r["last_seen"]) for r in runs)
+
+
+TBL1 = ("file", "/tmp/cll_test/tbl1")  # displayed as its table, default.tbl1
+
+
+def test_a_column_names_its_dataset_as_the_answer_does(api: httpx.Client) -> None:
+    """One table, one name in a column lineage answer: its display name, and the name the
+    facet used beside it as `reported_as`."""
+    (item,) = get(api, "/datasets", namespace=TBL1[0], name=TBL1[1])["items"]
+    assert (item["namespace"], item["name"]) != TBL1
+    lineage = get(api, f"/datasets/{item['id']}/column-lineage")
+    assert (lineage["dataset"]["namespace"], lineage["dataset"]["name"]) == (
+        item["namespace"],
+        item["name"],
+    )
+    columns = [c for e in lineage["edges"] for c in (e["from"], e["to"])]
+    assert columns
+    for column in columns:
+        shown = column["dataset"] or column["reported_as"]
+        assert (column["namespace"], column["name"]) == (shown["namespace"], shown["name"])
+    ours = [c for c in columns if c["dataset"] and c["dataset"]["id"] == item["id"]]
+    assert {(c["namespace"], c["name"]) for c in ours} == {(item["namespace"], item["name"])}
+    assert TBL1 in {(c["reported_as"]["namespace"], c["reported_as"]["name"]) for c in ours}

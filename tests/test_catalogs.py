@@ -548,7 +548,12 @@ def test_column_lineage_follows_the_joined_identity(seed_api: httpx.Client) -> N
     summary = api_lookup(seed_api, SUMMARY)
     answer = get(seed_api, f"/datasets/{summary}/column-lineage", depth=3)
     got = {
-        (e["from"]["namespace"], e["from"]["name"], e["from"]["field"], e["to"]["field"])
+        (
+            e["from"]["reported_as"]["namespace"],
+            e["from"]["reported_as"]["name"],
+            e["from"]["field"],
+            e["to"]["field"],
+        )
         for e in answer["edges"]
     }
     assert (*TRINO, "amount", "total") in got

@@ -1239,14 +1239,21 @@ class RunLineage(Struct):
 
 
 class ColumnRef(Struct):
-    """A field of a dataset, under the name the columnLineage facet used."""
+    """A field of a dataset, under the dataset's display name (as everywhere in the answer);
+    `reported_as` is the name the columnLineage facet used."""
 
     dataset: Annotated[
-        DatasetRef | None, Meta(description="The dataset of that name (null: never seen).")
+        DatasetRef | None,
+        Meta(description="The dataset the facet named (null: no event named it)."),
     ]
-    namespace: str
-    name: str
+    namespace: Annotated[
+        str, Meta(description="Namespace of the dataset's display name (else as reported).")
+    ]
+    name: Annotated[str, Meta(description="The dataset's display name (else as reported).")]
     field: str
+    reported_as: Annotated[
+        NameKey, Meta(description="The dataset's name as the columnLineage facet gave it.")
+    ]
 
 
 class ColumnEdge(Struct):
