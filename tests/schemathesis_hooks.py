@@ -47,7 +47,7 @@ KEYS: dict[str, tuple[str, Any, bool]] = {
     "/api/v1/datasets/{dataset_id}/versions": ("versions", lambda q: [_TIME, 1], True),
     "/api/v1/datasets/{dataset_id}/runs": (
         "dataset-runs",
-        lambda q: ["output", _TIME, _ID] if q.sort == "writers_first" else [_TIME, _ID, "output"],
+        lambda q: ["output", _TIME, _ID] if q.sort == "outputs_first" else [_TIME, _ID, "output"],
         True,
     ),
     "/api/v1/search": ("search", lambda q: [1, "orders", "job", str(_ID)], True),

@@ -55,6 +55,11 @@ def lookup(api: httpx.Client, name: tuple[str, str]) -> dict[str, Any]:
     return items[0]  # type: ignore[no-any-return]
 
 
+def _reported(column: dict[str, Any]) -> tuple[str, str]:
+    """The dataset of a column-lineage field as the columnLineage facet named it."""
+    return column["reported_as"]["namespace"], column["reported_as"]["name"]
+
+
 def job_id(api: httpx.Client, name: tuple[str, str]) -> str:
     items = get(api, "/jobs", namespace=name[0], q=name[1])["items"]
     return next(j["id"] for j in items if j["name"] == name[1])  # type: ignore[no-any-return]
@@ -74,7 +79,7 @@ def test_spark_name_and_hive_symlink_are_one_dataset_trino_another(api: httpx.Cl
     assert dataset["producers"][0]["lifecycle_state"] is None  # an ordinary writer
     trino_dataset = get(api, f"/datasets/{trino['id']}")
     assert [(n["namespace"], n["name"]) for n in trino_dataset["names"]] == [TRINO]
-    assert [j["name"] for j in trino_dataset["consumers"]] == ["20260902_101500_00042_ab3kd"]
+    assert [j["job"]["name"] for j in trino_dataset["consumers"]] == ["20260902_101500_00042_ab3kd"]
 
 
 def test_unknown_name_finds_nothing_and_namespace_filter_sees_symlinks(api: httpx.Client) -> None:
@@ -143,9 +148,7 @@ def test_column_lineage_of_cll_table(api: httpx.Client) -> None:
     tbl1 = lookup(api, ("file", "/tmp/cll_test/tbl1"))
     answer = get(api, f"/datasets/{tbl1['id']}/column-lineage", depth=3)
     got = {
-        (e["from"]["namespace"], e["from"]["name"], e["from"]["field"], e["to"]["field"]): e[
-            "transformations"
-        ]
+        (*_reported(e["from"]), e["from"]["field"], e["to"]["field"]): e["transformations"]
         for e in answer["edges"]
     }
     assert got == expected

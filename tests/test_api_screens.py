@@ -263,8 +263,8 @@ def test_dataset_page_with_its_writers_latest_states_is_two_calls(
     assert writer["job"]["latest_run"]["id"] == NO_START_RUN
     assert writer["job"]["latest_run"]["state"] == "COMPLETE"
     (reader,) = page["consumers"]
-    assert reader["name"] == "cockpit.busy_reader"
-    assert reader["latest_run"]["state"] == "COMPLETE"
+    assert reader["job"]["name"] == "cockpit.busy_reader"
+    assert reader["job"]["latest_run"]["state"] == "COMPLETE"
     # Writers first on the embedded page: the busy reader's 11 newer runs do not push the
     # writer off it.
     runs = page["runs"]["items"]
@@ -272,14 +272,14 @@ def test_dataset_page_with_its_writers_latest_states_is_two_calls(
     assert {r["role"] for r in runs[1:]} == {"input"}
     rest = helper.get_json(
         f"/datasets/{catalogued['id']}/runs",
-        sort="writers_first",
+        sort="outputs_first",
         cursor=page["runs"]["next_cursor"],
     )
     assert len(runs) + len(rest["items"]) == BUSY_READS + 1
     # role= keeps one side
-    writers = helper.get_json(f"/datasets/{catalogued['id']}/runs", role="writer")["items"]
+    writers = helper.get_json(f"/datasets/{catalogued['id']}/runs", role="output")["items"]
     assert [(r["id"], r["role"]) for r in writers] == [(NO_START_RUN, "output")]
-    readers = helper.get_json(f"/datasets/{catalogued['id']}/runs", role="reader")["items"]
+    readers = helper.get_json(f"/datasets/{catalogued['id']}/runs", role="input")["items"]
     assert len(readers) == BUSY_READS and {r["role"] for r in readers} == {"input"}
 
 
@@ -377,7 +377,7 @@ def test_started_at_is_one_rule_everywhere(helper: Counting) -> None:
     assert run["started_at"] == "2026-09-03T08:00:05Z" == run["first_seen"]
     assert run["duration_seconds"] == pytest.approx(55)
     dataset = lookup(helper, CATALOGUED)
-    (of_dataset,) = helper.get_json(f"/datasets/{dataset['id']}/runs", role="writer")["items"]
+    (of_dataset,) = helper.get_json(f"/datasets/{dataset['id']}/runs", role="output")["items"]
     assert of_dataset["id"] == NO_START_RUN and of_dataset["started_at"] == run["started_at"]
     listed = [r for r in every(helper, "/runs", job_id=run["job"]["id"])]
     assert [r["started_at"] for r in listed] == [run["started_at"]]

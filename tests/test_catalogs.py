@@ -467,7 +467,7 @@ def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
     assert names[TRINO]["joined_by"]["rule"] == "map"
     assert names[TRINO]["joined_by"]["entry"] == 0
     assert names[TRINO]["joined_by"]["via"] == {"namespace": HIVE[0], "name": HIVE[1]}
-    assert {j["name"] for j in dataset["consumers"]} == {TRINO_QUERY[1]}
+    assert {j["job"]["name"] for j in dataset["consumers"]} == {TRINO_QUERY[1]}
     assert {w["job"]["name"] for w in dataset["producers"]} == {
         "orders_etl.execute_replace_table_as_select_command"
     }
@@ -548,7 +548,12 @@ def test_column_lineage_follows_the_joined_identity(seed_api: httpx.Client) -> N
     summary = api_lookup(seed_api, SUMMARY)
     answer = get(seed_api, f"/datasets/{summary}/column-lineage", depth=3)
     got = {
-        (e["from"]["namespace"], e["from"]["name"], e["from"]["field"], e["to"]["field"])
+        (
+            e["from"]["reported_as"]["namespace"],
+            e["from"]["reported_as"]["name"],
+            e["from"]["field"],
+            e["to"]["field"],
+        )
         for e in answer["edges"]
     }
     assert (*TRINO, "amount", "total") in got
@@ -570,4 +575,4 @@ def test_the_joined_dataset_as_of_a_time_has_the_consumers_of_then(
     then = get(seed_api, f"/datasets/{joined}", as_of="2026-09-02T10:10:00Z")
     assert then["consumers"] == []
     later = get(seed_api, f"/datasets/{joined}", as_of="2026-09-02T10:20:00Z")
-    assert {j["name"] for j in later["consumers"]} == {TRINO_QUERY[1]}
+    assert {j["job"]["name"] for j in later["consumers"]} == {TRINO_QUERY[1]}

@@ -405,7 +405,7 @@ def test_as_of_column_lineage_spends_its_limits_on_the_edges_that_hold(
     found = get(client, f"/datasets/{table['id']}/column-lineage", depth=1, as_of=mid_way)
     assert found["truncated"] is False
     assert len(found["edges"]) == 100 * PAIRS
-    assert {e["to"]["name"] for e in found["edges"]} == {
+    assert {e["to"]["reported_as"]["name"] for e in found["edges"]} == {
         "wide/sessions",
         *(f"alias.sessions_{k:04d}" for k in range(99)),
     }

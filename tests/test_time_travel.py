@@ -239,16 +239,16 @@ def test_writers_and_readers_carry_their_latest_run_as_of_then(api: httpx.Client
     clean = dataset_id(api, "clean")
     during = get(api, f"/datasets/{dataset_id(api, 'raw_a')}", as_of=DURING_RUN1)
     (reader,) = during["consumers"]
-    run = reader["latest_run"]
+    run = reader["job"]["latest_run"]
     assert (run["id"], run["state"], run["ended_at"]) == (run_id("run1"), "START", None)
     between = get(api, f"/datasets/{clean}", as_of=BETWEEN)
     assert between["producers"][0]["job"]["latest_run"]["id"] == run_id("run1")
     assert between["producers"][0]["job"]["latest_run"]["state"] == "COMPLETE"
     (reader,) = between["consumers"]
-    assert reader["latest_run"]["id"] == run_id("report1")
+    assert reader["job"]["latest_run"]["id"] == run_id("report1")
     now = get(api, f"/datasets/{clean}")
     assert now["producers"][0]["job"]["latest_run"]["id"] == run_id("run2")
-    assert now["consumers"][0]["latest_run"]["id"] == run_id("report2")
+    assert now["consumers"][0]["job"]["latest_run"]["id"] == run_id("report2")
 
 
 def test_the_runs_of_a_dataset_newest_first_with_the_schema_they_met(api: httpx.Client) -> None:

@@ -196,7 +196,7 @@ def test_a_readers_schema_is_no_version(api: Api) -> None:
         "trino_query",
     )
     # the reader met version 1
-    runs = api.get(f"/datasets/{daily}/runs", role="reader")["items"]
+    runs = api.get(f"/datasets/{daily}/runs", role="input")["items"]
     assert [(r["id"], r["schema_version"]) for r in runs] == [(run_id("q1"), 1)]
 
 

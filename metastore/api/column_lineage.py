@@ -422,12 +422,8 @@ async def get_column_lineage(request: Request) -> Response:
     for key, e in sorted(walk.edges.items(), key=lambda item: (item[1].depth, item[0])):
         edges.append(
             models.ColumnEdge(
-                from_=models.ColumnRef(
-                    dataset=refs.get((key[3], key[4])), namespace=key[3], name=key[4], field=key[5]
-                ),
-                to=models.ColumnRef(
-                    dataset=refs.get((key[0], key[1])), namespace=key[0], name=key[1], field=key[2]
-                ),
+                from_=_column(refs, key[3], key[4], key[5]),
+                to=_column(refs, key[0], key[1], key[2]),
                 transformations=parts.transformations(e.transformations),
                 job=jobs.get(e.job) if e.job else None,
                 jobs=sorted(
@@ -444,4 +440,19 @@ async def get_column_lineage(request: Request) -> Response:
             edges=edges,
             truncated=walk.truncated,
         ),
+    )
+
+
+def _column(
+    refs: dict[tuple[str, str], models.DatasetRef], namespace: str, name: str, field: str
+) -> models.ColumnRef:
+    """A field under its dataset's display name (`refs`, by the name the facet used)."""
+    dataset = refs.get((namespace, name))
+    shown = dataset or models.NameKey(namespace=namespace, name=name)
+    return models.ColumnRef(
+        dataset=dataset,
+        namespace=shown.namespace,
+        name=shown.name,
+        field=field,
+        reported_as=models.NameKey(namespace=namespace, name=name),
     )

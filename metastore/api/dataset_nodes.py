@@ -29,7 +29,7 @@ from psycopg import AsyncConnection
 
 from metastore.api import asof, limits, models
 from metastore.api.db import rows
-from metastore.api.sqlparts import dataset_type, lifecycle_state, owners
+from metastore.api.sqlparts import dataset_type, lifecycle, lifecycle_now, owners
 
 # The names of the datasets in `%(datasets)s`: all now, those first seen by T as of T.
 NAMES = """
@@ -118,13 +118,13 @@ RUN_STATE_AS_OF = "coalesce(s.event_type, r.state)"
 # (joined as `lc`).
 LIFECYCLE_AS_OF = """
 LEFT JOIN (
-    SELECT DISTINCT ON (dataset_id) dataset_id, lifecycle_state FROM outs
+    SELECT DISTINCT ON (dataset_id) dataset_id, lifecycle_state, lifecycle_time FROM outs
     WHERE lifecycle_time <= %(as_of)s ORDER BY dataset_id, lifecycle_time DESC) lc
   ON lc.dataset_id = d.id"""
 
 # Rows (kind, dataset_id, at, run, its job id, namespace, name and state, attempt state,
 # input id, namespace, name; then for kind `node`: name count, display namespace and
-# name, type, lifecycle state, owners as JSON). Kinds: `write`, the latest write;
+# name, type, lifecycle and owners as JSON). Kinds: `write`, the latest write;
 # `attempt`, a failed attempt after it; `writer_failed` and `input_rewritten`, why it is
 # stale; `input`, a dataset the latest write read (the walk upstream follows them);
 # `node`, what the node shows.
@@ -224,7 +224,9 @@ def _statement(as_of: bool, node: str) -> str:
             display="dn.namespace, dn.name" if as_of else "d.namespace, d.name",
             display_join=DISPLAY_AS_OF if as_of else "",
             dataset_type=dataset_type("df.facets"),
-            lifecycle="lc.lifecycle_state" if as_of else lifecycle_state("df.facets"),
+            lifecycle=lifecycle("lc.lifecycle_state", "lc.lifecycle_time")
+            if as_of
+            else lifecycle_now("df.facets", "d.facet_times"),
             lifecycle_join=LIFECYCLE_AS_OF if as_of else "",
             owners=owners("df.facets"),
             facets=NODE_FACETS,
@@ -245,7 +247,7 @@ class Details(msgspec.Struct, frozen=True):
     name: str | None
     name_count: int
     dataset_type: str | None
-    lifecycle_state: str | None
+    lifecycle: models.Lifecycle | None
     owners: list[models.Owner]
     freshness: models.DatasetFreshness
 
@@ -255,6 +257,7 @@ def statement(as_of: dt.datetime | None) -> str:
 
 
 _owners = msgspec.json.Decoder(list[models.Owner])
+_lifecycle = msgspec.json.Decoder(models.Lifecycle)
 
 
 def _run(r: Any) -> models.RunRef:
@@ -312,7 +315,7 @@ def build(found: list[Any]) -> Found:
             name=r[14],
             name_count=r[12] or 0,
             dataset_type=r[15],
-            lifecycle_state=r[16],
+            lifecycle=_lifecycle.decode(r[16]) if r[16] is not None else None,
             owners=_owners.decode(r[17]),
             freshness=_freshness(
                 writes.get(dataset), attempts.get(dataset), reasons.get(dataset, [])

@@ -34,6 +34,7 @@ from metastore.api.sqlparts import (
     description,
     latest_run,
     lifecycle_as_of,
+    lifecycle_now,
     lifecycle_state,
     lifecycle_time,
     like_substring,
@@ -48,7 +49,7 @@ NAME_JSON = (
     "'symlink_type', {n}.symlink_type, 'joined_by', {n}.joined_by)"
 )
 SUMMARY = f"""d.id, d.namespace, d.name, d.first_seen, d.last_seen, {name_count("d")},
-       {lifecycle_state("d.facets")}"""
+       {lifecycle_now("d.facets", "d.facet_times")}"""
 
 # Without a namespace the list walks dataset_names in its primary key order, the row of
 # each dataset's display name; with one, the names in that namespace in the same order,
@@ -193,14 +194,24 @@ WRITERS_AS_OF = FIRST_BY_NAME.format(
     run_joins=RUN_AS_OF["run_joins"],
     alias="w",
 )
+# A reader: its job and when a run of it last read the dataset (any of its names) by
+# `%(as_of)s` (asof.NOW when now): a run reading across that moment, from its first event.
+READER = """json_build_object('job', {job}, 'last_read_at', (
+               SELECT max(CASE WHEN re.last_seen <= %(as_of)s THEN re.last_seen
+                               ELSE re.first_seen END)
+               FROM readmodel.dataset_names w
+               JOIN readmodel.run_edges re ON re.namespace = w.namespace
+                AND re.name = w.name AND re.direction = 'input'
+               WHERE w.dataset_id = d.id AND re.job_id = x.id
+                 AND re.first_seen <= %(as_of)s))"""
 READERS = FIRST_BY_NAME.format(
-    item=RUN_NOW["job"],
+    item=READER.format(job=RUN_NOW["job"]),
     jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD),
     run_joins=RUN_NOW["run_joins"],
     alias="rd",
 )
 READERS_AS_OF = FIRST_BY_NAME.format(
-    item=RUN_AS_OF["job"],
+    item=READER.format(job=RUN_AS_OF["job"]),
     jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD),
     run_joins=RUN_AS_OF["run_joins"],
     alias="rd",
@@ -296,7 +307,7 @@ SCHEMA_NAMES = (
 
 # The runs that read or wrote any of those names (started by `as_of` when given, of one
 # role when `direction` is given), newest first by start (writers first with sort
-# `writers_first`); the page is cut before the per-run schema lookups. A run's schema: the
+# `outputs_first`); the page is cut before the per-run schema lookups. A run's schema: the
 # latest its own events carried for the dataset in that role, else (a reader) the latest
 # observed at its start. Its state: now, or at `as_of` from its events then.
 # Formatted with `state`, `ended` and `state_join` (now or at T), `key` and `outer_key`
@@ -345,7 +356,7 @@ RUN_STATE_AS_OF = {
 # The sorts: the key's columns (all descending: 'output' > 'input') and their types.
 RUN_SORTS: dict[str, tuple[tuple[str, str, str], list[type]]] = {
     "started": (("started_at", "run_id", "direction"), [dt.datetime, uuid.UUID, str]),
-    "writers_first": (("direction", "started_at", "run_id"), [str, dt.datetime, uuid.UUID]),
+    "outputs_first": (("direction", "started_at", "run_id"), [str, dt.datetime, uuid.UUID]),
 }
 _RUN_KEY = {"started_at": "lr.started_at", "run_id": "t.run_id", "direction": "t.direction"}
 _RUN_CAST = {"started_at": "timestamptz", "run_id": "uuid", "direction": "text"}
@@ -450,24 +461,21 @@ class PageQuery(msgspec.Struct, frozen=True):
     cursor: params.Cursor = None
 
 
-ROLES = {"writer": "output", "reader": "input"}
-
-
 class RunsQuery(msgspec.Struct, frozen=True):
     as_of: asof.AsOf = None
     role: Annotated[
-        Literal["writer", "reader"] | None,
+        Literal["input", "output"] | None,
         Meta(
-            description="Only the runs that wrote it (`writer`: items of role `output`) or "
-            "read it (`reader`: role `input`)."
+            description="Only the runs of this `role`: that read it (`input`) or wrote it "
+            "(`output`)."
         ),
     ] = None
     sort: Annotated[
-        Literal["started", "writers_first"],
+        Literal["started", "outputs_first"],
         Meta(
-            description="`started`: newest first by `started_at`; `writers_first`: the runs "
-            "that wrote it first, newest first, then those that read it (the order of the "
-            "dataset page's embedded `runs`)."
+            description="`started`: newest first by `started_at`; `outputs_first`: the runs "
+            "that wrote it (role `output`) first, newest first, then those that read it "
+            "(the order of the dataset page's embedded `runs`)."
         ),
     ] = "started"
     limit: params.Limit = params.DEFAULT_LIMIT
@@ -550,18 +558,19 @@ RUNS = Operation(
     "any of its names, newest first by start (or as `sort` says), with the version of the "
     "schema it saw or produced (as numbered by /versions) and the lifecycle change it "
     "reported (a DROP wrote no data). A run that did both appears once per role. "
-    "`role=writer` or `role=reader` keeps one role. With `as_of`: the runs started by "
+    "`role=input` or `role=output` keeps one role. With `as_of`: the runs started by "
     "then, in the state they had then.",
 )
 resource = Resource()
 
 _name = msgspec.json.Decoder(models.DatasetName)
 _names = msgspec.json.Decoder(list[models.DatasetName])
-_jobs = msgspec.json.Decoder(list[models.JobRefWithRun])
 _writers = msgspec.json.Decoder(list[models.DatasetWriter])
+_readers = msgspec.json.Decoder(list[models.DatasetReader])
 _owners = msgspec.json.Decoder(list[models.Owner])
 _tags = msgspec.json.Decoder(list[models.Tag])
 _run_ref = msgspec.json.Decoder(models.RunRef | None)
+_lifecycle = msgspec.json.Decoder(models.Lifecycle)
 
 
 async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[models.DatasetSummary]:
@@ -576,7 +585,7 @@ async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[model
             first_seen=r[3],
             last_seen=r[4],
             name_count=r[5],
-            lifecycle_state=r[6],
+            lifecycle=_lifecycle.decode(r[6]) if r[6] is not None else None,
             matched_name=_name.decode(r[9]) if r[9] is not None else None,
             freshness=fresh[r[0]],
         )
@@ -689,7 +698,7 @@ async def _runs(
     names = await rows(conn, RUN_NAMES, {"id": dataset})
     args: dict[str, Any] = {
         "id": dataset,
-        "direction": ROLES[query.role] if query.role else None,
+        "direction": query.role,
         "edge_namespaces": [n[0] for n in names if n[2]],
         "edge_names": [n[1] for n in names if n[2]],
         "schema_namespaces": [n[0] for n in names if n[3]],
@@ -737,7 +746,7 @@ async def get_dataset(request: Request) -> Response:
     query: DatasetQuery = GET.parse_query(request)
     args = {"id": path.dataset_id, "as_of": query.as_of or asof.NOW}
     first = PageQuery(as_of=query.as_of, limit=EMBEDDED)
-    writers_first = RunsQuery(as_of=query.as_of, sort="writers_first", limit=EMBEDDED)
+    outputs_first = RunsQuery(as_of=query.as_of, sort="outputs_first", limit=EMBEDDED)
     async with connection(request) as conn:
         r = await row(conn, GET_DATASET if query.as_of is None else GET_DATASET_AS_OF, args)
         if r is None:
@@ -746,7 +755,7 @@ async def get_dataset(request: Request) -> Response:
         versions = await _versions(
             conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
         )
-        runs = await _runs(conn, r[0], writers_first, _runs_kind(r[0], writers_first))
+        runs = await _runs(conn, r[0], outputs_first, _runs_kind(r[0], outputs_first))
         readers = await rows(conn, READER_SCHEMAS, {"id": r[0], "as_of": query.as_of})
         fresh = (await dataset_nodes.freshness_of(conn, [r[0]], query.as_of))[r[0]]
     lifecycle = None
@@ -776,7 +785,7 @@ async def get_dataset(request: Request) -> Response:
             name_count=r[16],
             producers=_writers.decode(r[8]),
             producer_count=r[17],
-            consumers=_jobs.decode(r[9]),
+            consumers=_readers.decode(r[9]),
             consumer_count=r[18],
             description=r[10],
             owners=_owners.decode(r[11]),

@@ -380,7 +380,7 @@ def dataset_node(
         name_count=max(details.name_count, 1),
         dataset_type=details.dataset_type,
         last_write_at=fresh.last_write.at if fresh.last_write else None,
-        lifecycle_state=details.lifecycle_state,
+        lifecycle=details.lifecycle,
         owners=details.owners,
         freshness=fresh,
         beyond=beyond,

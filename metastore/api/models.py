@@ -611,9 +611,71 @@ class Run(Struct):
     output_count: Annotated[int, Meta(ge=0, description="All the datasets it wrote.")]
 
 
+# --- a stored event (documentation of what passes through) ---------------------------
+# What ingest checked of a run event (metastore/envelope.py), spelled as the producer sent
+# it: the answer is the stored text itself, so these structs only describe it, and every
+# object may hold fields beyond them. Facets were not checked: any JSON.
+
+AsSent = Annotated[
+    msgspec.Raw,
+    Meta(
+        description="As the producer sent it, not checked: per the spec an object of "
+        "facets by name."
+    ),
+]
+
+
+class StoredDataset(Struct):
+    namespace: str
+    name: str
+    facets: AsSent | msgspec.UnsetType = msgspec.UNSET
+
+
+class StoredRun(Struct):
+    runId: Annotated[str, Meta(description="A UUID, spelled as sent.")]
+    facets: AsSent | msgspec.UnsetType = msgspec.UNSET
+
+
+class StoredJob(Struct):
+    namespace: str
+    name: str
+    facets: AsSent | msgspec.UnsetType = msgspec.UNSET
+
+
+class StoredEvent(Struct):
+    """A run event as stored: the OpenLineage envelope ingest checked, with the rest of the
+    event (facets, fields of later spec versions) as sent."""
+
+    eventTime: Annotated[
+        str, Meta(description="A date-time as sent (one without an offset counts as UTC).")
+    ]
+    producer: Annotated[str, Meta(description="URI of the software that sent it.")]
+    run: Annotated[StoredRun, Meta(description="The run, with its facets.")]
+    job: Annotated[StoredJob, Meta(description="The run's job, with its facets.")]
+    eventType: Annotated[
+        RunState | None, Meta(description="START, RUNNING, COMPLETE, ABORT, FAIL or OTHER.")
+    ] = None
+    schemaURL: Annotated[
+        str | None, Meta(description="URI of the OpenLineage schema it follows.")
+    ] = None
+    inputs: Annotated[
+        list[StoredDataset], Meta(description="The datasets it read, with their facets.")
+    ] = []
+    outputs: Annotated[
+        list[StoredDataset], Meta(description="The datasets it wrote, with their facets.")
+    ] = []
+
+
+# The field type of a stored event in an answer: its text, described by StoredEvent.
+StoredEventText = Annotated[
+    msgspec.Raw, Meta(extra_json_schema={"$ref": "#/components/schemas/StoredEvent"})
+]
+PASSED_THROUGH: tuple[Any, ...] = (StoredEvent, StoredRun, StoredJob, StoredDataset)
+
+
 class RunEventPage(Struct):
     items: Annotated[
-        list[JSONObject],
+        list[StoredEventText],
         Meta(
             description="The run's OpenLineage events as stored, in log order (a page ends "
             f"once it holds {limits.PAGE_BYTES // 2**20} MiB of events, always holding one)."
@@ -702,7 +764,7 @@ class DatasetSummary(Struct):
         ),
     ]
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
-    lifecycle_state: LifecycleState | None
+    lifecycle: Lifecycle | None
     first_seen: Time
     last_seen: Time
     freshness: Annotated[
@@ -812,6 +874,19 @@ class DatasetWriter(Struct):
     ]
 
 
+class DatasetReader(Struct):
+    """A job that read the dataset: the shape of a writer, with its read beside the job."""
+
+    job: Annotated[JobRefWithRun, Meta(description="The job, with its latest run.")]
+    last_read_at: Annotated[
+        Time | None,
+        Meta(
+            description="When a run of it last named the dataset as an input (its latest "
+            "eventTime doing so; null: only a JobEvent declared it)."
+        ),
+    ]
+
+
 class Dataset(Struct):
     id: uuid.UUID
     namespace: Annotated[str, Meta(description="Namespace of its display name.")]
@@ -858,9 +933,10 @@ class Dataset(Struct):
     ]
     producer_count: Annotated[int, Meta(ge=0, description="How many jobs wrote it.")]
     consumers: Annotated[
-        list[JobRefWithRun],
+        list[DatasetReader],
         Meta(
-            description="The jobs that read it, with their latest run: the first "
+            description="The jobs that read it, each with its latest run and last read, "
+            "as `producers` (the same shape): the first "
             f"{limits.EMBEDDED_REFS} by name; `consumer_count` counts them all."
         ),
     ]
@@ -876,7 +952,7 @@ class Dataset(Struct):
     runs: Annotated[
         RunOfDatasetPage,
         Meta(
-            description="The first page (10) of /datasets/{id}/runs?sort=writers_first: "
+            description="The first page (10) of /datasets/{id}/runs?sort=outputs_first: "
             "the runs that wrote it, newest first, then those that read it (a busy reader "
             "never pushes the writers off)."
         ),
@@ -951,7 +1027,7 @@ class DatasetNode(Struct, tag_field="type", tag="dataset"):
     name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
     dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
     last_write_at: LastWriteAt
-    lifecycle_state: LifecycleState | None
+    lifecycle: Lifecycle | None
     owners: Owners
     freshness: FreshnessField
     beyond: Beyond
@@ -1125,8 +1201,10 @@ class RunNode(Struct):
     id: uuid.UUID
     job: JobRef
     state: RunState
+    state_time: Time
     started_at: StartedAt
     ended_at: Time | None
+    duration_seconds: Duration
     depth: Annotated[int, Meta(ge=0, description="Hops from the start run.")]
 
 
@@ -1173,14 +1251,21 @@ class RunLineage(Struct):
 
 
 class ColumnRef(Struct):
-    """A field of a dataset, under the name the columnLineage facet used."""
+    """A field of a dataset, under the dataset's display name (as everywhere in the answer);
+    `reported_as` is the name the columnLineage facet used."""
 
     dataset: Annotated[
-        DatasetRef | None, Meta(description="The dataset of that name (null: never seen).")
+        DatasetRef | None,
+        Meta(description="The dataset the facet named (null: no event named it)."),
     ]
-    namespace: str
-    name: str
+    namespace: Annotated[
+        str, Meta(description="Namespace of the dataset's display name (else as reported).")
+    ]
+    name: Annotated[str, Meta(description="The dataset's display name (else as reported).")]
     field: str
+    reported_as: Annotated[
+        NameKey, Meta(description="The dataset's name as the columnLineage facet gave it.")
+    ]
 
 
 class ColumnEdge(Struct):

@@ -645,12 +645,22 @@ GLOSSARY = {
 def build_document() -> dict[str, Any]:
     ops = api_operations()
     refs, components = msgspec.json.schema_components(
-        [*(op.response for op in ops), Problem, BatchResult, ExportPage, *models.FACET_SCHEMAS],
+        [
+            *(op.response for op in ops),
+            Problem,
+            BatchResult,
+            ExportPage,
+            *models.FACET_SCHEMAS,
+            *models.PASSED_THROUGH,
+        ],
         ref_template=REF,
     )
     components["Facet"] = copy.deepcopy(models.FACET_SCHEMA)
     for facet in models.FACET_SCHEMAS:
         _passed_through(components[facet.__name__], facet.__name__.endswith("Facet"))
+    for part in models.PASSED_THROUGH:
+        _passed_through(components[part.__name__], False)
+        components[part.__name__]["additionalProperties"] = True
     _describe(components)
     names = {
         op.operation_id: ref["$ref"].rsplit("/", 1)[1]

@@ -32,6 +32,7 @@ from metastore.api.lineage import (
 )
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
+from metastore.api.sqlparts import duration
 
 # The write of run-edge row `{e}` (an output) that counts for a reader started at `{t}`: its
 # last write by then (a write spanning the moment, a STREAMING run's, counts from its first).
@@ -82,8 +83,9 @@ WHERE NOT EXISTS (
 )
 """
 
-RUN_NODES = """
-SELECT lr.run_id, r.job_id, r.job_namespace, r.job_name, r.state, lr.started_at, r.ended_at
+RUN_NODES = f"""
+SELECT lr.run_id, r.job_id, r.job_namespace, r.job_name, r.state, lr.started_at, r.ended_at,
+       r.state_time, {duration("r")}
 FROM readmodel.lineage_runs lr
 JOIN readmodel.runs r ON r.id = lr.run_id
 WHERE lr.run_id = ANY(%(runs)s::uuid[])
@@ -253,7 +255,9 @@ def _node(r: Any, depth: int) -> models.RunNode:
         id=r[0],
         job=models.JobRef(id=r[1], namespace=r[2], name=r[3]),
         state=r[4],
+        state_time=r[7],
         started_at=r[5],
         ended_at=r[6],
+        duration_seconds=r[8],
         depth=depth,
     )

@@ -172,6 +172,19 @@ def lifecycle_time(facet_times: str) -> str:
     )
 
 
+def lifecycle(state: str, changed_at: str) -> str:
+    """A Lifecycle as JSON text (null without a state or its time)."""
+    return (
+        f"CASE WHEN ({state}) IS NOT NULL AND ({changed_at}) IS NOT NULL THEN "
+        f"json_build_object('state', {state}, 'changed_at', {changed_at})::text END"
+    )
+
+
+def lifecycle_now(facets: str, facet_times: str) -> str:
+    """A Lifecycle as JSON text from a facets column and its facet_times."""
+    return lifecycle(lifecycle_state(facets), lifecycle_time(facet_times))
+
+
 def _objects(facets: str, facet: str, field: str, build: str, key: str) -> str:
     items = f"{facets}->'{facet}'->'{field}'"
     return f"""coalesce((

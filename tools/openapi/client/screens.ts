@@ -174,10 +174,10 @@ function beyond(more: Schemas["Beyond"]): string {
 
 // A dataset's colour wherever it is drawn (graph node or list row): dropped, stale, or not.
 function datasetColour(dataset: {
-  lifecycle_state: Schemas["DatasetNode"]["lifecycle_state"];
+  lifecycle: Schemas["Lifecycle"] | null;
   freshness: Schemas["DatasetFreshness"];
 }): string {
-  return dataset.lifecycle_state === "DROP" ? "black" : dataset.freshness.stale ? "amber" : "white";
+  return dataset.lifecycle?.state === "DROP" ? "black" : dataset.freshness.stale ? "amber" : "white";
 }
 
 function nodeLabel(node: Schemas["JobNode"] | Schemas["DatasetNode"]) {
@@ -262,7 +262,7 @@ async function dataset(base: string, id: string) {
     versions: page.versions.items.map((v: Schemas["DatasetVersion"]) => v.version),
     runs: page.runs.items.map((r: Schemas["RunOfDataset"]) => `${r.role} ${r.job.name} ${r.state}`),
     writers: page.producers.map((w: Schemas["DatasetWriter"]) => jobWithRun(w.job)),
-    readers: page.consumers.map(jobWithRun),
+    readers: page.consumers.map((r: Schemas["DatasetReader"]) => jobWithRun(r.job)),
     columns: columns.edges.map(
       (e: Schemas["ColumnEdge"]) =>
         `${e.from.dataset?.name ?? e.from.name}.${e.from.field} -> ${e.to.field} by ${e.jobs
