@@ -382,7 +382,7 @@ def test_the_tables_are_datasets_with_their_schema(trial: Trial, report: dict[st
     assert [(f["name"], f["type"]) for f in b["fields"]] == columns
     assert a["fields"] is None
     assert [[(f["name"], f["type"]) for f in s["fields"]] for s in a["reader_schemas"]] == [columns]
-    assert copy["id"] in {j["id"] for j in a["consumers"]}
+    assert copy["id"] in {c["job"]["id"] for c in a["consumers"]}
     assert copy["id"] in {w["job"]["id"] for w in b["producers"]}
     assert ([d["id"] for d in copy["inputs"]], [d["id"] for d in copy["outputs"]]) == (
         [a["id"]],
