@@ -163,6 +163,36 @@ def open_service(
         yield api, client
 
 
+class Api:
+    """The read API of a service the test posts events to one at a time, at the clients'
+    default path, and reads 200 answers from; lookups by name in its namespaces."""
+
+    def __init__(self, client: httpx.Client, namespace: str, dataset_namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.dataset_namespace = dataset_namespace
+
+    def post(self, events: list[dict[str, Any]]) -> None:
+        for e in events:
+            answer = self.client.post("/api/v1/lineage", json=e)
+            assert answer.status_code == 200, answer.text
+        wait_until_folded(self.client)
+
+    def get(self, path: str, **params: Any) -> Any:
+        answer = self.client.get("/api/v1" + path, params=params)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    def dataset_id(self, name: str, namespace: str | None = None) -> str:
+        namespace = namespace or self.dataset_namespace
+        (item,) = self.get("/datasets", namespace=namespace, name=name)["items"]
+        return item["id"]  # type: ignore[no-any-return]
+
+    def job_id(self, name: str) -> str:
+        (item,) = self.get("/jobs", namespace=self.namespace, q=name)["items"]
+        return item["id"]  # type: ignore[no-any-return]
+
+
 def wait_until_folded(
     client: httpx.Client, headers: Mapping[str, str] | None = None, timeout: float = 30
 ) -> None:

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support import (
@@ -30,12 +29,12 @@ from tests.support import (
     DBT_RUN,
     FAILED_TRINO_RUN,
     TRINO,
+    Api,
     failed_trino_events,
     open_service,
     ownership_facet,
     run_event,
     schema_facet,
-    wait_until_folded,
 )
 
 NS, DS_NS = "fw", "s3://fw"
@@ -93,26 +92,6 @@ FROM_T2 = [
 ]  # fmt: skip
 
 
-class Api:
-    def __init__(self, client: httpx.Client) -> None:
-        self.client = client
-
-    def post(self, events: list[dict[str, Any]]) -> None:
-        for e in events:  # one at a time, to the clients' default path
-            answer = self.client.post("/api/v1/lineage", json=e)
-            assert answer.status_code == 200, answer.text
-        wait_until_folded(self.client)
-
-    def get(self, path: str, **params: Any) -> Any:
-        answer = self.client.get("/api/v1" + path, params=params)
-        assert answer.status_code == 200, answer.text
-        return answer.json()
-
-    def dataset_id(self, name: str, namespace: str = DS_NS) -> str:
-        (item,) = self.get("/datasets", namespace=namespace, name=name)["items"]
-        return item["id"]  # type: ignore[no-any-return]
-
-
 def keys(nodes: list[dict[str, Any]]) -> dict[str, tuple[str, int]]:
     return {n["name"]: (n["type"], n["depth"]) for n in nodes}
 
@@ -137,7 +116,7 @@ def scenario(
     the answers as of Tm and the freshness of orders then."""
     log_dir = tmp_path_factory.mktemp("failed-runs")
     with open_service(pg_server, template_db, log_dir, "failed") as (_, client):
-        api = Api(client)
+        api = Api(client, NS, DS_NS)
         api.post(BEFORE_T2)
         orders = api.dataset_id("orders")
         before = as_of_answers(api, orders)
@@ -435,7 +414,7 @@ def brief(
     catalogs.write_text(BRIEF_CATALOGS)
     env = {"METASTORE_CATALOGS_FILE": str(catalogs)}
     with open_service(pg_server, template_db, log_dir, "brief", env) as (_, client):
-        api = Api(client)
+        api = Api(client, NS, DS_NS)
         api.post(failed_trino_events())
         yield api
 
@@ -501,7 +480,7 @@ def test_a_failure_upstream_of_a_dataset_never_written_travels_too(
         ),
     ]  # fmt: skip
     with open_service(pg_server, template_db, tmp_path, "never-written") as (_, client):
-        api = Api(client)
+        api = Api(client, NS, DS_NS)
         api.post(events)
         for name, via in (("mart", "seed"), ("report", "mart")):
             fresh = api.get(f"/datasets/{api.dataset_id(name)}")["freshness"]

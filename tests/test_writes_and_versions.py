@@ -28,10 +28,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.support import open_service, run_event, schema_facet, wait_until_folded
+from tests.support import Api, open_service, run_event, schema_facet
 
 NS, DS_NS = "wv", "s3://wv"
 SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/spark"
@@ -136,37 +135,13 @@ SHARED_RUN_ID = [
 ]
 
 
-class Api:
-    def __init__(self, client: httpx.Client) -> None:
-        self.client = client
-
-    def post(self, events: list[dict[str, Any]]) -> None:
-        for e in events:
-            answer = self.client.post("/api/v1/lineage", json=e)
-            assert answer.status_code == 200, answer.text
-        wait_until_folded(self.client)
-
-    def get(self, path: str, **params: Any) -> Any:
-        answer = self.client.get("/api/v1" + path, params=params)
-        assert answer.status_code == 200, answer.text
-        return answer.json()
-
-    def dataset_id(self, name: str) -> str:
-        (item,) = self.get("/datasets", namespace=DS_NS, name=name)["items"]
-        return item["id"]  # type: ignore[no-any-return]
-
-    def job_id(self, name: str) -> str:
-        (item,) = self.get("/jobs", namespace=NS, q=name)["items"]
-        return item["id"]  # type: ignore[no-any-return]
-
-
 @pytest.fixture(scope="module")
 def api(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Api]:
     log_dir: Path = tmp_path_factory.mktemp("writes-and-versions")
     with open_service(pg_server, template_db, log_dir, "writes") as (_, client):
-        service = Api(client)
+        service = Api(client, NS, DS_NS)
         service.post(READER_SCHEMA + STATE_TIME + WRITE_RULE + SHARED_RUN_ID)
         yield service
 
