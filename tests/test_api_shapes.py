@@ -81,9 +81,9 @@ def test_a_run_node_has_the_times_of_the_run(api: httpx.Client) -> None:
 def test_a_role_is_input_or_output_in_the_filter_as_in_the_items(api: httpx.Client) -> None:
     """The runs of a dataset filter by the words their items' `role` says."""
     graph = get(api, "/lineage/runs", run_id=COMPOSE_RUN, direction="both", depth=3)
-    read_and_written = {e["dataset"] for e in graph["dataset_edges"] if e["role"] == "input"} & {
-        e["dataset"] for e in graph["dataset_edges"] if e["role"] == "output"
-    }
+    read_and_written = {
+        e["dataset"]["id"] for e in graph["dataset_edges"] if e["role"] == "input"
+    } & {e["dataset"]["id"] for e in graph["dataset_edges"] if e["role"] == "output"}
     dataset = sorted(read_and_written)[0]
     everything = get(api, f"/datasets/{dataset}/runs", limit=500)["items"]
     by_role = {
@@ -126,7 +126,7 @@ def test_lifecycle_is_one_object_on_a_dataset_its_list_item_and_its_graph_node(
 def test_producers_and_consumers_are_one_shape(api: httpx.Client) -> None:
     """A dataset's writers and readers are each {job (with its latest run), its time}."""
     graph = get(api, "/lineage/runs", run_id=COMPOSE_RUN, direction="both", depth=3)
-    roles = {(e["dataset"], e["role"]) for e in graph["dataset_edges"]}
+    roles = {(e["dataset"]["id"], e["role"]) for e in graph["dataset_edges"]}
     dataset = sorted(d for d, role in roles if role == "input" and (d, "output") in roles)[0]
     page = get(api, f"/datasets/{dataset}")
     assert page["producers"] and page["consumers"]
