@@ -17,6 +17,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "metastore"
+ALL_ON = CHART / "ci" / "all-on-values.yaml"
 FETCH = ROOT / "scripts" / "fetch-helm.sh"
 RELEASE = "ms"
 NAMESPACE = "lineage"

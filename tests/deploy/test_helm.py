@@ -16,24 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.helm import CHART, NAMESPACE, RELEASE, Manifest, run_helm, template
+from tests.deploy.helm import ALL_ON, CHART, NAMESPACE, RELEASE, Manifest, run_helm, template
 
-ALL_ON = CHART / "ci" / "all-on-values.yaml"
 K8S_VERSIONS = ["1.30", "1.33"]
 CHART_META = yaml.safe_load((CHART / "Chart.yaml").read_text())
 DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
 # Kinds kubernetes-validate has no schema for (CRDs); their structure is checked by hand.
 CRD_GROUPS = ("monitoring.coreos.com/", "listeners.stackable.tech/")
-
-
-@pytest.fixture(scope="session")
-def default_manifests(helm: str) -> list[Manifest]:
-    return template(helm)
-
-
-@pytest.fixture(scope="session")
-def all_on_manifests(helm: str) -> list[Manifest]:
-    return template(helm, values=ALL_ON)
 
 
 @pytest.fixture(scope="session", params=["default", "all-on"])

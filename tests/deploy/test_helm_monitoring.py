@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
 from prometheus_client import REGISTRY
 
 import metastore.metrics  # noqa: F401 (registers every family)
 from tests.deploy.helm import NAMESPACE, Manifest, template
-from tests.deploy.test_helm import ALL_ON, by_kind, one
+from tests.deploy.test_helm import by_kind, one
 from tests.promql import tokens
 
 ALERTS = {
@@ -24,16 +23,6 @@ ALERTS = {
     "MetastoreAPIErrors",
     "MetastoreReadTimeouts",
 }
-
-
-@pytest.fixture(scope="module")
-def default_manifests(helm: str) -> list[Manifest]:
-    return template(helm)
-
-
-@pytest.fixture(scope="module")
-def all_on_manifests(helm: str) -> list[Manifest]:
-    return template(helm, values=ALL_ON)
 
 
 def exported() -> set[str]:
