@@ -14,9 +14,11 @@ from starlette.routing import BaseRoute, Mount, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metastore import api, export, health, ingest, metrics_endpoint
+from metastore.access import NamespaceCandidates
 from metastore.access_log import AccessLog
 from metastore.api.readmodels import ReadModelVersions
 from metastore.auth import BearerAuth
+from metastore.authz import authorizer_for
 from metastore.config import Settings
 from metastore.db import (
     DATABASE_UNAVAILABLE,
@@ -184,6 +186,8 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.inflight_budget = budget
     app.state.pool = pool
     app.state.read_model_versions = ReadModelVersions()
+    app.state.authorizer = authorizer_for(settings)
+    app.state.namespace_candidates = NamespaceCandidates()
     app.state.reserved_pool = reserved_pool
     app.state.primary_pool = primary_pool
     app.state.ingest_pool = ingest_pool

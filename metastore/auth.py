@@ -12,6 +12,10 @@ The presented token is compared with every configured token of every scope, with
 exit, after hashing both sides to the same length, so the time taken says nothing about
 how close a guess was. Tokens appear in no log line and no answer.
 
+Each token is a principal (metastore.principal): a named token of METASTORE_TOKENS_FILE
+has its name and groups, a token of METASTORE_<SCOPE>_TOKENS is named `<scope>-token`.
+The principal is set on the request's scope for the decisions after routing.
+
 When tokens are configured they are enforced, whatever METASTORE_AUTH says; without
 tokens, METASTORE_AUTH=disabled opens everything, otherwise every scoped path is refused.
 """
@@ -25,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metastore.config import SCOPES, Settings
 from metastore.ingest import ALIASES as INGEST_ALIASES
+from metastore.principal import ANONYMOUS, Principal, set_principal
 from metastore.problems import problem_response
 
 # (path prefix, scope); a prefix matches itself and anything below it.
@@ -68,9 +73,17 @@ class BearerAuth:
         self.app = app
         self.enforced = settings.auth_configured or not settings.auth_disabled
         self._tokens = [
-            (_digest(token.encode()), scope)
+            (_digest(token.encode()), scope, Principal(name=f"{scope}-token", kind="service"))
             for scope in SCOPES
             for token in sorted(settings.tokens.get(scope, ()))
+        ] + [
+            (
+                _digest(named.token.encode()),
+                scope,
+                Principal(name=named.name, kind="service", groups=tuple(named.groups)),
+            )
+            for named in settings.named_tokens
+            for scope in named.scopes
         ]
 
     async def _not_http(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -86,13 +99,16 @@ class BearerAuth:
         else:
             raise ValueError(f"unsupported ASGI scope type {scope['type']!r}")
 
-    def scopes_of(self, token: bytes) -> set[str]:
+    def scopes_of(self, token: bytes) -> tuple[set[str], Principal]:
+        """The scopes the token grants, and the principal it is."""
         presented = _digest(token)
         granted = set()
-        for digest, scope in self._tokens:  # all of them, every time
+        principal = ANONYMOUS
+        for digest, scope, named in self._tokens:  # all of them, every time
             if hmac.compare_digest(presented, digest):
                 granted.add(scope)
-        return granted
+                principal = named
+        return granted, principal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -112,8 +128,9 @@ class BearerAuth:
                 headers={"WWW-Authenticate": 'Bearer realm="metastore"'},
             )
         else:
-            granted = self.scopes_of(token)
+            granted, principal = self.scopes_of(token)
             if needed in granted:
+                set_principal(scope, principal)
                 await self.app(scope, receive, send)
                 return
             if not granted:

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import msgspec
+
 from metastore.catalogs import NO_CATALOGS, CatalogFileError, CatalogMap, load_catalog_map
+from metastore.policy import Policy, PolicyFileError, load_policy
 from metastore.tls import TLSFileError, TLSFiles, server_context
 
 T = TypeVar("T")
@@ -24,6 +27,16 @@ SCOPES = ("ingest", "read", "export")
 
 class ConfigError(Exception):
     """A configuration value is wrong; the message names the variable."""
+
+
+class NamedToken(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A bearer token that is a principal with a name (METASTORE_TOKENS_FILE)."""
+
+    name: str
+    scopes: list[str]
+    token: str = ""
+    token_file: str = ""  # a mounted Secret's key, read at start
+    groups: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,10 @@ class Settings:
     pool_size: int
     auth_disabled: bool
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # Named tokens (METASTORE_TOKENS_FILE), each a principal; their token is filled in.
+    named_tokens: tuple[NamedToken, ...] = ()
+    # Authorization decisions from the chart values' policy (None: everything allowed).
+    policy: Policy | None = None
     read_database_url: str | None = None
     # Seconds a statement of a read may run (api/v1, export); past it the read answers 503.
     read_timeout: float = 10.0
@@ -56,7 +73,7 @@ class Settings:
 
     @property
     def auth_configured(self) -> bool:
-        return any(self.tokens.get(scope) for scope in SCOPES)
+        return bool(self.named_tokens) or any(self.tokens.get(scope) for scope in SCOPES)
 
 
 # One row per variable: (name, default, description). README's table is checked against
@@ -128,6 +145,18 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("METASTORE_READ_TOKENS_FILE", "", "File with one read token a line."),
     ("METASTORE_EXPORT_TOKENS", "", "Comma-separated bearer tokens for /export/..."),
     ("METASTORE_EXPORT_TOKENS_FILE", "", "File with one export token a line."),
+    (
+        "METASTORE_TOKENS_FILE",
+        "",
+        "JSON list of named tokens, each a principal: `{name, scopes, token_file | token, "
+        "groups}` (the chart writes it from `auth.tokens`).",
+    ),
+    (
+        "METASTORE_POLICY_FILE",
+        "",
+        "JSON policy (metastore/policy.py): who may read, write and see sensitive facets of "
+        "which namespaces, and read the export feed. Unset: everything is allowed.",
+    ),
     (
         "METASTORE_CATALOGS_FILE",
         "",
@@ -241,6 +270,46 @@ def _tokens(env: Mapping[str, str], scope: str) -> frozenset[str]:
     return frozenset(tokens)
 
 
+def _named_tokens(env: Mapping[str, str]) -> tuple[NamedToken, ...]:
+    path = _get(env, "METASTORE_TOKENS_FILE")
+    if not path:
+        return ()
+    where = f"METASTORE_TOKENS_FILE={path!r}"
+    try:
+        entries = msgspec.json.decode(Path(path).read_bytes(), type=list[NamedToken])
+    except OSError as exc:
+        raise ConfigError(f"{where} cannot be read: {exc.strerror}") from None
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"{where} is invalid: {exc}") from None
+    named = []
+    for entry in entries:
+        if unknown := set(entry.scopes) - set(SCOPES):
+            raise ConfigError(f"{where}: token {entry.name!r} has unknown scopes {sorted(unknown)}")
+        token = entry.token
+        if entry.token_file:
+            try:
+                token = Path(entry.token_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(
+                    f"{where}: token {entry.name!r}: {entry.token_file!r} cannot be read: "
+                    f"{exc.strerror}"
+                ) from None
+        if not token:
+            raise ConfigError(f"{where}: token {entry.name!r} has no token or token_file")
+        named.append(msgspec.structs.replace(entry, token=token, token_file=""))
+    return tuple(named)
+
+
+def _policy(env: Mapping[str, str]) -> Policy | None:
+    path = _get(env, "METASTORE_POLICY_FILE")
+    if not path:
+        return None
+    try:
+        return load_policy(path)
+    except PolicyFileError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _tls(env: Mapping[str, str]) -> TLSFiles | None:
     cert = _get(env, "METASTORE_TLS_CERT_FILE")
     key = _get(env, "METASTORE_TLS_KEY_FILE")
@@ -302,6 +371,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         auth_disabled=auth == "disabled",
         tokens={scope: _tokens(env, scope) for scope in SCOPES},
+        named_tokens=_named_tokens(env),
+        policy=_policy(env),
         read_database_url=_get(env, "METASTORE_READ_DATABASE_URL") or None,
         tls=_tls(env),
         catalogs=_catalogs(env),

@@ -37,6 +37,8 @@ BAD_VALUES = [
     ("METASTORE_READ_TOKENS_FILE", "/nonexistent/read-tokens"),
     ("METASTORE_EXPORT_TOKENS_FILE", "/nonexistent/export-tokens"),
     ("METASTORE_CATALOGS_FILE", "/nonexistent/catalogs.yaml"),
+    ("METASTORE_TOKENS_FILE", "/nonexistent/tokens.json"),
+    ("METASTORE_POLICY_FILE", "/nonexistent/policy.json"),
 ]
 
 
