@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from metastore.auth import SCOPE_PREFIXES
 from metastore.metrics import REQUEST_DURATION
+from metastore.principal import principal_of
 
 log = logging.getLogger("metastore.access")
 
@@ -73,6 +74,7 @@ class AccessLog:
                 )
             child.observe(duration)
             client = scope.get("client")
+            principal = principal_of(scope)  # who, as authentication found it (or refused)
             log.info(
                 "request",
                 extra={
@@ -81,5 +83,8 @@ class AccessLog:
                     "status": status,
                     "duration_ms": round(duration * 1000, 2),
                     "client": client[0] if client else None,
+                    "principal": principal.name or None,
+                    "via": principal.via,
+                    "groups": list(principal.groups) or None,  # what its decisions used
                 },
             )

@@ -7,6 +7,8 @@ Every setting is read once, at start, by `load_settings`. A wrong value raises
 from __future__ import annotations
 
 import os
+import ssl
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,20 @@ class NamedToken(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     token: str = ""
     token_file: str = ""  # a mounted Secret's key, read at start
     groups: list[str] = []
+    # May name the user it acts for in X-Metastore-User (Cockpit): that user is the principal.
+    act_for_users: bool = False
+
+
+@dataclass(frozen=True)
+class OidcSettings:
+    """Users' OIDC bearer JWTs: whose, for whom, and which claims name the user."""
+
+    issuer: str  # the issuer's URL without a trailing slash (discovery is below it)
+    audience: str
+    principal_claim: str = "preferred_username"
+    groups_claim: str = "groups"
+    ca_file: str | None = None  # PEM bundle the issuer's certificate is checked with
+    scopes: frozenset[str] = frozenset({"read"})  # the API scopes a valid JWT grants
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,8 @@ class Settings:
     tokens: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # Named tokens (METASTORE_TOKENS_FILE), each a principal; their token is filled in.
     named_tokens: tuple[NamedToken, ...] = ()
+    # Users' OIDC bearer JWTs (None: not accepted).
+    oidc: OidcSettings | None = None
     # Authorization decisions from the chart values' policy (None: everything allowed).
     policy: Policy | None = None
     read_database_url: str | None = None
@@ -73,7 +91,11 @@ class Settings:
 
     @property
     def auth_configured(self) -> bool:
-        return bool(self.named_tokens) or any(self.tokens.get(scope) for scope in SCOPES)
+        return (
+            bool(self.named_tokens)
+            or self.oidc is not None
+            or any(self.tokens.get(scope) for scope in SCOPES)
+        )
 
 
 # One row per variable: (name, default, description). README's table is checked against
@@ -149,7 +171,35 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "METASTORE_TOKENS_FILE",
         "",
         "JSON list of named tokens, each a principal: `{name, scopes, token_file | token, "
-        "groups}` (the chart writes it from `auth.tokens`).",
+        "groups, act_for_users}` (the chart writes it from `auth.namedTokens`).",
+    ),
+    (
+        "METASTORE_OIDC_ISSUER",
+        "",
+        "URL of the OIDC issuer whose bearer JWTs are users (`<scheme>://<hostname>:<port>"
+        "<rootPath>` of an AuthenticationClass); its keys are read from "
+        "`<issuer>/.well-known/openid-configuration`. Unset: no JWTs.",
+    ),
+    ("METASTORE_OIDC_AUDIENCE", "", "The `aud` a JWT must carry (required with the issuer)."),
+    (
+        "METASTORE_OIDC_PRINCIPAL_CLAIM",
+        "preferred_username",
+        "The JWT claim that names the user (an AuthenticationClass's `principalClaim`).",
+    ),
+    (
+        "METASTORE_OIDC_GROUPS_CLAIM",
+        "groups",
+        "The JWT claim listing the user's groups, when present (policy subjects `group:<g>`).",
+    ),
+    (
+        "METASTORE_OIDC_CA_FILE",
+        "",
+        "PEM file of the CAs the issuer's HTTPS certificate is checked with (unset: the system's).",
+    ),
+    (
+        "METASTORE_OIDC_SCOPES",
+        "read",
+        "Comma-separated API scopes a valid JWT grants (ingest, read, export).",
     ),
     (
         "METASTORE_POLICY_FILE",
@@ -300,6 +350,53 @@ def _named_tokens(env: Mapping[str, str]) -> tuple[NamedToken, ...]:
     return tuple(named)
 
 
+def _oidc(env: Mapping[str, str]) -> OidcSettings | None:
+    issuer = _get(env, "METASTORE_OIDC_ISSUER").rstrip("/")
+    audience = _get(env, "METASTORE_OIDC_AUDIENCE")
+    ca_file = _get(env, "METASTORE_OIDC_CA_FILE") or None
+    if ca_file is not None:
+        try:
+            ssl.create_default_context(cafile=ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            reason = getattr(exc, "strerror", None) or "no PEM certificate in it"
+            raise ConfigError(
+                f"METASTORE_OIDC_CA_FILE={ca_file!r} cannot be read: {reason}"
+            ) from None
+    scopes = frozenset(
+        s.strip().lower() for s in _get(env, "METASTORE_OIDC_SCOPES").split(",") if s.strip()
+    )
+    if not scopes or scopes - set(SCOPES):
+        raise ConfigError(
+            f"METASTORE_OIDC_SCOPES={_get(env, 'METASTORE_OIDC_SCOPES')!r} is invalid: "
+            f"expected some of {', '.join(SCOPES)}"
+        )
+    if not issuer:
+        if audience:
+            raise ConfigError(
+                f"METASTORE_OIDC_AUDIENCE={audience!r} is set, but METASTORE_OIDC_ISSUER is not"
+            )
+        return None
+    url = urllib.parse.urlsplit(issuer)
+    if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
+        raise ConfigError(
+            f"METASTORE_OIDC_ISSUER={issuer!r} is invalid: expected an http(s) URL such as "
+            "https://keycloak:8443/realms/platform"
+        )
+    if not audience:
+        raise ConfigError(
+            f"METASTORE_OIDC_AUDIENCE is required with METASTORE_OIDC_ISSUER={issuer!r}: "
+            "the `aud` of the JWTs meant for metastore"
+        )
+    return OidcSettings(
+        issuer=issuer,
+        audience=audience,
+        principal_claim=_get(env, "METASTORE_OIDC_PRINCIPAL_CLAIM"),
+        groups_claim=_get(env, "METASTORE_OIDC_GROUPS_CLAIM"),
+        ca_file=ca_file,
+        scopes=scopes,
+    )
+
+
 def _policy(env: Mapping[str, str]) -> Policy | None:
     path = _get(env, "METASTORE_POLICY_FILE")
     if not path:
@@ -372,6 +469,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         auth_disabled=auth == "disabled",
         tokens={scope: _tokens(env, scope) for scope in SCOPES},
         named_tokens=_named_tokens(env),
+        oidc=_oidc(env),
         policy=_policy(env),
         read_database_url=_get(env, "METASTORE_READ_DATABASE_URL") or None,
         tls=_tls(env),

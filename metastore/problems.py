@@ -34,6 +34,8 @@ TYPES: dict[str, str] = {
     "not-implemented": "A transfer coding the server does not apply.",
     "internal": "An unexpected error; it is logged.",
     "unavailable": "The database is unavailable; retry after `Retry-After`.",
+    "issuer-unavailable": "The OIDC issuer's keys cannot be fetched, so a bearer JWT "
+    "cannot be checked; retry after `Retry-After`.",
     "read-models-rebuilding": "The read models are another release's (an upgrade or a "
     "rollback): the projector rebuilds them for this one; retry after `Retry-After`.",
     "read-timeout": "The read ran past its time limit (METASTORE_READ_TIMEOUT) and was "

@@ -39,6 +39,10 @@ BAD_VALUES = [
     ("METASTORE_CATALOGS_FILE", "/nonexistent/catalogs.yaml"),
     ("METASTORE_TOKENS_FILE", "/nonexistent/tokens.json"),
     ("METASTORE_POLICY_FILE", "/nonexistent/policy.json"),
+    ("METASTORE_OIDC_ISSUER", "keycloak:8443/realms/platform"),  # no scheme
+    ("METASTORE_OIDC_AUDIENCE", "metastore"),  # without an issuer
+    ("METASTORE_OIDC_CA_FILE", "/nonexistent/ca.crt"),
+    ("METASTORE_OIDC_SCOPES", "read,write"),
 ]
 
 
@@ -62,6 +66,8 @@ def test_every_variable_with_a_format_is_checked() -> None:
         "METASTORE_CATALOGS_FROM_KUBERNETES",
         "METASTORE_API_ROLE",
         "METASTORE_PROJECTOR_ROLE",
+        "METASTORE_OIDC_PRINCIPAL_CLAIM",
+        "METASTORE_OIDC_GROUPS_CLAIM",
     } | {f"METASTORE_{scope}_TOKENS" for scope in ("INGEST", "READ", "EXPORT")}
     # The TLS files' mistakes are checked case by case in tests/test_tls.py.
     tls_files = {
@@ -79,6 +85,24 @@ def test_a_wrong_value_is_an_error_naming_the_variable_and_the_value(name: str, 
     message = str(error.value)
     assert message.startswith(name) and value in message
     assert "\n" not in message
+
+
+def test_an_oidc_issuer_needs_its_audience(tmp_path: Path) -> None:
+    issuer = {"METASTORE_OIDC_ISSUER": "https://keycloak:8443/realms/platform/"}
+    with pytest.raises(ConfigError, match="METASTORE_OIDC_AUDIENCE is required"):
+        load_settings(issuer)
+    not_pem = tmp_path / "ca.crt"
+    not_pem.write_text("not a certificate")
+    with pytest.raises(ConfigError, match=r"METASTORE_OIDC_CA_FILE=.*cannot be read"):
+        load_settings({**issuer, "METASTORE_OIDC_CA_FILE": str(not_pem)})
+    oidc = load_settings({**issuer, "METASTORE_OIDC_AUDIENCE": "metastore"}).oidc
+    assert oidc is not None
+    # rootPath's trailing slash is not part of the issuer; discovery is below it
+    assert (oidc.issuer, oidc.principal_claim, oidc.scopes) == (
+        "https://keycloak:8443/realms/platform",
+        "preferred_username",
+        frozenset({"read"}),
+    )
 
 
 @pytest.mark.parametrize(

@@ -141,6 +141,15 @@ Authentication: a bearer token of the scope the path belongs to: `ingest` for
 `export` for `/export/...` (the scope is listed in each operation's security
 requirement). No or an unknown token answers 401; a token of another scope 403, whose
 detail says which paths that token is for. Health endpoints need none.
+
+A user's OIDC JWT is a bearer token too, when the service names an issuer: it has the
+scopes the service grants JWTs (`read` unless configured), and one failing a check answers
+401 whose detail names the check (expiry, audience, issuer, key id, signature, the claim
+naming the user); while the issuer's keys cannot be fetched, 503 of type
+`issuer-unavailable`. A service token allowed to act for users (Cockpit's) may name the
+user in the header `X-Metastore-User` (and the user's groups, comma-separated, in
+`X-Metastore-Groups`): the request is then that user's. From any other caller either
+header answers 403, an empty user 400.
 """
 
 
@@ -479,7 +488,8 @@ def _refusals(scope: str, not_found: str | None) -> dict[str, Any]:
         ),
         "403": _problem(
             f"The bearer token is valid, but for another scope than `{scope}`; the detail "
-            "names the paths that token is for.",
+            "names the paths that token is for. Or `X-Metastore-User` from a caller not "
+            "allowed to act for users.",
             kind="forbidden",
         ),
         "404": _problem(

@@ -77,6 +77,7 @@ function advice(problem: Problem): string {
       return "a client bug";
     case "https://stackable.tech/metastore/problems/too-many-requests":
     case "https://stackable.tech/metastore/problems/unavailable":
+    case "https://stackable.tech/metastore/problems/issuer-unavailable":
     case "https://stackable.tech/metastore/problems/read-models-rebuilding":
     case "https://stackable.tech/metastore/problems/internal":
       return "retry later";
