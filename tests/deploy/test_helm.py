@@ -133,6 +133,7 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
         [
             "ConfigMap",
             "ConfigMap",
+            "ConfigMap",  # the named tokens' file
             "Deployment",
             "Deployment",
             "HorizontalPodAutoscaler",
@@ -605,6 +606,7 @@ def test_all_on_values_turn_everything_on() -> None:
         "serviceMonitor",
         "migration",
         "auth",
+        "auth.oidc",
         "api.autoscaling",
         "api.podDisruptionBudget",
         "monitoring.prometheusRule",
