@@ -31,6 +31,7 @@ FETCH_TIMEOUT = 5.0  # seconds per connect and read of one document
 MAX_DOCUMENT_BYTES = 1 << 20
 MAX_AGE = 600.0
 MIN_REFRESH = 10.0
+MAX_KEYS = 100  # an issuer publishes a few; more is a mistake we do not hold in memory
 _NEVER = float("-inf")
 
 
@@ -66,7 +67,7 @@ def _signing_keys(jwks: dict[str, Any], url: str) -> dict[str | None, jwt.PyJWK]
     entries = jwks.get("keys")
     if not isinstance(entries, list):
         raise IssuerUnavailable(f"{url} has no `keys` list")
-    for entry in entries:
+    for entry in entries[:MAX_KEYS]:
         if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
             continue  # encryption keys verify nothing
         try:
@@ -91,6 +92,7 @@ class SigningKeys:
         self._error = "the issuer's keys were not fetched yet"
         self._lock = asyncio.Lock()
         self._generation = 0  # fetch attempts, so a waiter sees that one ran meanwhile
+        self._aging: asyncio.Task[None] | None = None  # the refresh of keys past MAX_AGE
 
     def _fetch(self) -> tuple[str, str, dict[str | None, jwt.PyJWK]]:
         issuer, jwks_uri = self.issuer, self._jwks_uri
@@ -134,15 +136,22 @@ class SigningKeys:
 
     async def key(self, kid: str | None) -> jwt.PyJWK | None:
         """The issuer's key of that id (None: no such key); IssuerUnavailable without keys."""
-        if not self._keys or time.monotonic() - self._fetched_at > MAX_AGE:
+        if not self._keys:
             await self._refresh(self._generation, unknown_kid=False)
             if not self._keys:
                 raise IssuerUnavailable(self._error)
+        elif time.monotonic() - self._fetched_at > MAX_AGE and self._aging is None:
+            # Old keys serve while fresh ones are fetched: an issuer that hangs delays no one.
+            self._aging = asyncio.create_task(self._refresh(self._generation, unknown_kid=False))
+            self._aging.add_done_callback(self._aged)
         found = self._find(kid)
         if found is None:
             await self._refresh(self._generation, unknown_kid=True)
             found = self._find(kid)
         return found
+
+    def _aged(self, task: asyncio.Task[None]) -> None:
+        self._aging = None
 
     def _find(self, kid: str | None) -> jwt.PyJWK | None:
         if kid is None and len(self._keys) == 1:
