@@ -1,4 +1,5 @@
-"""Every HTTP request as one log line (method, path, status, duration) and a latency sample.
+"""Every HTTP request as one log line (method, path, status, duration, and who: principal,
+`via` and groups when authenticated) and a latency sample.
 
 The outermost middleware, so answers of the other middlewares (401/403) and errors are
 logged and timed too. The query string is not logged: it is the client's business, and
@@ -74,17 +75,16 @@ class AccessLog:
                 )
             child.observe(duration)
             client = scope.get("client")
+            extra = {
+                "method": method,
+                "path": scope["path"],
+                "status": status,
+                "duration_ms": round(duration * 1000, 2),
+                "client": client[0] if client else None,
+            }
             principal = principal_of(scope)  # who, as authentication found it (or refused)
-            log.info(
-                "request",
-                extra={
-                    "method": method,
-                    "path": scope["path"],
-                    "status": status,
-                    "duration_ms": round(duration * 1000, 2),
-                    "client": client[0] if client else None,
-                    "principal": principal.name or None,
-                    "via": principal.via,
-                    "groups": list(principal.groups) or None,  # what its decisions used
-                },
-            )
+            if principal.name:
+                extra["principal"] = principal.name
+                extra["via"] = principal.via  # the service acting for the user
+                extra["groups"] = list(principal.groups)  # what its decisions used
+            log.info("request", extra=extra)
