@@ -17,6 +17,7 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore.access import Access, access_of
 from metastore.api import asof, dataset_nodes, facets, limits, models, params, parts
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
@@ -42,6 +43,13 @@ from metastore.api.sqlparts import (
     owners,
     run_ref,
     tags,
+)
+from metastore.api.visibility import (
+    both,
+    dataset_visible,
+    for_access,
+    mark,
+    visible_display_name,
 )
 
 NAME_JSON = (
@@ -132,19 +140,27 @@ FIRST_BY_NAME = f"""LEFT JOIN LATERAL (
     FROM ({{jobs}} ORDER BY 2, 3, 1 LIMIT {limits.EMBEDDED_REFS}) x
     {{run_joins}}
 ) {{alias}} ON true"""
-JOBS_OF = """
+JOBS_OF = (
+    """
     SELECT {columns}
     FROM readmodel.dataset_names n
     JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
     JOIN readmodel.jobs j ON j.id = e.job_id
-    WHERE n.dataset_id = d.id AND e.direction = '{direction}'
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}'"""
+    + mark("job", "j")
+    + """
     GROUP BY j.id, j.namespace, j.name
     HAVING bool_or({held})"""
-JOB_COUNT = """(
+)
+JOB_COUNT = (
+    """(
     SELECT count(DISTINCT e.job_id)
     FROM readmodel.dataset_names n
     JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-    WHERE n.dataset_id = d.id AND e.direction = '{direction}' AND {held})"""
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}' AND {held}"""
+    + mark("job_id", "e.job_id")
+    + ")"
+)
 HELD = asof.edge_held()
 JOB = "j.id, j.namespace, j.name, j.latest_run_id"
 # Each job's latest run: now (`jr`), or at T (`lr` and `s`).
@@ -227,6 +243,8 @@ coalesce((
 ), '[]')::text
 """
 SEEN = " AND n.first_seen <= %(as_of)s"
+# Restricted: the names in readable namespaces, shown and counted.
+NAMES_SHOWN = mark("name", "n")
 CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets")},
        {dataset_type("d.facets")}"""
 
@@ -237,14 +255,14 @@ GET_DATASET = f"""
 SELECT d.id, d.namespace, d.name, (
            SELECT v.fields::text FROM readmodel.dataset_versions v WHERE v.dataset_id = d.id
            ORDER BY v.last_event_time DESC, v.last_seq DESC LIMIT 1), d.facets::text,
-       d.first_seen, d.last_seen, {NAMES.format(seen="")}, w.list, rd.list,
+       d.first_seen, d.last_seen, {NAMES.format(seen=NAMES_SHOWN)}, w.list, rd.list,
        {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
-       {name_count("d")}, {COUNTS}
+       {name_count("d", mark("name", "c"))}, {COUNTS}
 FROM readmodel.datasets d
 {WRITERS}
 {READERS}
 WHERE d.id = coalesce(
-    (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
+    (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s){mark("dataset", "d.id")}
 """
 
 # As of T: the schema of the latest observation by then, the jobs whose run at T (or
@@ -252,6 +270,7 @@ WHERE d.id = coalesce(
 # edges and schema observations), the lifecycle change by then, its names first seen by
 # then (and its display name among them). Facets and the catalogue fields are today's.
 # (Its freshness, now or then: dataset_nodes.py.)
+GET_DATASETS = both(GET_DATASET)
 GET_DATASET_AS_OF = f"""
 SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.fields::text,
        d.facets::text, d.first_seen,
@@ -267,9 +286,9 @@ SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.f
                WHERE o.namespace = n.namespace AND o.name = n.name
                  AND o.event_time <= %(as_of)s
            ) x WHERE n.dataset_id = d.id), d.first_seen),
-       {NAMES.format(seen=SEEN)}, w.list, rd.list,
+       {NAMES.format(seen=SEEN + NAMES_SHOWN)}, w.list, rd.list,
        {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time,
-       {name_count("d", SEEN.replace("n.", "c."))}, {COUNTS}
+       {name_count("d", SEEN.replace("n.", "c.") + mark("name", "c"))}, {COUNTS}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
@@ -278,8 +297,12 @@ LEFT JOIN LATERAL {asof.display_name_at("d.id")} dn ON true
 {WRITERS_AS_OF}
 {READERS_AS_OF}
 WHERE d.id = coalesce(
-    (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
+    (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s){mark("dataset", "d.id")}
 """
+
+GET_DATASETS_AS_OF = both(GET_DATASET_AS_OF)
+# Restricted: the display name among the readable names (then: if readable, else now's).
+VISIBLE_DISPLAY = f"SELECT {visible_display_name('%(id)s::uuid')}"
 
 # The dataset's names under which runs read or wrote it, and under which schemas were
 # observed: one index probe each (ordered as the index is, so it stays one whatever the
@@ -313,7 +336,8 @@ SCHEMA_NAMES = (
 # Formatted with `state`, `ended` and `state_join` (now or at T), `key` and `outer_key`
 # (the sort's key over `t`/`lr` and over `p`), `after` (the cursor's condition, or none),
 # `edge_names` and `schema_names` (the FROM items above) and `schema_at`.
-RUNS_OF_DATASET = """
+RUNS_OF_DATASET = (
+    """
 WITH page AS (
     SELECT t.run_id, t.direction, t.lifecycle_state, lr.started_at
     FROM (SELECT e.run_id, e.direction,
@@ -321,7 +345,9 @@ WITH page AS (
                      AS lifecycle_state
           FROM {edge_names} AS n(namespace, name)
           JOIN readmodel.run_edges e ON e.namespace = n.namespace AND e.name = n.name
-          WHERE %(direction)s::text IS NULL OR e.direction = %(direction)s::text
+          WHERE (%(direction)s::text IS NULL OR e.direction = %(direction)s::text)"""
+    + mark("job_id", "e.job_id")
+    + """
           GROUP BY e.run_id, e.direction) t
     JOIN readmodel.lineage_runs lr ON lr.run_id = t.run_id
     WHERE (%(as_of)s::timestamptz IS NULL OR lr.started_at <= %(as_of)s) {after}
@@ -347,6 +373,7 @@ JOIN readmodel.runs r ON r.id = p.run_id
 JOIN readmodel.lineage_runs lr ON lr.run_id = p.run_id {state_join}
 ORDER BY {outer_key}
 """
+)
 RUN_STATE_NOW = {"state": "r.state", "ended": "r.ended_at", "state_join": ""}
 RUN_STATE_AS_OF = {
     "state": "coalesce(s.event_type, 'RUNNING')",
@@ -362,11 +389,11 @@ _RUN_KEY = {"started_at": "lr.started_at", "run_id": "t.run_id", "direction": "t
 _RUN_CAST = {"started_at": "timestamptz", "run_id": "uuid", "direction": "text"}
 
 
-def runs_of_dataset(as_of: bool, sort: str, after: bool) -> str:
+def runs_of_dataset(as_of: bool, sort: str, after: bool, restricted: bool = False) -> str:
     columns, _ = RUN_SORTS[sort]
     key = ", ".join(_RUN_KEY[c] for c in columns)
     bound = ", ".join(f"%(a{i})s::{_RUN_CAST[c]}" for i, c in enumerate(columns))
-    return RUNS_OF_DATASET.format(
+    return for_access(RUNS_OF_DATASET, restricted).format(
         **(RUN_STATE_AS_OF if as_of else RUN_STATE_NOW),
         edge_names=EDGE_NAMES,
         schema_names=SCHEMA_NAMES,
@@ -404,7 +431,7 @@ FROM (
                event_time, seq, fields, run_id
         FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
     ) v
-    LEFT JOIN readmodel.runs r ON r.id = v.run_id
+    LEFT JOIN readmodel.runs r ON r.id = v.run_id{mark("run", "r")}
     WHERE (%(after_time)s::timestamptz IS NULL
            OR (v.event_time, v.seq) < (%(after_time)s, %(after_seq)s))
       AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
@@ -428,17 +455,19 @@ FROM (
     SELECT DISTINCT ON (s.fields_hash) s.*
     FROM readmodel.dataset_names n
     JOIN readmodel.reader_schemas s ON s.namespace = n.namespace AND s.name = n.name
-    WHERE n.dataset_id = %(id)s
+    WHERE n.dataset_id = %(id)s{mark("name", "n")}
       AND (%(as_of)s::timestamptz IS NULL OR s.first_seen <= %(as_of)s)
     ORDER BY s.fields_hash, s.last_seen DESC, s.last_seq DESC
 ) s
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = %(id)s AND v.fields_hash = s.fields_hash
  AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
-LEFT JOIN readmodel.runs r ON r.id = s.run_id
+LEFT JOIN readmodel.runs r ON r.id = s.run_id{mark("run", "r")}
 ORDER BY s.last_seen DESC, s.last_seq DESC, s.fields_hash
 LIMIT {limits.EMBEDDED_PAGE}
 """
+LISTS_VERSIONS = both(LIST_VERSIONS)
+READERS_SCHEMAS = both(READER_SCHEMAS)
 # How many versions and runs the dataset page embeds (the first page of each list).
 EMBEDDED = limits.EMBEDDED_PAGE
 
@@ -656,6 +685,7 @@ async def list_datasets(request: Request) -> Response:
 
 async def _versions(
     conn: AsyncConnection[Any],
+    access: Access,
     dataset: uuid.UUID,
     query: PageQuery,
     kind: str,
@@ -673,8 +703,9 @@ async def _versions(
         "as_of": query.as_of,
         "limit": query.limit + 1,
         "page_bytes": page_bytes,
+        **access.sql_params(),
     }
-    found = await rows(conn, LIST_VERSIONS, args)
+    found = await rows(conn, LISTS_VERSIONS[access.restricted], args)
     items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[1], r[2]), 3)
     return models.DatasetVersionPage(
         items=[
@@ -688,7 +719,7 @@ async def _versions(
 
 
 async def _runs(
-    conn: AsyncConnection[Any], dataset: uuid.UUID, query: RunsQuery, kind: str
+    conn: AsyncConnection[Any], access: Access, dataset: uuid.UUID, query: RunsQuery, kind: str
 ) -> models.RunOfDatasetPage:
     columns, types = RUN_SORTS[query.sort]
     # Index probes whatever the tables' sizes (a small schema_observations, now that
@@ -705,10 +736,13 @@ async def _runs(
         "schema_names": [n[1] for n in names if n[3]],
         "as_of": query.as_of,
         "limit": query.limit + 1,
+        **access.sql_params(),
     }
     if query.cursor is not None:
         args.update((f"a{i}", v) for i, v in enumerate(decode_cursor(query.cursor, kind, types)))
-    sql = runs_of_dataset(query.as_of is not None, query.sort, query.cursor is not None)
+    sql = runs_of_dataset(
+        query.as_of is not None, query.sort, query.cursor is not None, access.restricted
+    )
     found = await rows(conn, sql, args)
     await conn.execute("SET LOCAL enable_seqscan = on")
     at = {"run_id": 0, "direction": 1, "started_at": 2}
@@ -744,20 +778,33 @@ def _runs_kind(dataset: uuid.UUID, query: RunsQuery) -> str:
 async def get_dataset(request: Request) -> Response:
     path: DatasetPath = GET.parse_path(request)
     query: DatasetQuery = GET.parse_query(request)
-    args = {"id": path.dataset_id, "as_of": query.as_of or asof.NOW}
+    access = await access_of(request)
+    args = {"id": path.dataset_id, "as_of": query.as_of or asof.NOW, **access.sql_params()}
     first = PageQuery(as_of=query.as_of, limit=EMBEDDED)
     outputs_first = RunsQuery(as_of=query.as_of, sort="outputs_first", limit=EMBEDDED)
     async with connection(request) as conn:
-        r = await row(conn, GET_DATASET if query.as_of is None else GET_DATASET_AS_OF, args)
+        statements = GET_DATASETS if query.as_of is None else GET_DATASETS_AS_OF
+        sql = statements[access.restricted]
+        r = await row(conn, sql, args)
         if r is None:
             raise not_found("dataset", path.dataset_id)
         asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
         versions = await _versions(
-            conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
+            conn, access, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
         )
-        runs = await _runs(conn, r[0], outputs_first, _runs_kind(r[0], outputs_first))
-        readers = await rows(conn, READER_SCHEMAS, {"id": r[0], "as_of": query.as_of})
+        runs = await _runs(conn, access, r[0], outputs_first, _runs_kind(r[0], outputs_first))
+        readers = await rows(
+            conn,
+            READERS_SCHEMAS[access.restricted],
+            {"id": r[0], "as_of": query.as_of, **access.sql_params()},
+        )
+        display = (r[1], r[2])
+        if not access.reads(r[1]):
+            (display,) = await row(conn, VISIBLE_DISPLAY, {"id": r[0], **access.sql_params()})
         fresh = (await dataset_nodes.freshness_of(conn, [r[0]], query.as_of))[r[0]]
+    names = _names.decode(r[7])
+    # (its sensitive facets: where one of its names it shows is in a namespace that shows them)
+    sensitive = any(access.shows_sensitive(n.namespace) for n in names)
     lifecycle = None
     if r[14] is not None and r[15] is not None:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])
@@ -765,8 +812,8 @@ async def get_dataset(request: Request) -> Response:
         request,
         models.Dataset(
             id=r[0],
-            namespace=r[1],
-            name=r[2],
+            namespace=display[0],
+            name=display[1],
             fields=parts.fields(r[3]) if r[3] is not None else None,
             reader_schemas=[
                 models.ReaderSchema(
@@ -778,10 +825,10 @@ async def get_dataset(request: Request) -> Response:
                 )
                 for s in readers
             ],
-            facets=facets.served(r[4], facets.DATASET),
+            facets=facets.served(r[4], facets.DATASET, sensitive=sensitive),
             first_seen=r[5],
             last_seen=r[6],
-            names=_names.decode(r[7]),
+            names=names,
             name_count=r[16],
             producers=_writers.decode(r[8]),
             producer_count=r[17],
@@ -801,9 +848,11 @@ async def get_dataset(request: Request) -> Response:
 
 
 async def _dataset_id(
-    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery | RunsQuery
+    conn: AsyncConnection[Any], access: Access, dataset: uuid.UUID, query: PageQuery | RunsQuery
 ) -> Any:
-    ref = await row(conn, DATASET_ID, {"id": dataset})
+    ref = await row(
+        conn, DATASET_ID + dataset_visible(access, "d.id"), {"id": dataset, **access.sql_params()}
+    )
     if ref is None:
         raise not_found("dataset", dataset)
     asof.check_seen("dataset", dataset, ref[1], query.as_of)
@@ -814,9 +863,10 @@ async def _dataset_id(
 async def list_versions(request: Request) -> Response:
     path: DatasetPath = VERSIONS.parse_path(request)
     query: PageQuery = VERSIONS.parse_query(request)
+    access = await access_of(request)
     async with connection(request) as conn:
-        dataset = await _dataset_id(conn, path.dataset_id, query)
-        answer = await _versions(conn, dataset, query, _versions_kind(dataset, query))
+        dataset = await _dataset_id(conn, access, path.dataset_id, query)
+        answer = await _versions(conn, access, dataset, query, _versions_kind(dataset, query))
     return json_response(request, answer)
 
 
@@ -824,7 +874,8 @@ async def list_versions(request: Request) -> Response:
 async def list_runs(request: Request) -> Response:
     path: DatasetPath = RUNS.parse_path(request)
     query: RunsQuery = RUNS.parse_query(request)
+    access = await access_of(request)
     async with connection(request) as conn:
-        dataset = await _dataset_id(conn, path.dataset_id, query)
-        answer = await _runs(conn, dataset, query, _runs_kind(dataset, query))
+        dataset = await _dataset_id(conn, access, path.dataset_id, query)
+        answer = await _runs(conn, access, dataset, query, _runs_kind(dataset, query))
     return json_response(request, answer)

@@ -1,4 +1,8 @@
-"""GET /jobs and /jobs/{job_id}: jobs with their latest run, parents, children, datasets."""
+"""GET /jobs and /jobs/{job_id}: jobs with their latest run, parents, children, datasets.
+
+Restricted (api/visibility.py): the jobs of readable namespaces; another's job is a 404
+as an unknown id is, its sensitive facets left out unless its namespace shows them.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore.access import access_of
 from metastore.api import asof, facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
@@ -30,6 +35,7 @@ from metastore.api.sqlparts import (
     started,
     tags,
 )
+from metastore.api.visibility import job_visible
 
 # The latest run's columns (id, state, state_time, started_at, ended_at, duration) of
 # readmodel.runs row `r`.
@@ -217,7 +223,7 @@ DATASETS = Operation(
     "all its runs and its static lineage, by display name: the whole list behind the "
     "first 100 in /jobs/{job_id}.",
 )
-JOB_EXISTS = "SELECT 1 FROM readmodel.jobs WHERE id = %(id)s"
+JOB_EXISTS = "SELECT 1 FROM readmodel.jobs j WHERE j.id = %(id)s"
 resource = Resource()
 
 
@@ -244,8 +250,9 @@ def _parent(r: Any) -> models.JobRefWithRun | None:
 @resource.add(LIST)
 async def list_jobs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
-    filters: list[str] = []
-    args: dict[str, Any] = {"limit": query.limit + 1}
+    access = await access_of(request)
+    filters: list[str] = [job_visible(access)] if access.restricted else []
+    args: dict[str, Any] = {"limit": query.limit + 1, **access.sql_params()}
     if query.namespace is not None:
         filters.append(FILTER_NAMESPACE)
         args["namespace"] = query.namespace
@@ -308,9 +315,11 @@ _tags = msgspec.json.Decoder(list[models.Tag])
 async def get_job(request: Request) -> Response:
     path: JobPath = GET.parse_path(request)
     query: JobQuery = GET.parse_query(request)
-    args = {"id": path.job_id, "as_of": query.as_of or asof.NOW}
+    access = await access_of(request)
+    args = {"id": path.job_id, "as_of": query.as_of or asof.NOW, **access.sql_params()}
+    sql = (GET_JOB if query.as_of is None else GET_JOB_AS_OF) + job_visible(access)
     async with connection(request) as conn:
-        r = await row(conn, GET_JOB if query.as_of is None else GET_JOB_AS_OF, args)
+        r = await row(conn, sql, args)
     if r is None:
         raise not_found("job", path.job_id)
     asof.check_seen("job", path.job_id, r[7], query.as_of)
@@ -323,7 +332,7 @@ async def get_job(request: Request) -> Response:
             job_type=r[3],
             processing_type=r[4],
             integration=r[5],
-            facets=facets.served(r[6], facets.JOB),
+            facets=facets.served(r[6], facets.JOB, sensitive=access.shows_sensitive(r[1])),
             first_seen=r[7],
             last_seen=r[8],
             parent=next(iter(_refs.decode(r[9])), None),
@@ -349,7 +358,7 @@ async def list_job_datasets(request: Request) -> Response:
     answer = await datasets_page(
         request,
         DATASETS_PAGE.format(edges=JOB_EDGES_OF),
-        JOB_EXISTS,
+        JOB_EXISTS + job_visible(await access_of(request)),
         "job",
         path.job_id,
         query,
@@ -367,7 +376,8 @@ async def datasets_page(
     query: Any,
     kind: str,
 ) -> models.DatasetRefPage:
-    """A page of the datasets of a job or run (404 when the job or run is unknown)."""
+    """A page of the datasets of a job or run (404 when the job or run is unknown or
+    hidden: `exists` holds its visibility condition)."""
     after: tuple[Any, ...] = (None, None, None)
     if query.cursor is not None:
         after = decode_cursor(query.cursor, kind, [str, str, uuid.UUID])
@@ -380,8 +390,9 @@ async def datasets_page(
         "limit": query.limit + 1,
         "as_of": asof.NOW,
     }
+    access = await access_of(request)
     async with connection(request) as conn:
-        if await row(conn, exists, {"id": id_}) is None:
+        if await row(conn, exists, {"id": id_, **access.sql_params()}) is None:
             raise not_found(what, id_)
         found = await rows(conn, sql, args)
     items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2], r[0]))

@@ -1,4 +1,9 @@
-"""GET /runs, /runs/{run_id} and /runs/{run_id}/events."""
+"""GET /runs, /runs/{run_id} and /runs/{run_id}/events.
+
+Restricted (api/visibility.py): the runs of jobs in readable namespaces; another's run
+(its page, datasets and events) is a 404 as an unknown id is, and its facets and events
+leave out sensitive facets unless its job's namespace shows them.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore.access import access_of
 from metastore.api import facets, limits, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.jobs import DatasetsQuery, datasets_page
@@ -31,6 +37,7 @@ from metastore.api.sqlparts import (
     run_ref,
     started,
 )
+from metastore.api.visibility import run_visible
 from metastore.eventlog import HORIZON
 from metastore.problems import ProblemError
 from projections import runs as runs_fold
@@ -137,6 +144,10 @@ RUN_KNOWN = """
 SELECT EXISTS (SELECT 1 FROM readmodel.runs WHERE id = %(run_id)s)
     OR EXISTS (SELECT 1 FROM event_log WHERE run_id = %(run_id)s)
 """
+# Restricted: a run's events are shown when the runs table has it in a readable namespace
+# (its job's namespace then says which sensitive facets they keep); a run not yet folded
+# is hidden until it is.
+RUN_NAMESPACE = "SELECT r.job_namespace FROM readmodel.runs r WHERE r.id = %(run_id)s"
 
 
 class ListQuery(msgspec.Struct, frozen=True):
@@ -247,7 +258,7 @@ DATASETS = Operation(
     description="Every dataset the run read (`direction=input`) or wrote (output), by "
     "display name: the whole list behind the first 100 in /runs/{run_id}.",
 )
-RUN_EXISTS = "SELECT 1 FROM readmodel.runs WHERE id = %(id)s"
+RUN_EXISTS = "SELECT 1 FROM readmodel.runs r WHERE r.id = %(id)s"
 resource = Resource()
 
 
@@ -292,8 +303,9 @@ def _summary(r: Any) -> dict[str, Any]:
 @resource.add(LIST)
 async def list_runs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
-    filters: list[str] = []
-    args: dict[str, Any] = {"limit": query.limit + 1}
+    access = await access_of(request)
+    filters: list[str] = [run_visible(access)] if access.restricted else []
+    args: dict[str, Any] = {"limit": query.limit + 1, **access.sql_params()}
     by_state = query.state is not None
     for value, clause, name in (
         (query.job_id, FILTER_JOB, "job_id"),
@@ -340,8 +352,10 @@ _datasets = msgspec.json.Decoder(list[models.DatasetRef])
 @resource.add(GET)
 async def get_run(request: Request) -> Response:
     path: RunPath = GET.parse_path(request)
+    access = await access_of(request)
     async with connection(request) as conn:
-        r = await row(conn, GET_RUN, {"id": path.run_id})
+        args = {"id": path.run_id, **access.sql_params()}
+        r = await row(conn, GET_RUN + run_visible(access), args)
         if r is None:
             raise not_found("run", path.run_id)
         merged = await _facets_from_log(conn, path.run_id, r[23], r[29])
@@ -349,7 +363,7 @@ async def get_run(request: Request) -> Response:
         request,
         models.Run(
             **_summary(r),
-            facets=facets.served(merged, facets.RUN),
+            facets=facets.served(merged, facets.RUN, sensitive=access.shows_sensitive(r[2])),
             children=_run_refs.decode(r[24]),
             inputs=_datasets.decode(r[25]),
             input_count=r[26],
@@ -376,16 +390,26 @@ async def list_run_events(request: Request) -> Response:
         "limit": query.limit + 1,
         "page_bytes": limits.PAGE_BYTES,
     }
+    access = await access_of(request)
+    sensitive = True
     async with connection(request) as conn:
+        if access.restricted:
+            namespace = await row(
+                conn, RUN_NAMESPACE + run_visible(access), {**args, **access.sql_params()}
+            )
+            if namespace is None:
+                raise not_found("run", path.run_id)
+            sensitive = access.shows_sensitive(namespace[0])
         found = await rows(conn, RUN_EVENTS, args)
         if not found and query.cursor is None:
             known = await row(conn, RUN_KNOWN, {"run_id": path.run_id})
             if not known[0]:
                 raise not_found("run", path.run_id)
     items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[0], r[1]), 2)
+    shown = (r[2] if sensitive else facets.event_without_sensitive(r[2]) for r in items)
     return json_response(
         request,
-        models.RunEventPage(items=[msgspec.Raw(r[2]) for r in items], next_cursor=next_cursor),
+        models.RunEventPage(items=[msgspec.Raw(e) for e in shown], next_cursor=next_cursor),
     )
 
 
@@ -396,7 +420,7 @@ async def list_run_datasets(request: Request) -> Response:
     answer = await datasets_page(
         request,
         DATASETS_PAGE.format(edges=RUN_EDGES_OF),
-        RUN_EXISTS,
+        RUN_EXISTS + run_visible(await access_of(request)),
         "run",
         path.run_id,
         query,

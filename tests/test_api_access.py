@@ -1,0 +1,234 @@
+"""Reads over the namespaces a caller may read (issue 44 item 3, lists and pages).
+
+Two teams through a real `metastore api` with METASTORE_TOKENS_FILE and
+METASTORE_POLICY_FILE: sales (a Spark job in `spark-sales` writing `s3a://sales`) and
+finance (a Trino query in `trino-finance` over `trino://finance`), one dataset with a
+name on each side (the Spark output's `symlinks` facet names the table Trino reads), an
+auditor who reads everything but no sensitive facet, and an admin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.apiserver import scenario_api
+from tests.support import run_event
+
+SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark"
+TRINO = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/trino"
+SALES_JOB = ("spark-sales", "orders_etl.execute_insert_into_hadoop_fs_relation_command")
+FINANCE_JOB = ("trino-finance", "20260902_101500_00042_ab3kd")
+SALES_RUN = "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9a01"
+FINANCE_RUN = "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9a02"
+QUERY = "SELECT region, sum(amount) FROM lakehouse.sales.orders_daily GROUP BY region"
+PLAN = "InsertIntoHadoopFsRelationCommand s3a://sales/orders_daily, Filter (secret_col > 1)"
+
+RAW = {"namespace": "s3a://sales", "name": "raw/orders"}
+DAILY_TRINO = {"namespace": "trino://finance", "name": "lakehouse.sales.orders_daily"}
+DAILY = {
+    "namespace": "s3a://sales",
+    "name": "orders_daily",
+    "facets": {
+        "symlinks": {
+            "_producer": SPARK,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json",
+            "identifiers": [{**DAILY_TRINO, "type": "TABLE"}],
+        }
+    },
+}
+REVENUE = {"namespace": "trino://finance", "name": "lakehouse.finance.revenue"}
+
+
+def _facet(producer: str, **body: Any) -> dict[str, Any]:
+    return {"_producer": producer, "_schemaURL": "https://openlineage.io/spec/facets/x", **body}
+
+
+def events() -> list[dict[str, Any]]:
+    spark_facets = {
+        "spark.logicalPlan": _facet(SPARK, plan=[{"class": PLAN}]),
+        "spark_properties": _facet(SPARK, properties={"spark.hadoop.fs.s3a.secret.key": "x"}),
+    }
+    sales = [
+        run_event(kind, when, SPARK, SALES_JOB, SALES_RUN, [RAW], [DAILY], spark_facets)
+        for kind, when in (("START", "2026-09-02T10:00:00Z"), ("COMPLETE", "2026-09-02T10:05:00Z"))
+    ]
+    finance = []
+    for kind, when in (("START", "2026-09-02T10:15:00Z"), ("COMPLETE", "2026-09-02T10:16:00Z")):
+        event = run_event(kind, when, TRINO, FINANCE_JOB, FINANCE_RUN, [DAILY_TRINO], [REVENUE])
+        event["job"]["facets"] = {"sql": _facet(TRINO, query=QUERY, dialect="trino")}
+        finance.append(event)
+    return [*sales, *finance]
+
+
+POLICY = {
+    "admins": ["group:platform"],
+    "read": [
+        {"subjects": ["group:sales"], "namespaces": ["spark-sales", "s3a://sales*"]},
+        {"subjects": ["group:finance"], "namespaces": ["trino-finance", "trino://finance*"]},
+        {"subjects": ["auditor"], "namespaces": ["*"]},
+    ],
+    "sensitive": [
+        {"subjects": ["group:sales"], "namespaces": ["spark-sales"]},
+        {"subjects": ["group:finance"], "namespaces": ["trino-finance"]},
+    ],
+}
+USERS = {"alice": ["sales"], "bob": ["finance"], "auditor": [], "root": ["platform"]}
+SALES_NAMESPACES = ["s3a://sales", "spark-sales"]
+FINANCE_NAMESPACES = ["trino-finance", "trino://finance"]
+ALL_NAMESPACES = sorted(SALES_NAMESPACES + FINANCE_NAMESPACES)
+
+
+@pytest.fixture(scope="module")
+def clients(
+    pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, httpx.Client]]:
+    folder = tmp_path_factory.mktemp("access")
+    tokens = [
+        {"name": user, "scopes": ["read"], "token": f"token-of-{user}", "groups": groups}
+        for user, groups in USERS.items()
+    ]
+    (folder / "tokens.json").write_text(json.dumps(tokens))
+    (folder / "policy.json").write_text(json.dumps(POLICY))
+    env = {
+        "METASTORE_TOKENS_FILE": str(folder / "tokens.json"),
+        "METASTORE_POLICY_FILE": str(folder / "policy.json"),
+    }
+    with scenario_api(pg_server, template_db, folder, events(), env=env) as (url, _):
+        made = {
+            user: httpx.Client(
+                base_url=url + "/api/v1",
+                headers={"Authorization": f"Bearer token-of-{user}"},
+                timeout=30,
+            )
+            for user in USERS
+        }
+        try:
+            yield made
+        finally:
+            for client in made.values():
+                client.close()
+
+
+def get(client: httpx.Client, path: str, **params: Any) -> Any:
+    answer = client.get(path, params=params)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def ids(clients: dict[str, httpx.Client]) -> dict[str, str]:
+    """The ids of the jobs, runs and datasets, as the admin sees them."""
+    root = clients["root"]
+    jobs = {j["namespace"]: j["id"] for j in get(root, "/jobs")["items"]}
+    found = {"sales_job": jobs["spark-sales"], "finance_job": jobs["trino-finance"]}
+    for key, ref in (("raw", RAW), ("daily", DAILY_TRINO), ("revenue", REVENUE)):
+        (item,) = get(root, "/datasets", namespace=ref["namespace"], name=ref["name"])["items"]
+        found[key] = item["id"]
+    return found
+
+
+def test_namespaces_list_only_the_readable_ones_with_their_counts(
+    clients: dict[str, httpx.Client],
+) -> None:
+    expected = {
+        "alice": SALES_NAMESPACES,
+        "bob": FINANCE_NAMESPACES,
+        "auditor": ALL_NAMESPACES,
+        "root": ALL_NAMESPACES,
+    }
+    for user, names in expected.items():
+        answer = get(clients[user], "/namespaces")
+        assert [n["name"] for n in answer["items"]] == names, user
+        assert answer["total"] == len(names), user
+        # a page of one still says how many there are in all
+        assert get(clients[user], "/namespaces", limit=1)["total"] == len(names), user
+    counts = {n["name"]: n for n in get(clients["alice"], "/namespaces")["items"]}
+    assert counts["spark-sales"]["job_count"] == 1
+    assert counts["s3a://sales"]["dataset_count"] == 2  # raw/orders and orders_daily
+
+
+def test_job_and_run_lists_and_totals_hold_the_readable_ones(
+    clients: dict[str, httpx.Client],
+) -> None:
+    for user, namespaces in (("alice", ["spark-sales"]), ("bob", ["trino-finance"])):
+        jobs = get(clients[user], "/jobs")
+        assert [j["namespace"] for j in jobs["items"]] == namespaces, user
+        assert jobs["total"] == 1
+        runs = get(clients[user], "/runs")
+        assert [r["job"]["namespace"] for r in runs["items"]] == namespaces, user
+        assert runs["total"] == 1
+        # a page of none past the first still counts only what it may see
+        assert get(clients[user], "/runs", limit=1, state="COMPLETE")["total"] == 1
+    assert get(clients["root"], "/jobs")["total"] == 2
+    assert get(clients["auditor"], "/runs")["total"] == 2
+    # another team's namespace asked for by name: nothing, as an unknown one
+    assert get(clients["alice"], "/jobs", namespace="trino-finance")["items"] == []
+    assert get(clients["alice"], "/runs", namespace="trino-finance")["total"] == 0
+
+
+def _same_as_unknown(client: httpx.Client, path: str, hidden: str, unknown: str) -> None:
+    answer = client.get(path.format(hidden))
+    absent = client.get(path.format(unknown))
+    assert answer.status_code == absent.status_code == 404, (path, answer.text)
+    shown, expected = answer.json(), absent.json()
+    assert shown["type"] == expected["type"] and shown["title"] == expected["title"]
+    assert shown["detail"] == expected["detail"].replace(unknown, hidden)
+
+
+def test_another_teams_pages_are_404_as_an_unknown_id(clients: dict[str, httpx.Client]) -> None:
+    known = ids(clients)
+    unknown = "00000000-0000-4000-8000-000000000000"
+    bob = clients["bob"]
+    for path, hidden in (
+        ("/jobs/{}", known["sales_job"]),
+        ("/jobs/{}/datasets?direction=output", known["sales_job"]),
+        ("/runs/{}", SALES_RUN),
+        ("/runs/{}/datasets?direction=input", SALES_RUN),
+        ("/runs/{}/events", SALES_RUN),
+        ("/datasets/{}", known["raw"]),
+        ("/datasets/{}/versions", known["raw"]),
+        ("/datasets/{}/runs", known["raw"]),
+    ):
+        _same_as_unknown(bob, path, hidden, unknown)
+    assert clients["alice"].get(f"/jobs/{known['finance_job']}").status_code == 404
+    assert clients["alice"].get(f"/runs/{FINANCE_RUN}/events").status_code == 404
+    # their own and the admin's are there
+    for user, job, run in (("alice", "sales_job", SALES_RUN), ("root", "finance_job", FINANCE_RUN)):
+        assert get(clients[user], f"/jobs/{known[job]}")["id"] == known[job]
+        assert get(clients[user], f"/runs/{run}/events")["items"]
+
+
+def test_sensitive_facets_only_where_the_policy_shows_them(
+    clients: dict[str, httpx.Client],
+) -> None:
+    known = ids(clients)
+    for user, shown in (("alice", True), ("auditor", False), ("root", True)):
+        run = get(clients[user], f"/runs/{SALES_RUN}")
+        assert ("spark.logicalPlan" in run["facets"]) is shown, user
+        assert ("spark_properties" in run["facets"]) is shown, user
+        events = get(clients[user], f"/runs/{SALES_RUN}/events")["items"]
+        assert len(events) == 2
+        assert (PLAN in json.dumps(events)) is shown, user
+        assert all(e["run"]["runId"] == SALES_RUN for e in events)
+    for user, shown in (("bob", True), ("auditor", False), ("root", True)):
+        job = get(clients[user], f"/jobs/{known['finance_job']}")
+        assert ("sql" in job["facets"]) is shown, user
+        events = get(clients[user], f"/runs/{FINANCE_RUN}/events")["items"]
+        assert (QUERY in json.dumps(events)) is shown, user
+
+
+def test_etags_differ_by_what_the_caller_may_see(clients: dict[str, httpx.Client]) -> None:
+    # the auditor and the admin read the same namespaces (equal bodies) but not the same
+    # sensitive facets: neither's validator is the other's
+    root = clients["root"].get("/namespaces")
+    auditor = clients["auditor"].get("/namespaces")
+    assert root.json() == auditor.json()
+    assert root.headers["etag"] != auditor.headers["etag"]
+    again = clients["auditor"].get("/namespaces", headers={"If-None-Match": root.headers["etag"]})
+    assert again.status_code == 200
+    mine = clients["auditor"].get("/namespaces", headers={"If-None-Match": auditor.headers["etag"]})
+    assert mine.status_code == 304
