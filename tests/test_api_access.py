@@ -232,3 +232,64 @@ def test_etags_differ_by_what_the_caller_may_see(clients: dict[str, httpx.Client
     assert again.status_code == 200
     mine = clients["auditor"].get("/namespaces", headers={"If-None-Match": auditor.headers["etag"]})
     assert mine.status_code == 304
+
+
+def _names(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(d["namespace"], d["name"]) for d in items]
+
+
+def test_dataset_lists_show_readable_names_only(clients: dict[str, httpx.Client]) -> None:
+    alice, bob, root = clients["alice"], clients["bob"], clients["root"]
+    daily_sales = ("s3a://sales", "orders_daily")
+    daily_trino = (DAILY_TRINO["namespace"], DAILY_TRINO["name"])
+    revenue = (REVENUE["namespace"], REVENUE["name"])
+    raw = (RAW["namespace"], RAW["name"])
+    listed = get(alice, "/datasets")
+    # the joined dataset under its readable name, never its (hidden) display name
+    assert _names(listed["items"]) == [daily_sales, raw] and listed["total"] == 2
+    assert [d["name_count"] for d in listed["items"]] == [1, 1]
+    assert get(alice, "/datasets", limit=1)["total"] == 2
+    listed = get(bob, "/datasets")
+    assert _names(listed["items"]) == [revenue, daily_trino] and listed["total"] == 2
+    listed = get(root, "/datasets")
+    assert _names(listed["items"]) == [raw, revenue, daily_trino] and listed["total"] == 3
+    assert listed["items"][2]["name_count"] == 2
+    # a hidden name matches nothing: not by substring, exact name or lookup
+    for params in (
+        {"q": "lakehouse"},
+        {"name": DAILY_TRINO["name"]},
+        {"namespace": DAILY_TRINO["namespace"]},
+        {"namespace": DAILY_TRINO["namespace"], "name": DAILY_TRINO["name"]},
+    ):
+        assert get(alice, "/datasets", **params) == {
+            "items": [],
+            "next_cursor": None,
+            "total": 0,
+            "total_is_exact": True,
+        }, params
+    assert get(root, "/datasets", q="lakehouse")["total"] == 2
+    (found,) = get(alice, "/datasets", q="orders_daily")["items"]
+    assert (found["namespace"], found["name"]) == daily_sales
+    assert found["matched_name"]["namespace"] == "s3a://sales"
+    (found,) = get(alice, "/datasets", namespace="s3a://sales", name="orders_daily")["items"]
+    assert (found["namespace"], found["name"]) == daily_sales
+
+
+def test_a_joined_datasets_page_shows_each_side_its_own(clients: dict[str, httpx.Client]) -> None:
+    daily = ids(clients)["daily"]
+    page = get(clients["alice"], f"/datasets/{daily}")
+    assert (page["namespace"], page["name"]) == ("s3a://sales", "orders_daily")
+    assert [n["namespace"] for n in page["names"]] == ["s3a://sales"] and page["name_count"] == 1
+    assert [p["job"]["namespace"] for p in page["producers"]] == ["spark-sales"]
+    assert page["consumers"] == [] and page["consumer_count"] == 0
+    assert [r["id"] for r in page["runs"]["items"]] == [SALES_RUN]
+    page = get(clients["bob"], f"/datasets/{daily}")
+    assert (page["namespace"], page["name"]) == (DAILY_TRINO["namespace"], DAILY_TRINO["name"])
+    assert [n["namespace"] for n in page["names"]] == ["trino://finance"]
+    assert page["producers"] == [] and page["producer_count"] == 0
+    assert [c["job"]["namespace"] for c in page["consumers"]] == ["trino-finance"]
+    assert [r["id"] for r in get(clients["bob"], f"/datasets/{daily}/runs")["items"]] == [
+        FINANCE_RUN
+    ]
+    page = get(clients["root"], f"/datasets/{daily}")
+    assert page["name_count"] == 2 and page["producer_count"] == page["consumer_count"] == 1

@@ -45,10 +45,12 @@ from metastore.api.sqlparts import (
     tags,
 )
 from metastore.api.visibility import (
+    RESTRICTED,
     both,
     dataset_visible,
     for_access,
     mark,
+    name_visible,
     visible_display_name,
 )
 
@@ -91,10 +93,10 @@ NAMESPACE_KEY = "n.namespace, n.name"
 COUNT_IN_NAMESPACE = count_capped(
     "SELECT DISTINCT n.dataset_id FROM readmodel.dataset_names n WHERE n.namespace = %(namespace)s"
 )
-LIST_DATASETS = f"""
-SELECT {SUMMARY}, {{key}}, ({{matched}})::text
-{{walk}}
-ORDER BY {{key}}
+LIST_DATASETS = """
+SELECT {summary}, {key}, ({matched})::text
+{walk}
+ORDER BY {key}
 LIMIT %(limit)s
 """
 # (every live dataset has one display name: unfiltered, the list counts the datasets)
@@ -103,23 +105,72 @@ FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
     SELECT 1 FROM readmodel.dataset_names n
     WHERE n.dataset_id = d.id AND lower(n.name) LIKE %(pattern)s))"""
 # `name` alone: datasets with a name exactly this, in any namespace (lower() for the index).
-FILTER_EXACT_NAME = """AND d.id IN (
+FILTER_EXACT_NAME = f"""AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
-    WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s)"""
+    WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s{mark("name", "n")})"""
 AFTER = "AND ({key}) > (%(after_namespace)s, %(after_name)s)"
 # The name that matched: of `q`, else of `name`, else its (first) name in `namespace`.
 MATCHED_IN_NAMESPACE = NAME_JSON.format(n="n")
-MATCHED_BY = """(SELECT {json} FROM readmodel.dataset_names m
-    WHERE m.dataset_id = d.id AND {test} ORDER BY m.namespace, m.name LIMIT 1)"""
+MATCHED_BY = (
+    """(SELECT {json} FROM readmodel.dataset_names m
+    WHERE m.dataset_id = d.id AND {test}"""
+    + mark("name", "m")
+    + " ORDER BY m.namespace, m.name LIMIT 1)"
+)
 MATCHED_Q = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="lower(m.name) LIKE %(pattern)s")
 MATCHED_NAME = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="m.name = %(name)s")
 
-LOOKUP_DATASET = f"""
-SELECT {SUMMARY}, n.namespace, n.name, {NAME_JSON.format(n="n")}::text
+LOOKUP_DATASET = """
+SELECT {summary}, n.namespace, n.name, {name}::text
 FROM readmodel.dataset_names n
 JOIN readmodel.datasets d ON d.id = n.dataset_id
-WHERE n.namespace = %(namespace)s AND n.name = %(name)s
+WHERE n.namespace = %(namespace)s AND n.name = %(name)s{visible}
 """
+
+# Restricted, a dataset is listed under its display name among its readable names (the
+# display walk walks those), counted and matched by its readable names only: a hidden
+# name neither shows nor matches (no oracle in `q` or `name`).
+VISIBLE_DISPLAY_OF = visible_display_name("d.id")
+SUMMARY_VISIBLE = f"""d.id, ({VISIBLE_DISPLAY_OF})[1], ({VISIBLE_DISPLAY_OF})[2], d.first_seen,
+       d.last_seen, {name_count("d", name_visible(RESTRICTED, "c"))},
+       {lifecycle_now("d.facets", "d.facet_times")}"""
+DISPLAY_WALK_VISIBLE = f"""
+FROM readmodel.dataset_names n
+CROSS JOIN LATERAL (
+    SELECT * FROM readmodel.datasets d
+    WHERE d.id = n.dataset_id AND d.merged_into IS NULL
+    OFFSET 0
+) d
+WHERE ARRAY[n.namespace, n.name] = {visible_display_name("n.dataset_id")}
+  {name_visible(RESTRICTED, "n")}
+  {{filters}}"""
+FILTER_NAME_VISIBLE = f"""AND EXISTS (
+    SELECT 1 FROM readmodel.dataset_names q
+    WHERE q.dataset_id = d.id AND lower(q.name) LIKE %(pattern)s{name_visible(RESTRICTED, "q")})"""
+# The statements by Access.restricted: (summary columns, display walk, `q` filter, count of
+# all, count in a namespace, namespace walk's filter, exact lookup).
+LISTING = {
+    False: (SUMMARY, DISPLAY_WALK, FILTER_NAME, COUNT_ALL, COUNT_IN_NAMESPACE, ""),
+    True: (
+        SUMMARY_VISIBLE,
+        DISPLAY_WALK_VISIBLE,
+        FILTER_NAME_VISIBLE,
+        count_capped("SELECT 1" + DISPLAY_WALK_VISIBLE.format(filters="")),
+        count_capped(
+            "SELECT DISTINCT n.dataset_id FROM readmodel.dataset_names n"
+            " WHERE n.namespace = %(namespace)s" + name_visible(RESTRICTED, "n")
+        ),
+        name_visible(RESTRICTED, "n"),
+    ),
+}
+LOOKUPS = {
+    restricted: LOOKUP_DATASET.format(
+        summary=LISTING[restricted][0],
+        name=NAME_JSON.format(n="n"),
+        visible=name_visible(RESTRICTED, "n") if restricted else "",
+    )
+    for restricted in (False, True)
+}
 
 # The jobs that wrote any of its names: when last successfully (a run that COMPLETEd),
 # and the lifecycle change they last reported; now from job_edges, as of T from the run
@@ -625,10 +676,17 @@ async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[model
 @resource.add(LIST)
 async def list_datasets(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
+    access = await access_of(request)
+    restricted = access.restricted
+    summary, display_walk, filter_name, count_all, count_in_namespace, in_namespace = LISTING[
+        restricted
+    ]
     if query.name is not None and query.namespace is not None:
         async with connection(request) as conn:
             found = await rows(
-                conn, LOOKUP_DATASET, {"namespace": query.namespace, "name": query.name}
+                conn,
+                LOOKUPS[restricted],
+                {"namespace": query.namespace, "name": query.name, **access.sql_params()},
             )
             items = await _summaries(conn, found)
         return json_response(
@@ -641,32 +699,38 @@ async def list_datasets(request: Request) -> Response:
             ),
         )
     filters: list[str] = []
-    args: dict[str, Any] = {"limit": query.limit + 1, "namespace": query.namespace}
+    args: dict[str, Any] = {
+        "limit": query.limit + 1,
+        "namespace": query.namespace,
+        **access.sql_params(),
+    }
     matched = "NULL::json"
-    walk, key = DISPLAY_WALK, DISPLAY_KEY
+    walk, key = display_walk, DISPLAY_KEY
     if query.namespace is not None:
         walk, key = NAMESPACE_WALK, NAMESPACE_KEY
         matched = MATCHED_IN_NAMESPACE
+        if in_namespace:
+            filters.append(in_namespace)
     if query.name is not None:
-        filters.append(FILTER_EXACT_NAME)
+        filters.append(for_access(FILTER_EXACT_NAME, restricted))
         args["name"] = query.name
-        matched = MATCHED_NAME
+        matched = for_access(MATCHED_NAME, restricted)
     if query.q:
-        filters.append(FILTER_NAME)
+        filters.append(filter_name)
         args["pattern"] = like_substring(query.q)
-        matched = MATCHED_Q
-    if filters:
+        matched = for_access(MATCHED_Q, restricted)
+    if query.name is not None or query.q:
         counted = count_capped("SELECT 1" + walk.format(filters="\n  ".join(filters)))
     elif query.namespace is not None:
-        counted = COUNT_IN_NAMESPACE
+        counted = count_in_namespace
     else:
-        counted = COUNT_ALL
+        counted = count_all
     kind = bound_kind("datasets", query)
     if query.cursor is not None:
         args["after_namespace"], args["after_name"] = decode_cursor(query.cursor, kind, [str, str])
         filters.append(AFTER.format(key=key))
     where = walk.format(filters="\n  ".join(filters))
-    sql = LIST_DATASETS.format(walk=where, key=key, matched=matched)
+    sql = LIST_DATASETS.format(summary=summary, walk=where, key=key, matched=matched)
     async with connection(request) as conn:
         items, next_cursor, count, exact = await page_with_total(
             conn, sql, counted, args, query, kind, lambda r: (r[7], r[8])
