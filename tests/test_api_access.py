@@ -293,3 +293,40 @@ def test_a_joined_datasets_page_shows_each_side_its_own(clients: dict[str, httpx
     ]
     page = get(clients["root"], f"/datasets/{daily}")
     assert page["name_count"] == 2 and page["producer_count"] == page["consumer_count"] == 1
+
+
+def _hits(answer: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(h["type"], h.get("namespace", ""), h["name"]) for h in answer["items"]]
+
+
+def test_search_finds_and_counts_readable_names_only(clients: dict[str, httpx.Client]) -> None:
+    daily_sales = ("dataset", "s3a://sales", "orders_daily")
+    daily_trino = ("dataset", DAILY_TRINO["namespace"], DAILY_TRINO["name"])
+    revenue = ("dataset", REVENUE["namespace"], REVENUE["name"])
+    raw = ("dataset", RAW["namespace"], RAW["name"])
+    job = ("job", *SALES_JOB)
+    sales_namespaces = {("namespace", "", "s3a://sales"), ("namespace", "", "spark-sales")}
+    expected = {
+        ("alice", "orders"): {daily_sales, job, raw},
+        ("bob", "orders"): {daily_trino},
+        ("root", "orders"): {daily_trino, job, raw},  # the admin sees its display name
+        ("alice", "lakehouse"): set(),
+        ("bob", "lakehouse"): {daily_trino, revenue},
+        ("root", "lakehouse"): {daily_trino, revenue},
+        ("alice", "sales"): sales_namespaces,
+        ("bob", "sales"): {daily_trino},
+        ("root", "sales"): sales_namespaces | {daily_trino},
+    }
+    for (user, q), hits in expected.items():
+        answer = get(clients[user], "/search", q=q)
+        assert set(_hits(answer)) == hits, (user, q)
+        assert answer["total"] == len(hits) and answer["total_is_exact"], (user, q)
+        # a page of one counts the same
+        assert get(clients[user], "/search", q=q, limit=1)["total"] == len(hits), (user, q)
+    # each side's hit on the joined dataset matched by a name it may read
+    (hit,) = get(clients["bob"], "/search", q="orders")["items"]
+    assert hit["matched_name"]["namespace"] == DAILY_TRINO["namespace"]
+    (hit,) = get(clients["alice"], "/search", q="orders", type="dataset", namespace="s3a://sales")[
+        "items"
+    ][:1]
+    assert hit["matched_name"] == {"namespace": "s3a://sales", "name": "orders_daily"}
