@@ -4,7 +4,8 @@ Two teams through a real `metastore api` with METASTORE_TOKENS_FILE and
 METASTORE_POLICY_FILE: sales (a Spark job in `spark-sales` writing `s3a://sales`) and
 finance (a Trino query in `trino-finance` over `trino://finance`), one dataset with a
 name on each side (the Spark output's `symlinks` facet names the table Trino reads), an
-auditor who reads everything but no sensitive facet, and an admin.
+auditor who reads everything but no sensitive facet, and an admin. The Spark job also
+reads a table only finance may see.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def events() -> list[dict[str, Any]]:
         "spark_properties": _facet(SPARK, properties={"spark.hadoop.fs.s3a.secret.key": "x"}),
     }
     sales = [
-        run_event(kind, when, SPARK, SALES_JOB, SALES_RUN, [RAW], [DAILY], spark_facets)
+        run_event(kind, when, SPARK, SALES_JOB, SALES_RUN, [RAW, REVENUE], [DAILY], spark_facets)
         for kind, when in (("START", "2026-09-02T10:00:00Z"), ("COMPLETE", "2026-09-02T10:05:00Z"))
     ]
     finance = []
@@ -330,3 +331,29 @@ def test_search_finds_and_counts_readable_names_only(clients: dict[str, httpx.Cl
         "items"
     ][:1]
     assert hit["matched_name"] == {"namespace": "s3a://sales", "name": "orders_daily"}
+
+
+def test_job_and_run_pages_embed_only_visible_datasets(clients: dict[str, httpx.Client]) -> None:
+    known = ids(clients)
+    sales_side = [("s3a://sales", "orders_daily")]
+    for user, inputs, outputs in (
+        ("alice", [(RAW["namespace"], RAW["name"])], sales_side),
+        ("root", [(RAW["namespace"], RAW["name"]), (REVENUE["namespace"], REVENUE["name"])], None),
+    ):
+        job = get(clients[user], f"/jobs/{known['sales_job']}")
+        run = get(clients[user], f"/runs/{SALES_RUN}")
+        for page in (job, run):
+            assert _names(page["inputs"]) == inputs and page["input_count"] == len(inputs), user
+            assert page["output_count"] == 1
+            if outputs is not None:
+                assert _names(page["outputs"]) == outputs, user
+        for path in (f"/jobs/{known['sales_job']}/datasets", f"/runs/{SALES_RUN}/datasets"):
+            assert _names(get(clients[user], path, direction="input")["items"]) == inputs
+    # the admin sees the joined dataset under its display name, alice under hers
+    (output,) = get(clients["root"], f"/jobs/{known['sales_job']}")["outputs"]
+    assert (output["namespace"], output["name"]) == (DAILY_TRINO["namespace"], DAILY_TRINO["name"])
+    listed = get(clients["alice"], f"/runs/{SALES_RUN}/datasets", direction="output")["items"]
+    assert _names(listed) == sales_side
+    job = get(clients["alice"], f"/jobs/{known['sales_job']}", as_of="2026-09-03T00:00:00Z")
+    assert _names(job["inputs"]) == [(RAW["namespace"], RAW["name"])]
+    assert _names(job["outputs"]) == sales_side

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from metastore.access import access_of
 from metastore.api import facets, limits, models, params
 from metastore.api.db import connection, not_found, row, rows
-from metastore.api.jobs import DatasetsQuery, datasets_page
+from metastore.api.jobs import DATASETS_PAGES, DatasetsQuery, datasets_page
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import (
     bound_kind,
@@ -30,14 +30,13 @@ from metastore.api.pagination import (
 )
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
-    DATASETS_PAGE,
     RUN_EDGES_OF,
     duration,
     edge_datasets,
     run_ref,
     started,
 )
-from metastore.api.visibility import run_visible
+from metastore.api.visibility import both, for_access, mark, run_visible
 from metastore.eventlog import HORIZON
 from metastore.problems import ProblemError
 from projections import runs as runs_fold
@@ -50,10 +49,11 @@ r.ended_at, {duration("r")}, r.nominal_start, r.nominal_end, r.error_message,
 r.parent_run_id, r.parent_job_namespace, r.parent_job_name, p.state,
 r.root_run_id, rt.job_id, rt.job_namespace, rt.job_name, rt.state, r.first_seen, r.last_seen
 """
+# (restricted: a root of a hidden job is its id alone)
 RUN_JOINS = """
 LEFT JOIN readmodel.runs p ON p.id = r.parent_run_id
-LEFT JOIN readmodel.runs rt ON rt.id = r.root_run_id AND r.parent_run_id IS NOT NULL
-"""
+LEFT JOIN readmodel.runs rt ON rt.id = r.root_run_id AND r.parent_run_id IS NOT NULL"""
+RUN_JOINS += mark("run", "rt") + "\n"
 
 # Newest first by the earliest eventTime (first_seen), by start, or failed and aborted
 # runs first (then by start). (first_seen DESC, id) is the order of the runs_* indexes,
@@ -67,6 +67,7 @@ WHERE true {{filters}}
 ORDER BY {{order}}
 LIMIT %(limit)s
 """
+LISTS_RUNS = both(LIST_RUNS)
 # (the count of a list: its rows up to pagination.TOTAL_CAP, without the joins)
 COUNT_RUNS = count_capped("SELECT 1 FROM readmodel.runs r WHERE true {filters}")
 FILTER_JOB = "AND r.job_id = %(job_id)s"
@@ -100,20 +101,26 @@ SORTS: dict[str, tuple[str, str, list[type]]] = {
 
 CHILDREN = f"""
 coalesce((SELECT json_agg({run_ref("c")} ORDER BY c.first_seen, c.id)
-  FROM (SELECT * FROM readmodel.runs c WHERE c.parent_run_id = r.id
+  FROM (SELECT * FROM readmodel.runs c WHERE c.parent_run_id = r.id{mark("run", "c")}
         ORDER BY c.first_seen, c.id LIMIT 1000) c), '[]')::text
 """
 
-GET_RUN = f"""
+GET_RUN = {
+    restricted: for_access(
+        f"""
 SELECT {RUN_COLUMNS}, r.facets::text,
        {CHILDREN},
-       {edge_datasets("run_edges", "run_id", "r.id", "input")},
-       {edge_datasets("run_edges", "run_id", "r.id", "output")},
+       {edge_datasets("run_edges", "run_id", "r.id", "input", restricted)},
+       {edge_datasets("run_edges", "run_id", "r.id", "output", restricted)},
        r.facet_times::text
 FROM readmodel.runs r
 {RUN_JOINS}
 WHERE r.id = %(id)s
-"""
+""",
+        restricted,
+    )
+    for restricted in (False, True)
+}
 # The events of a run that set the facets the runs table left in the log (a Spark plan:
 # projections.runs.LARGE_FACET_BYTES), by their seq (facet_times), through event_log_run.
 FACET_EVENTS = """
@@ -329,7 +336,7 @@ async def list_runs(request: Request) -> Response:
         "started": lambda r: (r[23], r[0]),
         "failed_first": lambda r: (r[24], r[23], r[0]),
     }[query.sort]
-    sql = LIST_RUNS.format(filters="\n  ".join(filters), order=order)
+    sql = LISTS_RUNS[access.restricted].format(filters="\n  ".join(filters), order=order)
     async with connection(request) as conn:
         items, next_cursor, count, exact = await page_with_total(
             conn, sql, counted, args, query, kind, sort_key
@@ -355,7 +362,7 @@ async def get_run(request: Request) -> Response:
     access = await access_of(request)
     async with connection(request) as conn:
         args = {"id": path.run_id, **access.sql_params()}
-        r = await row(conn, GET_RUN + run_visible(access), args)
+        r = await row(conn, GET_RUN[access.restricted] + run_visible(access), args)
         if r is None:
             raise not_found("run", path.run_id)
         merged = await _facets_from_log(conn, path.run_id, r[23], r[29])
@@ -417,10 +424,11 @@ async def list_run_events(request: Request) -> Response:
 async def list_run_datasets(request: Request) -> Response:
     path: RunPath = DATASETS.parse_path(request)
     query: DatasetsQuery = DATASETS.parse_query(request)
+    access = await access_of(request)
     answer = await datasets_page(
         request,
-        DATASETS_PAGE.format(edges=RUN_EDGES_OF),
-        RUN_EXISTS + run_visible(await access_of(request)),
+        DATASETS_PAGES[access.restricted].format(edges=RUN_EDGES_OF),
+        RUN_EXISTS + run_visible(access),
         "run",
         path.run_id,
         query,
