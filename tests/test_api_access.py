@@ -292,8 +292,14 @@ def test_a_joined_datasets_page_shows_each_side_its_own(clients: dict[str, httpx
     assert [r["id"] for r in get(clients["bob"], f"/datasets/{daily}/runs")["items"]] == [
         FINANCE_RUN
     ]
+    # it is fresh, written by a run of a job bob may not see: the run without its job
+    assert page["freshness"]["last_write"]["run"]["id"] == SALES_RUN
+    assert page["freshness"]["last_write"]["run"]["job"] is None
+    (item,) = get(clients["bob"], "/datasets", q="orders_daily")["items"]
+    assert item["freshness"]["last_write"]["run"]["job"] is None
     page = get(clients["root"], f"/datasets/{daily}")
     assert page["name_count"] == 2 and page["producer_count"] == page["consumer_count"] == 1
+    assert page["freshness"]["last_write"]["run"]["job"]["namespace"] == "spark-sales"
 
 
 def _hits(answer: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -653,7 +653,34 @@ _run_ref = msgspec.json.Decoder(models.RunRef | None)
 _lifecycle = msgspec.json.Decoder(models.Lifecycle)
 
 
-async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[models.DatasetSummary]:
+def _run_shown(run: models.RunRef, access: Access) -> models.RunRef:
+    if run.job is None or access.reads(run.job.namespace):
+        return run
+    return msgspec.structs.replace(run, job=None)
+
+
+def _freshness_shown(fresh: models.DatasetFreshness, access: Access) -> models.DatasetFreshness:
+    """Restricted: a run of a hidden job in a dataset's freshness keeps its id and state
+    but not its job (whether the data is current stays true; whose run it was is not
+    told)."""
+    if not access.restricted:
+        return fresh
+    last, failed = fresh.last_write, fresh.failed_attempt
+    return msgspec.structs.replace(
+        fresh,
+        last_write=last and msgspec.structs.replace(last, run=_run_shown(last.run, access)),
+        failed_attempt=failed
+        and msgspec.structs.replace(failed, run=_run_shown(failed.run, access)),
+        stale_reasons=[
+            msgspec.structs.replace(s, run=s.run and _run_shown(s.run, access))
+            for s in fresh.stale_reasons
+        ],
+    )
+
+
+async def _summaries(
+    conn: AsyncConnection[Any], access: Access, found: list[Any]
+) -> list[models.DatasetSummary]:
     """The list items of a page's rows, each with its freshness: one statement for the
     page (dataset_nodes.py), not one per row."""
     fresh = await dataset_nodes.freshness_of(conn, [r[0] for r in found], None)
@@ -667,7 +694,7 @@ async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[model
             name_count=r[5],
             lifecycle=_lifecycle.decode(r[6]) if r[6] is not None else None,
             matched_name=_name.decode(r[9]) if r[9] is not None else None,
-            freshness=fresh[r[0]],
+            freshness=_freshness_shown(fresh[r[0]], access),
         )
         for r in found
     ]
@@ -688,7 +715,7 @@ async def list_datasets(request: Request) -> Response:
                 LOOKUPS[restricted],
                 {"namespace": query.namespace, "name": query.name, **access.sql_params()},
             )
-            items = await _summaries(conn, found)
+            items = await _summaries(conn, access, found)
         return json_response(
             request,
             models.DatasetPage(
@@ -735,7 +762,7 @@ async def list_datasets(request: Request) -> Response:
         items, next_cursor, count, exact = await page_with_total(
             conn, sql, counted, args, query, kind, lambda r: (r[7], r[8])
         )
-        summaries = await _summaries(conn, items)
+        summaries = await _summaries(conn, access, items)
     return json_response(
         request,
         models.DatasetPage(
@@ -866,6 +893,7 @@ async def get_dataset(request: Request) -> Response:
         if not access.reads(r[1]):
             (display,) = await row(conn, VISIBLE_DISPLAY, {"id": r[0], **access.sql_params()})
         fresh = (await dataset_nodes.freshness_of(conn, [r[0]], query.as_of))[r[0]]
+    fresh = _freshness_shown(fresh, access)
     names = _names.decode(r[7])
     # (its sensitive facets: where one of its names it shows is in a namespace that shows them)
     sensitive = any(access.shows_sensitive(n.namespace) for n in names)
