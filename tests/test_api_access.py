@@ -59,8 +59,24 @@ def events() -> list[dict[str, Any]]:
         for kind, when in (("START", "2026-09-02T10:00:00Z"), ("COMPLETE", "2026-09-02T10:05:00Z"))
     ]
     finance = []
+    # (run by the sales team's run, as an orchestrator's task is: its parent is hidden from
+    # finance)
+    parent = _facet(
+        TRINO,
+        run={"runId": SALES_RUN},
+        job={"namespace": SALES_JOB[0], "name": SALES_JOB[1]},
+    )
     for kind, when in (("START", "2026-09-02T10:15:00Z"), ("COMPLETE", "2026-09-02T10:16:00Z")):
-        event = run_event(kind, when, TRINO, FINANCE_JOB, FINANCE_RUN, [DAILY_TRINO], [REVENUE])
+        event = run_event(
+            kind,
+            when,
+            TRINO,
+            FINANCE_JOB,
+            FINANCE_RUN,
+            [DAILY_TRINO],
+            [REVENUE],
+            {"parent": parent},
+        )
         event["job"]["facets"] = {"sql": _facet(TRINO, query=QUERY, dialect="trino")}
         finance.append(event)
     return [*sales, *finance]
@@ -363,3 +379,29 @@ def test_job_and_run_pages_embed_only_visible_datasets(clients: dict[str, httpx.
     job = get(clients["alice"], f"/jobs/{known['sales_job']}", as_of="2026-09-03T00:00:00Z")
     assert _names(job["inputs"]) == [(RAW["namespace"], RAW["name"])]
     assert _names(job["outputs"]) == sales_side
+
+
+def test_what_points_at_a_hidden_job_does_not_name_it(clients: dict[str, httpx.Client]) -> None:
+    known = ids(clients)
+    bob, root = clients["bob"], clients["root"]
+    # the finance query's parent is the sales run: bob sees that it has one, not whose
+    (item,) = get(bob, "/jobs")["items"]
+    assert item["parent"] is None
+    assert get(bob, f"/jobs/{known['finance_job']}")["parent"] is None
+    (run,) = get(bob, "/runs")["items"]
+    assert run["parent"]["id"] == SALES_RUN and run["parent"]["job"] is None
+    assert run["root"]["id"] == SALES_RUN and run["root"]["job"] is None
+    page = get(bob, f"/runs/{FINANCE_RUN}")
+    assert page["parent"]["job"] is None and page["root"]["job"] is None
+    assert page["parent"]["state"] is None
+    assert get(root, f"/jobs/{known['finance_job']}")["parent"]["namespace"] == "spark-sales"
+    assert get(root, f"/runs/{FINANCE_RUN}")["parent"]["job"]["namespace"] == "spark-sales"
+    # the sales run's children: the finance run for the admin, none for alice
+    assert [c["id"] for c in get(root, f"/runs/{SALES_RUN}")["children"]] == [FINANCE_RUN]
+    assert get(clients["alice"], f"/runs/{SALES_RUN}")["children"] == []
+    assert get(clients["alice"], f"/jobs/{known['sales_job']}")["child_count"] == 0
+    assert get(root, f"/jobs/{known['sales_job']}")["child_count"] == 1
+    # a run's events leave out the datasets of namespaces the reader may not read
+    for user, inputs in (("alice", [RAW["name"]]), ("root", [RAW["name"], REVENUE["name"]])):
+        events = get(clients[user], f"/runs/{SALES_RUN}/events")["items"]
+        assert [[d["name"] for d in e["inputs"]] for e in events] == [inputs, inputs], user

@@ -12,7 +12,8 @@ facet served on their own (schema fields, transformations).
 Sensitive facets (query text, plans, engine properties, environment, Airflow task info:
 SENSITIVE_FACETS) are left out where the reader's Access may not see them
 (`served(..., sensitive=False)`, `without_sensitive`, `event_without_sensitive`): the
-one rule every answer (pages, graphs, run events, the export feed) applies.
+one rule every answer (pages, graphs, run events, the export feed) applies; `event_shown`
+also leaves out an event's datasets in namespaces the reader may not read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from metastore.access import Access
 from metastore.api import models
 from metastore.metrics import MALFORMED_PARTS
 
@@ -94,6 +96,35 @@ def without_sensitive(facets: dict[str, Any]) -> dict[str, Any]:
 
 _EVENT = msgspec.json.Decoder(dict[str, Any])
 _DATASET_FACET_KEYS = ("facets", "inputFacets", "outputFacets")
+
+
+def event_shown(text: str, access: Access) -> str:
+    """An OpenLineage event (JSON text) as `access` may see it: less the datasets of its
+    inputs and outputs in namespaces it may not read, and less SENSITIVE_FACETS unless its
+    job's namespace shows them; the text itself when unrestricted or nothing is left out."""
+    if not access.restricted:
+        return text
+    event = _EVENT.decode(text)
+    job = event.get("job")
+    namespace = job.get("namespace") if isinstance(job, dict) else None
+    changed = False
+    for side in ("inputs", "outputs"):
+        datasets = event.get(side)
+        if isinstance(datasets, list):
+            kept = [d for d in datasets if not _hidden(d, access)]
+            if len(kept) != len(datasets):
+                event[side] = kept
+                changed = True
+    if changed:
+        text = msgspec.json.encode(event).decode()
+    if isinstance(namespace, str) and access.shows_sensitive(namespace):
+        return text
+    return event_without_sensitive(text)
+
+
+def _hidden(dataset: Any, access: Access) -> bool:
+    namespace = dataset.get("namespace") if isinstance(dataset, dict) else None
+    return not isinstance(namespace, str) or not access.reads(namespace)
 
 
 def event_without_sensitive(text: str) -> str:

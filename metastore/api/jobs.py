@@ -36,7 +36,7 @@ from metastore.api.sqlparts import (
     started,
     tags,
 )
-from metastore.api.visibility import for_access, job_visible, mark
+from metastore.api.visibility import both, for_access, job_visible, mark
 
 # The latest run's columns (id, state, state_time, started_at, ended_at, duration) of
 # readmodel.runs row `r`.
@@ -55,12 +55,14 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {latest_run("pr")}::text
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
-LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
+LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id{mark("job", "p")}
 LEFT JOIN readmodel.runs pr ON pr.id = p.latest_run_id
 WHERE true {{filters}}
 ORDER BY {{order}}
 LIMIT %(limit)s
 """
+# (restricted: a parent of a hidden namespace is left out)
+LISTS_JOBS = both(LIST_JOBS)
 COUNT_JOBS = count_capped("""SELECT 1 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE true {filters}""")
@@ -295,7 +297,7 @@ async def list_jobs(request: Request) -> Response:
         "latest_run": lambda r: (r[18], r[1], r[2]),
         "failed_first": lambda r: (r[19], r[18], r[1], r[2]),
     }[query.sort]
-    sql = LIST_JOBS.format(filters="\n  ".join(filters), order=order)
+    sql = LISTS_JOBS[access.restricted].format(filters="\n  ".join(filters), order=order)
     async with connection(request) as conn:
         items, next_cursor, count, exact = await page_with_total(
             conn, sql, counted, args, query, kind, sort_key

@@ -16,7 +16,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.access import access_of
+from metastore.access import Access, access_of
 from metastore.api import facets, limits, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.jobs import DATASETS_PAGES, DatasetsQuery, datasets_page
@@ -49,11 +49,16 @@ r.ended_at, {duration("r")}, r.nominal_start, r.nominal_end, r.error_message,
 r.parent_run_id, r.parent_job_namespace, r.parent_job_name, p.state,
 r.root_run_id, rt.job_id, rt.job_namespace, rt.job_name, rt.state, r.first_seen, r.last_seen
 """
-# (restricted: a root of a hidden job is its id alone)
-RUN_JOINS = """
-LEFT JOIN readmodel.runs p ON p.id = r.parent_run_id
-LEFT JOIN readmodel.runs rt ON rt.id = r.root_run_id AND r.parent_run_id IS NOT NULL"""
-RUN_JOINS += mark("run", "rt") + "\n"
+# (restricted: a parent or root of a hidden job is its id alone)
+PARENT_JOIN = "LEFT JOIN readmodel.runs p ON p.id = r.parent_run_id" + mark("run", "p")
+ROOT_JOIN = (
+    "LEFT JOIN readmodel.runs rt ON rt.id = r.root_run_id AND r.parent_run_id IS NOT NULL"
+    + mark("run", "rt")
+)
+RUN_JOINS = f"""
+{PARENT_JOIN}
+{ROOT_JOIN}
+"""
 
 # Newest first by the earliest eventTime (first_seen), by start, or failed and aborted
 # runs first (then by start). (first_seen DESC, id) is the order of the runs_* indexes,
@@ -152,8 +157,7 @@ SELECT EXISTS (SELECT 1 FROM readmodel.runs WHERE id = %(run_id)s)
     OR EXISTS (SELECT 1 FROM event_log WHERE run_id = %(run_id)s)
 """
 # Restricted: a run's events are shown when the runs table has it in a readable namespace
-# (its job's namespace then says which sensitive facets they keep); a run not yet folded
-# is hidden until it is.
+# (a run not yet folded is hidden until it is), each as facets.event_shown shows it.
 RUN_NAMESPACE = "SELECT r.job_namespace FROM readmodel.runs r WHERE r.id = %(run_id)s"
 
 
@@ -284,10 +288,12 @@ def _run_ref(
     return models.RunRef(id=run, job=ref, state=state)
 
 
-def _summary(r: Any) -> dict[str, Any]:
+def _summary(r: Any, access: Access) -> dict[str, Any]:
     parent = root = None
     if r[12] is not None:
-        parent = _run_ref(r[12], None, r[13], r[14], r[15])
+        # (the parent's job as the run's parent facet names it: left out when hidden)
+        shown = r[13] is not None and access.reads(r[13])
+        parent = _run_ref(r[12], None, r[13] if shown else None, r[14], r[15])
         root = _run_ref(r[16], r[17], r[18], r[19], r[20])
     return {
         "id": r[0],
@@ -344,7 +350,7 @@ async def list_runs(request: Request) -> Response:
     return json_response(
         request,
         models.RunPage(
-            items=[models.RunSummary(**_summary(r)) for r in items],
+            items=[models.RunSummary(**_summary(r, access)) for r in items],
             next_cursor=next_cursor,
             total=count,
             total_is_exact=exact,
@@ -369,7 +375,7 @@ async def get_run(request: Request) -> Response:
     return json_response(
         request,
         models.Run(
-            **_summary(r),
+            **_summary(r, access),
             facets=facets.served(merged, facets.RUN, sensitive=access.shows_sensitive(r[2])),
             children=_run_refs.decode(r[24]),
             inputs=_datasets.decode(r[25]),
@@ -398,25 +404,25 @@ async def list_run_events(request: Request) -> Response:
         "page_bytes": limits.PAGE_BYTES,
     }
     access = await access_of(request)
-    sensitive = True
     async with connection(request) as conn:
         if access.restricted:
-            namespace = await row(
+            visible = await row(
                 conn, RUN_NAMESPACE + run_visible(access), {**args, **access.sql_params()}
             )
-            if namespace is None:
+            if visible is None:
                 raise not_found("run", path.run_id)
-            sensitive = access.shows_sensitive(namespace[0])
         found = await rows(conn, RUN_EVENTS, args)
         if not found and query.cursor is None:
             known = await row(conn, RUN_KNOWN, {"run_id": path.run_id})
             if not known[0]:
                 raise not_found("run", path.run_id)
     items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[0], r[1]), 2)
-    shown = (r[2] if sensitive else facets.event_without_sensitive(r[2]) for r in items)
     return json_response(
         request,
-        models.RunEventPage(items=[msgspec.Raw(e) for e in shown], next_cursor=next_cursor),
+        models.RunEventPage(
+            items=[msgspec.Raw(facets.event_shown(r[2], access)) for r in items],
+            next_cursor=next_cursor,
+        ),
     )
 
 
