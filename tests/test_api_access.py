@@ -94,7 +94,14 @@ POLICY = {
         {"subjects": ["group:finance"], "namespaces": ["trino-finance"]},
     ],
 }
-USERS = {"alice": ["sales"], "bob": ["finance"], "auditor": [], "root": ["platform"]}
+# (nobody: a token no rule names)
+USERS = {
+    "alice": ["sales"],
+    "bob": ["finance"],
+    "auditor": [],
+    "root": ["platform"],
+    "nobody": [],
+}
 SALES_NAMESPACES = ["s3a://sales", "spark-sales"]
 FINANCE_NAMESPACES = ["trino-finance", "trino://finance"]
 ALL_NAMESPACES = sorted(SALES_NAMESPACES + FINANCE_NAMESPACES)
@@ -156,6 +163,7 @@ def test_namespaces_list_only_the_readable_ones_with_their_counts(
         "bob": FINANCE_NAMESPACES,
         "auditor": ALL_NAMESPACES,
         "root": ALL_NAMESPACES,
+        "nobody": [],
     }
     for user, names in expected.items():
         answer = get(clients[user], "/namespaces")
@@ -405,3 +413,12 @@ def test_what_points_at_a_hidden_job_does_not_name_it(clients: dict[str, httpx.C
     for user, inputs in (("alice", [RAW["name"]]), ("root", [RAW["name"], REVENUE["name"]])):
         events = get(clients[user], f"/runs/{SALES_RUN}/events")["items"]
         assert [[d["name"] for d in e["inputs"]] for e in events] == [inputs, inputs], user
+
+
+def test_a_principal_no_rule_names_sees_nothing(clients: dict[str, httpx.Client]) -> None:
+    nobody = clients["nobody"]
+    for path in ("/jobs", "/runs", "/datasets", "/namespaces"):
+        answer = get(nobody, path)
+        assert answer["items"] == [] and answer["total"] == 0, path
+    assert get(nobody, "/search", q="o")["total"] == 0
+    assert nobody.get(f"/runs/{SALES_RUN}").status_code == 404
