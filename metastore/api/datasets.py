@@ -134,6 +134,8 @@ VISIBLE_DISPLAY_OF = visible_display_name("d.id")
 SUMMARY_VISIBLE = f"""d.id, ({VISIBLE_DISPLAY_OF})[1], ({VISIBLE_DISPLAY_OF})[2], d.first_seen,
        d.last_seen, {name_count("d", name_visible(RESTRICTED, "c"))},
        {lifecycle_now("d.facets", "d.facet_times")}"""
+# (a dataset whose display name is readable is walked at it, as unrestricted; only one
+# whose display name is hidden looks up the best of its readable names)
 DISPLAY_WALK_VISIBLE = f"""
 FROM readmodel.dataset_names n
 CROSS JOIN LATERAL (
@@ -141,8 +143,10 @@ CROSS JOIN LATERAL (
     WHERE d.id = n.dataset_id AND d.merged_into IS NULL
     OFFSET 0
 ) d
-WHERE ARRAY[n.namespace, n.name] = {visible_display_name("n.dataset_id")}
-  {name_visible(RESTRICTED, "n")}
+WHERE true{name_visible(RESTRICTED, "n")}
+  AND CASE WHEN d.namespace = ANY(%(readable)s::text[])
+           THEN n.namespace = d.namespace AND n.name = d.name
+           ELSE ARRAY[n.namespace, n.name] = {visible_display_name("n.dataset_id")} END
   {{filters}}"""
 FILTER_NAME_VISIBLE = f"""AND EXISTS (
     SELECT 1 FROM readmodel.dataset_names q
@@ -155,7 +159,11 @@ LISTING = {
         SUMMARY_VISIBLE,
         DISPLAY_WALK_VISIBLE,
         FILTER_NAME_VISIBLE,
-        count_capped("SELECT 1" + DISPLAY_WALK_VISIBLE.format(filters="")),
+        # (each visible dataset has one row in the walk: counted as datasets, a semi-join)
+        count_capped(
+            "SELECT 1 FROM readmodel.datasets d WHERE d.merged_into IS NULL"
+            + dataset_visible(RESTRICTED, "d.id")
+        ),
         count_capped(
             "SELECT DISTINCT n.dataset_id FROM readmodel.dataset_names n"
             " WHERE n.namespace = %(namespace)s" + name_visible(RESTRICTED, "n")
