@@ -308,6 +308,10 @@ def test_a_joined_datasets_page_shows_each_side_its_own(clients: dict[str, httpx
     assert [p["job"]["namespace"] for p in page["producers"]] == ["spark-sales"]
     assert page["consumers"] == [] and page["consumer_count"] == 0
     assert [r["id"] for r in page["runs"]["items"]] == [SALES_RUN]
+    then = get(clients["alice"], f"/datasets/{daily}", as_of="2026-09-03T00:00:00Z")
+    assert (then["namespace"], then["name"]) == ("s3a://sales", "orders_daily")
+    assert [n["namespace"] for n in then["names"]] == ["s3a://sales"] and then["name_count"] == 1
+    assert then["consumers"] == [] and then["consumer_count"] == 0
     page = get(clients["bob"], f"/datasets/{daily}")
     assert (page["namespace"], page["name"]) == (DAILY_TRINO["namespace"], DAILY_TRINO["name"])
     assert [n["namespace"] for n in page["names"]] == ["trino://finance"]
