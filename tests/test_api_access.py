@@ -426,3 +426,32 @@ def test_a_principal_no_rule_names_sees_nothing(clients: dict[str, httpx.Client]
         assert answer["items"] == [] and answer["total"] == 0, path
     assert get(nobody, "/search", q="o")["total"] == 0
     assert nobody.get(f"/runs/{SALES_RUN}").status_code == 404
+
+
+def test_unrestricted_reads_run_statements_without_any_visibility_condition() -> None:
+    # (nothing configured: the hot path's statements are exactly the unfiltered ones)
+    from metastore.api import datasets, jobs, namespaces, runs, search
+
+    by_access = [
+        {r: s[0] for r, s in namespaces.STATEMENTS.items()},
+        jobs.GET_JOB,
+        jobs.GET_JOB_AS_OF,
+        jobs.LISTS_JOBS,
+        jobs.DATASETS_PAGES,
+        runs.GET_RUN,
+        runs.LISTS_RUNS,
+        datasets.GET_DATASETS,
+        datasets.GET_DATASETS_AS_OF,
+        datasets.LISTS_VERSIONS,
+        datasets.READERS_SCHEMAS,
+        datasets.LOOKUPS,
+        {r: datasets.runs_of_dataset(True, "started", True, r) for r in (False, True)},
+        {
+            r: "".join(t.template + t.where(True) for t in search.TIERS[r].values())
+            for r in (False, True)
+        },
+    ]
+    for statements in by_access:
+        assert "%(readable)s" not in statements[False]
+        assert "%(readable)s" in statements[True]
+        assert "/*visible" not in statements[False] + statements[True]
