@@ -669,7 +669,8 @@ def _run_shown(run: models.RunRef, access: Access) -> models.RunRef:
 
 def _freshness_shown(fresh: models.DatasetFreshness, access: Access) -> models.DatasetFreshness:
     """Restricted: a run of a hidden job in a dataset's freshness keeps its id and state
-    but not its job (whether the data is current stays true; whose run it was is not
+    but not its job, and a stale reason's dataset named in a hidden namespace is left out
+    (whether the data is current stays true; whose run or which input it was is not
     told)."""
     if not access.restricted:
         return fresh
@@ -680,7 +681,11 @@ def _freshness_shown(fresh: models.DatasetFreshness, access: Access) -> models.D
         failed_attempt=failed
         and msgspec.structs.replace(failed, run=_run_shown(failed.run, access)),
         stale_reasons=[
-            msgspec.structs.replace(s, run=s.run and _run_shown(s.run, access))
+            msgspec.structs.replace(
+                s,
+                run=s.run and _run_shown(s.run, access),
+                dataset=s.dataset if s.dataset and access.reads(s.dataset.namespace) else None,
+            )
             for s in fresh.stale_reasons
         ],
     )
