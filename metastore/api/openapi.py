@@ -89,8 +89,9 @@ namespace is readable, a dataset when any of its names is (it answers under its 
 name among its readable names, lists and matches only those, and `q` or `name` never
 match a hidden name). A hidden job, run or dataset, and its sub-resources, answer 404
 `.../not-found` exactly as an unknown id does, never 403. A page embeds visible jobs,
-runs and datasets only (a hidden job's run in a freshness keeps its id and state, not
-its job). Query text and plan-like facets (SENSITIVE_FACETS) are left out of facets and
+runs and datasets only (a run of a hidden job, as a freshness' writer or a run's parent
+or root, keeps its id and no job); a run's events leave out the datasets of namespaces
+the caller may not read. Query text and plan-like facets (SENSITIVE_FACETS) are left out of facets and
 of a run's events unless the policy shows them for the job's namespace (a dataset's: any
 of its readable names'). ETags differ between callers who may see different things.
 
