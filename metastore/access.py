@@ -22,6 +22,8 @@ from metastore.authz import Authorizer
 from metastore.principal import Principal, principal_of
 
 _CANDIDATES_TTL = 1.0
+# Where access_of keeps a request's Access (json_response reads it for the ETag).
+ACCESS_KEY = "metastore.access"
 _NAMESPACES = "SELECT name FROM readmodel.namespaces"
 
 
@@ -77,7 +79,7 @@ class NamespaceCandidates:
 
 async def access_of(request: Request) -> Access:
     """The request's Access, decided on first use and kept on the request."""
-    cached = request.scope.get("metastore.access")
+    cached = request.scope.get(ACCESS_KEY)
     if isinstance(cached, Access):
         return cached
     authorizer: Authorizer = request.app.state.authorizer
@@ -89,5 +91,5 @@ async def access_of(request: Request) -> Access:
         readable = await authorizer.allowed(principal, "ReadNamespace", candidates)
         sensitive = await authorizer.allowed(principal, "ShowSensitive", readable)
         access = Access(principal=principal, readable=readable, sensitive=sensitive)
-    request.scope["metastore.access"] = access
+    request.scope[ACCESS_KEY] = access
     return access

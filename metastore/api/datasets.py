@@ -17,6 +17,7 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore.access import Access, access_of
 from metastore.api import asof, dataset_nodes, facets, limits, models, params, parts
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
@@ -42,6 +43,15 @@ from metastore.api.sqlparts import (
     owners,
     run_ref,
     tags,
+)
+from metastore.api.visibility import (
+    RESTRICTED,
+    both,
+    dataset_visible,
+    for_access,
+    mark,
+    name_visible,
+    visible_display_name,
 )
 
 NAME_JSON = (
@@ -83,10 +93,10 @@ NAMESPACE_KEY = "n.namespace, n.name"
 COUNT_IN_NAMESPACE = count_capped(
     "SELECT DISTINCT n.dataset_id FROM readmodel.dataset_names n WHERE n.namespace = %(namespace)s"
 )
-LIST_DATASETS = f"""
-SELECT {SUMMARY}, {{key}}, ({{matched}})::text
-{{walk}}
-ORDER BY {{key}}
+LIST_DATASETS = """
+SELECT {summary}, {key}, ({matched})::text
+{walk}
+ORDER BY {key}
 LIMIT %(limit)s
 """
 # (every live dataset has one display name: unfiltered, the list counts the datasets)
@@ -95,23 +105,80 @@ FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
     SELECT 1 FROM readmodel.dataset_names n
     WHERE n.dataset_id = d.id AND lower(n.name) LIKE %(pattern)s))"""
 # `name` alone: datasets with a name exactly this, in any namespace (lower() for the index).
-FILTER_EXACT_NAME = """AND d.id IN (
+FILTER_EXACT_NAME = f"""AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
-    WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s)"""
+    WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s{mark("name", "n")})"""
 AFTER = "AND ({key}) > (%(after_namespace)s, %(after_name)s)"
 # The name that matched: of `q`, else of `name`, else its (first) name in `namespace`.
 MATCHED_IN_NAMESPACE = NAME_JSON.format(n="n")
-MATCHED_BY = """(SELECT {json} FROM readmodel.dataset_names m
-    WHERE m.dataset_id = d.id AND {test} ORDER BY m.namespace, m.name LIMIT 1)"""
+MATCHED_BY = (
+    """(SELECT {json} FROM readmodel.dataset_names m
+    WHERE m.dataset_id = d.id AND {test}"""
+    + mark("name", "m")
+    + " ORDER BY m.namespace, m.name LIMIT 1)"
+)
 MATCHED_Q = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="lower(m.name) LIKE %(pattern)s")
 MATCHED_NAME = MATCHED_BY.format(json=NAME_JSON.format(n="m"), test="m.name = %(name)s")
 
-LOOKUP_DATASET = f"""
-SELECT {SUMMARY}, n.namespace, n.name, {NAME_JSON.format(n="n")}::text
+LOOKUP_DATASET = """
+SELECT {summary}, n.namespace, n.name, {name}::text
 FROM readmodel.dataset_names n
 JOIN readmodel.datasets d ON d.id = n.dataset_id
-WHERE n.namespace = %(namespace)s AND n.name = %(name)s
+WHERE n.namespace = %(namespace)s AND n.name = %(name)s{visible}
 """
+
+# Restricted, a dataset is listed under its display name among its readable names (the
+# display walk walks those), counted and matched by its readable names only: a hidden
+# name neither shows nor matches (no oracle in `q` or `name`).
+VISIBLE_DISPLAY_OF = visible_display_name("d.id")
+SUMMARY_VISIBLE = f"""d.id, ({VISIBLE_DISPLAY_OF})[1], ({VISIBLE_DISPLAY_OF})[2], d.first_seen,
+       d.last_seen, {name_count("d", name_visible(RESTRICTED, "c"))},
+       {lifecycle_now("d.facets", "d.facet_times")}"""
+# (a dataset whose display name is readable is walked at it, as unrestricted; only one
+# whose display name is hidden looks up the best of its readable names)
+DISPLAY_WALK_VISIBLE = f"""
+FROM readmodel.dataset_names n
+CROSS JOIN LATERAL (
+    SELECT * FROM readmodel.datasets d
+    WHERE d.id = n.dataset_id AND d.merged_into IS NULL
+    OFFSET 0
+) d
+WHERE true{name_visible(RESTRICTED, "n")}
+  AND CASE WHEN d.namespace = ANY(%(readable)s::text[])
+           THEN n.namespace = d.namespace AND n.name = d.name
+           ELSE ARRAY[n.namespace, n.name] = {visible_display_name("n.dataset_id")} END
+  {{filters}}"""
+FILTER_NAME_VISIBLE = f"""AND EXISTS (
+    SELECT 1 FROM readmodel.dataset_names q
+    WHERE q.dataset_id = d.id AND lower(q.name) LIKE %(pattern)s{name_visible(RESTRICTED, "q")})"""
+# The statements by Access.restricted: (summary columns, display walk, `q` filter, count of
+# all, count in a namespace, namespace walk's filter, exact lookup).
+LISTING = {
+    False: (SUMMARY, DISPLAY_WALK, FILTER_NAME, COUNT_ALL, COUNT_IN_NAMESPACE, ""),
+    True: (
+        SUMMARY_VISIBLE,
+        DISPLAY_WALK_VISIBLE,
+        FILTER_NAME_VISIBLE,
+        # (each visible dataset has one row in the walk: counted as datasets, a semi-join)
+        count_capped(
+            "SELECT 1 FROM readmodel.datasets d WHERE d.merged_into IS NULL"
+            + dataset_visible(RESTRICTED, "d.id")
+        ),
+        count_capped(
+            "SELECT DISTINCT n.dataset_id FROM readmodel.dataset_names n"
+            " WHERE n.namespace = %(namespace)s" + name_visible(RESTRICTED, "n")
+        ),
+        name_visible(RESTRICTED, "n"),
+    ),
+}
+LOOKUPS = {
+    restricted: LOOKUP_DATASET.format(
+        summary=LISTING[restricted][0],
+        name=NAME_JSON.format(n="n"),
+        visible=name_visible(RESTRICTED, "n") if restricted else "",
+    )
+    for restricted in (False, True)
+}
 
 # The jobs that wrote any of its names: when last successfully (a run that COMPLETEd),
 # and the lifecycle change they last reported; now from job_edges, as of T from the run
@@ -132,19 +199,27 @@ FIRST_BY_NAME = f"""LEFT JOIN LATERAL (
     FROM ({{jobs}} ORDER BY 2, 3, 1 LIMIT {limits.EMBEDDED_REFS}) x
     {{run_joins}}
 ) {{alias}} ON true"""
-JOBS_OF = """
+JOBS_OF = (
+    """
     SELECT {columns}
     FROM readmodel.dataset_names n
     JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
     JOIN readmodel.jobs j ON j.id = e.job_id
-    WHERE n.dataset_id = d.id AND e.direction = '{direction}'
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}'"""
+    + mark("job", "j")
+    + """
     GROUP BY j.id, j.namespace, j.name
     HAVING bool_or({held})"""
-JOB_COUNT = """(
+)
+JOB_COUNT = (
+    """(
     SELECT count(DISTINCT e.job_id)
     FROM readmodel.dataset_names n
     JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-    WHERE n.dataset_id = d.id AND e.direction = '{direction}' AND {held})"""
+    WHERE n.dataset_id = d.id AND e.direction = '{direction}' AND {held}"""
+    + mark("job_id", "e.job_id")
+    + ")"
+)
 HELD = asof.edge_held()
 JOB = "j.id, j.namespace, j.name, j.latest_run_id"
 # Each job's latest run: now (`jr`), or at T (`lr` and `s`).
@@ -227,6 +302,8 @@ coalesce((
 ), '[]')::text
 """
 SEEN = " AND n.first_seen <= %(as_of)s"
+# Restricted: the names in readable namespaces, shown and counted.
+NAMES_SHOWN = mark("name", "n")
 CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets")},
        {dataset_type("d.facets")}"""
 
@@ -237,14 +314,14 @@ GET_DATASET = f"""
 SELECT d.id, d.namespace, d.name, (
            SELECT v.fields::text FROM readmodel.dataset_versions v WHERE v.dataset_id = d.id
            ORDER BY v.last_event_time DESC, v.last_seq DESC LIMIT 1), d.facets::text,
-       d.first_seen, d.last_seen, {NAMES.format(seen="")}, w.list, rd.list,
+       d.first_seen, d.last_seen, {NAMES.format(seen=NAMES_SHOWN)}, w.list, rd.list,
        {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
-       {name_count("d")}, {COUNTS}
+       {name_count("d", mark("name", "c"))}, {COUNTS}
 FROM readmodel.datasets d
 {WRITERS}
 {READERS}
 WHERE d.id = coalesce(
-    (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
+    (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s){mark("dataset", "d.id")}
 """
 
 # As of T: the schema of the latest observation by then, the jobs whose run at T (or
@@ -252,6 +329,7 @@ WHERE d.id = coalesce(
 # edges and schema observations), the lifecycle change by then, its names first seen by
 # then (and its display name among them). Facets and the catalogue fields are today's.
 # (Its freshness, now or then: dataset_nodes.py.)
+GET_DATASETS = both(GET_DATASET)
 GET_DATASET_AS_OF = f"""
 SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.fields::text,
        d.facets::text, d.first_seen,
@@ -267,9 +345,9 @@ SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.f
                WHERE o.namespace = n.namespace AND o.name = n.name
                  AND o.event_time <= %(as_of)s
            ) x WHERE n.dataset_id = d.id), d.first_seen),
-       {NAMES.format(seen=SEEN)}, w.list, rd.list,
+       {NAMES.format(seen=SEEN + NAMES_SHOWN)}, w.list, rd.list,
        {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time,
-       {name_count("d", SEEN.replace("n.", "c."))}, {COUNTS}
+       {name_count("d", SEEN.replace("n.", "c.") + mark("name", "c"))}, {COUNTS}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
@@ -278,8 +356,12 @@ LEFT JOIN LATERAL {asof.display_name_at("d.id")} dn ON true
 {WRITERS_AS_OF}
 {READERS_AS_OF}
 WHERE d.id = coalesce(
-    (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
+    (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s){mark("dataset", "d.id")}
 """
+
+GET_DATASETS_AS_OF = both(GET_DATASET_AS_OF)
+# Restricted: the display name among the readable names (then: if readable, else now's).
+VISIBLE_DISPLAY = f"SELECT {visible_display_name('%(id)s::uuid')}"
 
 # The dataset's names under which runs read or wrote it, and under which schemas were
 # observed: one index probe each (ordered as the index is, so it stays one whatever the
@@ -313,7 +395,8 @@ SCHEMA_NAMES = (
 # Formatted with `state`, `ended` and `state_join` (now or at T), `key` and `outer_key`
 # (the sort's key over `t`/`lr` and over `p`), `after` (the cursor's condition, or none),
 # `edge_names` and `schema_names` (the FROM items above) and `schema_at`.
-RUNS_OF_DATASET = """
+RUNS_OF_DATASET = (
+    """
 WITH page AS (
     SELECT t.run_id, t.direction, t.lifecycle_state, lr.started_at
     FROM (SELECT e.run_id, e.direction,
@@ -321,7 +404,9 @@ WITH page AS (
                      AS lifecycle_state
           FROM {edge_names} AS n(namespace, name)
           JOIN readmodel.run_edges e ON e.namespace = n.namespace AND e.name = n.name
-          WHERE %(direction)s::text IS NULL OR e.direction = %(direction)s::text
+          WHERE (%(direction)s::text IS NULL OR e.direction = %(direction)s::text)"""
+    + mark("job_id", "e.job_id")
+    + """
           GROUP BY e.run_id, e.direction) t
     JOIN readmodel.lineage_runs lr ON lr.run_id = t.run_id
     WHERE (%(as_of)s::timestamptz IS NULL OR lr.started_at <= %(as_of)s) {after}
@@ -347,6 +432,7 @@ JOIN readmodel.runs r ON r.id = p.run_id
 JOIN readmodel.lineage_runs lr ON lr.run_id = p.run_id {state_join}
 ORDER BY {outer_key}
 """
+)
 RUN_STATE_NOW = {"state": "r.state", "ended": "r.ended_at", "state_join": ""}
 RUN_STATE_AS_OF = {
     "state": "coalesce(s.event_type, 'RUNNING')",
@@ -362,11 +448,11 @@ _RUN_KEY = {"started_at": "lr.started_at", "run_id": "t.run_id", "direction": "t
 _RUN_CAST = {"started_at": "timestamptz", "run_id": "uuid", "direction": "text"}
 
 
-def runs_of_dataset(as_of: bool, sort: str, after: bool) -> str:
+def runs_of_dataset(as_of: bool, sort: str, after: bool, restricted: bool = False) -> str:
     columns, _ = RUN_SORTS[sort]
     key = ", ".join(_RUN_KEY[c] for c in columns)
     bound = ", ".join(f"%(a{i})s::{_RUN_CAST[c]}" for i, c in enumerate(columns))
-    return RUNS_OF_DATASET.format(
+    return for_access(RUNS_OF_DATASET, restricted).format(
         **(RUN_STATE_AS_OF if as_of else RUN_STATE_NOW),
         edge_names=EDGE_NAMES,
         schema_names=SCHEMA_NAMES,
@@ -404,7 +490,7 @@ FROM (
                event_time, seq, fields, run_id
         FROM readmodel.dataset_versions WHERE dataset_id = %(id)s
     ) v
-    LEFT JOIN readmodel.runs r ON r.id = v.run_id
+    LEFT JOIN readmodel.runs r ON r.id = v.run_id{mark("run", "r")}
     WHERE (%(after_time)s::timestamptz IS NULL
            OR (v.event_time, v.seq) < (%(after_time)s, %(after_seq)s))
       AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
@@ -428,17 +514,19 @@ FROM (
     SELECT DISTINCT ON (s.fields_hash) s.*
     FROM readmodel.dataset_names n
     JOIN readmodel.reader_schemas s ON s.namespace = n.namespace AND s.name = n.name
-    WHERE n.dataset_id = %(id)s
+    WHERE n.dataset_id = %(id)s{mark("name", "n")}
       AND (%(as_of)s::timestamptz IS NULL OR s.first_seen <= %(as_of)s)
     ORDER BY s.fields_hash, s.last_seen DESC, s.last_seq DESC
 ) s
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = %(id)s AND v.fields_hash = s.fields_hash
  AND (%(as_of)s::timestamptz IS NULL OR v.event_time <= %(as_of)s)
-LEFT JOIN readmodel.runs r ON r.id = s.run_id
+LEFT JOIN readmodel.runs r ON r.id = s.run_id{mark("run", "r")}
 ORDER BY s.last_seen DESC, s.last_seq DESC, s.fields_hash
 LIMIT {limits.EMBEDDED_PAGE}
 """
+LISTS_VERSIONS = both(LIST_VERSIONS)
+READERS_SCHEMAS = both(READER_SCHEMAS)
 # How many versions and runs the dataset page embeds (the first page of each list).
 EMBEDDED = limits.EMBEDDED_PAGE
 
@@ -573,7 +661,39 @@ _run_ref = msgspec.json.Decoder(models.RunRef | None)
 _lifecycle = msgspec.json.Decoder(models.Lifecycle)
 
 
-async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[models.DatasetSummary]:
+def _run_shown(run: models.RunRef, access: Access) -> models.RunRef:
+    if run.job is None or access.reads(run.job.namespace):
+        return run
+    return msgspec.structs.replace(run, job=None)
+
+
+def _freshness_shown(fresh: models.DatasetFreshness, access: Access) -> models.DatasetFreshness:
+    """Restricted: a run of a hidden job in a dataset's freshness keeps its id and state
+    but not its job, and a stale reason's dataset named in a hidden namespace is left out
+    (whether the data is current stays true; whose run or which input it was is not
+    told)."""
+    if not access.restricted:
+        return fresh
+    last, failed = fresh.last_write, fresh.failed_attempt
+    return msgspec.structs.replace(
+        fresh,
+        last_write=last and msgspec.structs.replace(last, run=_run_shown(last.run, access)),
+        failed_attempt=failed
+        and msgspec.structs.replace(failed, run=_run_shown(failed.run, access)),
+        stale_reasons=[
+            msgspec.structs.replace(
+                s,
+                run=s.run and _run_shown(s.run, access),
+                dataset=s.dataset if s.dataset and access.reads(s.dataset.namespace) else None,
+            )
+            for s in fresh.stale_reasons
+        ],
+    )
+
+
+async def _summaries(
+    conn: AsyncConnection[Any], access: Access, found: list[Any]
+) -> list[models.DatasetSummary]:
     """The list items of a page's rows, each with its freshness: one statement for the
     page (dataset_nodes.py), not one per row."""
     fresh = await dataset_nodes.freshness_of(conn, [r[0] for r in found], None)
@@ -587,7 +707,7 @@ async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[model
             name_count=r[5],
             lifecycle=_lifecycle.decode(r[6]) if r[6] is not None else None,
             matched_name=_name.decode(r[9]) if r[9] is not None else None,
-            freshness=fresh[r[0]],
+            freshness=_freshness_shown(fresh[r[0]], access),
         )
         for r in found
     ]
@@ -596,12 +716,19 @@ async def _summaries(conn: AsyncConnection[Any], found: list[Any]) -> list[model
 @resource.add(LIST)
 async def list_datasets(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
+    access = await access_of(request)
+    restricted = access.restricted
+    summary, display_walk, filter_name, count_all, count_in_namespace, in_namespace = LISTING[
+        restricted
+    ]
     if query.name is not None and query.namespace is not None:
         async with connection(request) as conn:
             found = await rows(
-                conn, LOOKUP_DATASET, {"namespace": query.namespace, "name": query.name}
+                conn,
+                LOOKUPS[restricted],
+                {"namespace": query.namespace, "name": query.name, **access.sql_params()},
             )
-            items = await _summaries(conn, found)
+            items = await _summaries(conn, access, found)
         return json_response(
             request,
             models.DatasetPage(
@@ -612,37 +739,43 @@ async def list_datasets(request: Request) -> Response:
             ),
         )
     filters: list[str] = []
-    args: dict[str, Any] = {"limit": query.limit + 1, "namespace": query.namespace}
+    args: dict[str, Any] = {
+        "limit": query.limit + 1,
+        "namespace": query.namespace,
+        **access.sql_params(),
+    }
     matched = "NULL::json"
-    walk, key = DISPLAY_WALK, DISPLAY_KEY
+    walk, key = display_walk, DISPLAY_KEY
     if query.namespace is not None:
         walk, key = NAMESPACE_WALK, NAMESPACE_KEY
         matched = MATCHED_IN_NAMESPACE
+        if in_namespace:
+            filters.append(in_namespace)
     if query.name is not None:
-        filters.append(FILTER_EXACT_NAME)
+        filters.append(for_access(FILTER_EXACT_NAME, restricted))
         args["name"] = query.name
-        matched = MATCHED_NAME
+        matched = for_access(MATCHED_NAME, restricted)
     if query.q:
-        filters.append(FILTER_NAME)
+        filters.append(filter_name)
         args["pattern"] = like_substring(query.q)
-        matched = MATCHED_Q
-    if filters:
+        matched = for_access(MATCHED_Q, restricted)
+    if query.name is not None or query.q:
         counted = count_capped("SELECT 1" + walk.format(filters="\n  ".join(filters)))
     elif query.namespace is not None:
-        counted = COUNT_IN_NAMESPACE
+        counted = count_in_namespace
     else:
-        counted = COUNT_ALL
+        counted = count_all
     kind = bound_kind("datasets", query)
     if query.cursor is not None:
         args["after_namespace"], args["after_name"] = decode_cursor(query.cursor, kind, [str, str])
         filters.append(AFTER.format(key=key))
     where = walk.format(filters="\n  ".join(filters))
-    sql = LIST_DATASETS.format(walk=where, key=key, matched=matched)
+    sql = LIST_DATASETS.format(summary=summary, walk=where, key=key, matched=matched)
     async with connection(request) as conn:
         items, next_cursor, count, exact = await page_with_total(
             conn, sql, counted, args, query, kind, lambda r: (r[7], r[8])
         )
-        summaries = await _summaries(conn, items)
+        summaries = await _summaries(conn, access, items)
     return json_response(
         request,
         models.DatasetPage(
@@ -656,6 +789,7 @@ async def list_datasets(request: Request) -> Response:
 
 async def _versions(
     conn: AsyncConnection[Any],
+    access: Access,
     dataset: uuid.UUID,
     query: PageQuery,
     kind: str,
@@ -673,8 +807,9 @@ async def _versions(
         "as_of": query.as_of,
         "limit": query.limit + 1,
         "page_bytes": page_bytes,
+        **access.sql_params(),
     }
-    found = await rows(conn, LIST_VERSIONS, args)
+    found = await rows(conn, LISTS_VERSIONS[access.restricted], args)
     items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[1], r[2]), 3)
     return models.DatasetVersionPage(
         items=[
@@ -688,7 +823,7 @@ async def _versions(
 
 
 async def _runs(
-    conn: AsyncConnection[Any], dataset: uuid.UUID, query: RunsQuery, kind: str
+    conn: AsyncConnection[Any], access: Access, dataset: uuid.UUID, query: RunsQuery, kind: str
 ) -> models.RunOfDatasetPage:
     columns, types = RUN_SORTS[query.sort]
     # Index probes whatever the tables' sizes (a small schema_observations, now that
@@ -705,10 +840,13 @@ async def _runs(
         "schema_names": [n[1] for n in names if n[3]],
         "as_of": query.as_of,
         "limit": query.limit + 1,
+        **access.sql_params(),
     }
     if query.cursor is not None:
         args.update((f"a{i}", v) for i, v in enumerate(decode_cursor(query.cursor, kind, types)))
-    sql = runs_of_dataset(query.as_of is not None, query.sort, query.cursor is not None)
+    sql = runs_of_dataset(
+        query.as_of is not None, query.sort, query.cursor is not None, access.restricted
+    )
     found = await rows(conn, sql, args)
     await conn.execute("SET LOCAL enable_seqscan = on")
     at = {"run_id": 0, "direction": 1, "started_at": 2}
@@ -744,20 +882,34 @@ def _runs_kind(dataset: uuid.UUID, query: RunsQuery) -> str:
 async def get_dataset(request: Request) -> Response:
     path: DatasetPath = GET.parse_path(request)
     query: DatasetQuery = GET.parse_query(request)
-    args = {"id": path.dataset_id, "as_of": query.as_of or asof.NOW}
+    access = await access_of(request)
+    args = {"id": path.dataset_id, "as_of": query.as_of or asof.NOW, **access.sql_params()}
     first = PageQuery(as_of=query.as_of, limit=EMBEDDED)
     outputs_first = RunsQuery(as_of=query.as_of, sort="outputs_first", limit=EMBEDDED)
     async with connection(request) as conn:
-        r = await row(conn, GET_DATASET if query.as_of is None else GET_DATASET_AS_OF, args)
+        statements = GET_DATASETS if query.as_of is None else GET_DATASETS_AS_OF
+        sql = statements[access.restricted]
+        r = await row(conn, sql, args)
         if r is None:
             raise not_found("dataset", path.dataset_id)
         asof.check_seen("dataset", path.dataset_id, r[5], query.as_of)
         versions = await _versions(
-            conn, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
+            conn, access, r[0], first, _versions_kind(r[0], first), limits.EMBEDDED_BYTES
         )
-        runs = await _runs(conn, r[0], outputs_first, _runs_kind(r[0], outputs_first))
-        readers = await rows(conn, READER_SCHEMAS, {"id": r[0], "as_of": query.as_of})
+        runs = await _runs(conn, access, r[0], outputs_first, _runs_kind(r[0], outputs_first))
+        readers = await rows(
+            conn,
+            READERS_SCHEMAS[access.restricted],
+            {"id": r[0], "as_of": query.as_of, **access.sql_params()},
+        )
+        display = (r[1], r[2])
+        if not access.reads(r[1]):
+            (display,) = await row(conn, VISIBLE_DISPLAY, {"id": r[0], **access.sql_params()})
         fresh = (await dataset_nodes.freshness_of(conn, [r[0]], query.as_of))[r[0]]
+    fresh = _freshness_shown(fresh, access)
+    names = _names.decode(r[7])
+    # (its sensitive facets: where one of its names it shows is in a namespace that shows them)
+    sensitive = any(access.shows_sensitive(n.namespace) for n in names)
     lifecycle = None
     if r[14] is not None and r[15] is not None:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])
@@ -765,8 +917,8 @@ async def get_dataset(request: Request) -> Response:
         request,
         models.Dataset(
             id=r[0],
-            namespace=r[1],
-            name=r[2],
+            namespace=display[0],
+            name=display[1],
             fields=parts.fields(r[3]) if r[3] is not None else None,
             reader_schemas=[
                 models.ReaderSchema(
@@ -778,10 +930,10 @@ async def get_dataset(request: Request) -> Response:
                 )
                 for s in readers
             ],
-            facets=facets.served(r[4], facets.DATASET),
+            facets=facets.served(r[4], facets.DATASET, sensitive=sensitive),
             first_seen=r[5],
             last_seen=r[6],
-            names=_names.decode(r[7]),
+            names=names,
             name_count=r[16],
             producers=_writers.decode(r[8]),
             producer_count=r[17],
@@ -801,9 +953,11 @@ async def get_dataset(request: Request) -> Response:
 
 
 async def _dataset_id(
-    conn: AsyncConnection[Any], dataset: uuid.UUID, query: PageQuery | RunsQuery
+    conn: AsyncConnection[Any], access: Access, dataset: uuid.UUID, query: PageQuery | RunsQuery
 ) -> Any:
-    ref = await row(conn, DATASET_ID, {"id": dataset})
+    ref = await row(
+        conn, DATASET_ID + dataset_visible(access, "d.id"), {"id": dataset, **access.sql_params()}
+    )
     if ref is None:
         raise not_found("dataset", dataset)
     asof.check_seen("dataset", dataset, ref[1], query.as_of)
@@ -814,9 +968,10 @@ async def _dataset_id(
 async def list_versions(request: Request) -> Response:
     path: DatasetPath = VERSIONS.parse_path(request)
     query: PageQuery = VERSIONS.parse_query(request)
+    access = await access_of(request)
     async with connection(request) as conn:
-        dataset = await _dataset_id(conn, path.dataset_id, query)
-        answer = await _versions(conn, dataset, query, _versions_kind(dataset, query))
+        dataset = await _dataset_id(conn, access, path.dataset_id, query)
+        answer = await _versions(conn, access, dataset, query, _versions_kind(dataset, query))
     return json_response(request, answer)
 
 
@@ -824,7 +979,8 @@ async def list_versions(request: Request) -> Response:
 async def list_runs(request: Request) -> Response:
     path: DatasetPath = RUNS.parse_path(request)
     query: RunsQuery = RUNS.parse_query(request)
+    access = await access_of(request)
     async with connection(request) as conn:
-        dataset = await _dataset_id(conn, path.dataset_id, query)
-        answer = await _runs(conn, dataset, query, _runs_kind(dataset, query))
+        dataset = await _dataset_id(conn, access, path.dataset_id, query)
+        answer = await _runs(conn, access, dataset, query, _runs_kind(dataset, query))
     return json_response(request, answer)

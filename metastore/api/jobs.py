@@ -1,4 +1,8 @@
-"""GET /jobs and /jobs/{job_id}: jobs with their latest run, parents, children, datasets."""
+"""GET /jobs and /jobs/{job_id}: jobs with their latest run, parents, children, datasets.
+
+Restricted (api/visibility.py): the jobs of readable namespaces; another's job is a 404
+as an unknown id is, its sensitive facets left out unless its namespace shows them.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore.access import access_of
 from metastore.api import asof, facets, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
@@ -18,6 +23,7 @@ from metastore.api.pagination import bound_kind, count_capped, decode_cursor, pa
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     DATASETS_PAGE,
+    DATASETS_PAGE_VISIBLE,
     JOB_EDGES_OF,
     description,
     duration,
@@ -30,6 +36,7 @@ from metastore.api.sqlparts import (
     started,
     tags,
 )
+from metastore.api.visibility import both, for_access, job_visible, mark
 
 # The latest run's columns (id, state, state_time, started_at, ended_at, duration) of
 # readmodel.runs row `r`.
@@ -48,12 +55,14 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {latest_run("pr")}::text
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
-LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id
+LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id{mark("job", "p")}
 LEFT JOIN readmodel.runs pr ON pr.id = p.latest_run_id
 WHERE true {{filters}}
 ORDER BY {{order}}
 LIMIT %(limit)s
 """
+# (restricted: a parent of a hidden namespace is left out)
+LISTS_JOBS = both(LIST_JOBS)
 COUNT_JOBS = count_capped("""SELECT 1 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE true {filters}""")
@@ -86,42 +95,53 @@ SORTS: dict[str, tuple[str, str, list[type]]] = {
 
 # Its parent (a list of one or none) and its first EMBEDDED_REFS children by name, each
 # with its latest run, and how many children there are.
-PARENT = jobs_with_runs("p", "p.id = j.parent_job_id", as_of=False)
-CHILDREN = jobs_with_runs("c", "c.parent_job_id = j.id", as_of=False)
-CHILD_COUNT = "(SELECT count(*) FROM readmodel.jobs c WHERE c.parent_job_id = j.id)"
+# (restricted: the visible ones)
+PARENT_OF = "p.id = j.parent_job_id" + mark("job", "p")
+CHILDREN_OF = "c.parent_job_id = j.id" + mark("job", "c")
+PARENT = jobs_with_runs("p", PARENT_OF, as_of=False)
+CHILDREN = jobs_with_runs("c", CHILDREN_OF, as_of=False)
+CHILD_COUNT = f"(SELECT count(*) FROM readmodel.jobs c WHERE {CHILDREN_OF})"
 CATALOGUE = f"""{description("j.facets")}, {owners("j.facets")}, {tags("j.facets")}"""
 RUN_COUNT = "(SELECT count(*) FROM readmodel.runs c WHERE c.job_id = j.id)"
 
-GET_JOB = f"""
+
+def get_job_sql(restricted: bool) -> str:
+    return for_access(
+        f"""
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        j.facets::text, j.first_seen, j.last_seen,
        {PARENT},
        {LATEST_RUN},
        {CHILDREN},
-       {job_datasets_now("j.id", "input")},
-       {job_datasets_now("j.id", "output")},
+       {job_datasets_now("j.id", "input", restricted)},
+       {job_datasets_now("j.id", "output", restricted)},
        {CATALOGUE}, {RUN_COUNT}, {CHILD_COUNT}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE j.id = %(id)s
-"""
+""",
+        restricted,
+    )
+
 
 # As of T: the latest run started by then, in the state its events up to T gave it (read
 # from the log: a terminal event wins, as in the runs projection), and the datasets of
 # that run (and static lineage declared by then). Names, facets, parent and children are
 # today's: they say what the job is, not what it did (their latest runs are those at T).
 # Runs counted: those started by T.
-GET_JOB_AS_OF = f"""
+def get_job_as_of_sql(restricted: bool) -> str:
+    return for_access(
+        f"""
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        j.facets::text, j.first_seen,
        coalesce((SELECT max(l.event_time) FROM event_log l
                  WHERE l.job_namespace = j.namespace AND l.job_name = j.name
                    AND l.event_time <= %(as_of)s), j.first_seen),
-       {jobs_with_runs("p", "p.id = j.parent_job_id", as_of=True)},
+       {jobs_with_runs("p", PARENT_OF, as_of=True)},
        {asof.RUN_AT_COLUMNS},
-       {jobs_with_runs("c", "c.parent_job_id = j.id", as_of=True)},
-       {job_datasets_at("j.id", "input")},
-       {job_datasets_at("j.id", "output")},
+       {jobs_with_runs("c", CHILDREN_OF, as_of=True)},
+       {job_datasets_at("j.id", "input", restricted)},
+       {job_datasets_at("j.id", "output", restricted)},
        {CATALOGUE},
        (SELECT count(*) FROM readmodel.lineage_runs c
         WHERE c.job_id = j.id AND c.started_at <= %(as_of)s),
@@ -129,7 +149,14 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
 FROM readmodel.jobs j
 {asof.latest_run_at_joins("j.id")}
 WHERE j.id = %(id)s
-"""
+""",
+        restricted,
+    )
+
+
+# By Access.restricted: a job now, and as of a moment.
+GET_JOB = {restricted: get_job_sql(restricted) for restricted in (False, True)}
+GET_JOB_AS_OF = {restricted: get_job_as_of_sql(restricted) for restricted in (False, True)}
 
 
 class ListQuery(msgspec.Struct, frozen=True):
@@ -217,7 +244,9 @@ DATASETS = Operation(
     "all its runs and its static lineage, by display name: the whole list behind the "
     "first 100 in /jobs/{job_id}.",
 )
-JOB_EXISTS = "SELECT 1 FROM readmodel.jobs WHERE id = %(id)s"
+# A page of a job's or run's datasets, by Access.restricted.
+DATASETS_PAGES = {False: DATASETS_PAGE, True: DATASETS_PAGE_VISIBLE}
+JOB_EXISTS = "SELECT 1 FROM readmodel.jobs j WHERE j.id = %(id)s"
 resource = Resource()
 
 
@@ -244,8 +273,9 @@ def _parent(r: Any) -> models.JobRefWithRun | None:
 @resource.add(LIST)
 async def list_jobs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
-    filters: list[str] = []
-    args: dict[str, Any] = {"limit": query.limit + 1}
+    access = await access_of(request)
+    filters: list[str] = [job_visible(access)] if access.restricted else []
+    args: dict[str, Any] = {"limit": query.limit + 1, **access.sql_params()}
     if query.namespace is not None:
         filters.append(FILTER_NAMESPACE)
         args["namespace"] = query.namespace
@@ -267,7 +297,7 @@ async def list_jobs(request: Request) -> Response:
         "latest_run": lambda r: (r[18], r[1], r[2]),
         "failed_first": lambda r: (r[19], r[18], r[1], r[2]),
     }[query.sort]
-    sql = LIST_JOBS.format(filters="\n  ".join(filters), order=order)
+    sql = LISTS_JOBS[access.restricted].format(filters="\n  ".join(filters), order=order)
     async with connection(request) as conn:
         items, next_cursor, count, exact = await page_with_total(
             conn, sql, counted, args, query, kind, sort_key
@@ -308,9 +338,12 @@ _tags = msgspec.json.Decoder(list[models.Tag])
 async def get_job(request: Request) -> Response:
     path: JobPath = GET.parse_path(request)
     query: JobQuery = GET.parse_query(request)
-    args = {"id": path.job_id, "as_of": query.as_of or asof.NOW}
+    access = await access_of(request)
+    args = {"id": path.job_id, "as_of": query.as_of or asof.NOW, **access.sql_params()}
+    statements = GET_JOB if query.as_of is None else GET_JOB_AS_OF
+    sql = statements[access.restricted] + job_visible(access)
     async with connection(request) as conn:
-        r = await row(conn, GET_JOB if query.as_of is None else GET_JOB_AS_OF, args)
+        r = await row(conn, sql, args)
     if r is None:
         raise not_found("job", path.job_id)
     asof.check_seen("job", path.job_id, r[7], query.as_of)
@@ -323,7 +356,7 @@ async def get_job(request: Request) -> Response:
             job_type=r[3],
             processing_type=r[4],
             integration=r[5],
-            facets=facets.served(r[6], facets.JOB),
+            facets=facets.served(r[6], facets.JOB, sensitive=access.shows_sensitive(r[1])),
             first_seen=r[7],
             last_seen=r[8],
             parent=next(iter(_refs.decode(r[9])), None),
@@ -346,10 +379,11 @@ async def get_job(request: Request) -> Response:
 async def list_job_datasets(request: Request) -> Response:
     path: JobPath = DATASETS.parse_path(request)
     query: DatasetsQuery = DATASETS.parse_query(request)
+    access = await access_of(request)
     answer = await datasets_page(
         request,
-        DATASETS_PAGE.format(edges=JOB_EDGES_OF),
-        JOB_EXISTS,
+        DATASETS_PAGES[access.restricted].format(edges=JOB_EDGES_OF),
+        JOB_EXISTS + job_visible(access),
         "job",
         path.job_id,
         query,
@@ -367,7 +401,9 @@ async def datasets_page(
     query: Any,
     kind: str,
 ) -> models.DatasetRefPage:
-    """A page of the datasets of a job or run (404 when the job or run is unknown)."""
+    """A page of the datasets of a job or run (404 when the job or run is unknown or
+    hidden: `exists` holds its visibility condition)."""
+    access = await access_of(request)
     after: tuple[Any, ...] = (None, None, None)
     if query.cursor is not None:
         after = decode_cursor(query.cursor, kind, [str, str, uuid.UUID])
@@ -379,9 +415,10 @@ async def datasets_page(
         "after_id": after[2],
         "limit": query.limit + 1,
         "as_of": asof.NOW,
+        **access.sql_params(),
     }
     async with connection(request) as conn:
-        if await row(conn, exists, {"id": id_}) is None:
+        if await row(conn, exists, {"id": id_, **access.sql_params()}) is None:
             raise not_found(what, id_)
         found = await rows(conn, sql, args)
     items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2], r[0]))

@@ -1,4 +1,8 @@
-"""GET /namespaces: every namespace seen, for jobs or datasets, by name."""
+"""GET /namespaces: every namespace seen, for jobs or datasets, by name.
+
+Restricted (api/visibility.py): only the readable namespaces, and their total; the counts
+of one need no filter, as what is in a readable namespace is visible.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,13 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore.access import EVERYTHING, access_of
 from metastore.api import models, params
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import decode_cursor, page
 from metastore.api.responses import json_response
+from metastore.api.visibility import RESTRICTED, namespace_visible
 
 # Counted per namespace of the page: jobs by the jobs (namespace, name) index, datasets
 # with a name there (each once, as /datasets?namespace= and /search?namespace= list them)
@@ -25,13 +31,21 @@ SELECT ns.name, ns.has_jobs, ns.has_datasets,
        (SELECT count(*) FROM readmodel.jobs j WHERE j.namespace = ns.name),
        {DATASET_COUNT.format(ns="ns.name")},
        ns.first_seen, ns.last_seen,
-       (SELECT count(*) FROM readmodel.namespaces)
+       (SELECT count(*) FROM readmodel.namespaces ns WHERE true{{visible}})
 FROM readmodel.namespaces ns
-WHERE (%(after)s::text IS NULL OR ns.name > %(after)s)
+WHERE (%(after)s::text IS NULL OR ns.name > %(after)s){{visible}}
 ORDER BY ns.name
 LIMIT %(limit)s
 """
-TOTAL = "SELECT count(*) FROM readmodel.namespaces"
+TOTAL = "SELECT count(*) FROM readmodel.namespaces ns WHERE true{visible}"
+# (the statements of an unrestricted read, and of a restricted one)
+STATEMENTS = {
+    restricted: (
+        LIST_NAMESPACES.format(visible=namespace_visible(access)),
+        TOTAL.format(visible=namespace_visible(access)),
+    )
+    for restricted, access in ((False, EVERYTHING), (True, RESTRICTED))
+}
 
 
 class ListQuery(msgspec.Struct, frozen=True):
@@ -49,7 +63,8 @@ LIST = Operation(
     query=ListQuery,
     description="Every namespace seen in an event, for jobs, datasets or both, by name, "
     "with how many jobs and datasets it has, and how many namespaces there are in all. A "
-    "dataset counts in each namespace it has a name in (see `dataset_count`).",
+    "dataset counts in each namespace it has a name in (see `dataset_count`). With "
+    "authorization configured, only the namespaces the caller may read, and their total.",
 )
 resource = Resource()
 
@@ -60,9 +75,12 @@ async def list_namespaces(request: Request) -> Response:
     after: Any = None
     if query.cursor is not None:
         (after,) = decode_cursor(query.cursor, "namespaces", [str])
+    access = await access_of(request)
+    listed, counted = STATEMENTS[access.restricted]
+    args = {"after": after, "limit": query.limit + 1, **access.sql_params()}
     async with connection(request) as conn:
-        found = await rows(conn, LIST_NAMESPACES, {"after": after, "limit": query.limit + 1})
-        total = found[0][7] if found else (await rows(conn, TOTAL))[0][0]
+        found = await rows(conn, listed, args)
+        total = found[0][7] if found else (await rows(conn, counted, args))[0][0]
     items, next_cursor = page(found, query.limit, "namespaces", lambda r: (r[0],))
     return json_response(
         request,

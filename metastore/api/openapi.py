@@ -26,6 +26,7 @@ from metastore import export
 from metastore.api import (
     column_lineage,
     datasets,
+    facets,
     impact,
     jobs,
     lineage,
@@ -80,6 +81,19 @@ apart (`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
 `.../invalid-request`, `.../invalid-cursor`, ...); every member of a problem is sent,
 null when it does not apply. Times are RFC 3339 in UTC (`Z`), whatever the database
 server's time zone.
+
+With authorization configured (a policy, README "Authorization"), each read is computed
+over the namespaces the caller may read. Lists, their `total`, `/search` and
+`/namespaces` (and their counts) hold only visible objects: a job or run when its job's
+namespace is readable, a dataset when any of its names is (it answers under its display
+name among its readable names, lists and matches only those, and `q` or `name` never
+match a hidden name). A hidden job, run or dataset, and its sub-resources, answer 404
+`.../not-found` exactly as an unknown id does, never 403. A page embeds visible jobs,
+runs and datasets only (a run of a hidden job, as a freshness' writer or a run's parent
+or root, keeps its id and no job); a run's events leave out the datasets of namespaces
+the caller may not read. Query text and plan-like facets (SENSITIVE_FACETS) are left out of facets and
+of a run's events unless the policy shows them for the job's namespace (a dataset's: any
+of its readable names'). ETags differ between callers who may see different things.
 
 Parameters are strict: a query parameter an operation does not take is a 400 naming it
 in `invalid-params` (a typo never answers unfiltered data), and so is a parameter given
@@ -151,6 +165,10 @@ user in the header `X-Metastore-User` (and the user's groups, comma-separated, i
 `X-Metastore-Groups`): the request is then that user's. From any other caller either
 header answers 403, an empty user 400.
 """
+# (the names of the sensitive facets, from the one list api/facets.py applies)
+DESCRIPTION = DESCRIPTION.replace(
+    "SENSITIVE_FACETS", ", ".join(f"`{name}`" for name in sorted(facets.SENSITIVE_FACETS))
+)
 
 
 # --- the operations other modules own, described from their contracts -----------------

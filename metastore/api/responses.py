@@ -1,4 +1,9 @@
-"""JSON answers with an ETag, honouring If-None-Match (304 without a body)."""
+"""JSON answers with an ETag, honouring If-None-Match (304 without a body).
+
+The ETag covers the request's Access when its read decided one (access_of): two users
+who may see different things never share a validator, even for equal bodies (a 304 to one
+must not confirm what the other's cached answer holds).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,17 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore.access import ACCESS_KEY, Access
+
 _encoder = msgspec.json.Encoder()
 
 
-def etag_of(body: bytes) -> str:
-    """A strong validator: the hash of the exact body bytes."""
-    return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+def etag_of(body: bytes, access_part: str = "") -> str:
+    """A strong validator: the hash of the exact body bytes (and of Access.etag_part)."""
+    digest = hashlib.blake2b(body, digest_size=16)
+    if access_part:
+        digest.update(b"\x00access:" + access_part.encode())
+    return '"' + digest.hexdigest() + '"'
 
 
 def _matches(if_none_match: str, etag: str) -> bool:
@@ -32,7 +42,8 @@ def json_response(
     request: Request, value: Any, *, media_type: str = "application/json"
 ) -> Response:
     body = value if isinstance(value, bytes) else _encoder.encode(value)
-    etag = etag_of(body)
+    access = request.scope.get(ACCESS_KEY)
+    etag = etag_of(body, access.etag_part() if isinstance(access, Access) else "")
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if_none_match = request.headers.get("if-none-match")
     if if_none_match is not None and _matches(if_none_match, etag):

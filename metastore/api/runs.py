@@ -1,4 +1,9 @@
-"""GET /runs, /runs/{run_id} and /runs/{run_id}/events."""
+"""GET /runs, /runs/{run_id} and /runs/{run_id}/events.
+
+Restricted (api/visibility.py): the runs of jobs in readable namespaces; another's run
+(its page, datasets and events) is a 404 as an unknown id is, and its facets and events
+leave out sensitive facets unless its job's namespace shows them.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,10 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore.access import Access, access_of
 from metastore.api import facets, limits, models, params
 from metastore.api.db import connection, not_found, row, rows
-from metastore.api.jobs import DatasetsQuery, datasets_page
+from metastore.api.jobs import DATASETS_PAGES, DatasetsQuery, datasets_page
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import (
     bound_kind,
@@ -24,13 +30,13 @@ from metastore.api.pagination import (
 )
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
-    DATASETS_PAGE,
     RUN_EDGES_OF,
     duration,
     edge_datasets,
     run_ref,
     started,
 )
+from metastore.api.visibility import both, for_access, mark, run_visible
 from metastore.eventlog import HORIZON
 from metastore.problems import ProblemError
 from projections import runs as runs_fold
@@ -43,9 +49,15 @@ r.ended_at, {duration("r")}, r.nominal_start, r.nominal_end, r.error_message,
 r.parent_run_id, r.parent_job_namespace, r.parent_job_name, p.state,
 r.root_run_id, rt.job_id, rt.job_namespace, rt.job_name, rt.state, r.first_seen, r.last_seen
 """
-RUN_JOINS = """
-LEFT JOIN readmodel.runs p ON p.id = r.parent_run_id
-LEFT JOIN readmodel.runs rt ON rt.id = r.root_run_id AND r.parent_run_id IS NOT NULL
+# (restricted: a parent or root of a hidden job is its id alone)
+PARENT_JOIN = "LEFT JOIN readmodel.runs p ON p.id = r.parent_run_id" + mark("run", "p")
+ROOT_JOIN = (
+    "LEFT JOIN readmodel.runs rt ON rt.id = r.root_run_id AND r.parent_run_id IS NOT NULL"
+    + mark("run", "rt")
+)
+RUN_JOINS = f"""
+{PARENT_JOIN}
+{ROOT_JOIN}
 """
 
 # Newest first by the earliest eventTime (first_seen), by start, or failed and aborted
@@ -60,6 +72,7 @@ WHERE true {{filters}}
 ORDER BY {{order}}
 LIMIT %(limit)s
 """
+LISTS_RUNS = both(LIST_RUNS)
 # (the count of a list: its rows up to pagination.TOTAL_CAP, without the joins)
 COUNT_RUNS = count_capped("SELECT 1 FROM readmodel.runs r WHERE true {filters}")
 FILTER_JOB = "AND r.job_id = %(job_id)s"
@@ -93,20 +106,26 @@ SORTS: dict[str, tuple[str, str, list[type]]] = {
 
 CHILDREN = f"""
 coalesce((SELECT json_agg({run_ref("c")} ORDER BY c.first_seen, c.id)
-  FROM (SELECT * FROM readmodel.runs c WHERE c.parent_run_id = r.id
+  FROM (SELECT * FROM readmodel.runs c WHERE c.parent_run_id = r.id{mark("run", "c")}
         ORDER BY c.first_seen, c.id LIMIT 1000) c), '[]')::text
 """
 
-GET_RUN = f"""
+GET_RUN = {
+    restricted: for_access(
+        f"""
 SELECT {RUN_COLUMNS}, r.facets::text,
        {CHILDREN},
-       {edge_datasets("run_edges", "run_id", "r.id", "input")},
-       {edge_datasets("run_edges", "run_id", "r.id", "output")},
+       {edge_datasets("run_edges", "run_id", "r.id", "input", restricted)},
+       {edge_datasets("run_edges", "run_id", "r.id", "output", restricted)},
        r.facet_times::text
 FROM readmodel.runs r
 {RUN_JOINS}
 WHERE r.id = %(id)s
-"""
+""",
+        restricted,
+    )
+    for restricted in (False, True)
+}
 # The events of a run that set the facets the runs table left in the log (a Spark plan:
 # projections.runs.LARGE_FACET_BYTES), by their seq (facet_times), through event_log_run.
 FACET_EVENTS = """
@@ -137,6 +156,9 @@ RUN_KNOWN = """
 SELECT EXISTS (SELECT 1 FROM readmodel.runs WHERE id = %(run_id)s)
     OR EXISTS (SELECT 1 FROM event_log WHERE run_id = %(run_id)s)
 """
+# Restricted: a run's events are shown when the runs table has it in a readable namespace
+# (a run not yet folded is hidden until it is), each as facets.event_shown shows it.
+RUN_NAMESPACE = "SELECT r.job_namespace FROM readmodel.runs r WHERE r.id = %(run_id)s"
 
 
 class ListQuery(msgspec.Struct, frozen=True):
@@ -247,7 +269,7 @@ DATASETS = Operation(
     description="Every dataset the run read (`direction=input`) or wrote (output), by "
     "display name: the whole list behind the first 100 in /runs/{run_id}.",
 )
-RUN_EXISTS = "SELECT 1 FROM readmodel.runs WHERE id = %(id)s"
+RUN_EXISTS = "SELECT 1 FROM readmodel.runs r WHERE r.id = %(id)s"
 resource = Resource()
 
 
@@ -266,10 +288,12 @@ def _run_ref(
     return models.RunRef(id=run, job=ref, state=state)
 
 
-def _summary(r: Any) -> dict[str, Any]:
+def _summary(r: Any, access: Access) -> dict[str, Any]:
     parent = root = None
     if r[12] is not None:
-        parent = _run_ref(r[12], None, r[13], r[14], r[15])
+        # (the parent's job as the run's parent facet names it: left out when hidden)
+        shown = r[13] is not None and access.reads(r[13])
+        parent = _run_ref(r[12], None, r[13] if shown else None, r[14], r[15])
         root = _run_ref(r[16], r[17], r[18], r[19], r[20])
     return {
         "id": r[0],
@@ -292,8 +316,9 @@ def _summary(r: Any) -> dict[str, Any]:
 @resource.add(LIST)
 async def list_runs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
-    filters: list[str] = []
-    args: dict[str, Any] = {"limit": query.limit + 1}
+    access = await access_of(request)
+    filters: list[str] = [run_visible(access)] if access.restricted else []
+    args: dict[str, Any] = {"limit": query.limit + 1, **access.sql_params()}
     by_state = query.state is not None
     for value, clause, name in (
         (query.job_id, FILTER_JOB, "job_id"),
@@ -317,7 +342,7 @@ async def list_runs(request: Request) -> Response:
         "started": lambda r: (r[23], r[0]),
         "failed_first": lambda r: (r[24], r[23], r[0]),
     }[query.sort]
-    sql = LIST_RUNS.format(filters="\n  ".join(filters), order=order)
+    sql = LISTS_RUNS[access.restricted].format(filters="\n  ".join(filters), order=order)
     async with connection(request) as conn:
         items, next_cursor, count, exact = await page_with_total(
             conn, sql, counted, args, query, kind, sort_key
@@ -325,7 +350,7 @@ async def list_runs(request: Request) -> Response:
     return json_response(
         request,
         models.RunPage(
-            items=[models.RunSummary(**_summary(r)) for r in items],
+            items=[models.RunSummary(**_summary(r, access)) for r in items],
             next_cursor=next_cursor,
             total=count,
             total_is_exact=exact,
@@ -340,16 +365,18 @@ _datasets = msgspec.json.Decoder(list[models.DatasetRef])
 @resource.add(GET)
 async def get_run(request: Request) -> Response:
     path: RunPath = GET.parse_path(request)
+    access = await access_of(request)
     async with connection(request) as conn:
-        r = await row(conn, GET_RUN, {"id": path.run_id})
+        args = {"id": path.run_id, **access.sql_params()}
+        r = await row(conn, GET_RUN[access.restricted] + run_visible(access), args)
         if r is None:
             raise not_found("run", path.run_id)
         merged = await _facets_from_log(conn, path.run_id, r[23], r[29])
     return json_response(
         request,
         models.Run(
-            **_summary(r),
-            facets=facets.served(merged, facets.RUN),
+            **_summary(r, access),
+            facets=facets.served(merged, facets.RUN, sensitive=access.shows_sensitive(r[2])),
             children=_run_refs.decode(r[24]),
             inputs=_datasets.decode(r[25]),
             input_count=r[26],
@@ -376,7 +403,14 @@ async def list_run_events(request: Request) -> Response:
         "limit": query.limit + 1,
         "page_bytes": limits.PAGE_BYTES,
     }
+    access = await access_of(request)
     async with connection(request) as conn:
+        if access.restricted:
+            visible = await row(
+                conn, RUN_NAMESPACE + run_visible(access), {**args, **access.sql_params()}
+            )
+            if visible is None:
+                raise not_found("run", path.run_id)
         found = await rows(conn, RUN_EVENTS, args)
         if not found and query.cursor is None:
             known = await row(conn, RUN_KNOWN, {"run_id": path.run_id})
@@ -385,7 +419,10 @@ async def list_run_events(request: Request) -> Response:
     items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[0], r[1]), 2)
     return json_response(
         request,
-        models.RunEventPage(items=[msgspec.Raw(r[2]) for r in items], next_cursor=next_cursor),
+        models.RunEventPage(
+            items=[msgspec.Raw(facets.event_shown(r[2], access)) for r in items],
+            next_cursor=next_cursor,
+        ),
     )
 
 
@@ -393,10 +430,11 @@ async def list_run_events(request: Request) -> Response:
 async def list_run_datasets(request: Request) -> Response:
     path: RunPath = DATASETS.parse_path(request)
     query: DatasetsQuery = DATASETS.parse_query(request)
+    access = await access_of(request)
     answer = await datasets_page(
         request,
-        DATASETS_PAGE.format(edges=RUN_EDGES_OF),
-        RUN_EXISTS,
+        DATASETS_PAGES[access.restricted].format(edges=RUN_EDGES_OF),
+        RUN_EXISTS + run_visible(access),
         "run",
         path.run_id,
         query,

@@ -12,6 +12,10 @@ through the `pg_trgm` index (where the extension is installed) on up to TOTAL_CA
 and, when those hold fewer hits, on the keys alone until TOTAL_CAP hits; the names counted,
 a sample of the hits when there are more, bound where the page of substring hits ends, and
 only the hits up to that bound are sorted and looked up.
+
+Restricted (api/visibility.py): only readable names match (a dataset by its readable
+names, the best-ranked among them, under its display name among them; jobs and
+namespaces in readable namespaces), and the total counts those hits alone.
 """
 
 from __future__ import annotations
@@ -26,12 +30,22 @@ from psycopg.rows import tuple_row
 from starlette.requests import Request
 from starlette.responses import Response
 
+from metastore.access import access_of
 from metastore.api import models, params
 from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
+from metastore.api.visibility import (
+    RESTRICTED,
+    for_access,
+    job_visible,
+    mark,
+    name_visible,
+    namespace_visible,
+    visible_display_name,
+)
 
 HitType = Literal["dataset", "job", "namespace"]
 MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
@@ -67,7 +81,9 @@ DATASET_TIER = (
           AND NOT EXISTS (
               SELECT 1 FROM readmodel.dataset_names b
               WHERE b.dataset_id = n.dataset_id AND (b.namespace, b.name) <> (n.namespace, n.name)
-                AND ("""
+                """
+    + mark("name", "b")
+    + """AND ("""
     + RANK_OF.format(n="lower(b.name)")
     + """,
                      lower(b.name) COLLATE "C", b.namespace COLLATE "C", b.name COLLATE "C")
@@ -95,13 +111,18 @@ class Tier(NamedTuple):
     alias: str
     key: str
     in_namespace: str
+    visible: str = ""  # restricted: the condition that a hit is visible (on the alias)
+
+    def where(self, ns: bool) -> str:
+        """The conditions after the name test: `namespace=`'s (`ns`), then visibility."""
+        return (self.in_namespace if ns else "") + self.visible
 
     @property
     def name(self) -> str:
         return f"lower({self.alias}.name)"
 
 
-TIERS = {
+_TIERS: dict[HitType, Tier] = {
     "dataset": Tier(
         DATASET_TIER,
         "readmodel.dataset_names",
@@ -114,6 +135,24 @@ TIERS = {
     "namespace": Tier(
         NAMESPACE_TIER, "readmodel.namespaces", "ns", "ns.name", "AND ns.name = %(namespace)s"
     ),
+}
+# Restricted, a dataset hit answers under its display name among its readable names.
+_VISIBLE_DISPLAY = visible_display_name("p.dataset_id")
+_SHOWN = "p.dataset_id, d.namespace, d.name,"
+assert _SHOWN in DATASET_TIER
+# The tiers by Access.restricted.
+TIERS: dict[bool, dict[HitType, Tier]] = {
+    False: {k: t._replace(template=for_access(t.template, False)) for k, t in _TIERS.items()},
+    True: {
+        "dataset": _TIERS["dataset"]._replace(
+            template=for_access(DATASET_TIER, True).replace(
+                _SHOWN, f"p.dataset_id, ({_VISIBLE_DISPLAY})[1], ({_VISIBLE_DISPLAY})[2],"
+            ),
+            visible=name_visible(RESTRICTED, "n"),
+        ),
+        "job": _TIERS["job"]._replace(visible=job_visible(RESTRICTED, "j")),
+        "namespace": _TIERS["namespace"]._replace(visible=namespace_visible(RESTRICTED, "ns.name")),
+    },
 }
 # Hits of each type counted up to one past TOTAL_CAP names (a dataset's names counted as
 # one dataset): (type, names read, hits, the page's bound). The bound: the (limit + 1)th
@@ -149,6 +188,7 @@ PLANS = {
 
 
 def _tier(
+    tier: Tier,
     kind: HitType,
     rank: int,
     cursor: tuple[int, str, str, str] | None,
@@ -157,7 +197,6 @@ def _tier(
 ) -> str:
     """One (type, rank) of the hits, a page of it past `cursor`: '' if the cursor is past
     all of it. `bounded`: only names up to `%(upper_<type>)s` (the count's bound)."""
-    tier = TIERS[kind]
     name, key = tier.name, tier.key
     after = ""
     if cursor is not None:
@@ -179,19 +218,23 @@ def _tier(
         rank=rank,
         test=RANK_TESTS[rank].format(n=name),
         after=after,
-        namespace=tier.in_namespace if ns else "",
+        namespace=tier.where(ns),
     )
 
 
-def _counts(kinds: list[HitType], ns: bool, cursor: tuple[int, str, str, str] | None) -> list[str]:
+def _counts(
+    tiers: dict[HitType, Tier],
+    kinds: list[HitType],
+    ns: bool,
+    cursor: tuple[int, str, str, str] | None,
+) -> list[str]:
     past = "AND low ~>=~ %(after_name)s" if cursor is not None and cursor[0] == 2 else ""
-    return [COUNT.format(kind=k, select=_count_of(TIERS[k], ns), past=past) for k in kinds]
+    return [COUNT.format(kind=k, select=_count_of(tiers[k], ns), past=past) for k in kinds]
 
 
 def _count_of(tier: Tier, ns: bool) -> str:
-    namespace = tier.in_namespace if ns else ""
     return COUNT_OF.format(
-        key=tier.key, name=tier.name, table=tier.table, alias=tier.alias, namespace=namespace
+        key=tier.key, name=tier.name, table=tier.table, alias=tier.alias, namespace=tier.where(ns)
     )
 
 
@@ -211,7 +254,7 @@ async def _count_distinct(conn: AsyncConnection[Any], tier: Tier, ns: bool, args
         name=tier.name,
         table=tier.table,
         alias=tier.alias,
-        namespace=tier.in_namespace if ns else "",
+        namespace=tier.where(ns),
     )
     seen: set[Any] = set()
     async with conn.cursor(name="search_count_keys", row_factory=tuple_row) as cur:
@@ -271,7 +314,9 @@ SEARCH_OP = Operation(
     "each by the name that matched (lowercase, in byte order). A dataset matches on any of "
     "its names, answers once under its display name, with its best-ranked name that "
     "matched in `matched_name`. `type` and `namespace` narrow "
-    "the hits; `total` counts them.",
+    "the hits; `total` counts them. With authorization configured, only names in the "
+    "namespaces the caller may read match (a dataset answers under its display name among "
+    "those), and `total` counts those hits alone.",
 )
 resource = Resource()
 
@@ -293,7 +338,10 @@ def _hit(r: Any) -> models.SearchHit:
 @resource.add(SEARCH_OP)
 async def search(request: Request) -> Response:
     query: SearchQuery = SEARCH_OP.parse_query(request)
+    access = await access_of(request)
+    tiers = TIERS[access.restricted]
     args: dict[str, Any] = {
+        **access.sql_params(),
         "exact": query.q.lower(),
         "prefix": like_prefix(query.q),
         "pattern": like_substring(query.q),
@@ -310,26 +358,28 @@ async def search(request: Request) -> Response:
     async with connection(request) as conn:
         (trigrams,) = await row(conn, TRIGRAM_INDEXES)
         by_trigram_plan = "trigram" if trigrams else "any"
-        counted = await _read(conn, by_trigram_plan, _counts(kinds, ns, cursor), args)
+        counted = await _read(conn, by_trigram_plan, _counts(tiers, kinds, ns, cursor), args)
         # past the cap of names, a type whose names were fewer hits: its hits counted
         for i, (k, names, hits, upper) in enumerate(counted):
             if names > TOTAL_CAP and hits <= TOTAL_CAP:
-                hits = await _count_distinct(conn, TIERS[k], ns, args)
+                hits = await _count_distinct(conn, tiers[k], ns, args)
                 counted[i] = (k, hits, hits, upper)
         bounds = {k: upper for k, _, _, upper in counted}
         args.update({f"upper_{k}": upper for k, upper in bounds.items()})
         # exact and prefix hits are ranges of the name index, read in order
-        ordered = [t for k in kinds for r in range(2) if (t := _tier(k, r, cursor, ns))]
+        ordered = [t for k in kinds for r in range(2) if (t := _tier(tiers[k], k, r, cursor, ns))]
         found = await _read(conn, "ordered", ordered, args)
         # substring hits up to each type's bound, through the trigram index
         bounded = [
-            t for k in kinds if (t := _tier(k, 2, cursor, ns, bounded=bounds[k] is not None))
+            t
+            for k in kinds
+            if (t := _tier(tiers[k], k, 2, cursor, ns, bounded=bounds[k] is not None))
         ]
         substring = await _read(conn, by_trigram_plan, bounded, args)
         per_type = collections.Counter(r[0] for r in substring)
         short = [k for k in kinds if bounds[k] is not None and per_type[k] <= query.limit]
         substring = [r for r in substring if r[0] not in short]
-        unbounded = [t for k in short if (t := _tier(k, 2, cursor, ns))]
+        unbounded = [t for k in short if (t := _tier(tiers[k], k, 2, cursor, ns))]
         found += substring + await _read(conn, by_trigram_plan, unbounded, args)
     # each type's page is in order: merged by (rank, name's bytes, type, key)
     found.sort(key=lambda r: (r[5], r[6].encode(), r[0], r[1]))

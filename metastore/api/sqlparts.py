@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from metastore.api import asof, limits
+from metastore.api.visibility import RESTRICTED, dataset_visible, visible_display_name
 
 # The datasets behind a set of edge rows (namespace, name), resolved from edge names to
 # dataset ids, as a JSON array of {id, namespace, name} (decoded straight into DatasetRef
@@ -14,13 +15,40 @@ coalesce((
     FROM (SELECT DISTINCT d.id, {display}
           FROM {edges} e
           JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-          JOIN readmodel.datasets d ON d.id = n.dataset_id{display_join}
+          JOIN readmodel.datasets d ON d.id = n.dataset_id{display_join}{visible}
           ORDER BY 2, 3, 1 LIMIT {cap}) x
 ), '[]')::text,
 (SELECT count(DISTINCT n.dataset_id)
  FROM {edges} e
- JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name)
+ JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name{counted})
 """
+# Restricted: the visible datasets only, each under its display name among its readable
+# names (api/visibility.py), as of now whatever the moment.
+VISIBLE_DISPLAY = (
+    f"({visible_display_name('d.id')})[1] AS namespace, ({visible_display_name('d.id')})[2] AS name"
+)
+_VISIBLE = {
+    "display_join": "",
+    "display": VISIBLE_DISPLAY,
+    "visible": "\n          WHERE true" + dataset_visible(RESTRICTED, "d.id"),
+    "counted": "\n WHERE true" + dataset_visible(RESTRICTED, "n.dataset_id"),
+}
+
+
+def dataset_refs(edges: str, display: str, display_join: str, restricted: bool) -> str:
+    """DATASET_REFS of `edges`, for an unrestricted or a restricted access."""
+    if restricted:
+        return DATASET_REFS.format(edges=edges, cap=REF_CAP, **_VISIBLE)
+    return DATASET_REFS.format(
+        edges=edges,
+        cap=REF_CAP,
+        display=display,
+        display_join=display_join,
+        visible="",
+        counted="",
+    )
+
+
 # How many of a job's or run's datasets its answer embeds (the rest: the counts, the graph).
 REF_CAP = limits.EMBEDDED_REFS
 
@@ -37,18 +65,32 @@ WHERE (%(after_namespace)s::text IS NULL
 ORDER BY d.namespace, d.name, d.id
 LIMIT %(limit)s
 """
+# Restricted: the visible ones, by their display name among their readable names.
+DATASETS_PAGE_VISIBLE = f"""
+SELECT x.id, x.namespace, x.name FROM (
+    SELECT DISTINCT d.id, v.shown[1] AS namespace, v.shown[2] AS name
+    FROM {{edges}} e
+    JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+    JOIN readmodel.datasets d ON d.id = n.dataset_id
+    CROSS JOIN LATERAL (SELECT {visible_display_name("d.id")} AS shown) v
+    WHERE v.shown IS NOT NULL) x
+WHERE (%(after_namespace)s::text IS NULL
+       OR (x.namespace, x.name, x.id) > (%(after_namespace)s, %(after_name)s, %(after_id)s::uuid))
+ORDER BY x.namespace, x.name, x.id
+LIMIT %(limit)s
+"""
 
 
-def edge_datasets(table: str, key: str, outer: str, direction: str) -> str:
+def edge_datasets(
+    table: str, key: str, outer: str, direction: str, restricted: bool = False
+) -> str:
     """The first REF_CAP datasets a job (job_edges) or a run (run_edges) read or wrote, as
     JSON, and how many there are (two columns)."""
     edges = (
         f"(SELECT namespace, name FROM readmodel.{table} "
         f"WHERE {key} = {outer} AND direction = '{direction}')"
     )
-    return DATASET_REFS.format(
-        edges=edges, cap=REF_CAP, display="d.namespace, d.name", display_join=""
-    )
+    return dataset_refs(edges, "d.namespace, d.name", "", restricted)
 
 
 # The (namespace, name) rows of what run `%(id)s` read or wrote (`%(direction)s`); of what
@@ -63,26 +105,20 @@ JOB_EDGES_OF = f"""(
     WHERE %(direction)s = 'output')"""
 
 
-def job_datasets_now(job: str, direction: str) -> str:
+def job_datasets_now(job: str, direction: str, restricted: bool = False) -> str:
     """The first REF_CAP datasets job `job` read or wrote now (its latest run's and its
     static lineage, as of asof.NOW, bound as `%(as_of)s`), as JSON, and their count."""
-    return DATASET_REFS.format(
-        edges=asof.job_edges_at(job, direction),
-        cap=REF_CAP,
-        display="d.namespace, d.name",
-        display_join="",
-    )
+    return dataset_refs(asof.job_edges_at(job, direction), "d.namespace, d.name", "", restricted)
 
 
-def job_datasets_at(job: str, direction: str) -> str:
+def job_datasets_at(job: str, direction: str, restricted: bool = False) -> str:
     """The datasets job `job` read or wrote as of `%(as_of)s` (under their display names
     then), as JSON, and their count."""
-    return DATASET_REFS.format(
-        edges=asof.job_edges_at(job, direction),
-        cap=REF_CAP,
-        display="coalesce(dn.namespace, d.namespace) AS namespace, "
-        "coalesce(dn.name, d.name) AS name",
-        display_join=f"\n          LEFT JOIN LATERAL {asof.display_name_at('d.id')} dn ON true",
+    return dataset_refs(
+        asof.job_edges_at(job, direction),
+        "coalesce(dn.namespace, d.namespace) AS namespace, coalesce(dn.name, d.name) AS name",
+        f"\n          LEFT JOIN LATERAL {asof.display_name_at('d.id')} dn ON true",
+        restricted,
     )
 
 
