@@ -8,9 +8,16 @@ same way, so every answer matches the document, and counts it
 (metastore_api_malformed_parts_total, part `facet`). The log keeps it as sent: a run's
 events and the export feed still show it. api/parts.py does the same for the parts of a
 facet served on their own (schema fields, transformations).
+
+Sensitive facets (query text, plans, engine properties, environment, Airflow task info:
+SENSITIVE_FACETS) are left out where the reader's Access may not see them
+(`served(..., sensitive=False)`, `without_sensitive`, `event_without_sensitive`): the
+one rule every answer (pages, graphs, run events, the export feed) applies.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 
@@ -40,16 +47,78 @@ JOB = _decoders(models.JOB_STANDARD_FACETS)
 RUN = _decoders(models.RUN_STANDARD_FACETS)
 
 
-def served(text: str, standard: dict[str, msgspec.json.Decoder[object]]) -> msgspec.Raw:
-    """The merged facets `text` (a JSON object) less each facet that breaks its schema."""
+# Facets holding query text, plans or what an engine ran with (properties, environment
+# variables, a DAG's task definitions), by the names the producers send them under (the
+# conformance corpus: Spark, Airflow, Dataproc; the standard facets' spec). Job, run and
+# dataset facets share one set: a name means the same wherever it is sent.
+SENSITIVE_FACETS = frozenset(
+    {
+        "sql",  # job: the query text (Trino, dbt, Airflow SQL operators)
+        "sourceCode",  # job: the code itself
+        "spark.logicalPlan",  # run: Spark's plan, with its literals
+        "spark_unknown",  # run: plan nodes Spark could not map, serialized
+        "spark_properties",  # run: spark.* configuration, credentials included
+        "environment-properties",  # run: Spark's environment
+        "environmentVariables",  # run: the standard EnvironmentVariablesRunFacet
+        "environment-variables",
+        "airflow",  # job and run: the DAG's and task's definition (commands, params)
+        "airflowDagRun",  # run: the DAG run's conf and definition
+        "unknownSourceAttribute",  # run: an Airflow operator's properties
+    }
+)
+
+
+def served(
+    text: str, standard: dict[str, msgspec.json.Decoder[object]], *, sensitive: bool = True
+) -> msgspec.Raw:
+    """The merged facets `text` (a JSON object) less each facet that breaks its schema,
+    and less SENSITIVE_FACETS unless `sensitive` (Access.shows_sensitive of its namespace)."""
     facets = _FACETS.decode(text)
     malformed = [name for name, raw in facets.items() if not _conforms(raw, standard.get(name))]
-    if not malformed:
+    hidden = [] if sensitive else [name for name in facets if name in SENSITIVE_FACETS]
+    if not malformed and not hidden:
         return msgspec.Raw(text)  # the stored bytes, untouched
-    for name in malformed:
+    for name in (*malformed, *hidden):
         del facets[name]
-    MALFORMED_PARTS.labels("facet").inc(len(malformed))
+    if malformed:
+        MALFORMED_PARTS.labels("facet").inc(len(malformed))
     return msgspec.Raw(msgspec.json.encode(facets))
+
+
+def without_sensitive(facets: dict[str, Any]) -> dict[str, Any]:
+    """`facets` (a facet name -> facet mapping) less SENSITIVE_FACETS (a copy when any)."""
+    if not any(name in SENSITIVE_FACETS for name in facets):
+        return facets
+    return {name: facet for name, facet in facets.items() if name not in SENSITIVE_FACETS}
+
+
+_EVENT = msgspec.json.Decoder(dict[str, Any])
+_DATASET_FACET_KEYS = ("facets", "inputFacets", "outputFacets")
+
+
+def event_without_sensitive(text: str) -> str:
+    """An OpenLineage event (JSON text) less the SENSITIVE_FACETS of its run, job and
+    datasets; the text itself when it has none. A part of another shape is left as is."""
+    if not any(f'"{name}"' in text for name in SENSITIVE_FACETS):
+        return text  # (no such key anywhere: nothing to decode)
+    event = _EVENT.decode(text)
+    changed = False
+    parts: list[Any] = [event.get("run"), event.get("job")]
+    for side in ("inputs", "outputs"):
+        datasets = event.get(side)
+        if isinstance(datasets, list):
+            parts.extend(datasets)
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        for key in _DATASET_FACET_KEYS:
+            facets = part.get(key)
+            if isinstance(facets, dict):
+                kept = without_sensitive(facets)
+                if kept is not facets:
+                    part[key] = kept
+                    changed = True
+    return msgspec.json.encode(event).decode() if changed else text
 
 
 def _conforms(raw: msgspec.Raw, decoder: msgspec.json.Decoder[object] | None) -> bool:
