@@ -29,9 +29,9 @@ from metastore.access import EVERYTHING, Access, access_of
 from metastore.api import asof, limits, models, params, parts, visibility
 from metastore.api.datasets import DatasetPath
 from metastore.api.db import connection, not_found, rows
+from metastore.api.lineage import HIDDEN_NODES, SHAPES
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
-from metastore.principal import ANONYMOUS
 
 # The names of the frontier's datasets under which column_lineage has edges on the `near`
 # side: upstream, names with reports (column_lineage); downstream, the reports' input
@@ -171,7 +171,7 @@ DISPLAY_AS_OF = {
 }
 # Restricted to an Access's namespaces (binding `%(readable)s`): a dataset shows its most
 # table-like readable name (first seen by `%(as_of)s`, as of a moment), never a hidden one.
-_RESTRICTED = Access(ANONYMOUS, readable=frozenset(), sensitive=None)
+_RESTRICTED = SHAPES[True]
 VISIBLE_DISPLAY = f"""(
     SELECT n.namespace, n.name FROM readmodel.dataset_names n
     WHERE n.dataset_id = d.id AND n.first_seen <= coalesce(%(as_of)s::timestamptz, 'infinity'){
@@ -230,7 +230,11 @@ COLUMN_OP = Operation(
     "reported (in its latest `columnLineage` facet for the dataset), and those of the job's "
     "latest static declaration (JobEvent) if it had made one by then: the rule of "
     "`/lineage`; `view` and `since` as in `/lineage`. `jobs` and `job_count` count the jobs "
-    "whose reports hold the edge. `field` follows one field of the dataset.",
+    "whose reports hold the edge. `field` follows one field of the dataset."
+    + HIDDEN_NODES
+    + " An edge is shown when both names it was reported under are readable; `jobs` and "
+    "`job_count` count the visible jobs among the first "
+    f"{limits.EDGE_JOBS}.",
 )
 resource = Resource()
 

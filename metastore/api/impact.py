@@ -104,7 +104,8 @@ OP = Operation(
     "job is the start node (depth 0), with edges to those datasets alone. From a job, its "
     "outputs; from a dataset, itself. With `as_of`: as the graph was then (a run started "
     "after `as_of` answers 404 of type `not-yet`); `view` and `since` as in `/lineage`. "
-    + models.WRITE_RULE,
+    + models.WRITE_RULE
+    + lineage.HIDDEN_NODES,
 )
 resource = Resource()
 

@@ -346,6 +346,19 @@ class LineageQuery(msgspec.Struct, frozen=True):
     since: asof.Since = None
 
 
+# How every graph answer treats what its reader may not see (the `/lineage`, `/impact`,
+# `/lineage/diff`, column lineage and `/lineage/runs` descriptions end with it).
+HIDDEN_NODES = (
+    " With authorization configured, a graph is computed over the namespaces its reader "
+    "may read, and a hidden node is cut: a job of a hidden namespace, a run of such a job "
+    "and a dataset without a name in a readable namespace are absent with their edges, the "
+    "walk never passes through them (nothing reachable only through one is shown), and "
+    "counts (`beyond`, `name_count`, `job_count`) and `truncated` count only what is "
+    "shown. A dataset is shown under a readable name; a freshness `run` of a hidden job has "
+    "a null `job`, a stale reason's hidden dataset is null. A hidden start node answers "
+    "404, as an unknown one does."
+)
+
 LINEAGE_OP = Operation(
     "GET",
     "/lineage",
@@ -369,7 +382,8 @@ LINEAGE_OP = Operation(
     " (and its static lineage declared by then), names and freshness those of then; a node "
     "first seen after `as_of` answers 404. Without `as_of`, as of now. `view=cumulative` (and "
     "`since`): each job's edges of every run it started in the window instead. A job whose run "
-    "failed keeps its edges: the failure shows in its latest run and in its outputs' freshness.",
+    "failed keeps its edges: the failure shows in its latest run and in its outputs' freshness."
+    + HIDDEN_NODES,
 )
 resource = Resource()
 LineageNode = models.JobNode | models.DatasetNode

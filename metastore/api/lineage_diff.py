@@ -123,7 +123,7 @@ OP = Operation(
     "type (a failed or aborted run's schema is no version: it changes nothing). `from` is "
     "usually the earlier moment; the same moment twice is no change. A node "
     "first seen after `from` makes the graph at `from` empty; first seen after `to`, 404 "
-    "of type `not-yet`. " + models.WRITE_RULE,
+    "of type `not-yet`. " + models.WRITE_RULE + lineage.HIDDEN_NODES,
 )
 resource = Resource()
 

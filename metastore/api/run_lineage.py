@@ -27,6 +27,7 @@ from metastore.api.db import connection, not_found, row, rows
 from metastore.api.lineage import (
     DATASETS_BEYOND,
     DEFAULT_DEPTH,
+    HIDDEN_NODES,
     MAX_DEPTH,
     NODE_LIMIT,
     SHAPES,
@@ -179,7 +180,10 @@ OP = Operation(
     "FAILed or ABORTed wrote nothing: it is never a writer here. `datasets` are the "
     "datasets the start run and each leaf run (a run the walk went no further from) read "
     "and wrote, as graph nodes with their freshness, and `dataset_edges` says which run "
-    "read or wrote which (and whether it wrote it or only attempted to). " + models.WRITE_RULE,
+    "read or wrote which (and whether it wrote it or only attempted to). "
+    + models.WRITE_RULE
+    + HIDDEN_NODES
+    + " A hidden last writer ends the walk there: no earlier writer stands in for it.",
 )
 resource = Resource()
 
