@@ -220,6 +220,11 @@ def test_each_team_sees_its_side_of_the_graph_and_the_walk_stops_at_what_it_may_
     revenue = next(n for n in finance["nodes"] if n["name"] == "iceberg.finance.revenue")
     assert revenue["beyond"] == {"upstream": 0, "downstream": 0}  # marketing's job: hidden
 
+    # the node limit counts what is shown (the sales side fits, everything does not)
+    assert _get(users["admin"], "/lineage", node=daily, depth=5, max_nodes=4)["truncated"]
+    four = _get(users["sales"], "/lineage", node=daily, depth=5, max_nodes=4)
+    assert _names(four["nodes"]) == SALES_SIDE and four["truncated"] is False
+
     # a node with a hidden neighbour still counts its visible ones
     limited = _get(users["finance"], "/lineage", node=daily, depth=0)
     assert _names(limited["nodes"]) == {"lakehouse.sales.orders_daily"}
@@ -283,6 +288,9 @@ def test_column_and_run_lineage_stop_at_hidden_datasets_and_runs(
 
     def fields(client: httpx.Client, dataset: str, **params: Any) -> set[tuple[str, str]]:
         answer = _get(client, f"/datasets/{dataset}/column-lineage", depth=3, **params)
+        for edge in answer["edges"]:  # each names its (visible) job
+            assert [j["name"] for j in edge["jobs"]] == [edge["job"]["name"]]
+            assert edge["job_count"] == 1
         return {(e["from"]["name"], e["to"]["name"]) for e in answer["edges"]}
 
     assert fields(users["admin"], revenue) == {
