@@ -120,7 +120,14 @@ def _events() -> list[dict[str, Any]]:
     events[3]["job"]["facets"] = {
         "sql": _facet("1-1-0/SQLJobFacet.json#/$defs/SQLJobFacet", query="SELECT 1")
     }
-    return events
+    # a DatasetEvent: its dataset's namespace decides
+    dataset_event = {
+        "eventTime": "2026-09-02T09:00:00Z",
+        "producer": PRODUCER,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+        "dataset": raw,
+    }
+    return [dataset_event, *events]
 
 
 @pytest.fixture(scope="module")
@@ -346,16 +353,16 @@ def test_the_export_feed_gives_whole_events_of_readable_namespaces_without_hidde
     users: dict[str, httpx.Client],
 ) -> None:
     def jobs(events: list[Any]) -> list[str]:
-        return [e["job"]["name"] for e in events]
+        return [e["job"]["name"] if "job" in e else e["dataset"]["name"] for e in events]
 
     everything = _export(users["admin"])
-    assert len(everything) == 5
-    assert "spark_properties" in everything[1]["run"]["facets"]
+    assert len(everything) == 6
+    assert "spark_properties" in everything[2]["run"]["facets"]
     # an event goes out whole or not at all: the Airflow task read finance's dataset
     assert jobs(_export(users["marketing"])) == []
     sales = _export(users["sales"], limit=1)  # sparse pages, the cursor still moves on
-    assert jobs(sales) == ["orders_etl", "orders_etl"]
-    assert "spark_properties" in sales[1]["run"]["facets"]  # sales may see them
+    assert jobs(sales) == ["raw.db/orders", "orders_etl", "orders_etl"]
+    assert "spark_properties" in sales[2]["run"]["facets"]  # sales may see them
     finance = _export(users["finance"], ndjson=True, limit=2)
     assert jobs(finance) == ["revenue_query", "revenue_query"]
     assert finance[1]["job"]["facets"]["sql"]["query"] == "SELECT 1"
@@ -365,5 +372,23 @@ def test_the_export_feed_gives_whole_events_of_readable_namespaces_without_hidde
     text = json.dumps(audit)
     for facet in ("spark_properties", "spark.logicalPlan", '"sql"', '"airflow"'):
         assert facet not in text
-    assert audit[1]["outputs"] == everything[1]["outputs"]  # the rest as stored
+    assert audit[2]["outputs"] == everything[2]["outputs"]  # the rest as stored
     assert jobs(_export(users["auditor"], ndjson=True)) == jobs(everything)
+
+
+def test_a_long_poll_moves_past_what_its_reader_may_not_see(
+    users: dict[str, httpx.Client],
+) -> None:
+    """(Appends an event: the last test of the module.)"""
+    feed = "/export/openlineage/events"
+    end = users["marketing"].get(feed, params={"limit": 1000}).json()["next_cursor"]
+    hidden = run_event(
+        "COMPLETE", "2026-09-04T00:00:00Z", PRODUCER, ("trino-finance", "late_query"),
+        "0191a500-0000-7000-8000-000000000001", [], [],
+    )  # fmt: skip
+    assert users["admin"].post("/api/v1/lineage", json=hidden).status_code == 200
+    waited = users["marketing"].get(feed, params={"cursor": end, "wait": 1}).json()
+    assert waited["events"] == [] and waited["next_cursor"] != end  # sparse, not stuck
+    again = users["finance"].get(feed, params={"cursor": end}).json()
+    assert [e["job"]["name"] for e in again["events"]] == ["late_query"]
+    assert again["next_cursor"] == waited["next_cursor"]
