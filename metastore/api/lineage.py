@@ -48,12 +48,7 @@ NODE_LIMIT = limits.NODE_LIMIT
 # 20,000 rows whatever the node limit), `capped` then.
 # Rows: (type, id, depth, namespace, name, reached, cut) for each node kept, nearest first.
 LINEAGE_WALK = """
-WITH RECURSIVE start AS (
-    -- (a dataset id absorbed by a merge starts at the dataset it was merged into)
-    SELECT * FROM (SELECT %(kind)s::text AS kind, coalesce(
-        (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s AND %(kind)s = 'dataset'),
-        %(id)s::uuid) AS id) s0{start_visible}
-),
+WITH RECURSIVE start AS ({start}),
 bfs(depth, down_ds, down_jobs, up_ds, up_jobs, seen_down_ds, seen_down_jobs, seen_up_ds,
     seen_up_jobs, visited, capped) AS (
     SELECT 0, f.down_ds, f.down_jobs, f.up_ds, f.up_jobs,
@@ -123,6 +118,14 @@ LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
 {node_joins}
 ORDER BY k.depth, k.kind, k.id
 """
+# The start node (a dataset id absorbed by a merge starts at the dataset it was merged
+# into); restricted, only when visible (the `{visible}` condition on `s0`).
+START = """
+    SELECT %(kind)s::text AS kind, coalesce(
+        (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s AND %(kind)s = 'dataset'),
+        %(id)s::uuid) AS id
+"""
+START_VISIBLE = "SELECT * FROM ({start}) s0 WHERE {visible}"
 # What a graph draws a job node with: its type, integration, owners (its `ownership`
 # facet, as JSON: "who do I call" without a call per job) and latest run (id, state,
 # state_time, started_at, ended_at, duration), now or as of `%(as_of)s` (a latest run in
@@ -156,13 +159,12 @@ def _job_datasets(jobs: str, direction: str, rule: str, access: Access = EVERYTH
     the visible ones (a hidden dataset is cut: the walk goes no further through it)."""
     edges = asof.job_edges_at("j.id", direction, rule=rule)
     visible = visibility.dataset_visible(access, "dn.dataset_id")
+    where = f" WHERE true{visible}" if visible else ""
     return f"""SELECT {"DISTINCT " if rule == "cumulative" else ""}dn.dataset_id
               FROM unnest({jobs}) AS j(id)
               CROSS JOIN LATERAL {edges} e
               JOIN readmodel.dataset_names dn
-                ON dn.namespace = e.namespace AND dn.name = e.name{
-        f" WHERE true{visible}" if visible else ""
-    }"""
+                ON dn.namespace = e.namespace AND dn.name = e.name{where}"""
 
 
 def _dataset_jobs(datasets: str, direction: str, rule: str, access: Access = EVERYTHING) -> str:
@@ -188,19 +190,20 @@ def _walk(as_of: bool, rule: str, from_run: bool, restricted: bool = False) -> s
     down_datasets = _job_datasets("w.down_jobs", "output", rule, access)
     if from_run:
         down_datasets = RUN_OUTPUTS.format(job_datasets=down_datasets)
-    start_visible = ""
+    start = START
     dataset_namespace, dataset_name = "d.namespace", "d.name"
     if restricted:
         # a hidden start node is absent, as an unknown one: the walk finds nothing (404);
         # a dataset shows a readable name (a display name among its readable ones)
-        start_visible = (
-            f" WHERE (s0.kind = 'job'{job_id_visible(access, 's0.id')}) OR (s0.kind = "
+        visible = (
+            f"(s0.kind = 'job'{job_id_visible(access, 's0.id')}) OR (s0.kind = "
             f"'dataset'{visibility.dataset_visible(access, 's0.id')})"
         )
+        start = START_VISIBLE.format(start=START, visible=visible)
         shown = visibility.visible_display_name("d.id")
         dataset_namespace, dataset_name = f"({shown})[1]", f"({shown})[2]"
     return LINEAGE_WALK.format(
-        start_visible=start_visible,
+        start=start,
         dataset_namespace=dataset_namespace,
         dataset_name=dataset_name,
         down_datasets=down_datasets,
