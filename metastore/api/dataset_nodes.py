@@ -106,8 +106,7 @@ WHERE lr.failed_at <= %(as_of)s
 # Now it is the dataset's own.
 DISPLAY_AS_OF = f"""
 LEFT JOIN (
-    SELECT DISTINCT ON (dataset_id) dataset_id, namespace, name FROM names n
-    WHERE true{{visible}}
+    SELECT DISTINCT ON (dataset_id) dataset_id, namespace, name FROM names n{{visible}}
     ORDER BY dataset_id, {asof.display_rank("n")}, first_seen, namespace, name) dn
   ON dn.dataset_id = d.id"""
 # A stale reason's input under its display name (joined as `ind`).
@@ -191,8 +190,7 @@ NODE = """
 SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        c.names, {display}, {dataset_type}, {lifecycle}, {owners}
 FROM readmodel.datasets d
-LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names n WHERE true{visible}
-           GROUP BY dataset_id) c
+LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names n{visible} GROUP BY dataset_id) c
   ON c.dataset_id = d.id
 {display_join}{facets}{lifecycle_join}
 WHERE d.id = ANY(%(datasets)s::uuid[])"""
@@ -221,10 +219,13 @@ def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
     # writes, and `hide` takes out the hidden writers and inputs it names.
     shape = Access(ANONYMOUS, readable=frozenset(), sensitive=None) if restricted else EVERYTHING
     visible = visibility.name_visible(shape, "n")
+    visible = f" WHERE true{visible}" if visible else ""
     display = "dn.namespace, dn.name" if as_of else "d.namespace, d.name"
+    display_join = DISPLAY_AS_OF.format(visible=visible) if as_of else ""
     if restricted and not as_of:
+        display = "vd.shown[1], vd.shown[2]"
         shown = visibility.visible_display_name("d.id")
-        display = f"({shown})[1], ({shown})[2]"
+        display_join = f"\nLEFT JOIN LATERAL (SELECT {shown}) vd(shown) ON true"
     return STATEMENT.format(
         names=NAMES.format(seen=" AND n.first_seen <= %(as_of)s" if as_of else ""),
         outs=OUTS_AS_OF if as_of else OUTS_NOW,
@@ -236,7 +237,7 @@ def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
         node=node.format(
             display=display,
             visible=visible,
-            display_join=DISPLAY_AS_OF.format(visible=visible) if as_of else "",
+            display_join=display_join,
             dataset_type=dataset_type("df.facets"),
             lifecycle=lifecycle("lc.lifecycle_state", "lc.lifecycle_time")
             if as_of

@@ -126,6 +126,8 @@ START = """
         %(id)s::uuid) AS id
 """
 START_VISIBLE = "SELECT * FROM ({start}) s0 WHERE {visible}"
+# Restricted, the name a dataset node shows: its display name among its readable ones.
+SHOWN = visibility.visible_display_name("d.id")
 # What a graph draws a job node with: its type, integration, owners (its `ownership`
 # facet, as JSON: "who do I call" without a call per job) and latest run (id, state,
 # state_time, started_at, ended_at, duration), now or as of `%(as_of)s` (a latest run in
@@ -192,6 +194,7 @@ def _walk(as_of: bool, rule: str, from_run: bool, restricted: bool = False) -> s
         down_datasets = RUN_OUTPUTS.format(job_datasets=down_datasets)
     start = START
     dataset_namespace, dataset_name = "d.namespace", "d.name"
+    node_joins = NODE_JOINS_AS_OF if as_of else NODE_JOINS
     if restricted:
         # a hidden start node is absent, as an unknown one: the walk finds nothing (404);
         # a dataset shows a readable name (a display name among its readable ones)
@@ -200,8 +203,8 @@ def _walk(as_of: bool, rule: str, from_run: bool, restricted: bool = False) -> s
             f"'dataset'{visibility.dataset_visible(access, 's0.id')})"
         )
         start = START_VISIBLE.format(start=START, visible=visible)
-        shown = visibility.visible_display_name("d.id")
-        dataset_namespace, dataset_name = f"({shown})[1]", f"({shown})[2]"
+        dataset_namespace, dataset_name = "vd.shown[1]", "vd.shown[2]"
+        node_joins += f"\nLEFT JOIN LATERAL (SELECT {SHOWN}) vd(shown) ON true"
     return LINEAGE_WALK.format(
         start=start,
         dataset_namespace=dataset_namespace,
@@ -211,7 +214,7 @@ def _walk(as_of: bool, rule: str, from_run: bool, restricted: bool = False) -> s
         up_datasets=_job_datasets("w.up_jobs", "input", rule, access),
         up_jobs=_dataset_jobs("w.up_ds", "output", rule, access),
         node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
-        node_joins=NODE_JOINS_AS_OF if as_of else NODE_JOINS,
+        node_joins=node_joins,
     )
 
 
