@@ -23,7 +23,9 @@ appends commit out of order (see metastore/eventlog.py).
   connection per process wakes every waiting request) and answer as soon as it is readable.
 
 Events go out as stored (the `json` text as received), without a decode/encode round trip
-in Python; only their positions and texts are read, so no stored value fails a page.
+in Python; only their positions and texts are read, so no stored value fails a page. With
+authorization configured, a reader gets only the events it may see, their sensitive
+facets left out where not allowed (metastore/export_access.py): a page may be sparse.
 `namespace` and `job` match the job of run and job events; dataset events have no job, so
 those filters leave them out.
 """
@@ -46,6 +48,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from metastore import export_access
+from metastore.access import EVERYTHING, Access, access_of
 from metastore.eventlog import (
     NOTIFY_CHANNEL,
     START,
@@ -254,10 +258,14 @@ def parse_feed_request(request: Request) -> FeedRequest:
 
 
 async def read_page(
-    pool: AsyncConnectionPool[Any], cursor: Position, limit: int, filters: Filters
+    pool: AsyncConnectionPool[Any],
+    cursor: Position,
+    limit: int,
+    filters: Filters,
+    access: Access = EVERYTHING,
 ) -> tuple[list[EventText], Position]:
-    """Up to `limit` events past `cursor` (at most PAGE_BYTES of them), and the cursor to
-    continue from."""
+    """Up to `limit` events past `cursor` (at most PAGE_BYTES of them), those `access` may
+    see (export_access), and the cursor to continue from: past every event read."""
     async with pool.connection() as conn:
         bound = await watermark_async(conn)
         if bound <= cursor:
@@ -266,7 +274,8 @@ async def read_page(
             conn, cursor, limit, PAGE_BYTES, filters, until=bound
         )
     # A short page read everything up to the bound: continue from there.
-    return events, events[-1].position if capped or len(events) == limit else bound
+    next_cursor = events[-1].position if capped or len(events) == limit else bound
+    return export_access.visible(access, events), next_cursor
 
 
 async def wait_for_page(
@@ -276,8 +285,10 @@ async def wait_for_page(
     limit: int,
     filters: Filters,
     wait: float,
+    access: Access = EVERYTHING,
 ) -> tuple[list[EventText], Position]:
-    """`read_page`, waiting up to `wait` seconds for an append when there is nothing yet."""
+    """`read_page`, waiting up to `wait` seconds for an append when there is nothing yet
+    (that `access` may see: past what it may not, the wait goes on from there)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     recheck: float | None = None
@@ -285,7 +296,7 @@ async def wait_for_page(
     try:
         while True:
             appended = notifier.signal()
-            events, next_cursor = await read_page(pool, cursor, limit, filters)
+            events, next_cursor = await read_page(pool, cursor, limit, filters, access)
             remaining = deadline - loop.time()
             if events or remaining <= 0:
                 return events, next_cursor
@@ -332,7 +343,11 @@ async def _stream_bound(
 
 
 async def _stream_lines(
-    pool: AsyncConnectionPool[Any], cursor: Position, bound: Position, filters: Filters
+    pool: AsyncConnectionPool[Any],
+    cursor: Position,
+    bound: Position,
+    filters: Filters,
+    access: Access = EVERYTHING,
 ) -> AsyncIterator[bytes]:
     while cursor < bound:
         async with pool.connection() as conn:
@@ -342,8 +357,10 @@ async def _stream_lines(
         if not page:
             return
         read, cursor = len(page), page[-1].position
+        page = export_access.visible(access, page)
         # Small lines go out joined (one send for many); a large one alone, uncopied. Each
         # stored text is let go as its line is made, so a page is held about once.
+        sent = len(page)
         page.reverse()
         parts: list[bytes] = []
         while page:
@@ -358,7 +375,7 @@ async def _stream_lines(
             del line
             parts.append(b"\n")
         yield b"".join(parts)
-        EXPORT_EVENTS.labels("ndjson").inc(read)
+        EXPORT_EVENTS.labels("ndjson").inc(sent)
         if read < STREAM_PAGE and not capped:
             return
 
@@ -393,6 +410,7 @@ def ndjson_line(text: bytes) -> bytes:
 
 async def openlineage_events(request: Request) -> Response:
     feed = parse_feed_request(request)
+    access = await access_of(request)
     pool: AsyncConnectionPool[Any] = request.app.state.pool
     notifier: LogNotifier = request.app.state.log_notifier
     cursor = feed.cursor
@@ -400,22 +418,24 @@ async def openlineage_events(request: Request) -> Response:
     if feed.ndjson:
         if feed.wait > 0:
             found, next_cursor = await wait_for_page(
-                pool, notifier, cursor, 1, feed.filters, feed.wait
+                pool, notifier, cursor, 1, feed.filters, feed.wait, access
             )
             if not found:  # nothing that matches up to there
                 cursor = next_cursor
         bound = await _stream_bound(pool, cursor, feed.limit, feed.filters)
         headers["X-Next-Cursor"] = bound.encode()
         return StreamingResponse(
-            _stream_lines(pool, cursor, bound, feed.filters), media_type=NDJSON, headers=headers
+            _stream_lines(pool, cursor, bound, feed.filters, access),
+            media_type=NDJSON,
+            headers=headers,
         )
     limit = feed.limit or DEFAULT_LIMIT
     if feed.wait > 0:
         events, next_cursor = await wait_for_page(
-            pool, notifier, cursor, limit, feed.filters, feed.wait
+            pool, notifier, cursor, limit, feed.filters, feed.wait, access
         )
     else:
-        events, next_cursor = await read_page(pool, cursor, limit, feed.filters)
+        events, next_cursor = await read_page(pool, cursor, limit, feed.filters, access)
     EXPORT_EVENTS.labels("json").inc(len(events))
     headers["X-Next-Cursor"] = next_cursor.encode()
     return Response(_json_body(events, next_cursor), media_type="application/json", headers=headers)

@@ -25,9 +25,11 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, limits, models, params, parts
+from metastore.access import EVERYTHING, Access, access_of
+from metastore.api import asof, limits, models, params, parts, visibility
 from metastore.api.datasets import DatasetPath
 from metastore.api.db import connection, not_found, rows
+from metastore.api.lineage import HIDDEN_NODES, SHAPES
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 
@@ -167,6 +169,21 @@ DISPLAY_AS_OF = {
     "display": "coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name)",
     "display_join": f"\nLEFT JOIN LATERAL {asof.display_name_at('d.id')} dn ON true",
 }
+# Restricted to an Access's namespaces (binding `%(readable)s`): a dataset shows its most
+# table-like readable name (first seen by `%(as_of)s`, as of a moment), never a hidden one.
+_RESTRICTED = SHAPES[True]
+VISIBLE_DISPLAY = f"""(
+    SELECT n.namespace, n.name FROM readmodel.dataset_names n
+    WHERE n.dataset_id = d.id AND n.first_seen <= coalesce(%(as_of)s::timestamptz, 'infinity'){
+    visibility.name_visible(_RESTRICTED, "n")
+}
+    ORDER BY {asof.display_rank("n")}, n.first_seen, n.namespace, n.name LIMIT 1)"""
+DISPLAY_RESTRICTED = {
+    "display": "dn.namespace, dn.name",
+    "display_join": f"\nJOIN LATERAL {VISIBLE_DISPLAY} dn ON true",
+}
+DATASET_REF_RESTRICTED = DATASET_REF.format(**DISPLAY_RESTRICTED)
+JOB_REFS_RESTRICTED = JOB_REFS + visibility.job_visible(_RESTRICTED, "jobs")
 
 Direction = Annotated[
     Literal["upstream", "downstream", "both"],
@@ -213,7 +230,11 @@ COLUMN_OP = Operation(
     "reported (in its latest `columnLineage` facet for the dataset), and those of the job's "
     "latest static declaration (JobEvent) if it had made one by then: the rule of "
     "`/lineage`; `view` and `since` as in `/lineage`. `jobs` and `job_count` count the jobs "
-    "whose reports hold the edge. `field` follows one field of the dataset.",
+    "whose reports hold the edge. `field` follows one field of the dataset."
+    + HIDDEN_NODES
+    + " An edge is shown when both names it was reported under are readable; `jobs` and "
+    "`job_count` count the visible jobs among the first "
+    f"{limits.EDGE_JOBS}.",
 )
 resource = Resource()
 
@@ -310,10 +331,13 @@ async def _walk(
     as_of: dt.datetime,
     walk: _Walk,
     window: tuple[str, dt.datetime | None] = ("latest", None),
+    access: Access = EVERYTHING,
 ) -> None:
     """Adds the edges within `depth` of dataset `start` (of its field `start_field`, else
     of every field) in `direction` to `walk`, as of `as_of` by the rule and window of
-    `window` (asof.window)."""
+    `window` (asof.window). Restricted by `access`, an edge counts only when both names it
+    was reported under are readable: the walk never passes through a hidden dataset, and
+    no edge names a hidden name (`reported_as`)."""
     frontier: list[tuple[uuid.UUID, str | None]] = [(start, start_field)]
     seen: set[tuple[uuid.UUID, str]] = set()
     names: dict[uuid.UUID, list[tuple[str, str]]] = {}  # a dataset's names with edges
@@ -346,6 +370,8 @@ async def _walk(
         if len(found) > cap:
             walk.truncated = True
             found = found[:cap]
+        if access.restricted:
+            found = [r for r in found if access.reads(r[0]) and access.reads(r[3])]
         pairs = _pairs(found)
         await _count_jobs(conn, pairs, as_of, window)
         walk.visited += len(pairs)
@@ -388,16 +414,32 @@ async def get_column_lineage(request: Request) -> Response:
     display = DISPLAY_NOW if query.as_of is None else DISPLAY_AS_OF
     moment = asof.NOW if query.as_of is None else query.as_of  # (now: as of now)
     window = asof.window(query.view, query.since)
+    access = await access_of(request)
+    readable = access.sql_params() if access.restricted else {}
+    if access.restricted:
+        display = DISPLAY_RESTRICTED
     async with connection(request) as conn:
         found = await rows(
-            conn, DATASET_REF.format(**display), {"id": path.dataset_id, "as_of": query.as_of}
+            conn,
+            DATASET_REF_RESTRICTED if access.restricted else DATASET_REF.format(**display),
+            {"id": path.dataset_id, "as_of": query.as_of} | readable,
         )
-        if not found:
+        if not found:  # (restricted: a dataset without a readable name is hidden)
             raise not_found("dataset", path.dataset_id)
         dataset = found[0]
         asof.check_seen("dataset", path.dataset_id, dataset[3], query.as_of)
         for direction in _DIRS[query.direction]:
-            await _walk(conn, dataset[0], direction, query.depth, query.field, moment, walk, window)
+            await _walk(
+                conn,
+                dataset[0],
+                direction,
+                query.depth,
+                query.field,
+                moment,
+                walk,
+                window,
+                access,
+            )
         names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
         refs = {
             (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])
@@ -408,7 +450,8 @@ async def get_column_lineage(request: Request) -> Response:
                     "namespaces": [n[0] for n in names],
                     "names": [n[1] for n in names],
                     "as_of": query.as_of,
-                },
+                }
+                | readable,
             )
         }
         job_ids = {e.job for e in walk.edges.values() if e.job} | {
@@ -416,10 +459,17 @@ async def get_column_lineage(request: Request) -> Response:
         }
         jobs = {
             r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2])
-            for r in await rows(conn, JOB_REFS, {"ids": list(job_ids)})
+            for r in await rows(
+                conn,
+                JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
+                {"ids": list(job_ids)} | readable,
+            )
         }
     edges = []
     for key, e in sorted(walk.edges.items(), key=lambda item: (item[1].depth, item[0])):
+        job_count = e.job_count
+        if access.restricted:  # (the jobs it may see, of the first EDGE_JOBS)
+            job_count = sum(j in jobs for j in e.jobs)
         edges.append(
             models.ColumnEdge(
                 from_=_column(refs, key[3], key[4], key[5]),
@@ -429,7 +479,7 @@ async def get_column_lineage(request: Request) -> Response:
                 jobs=sorted(
                     (jobs[j] for j in e.jobs if j in jobs), key=lambda j: (j.namespace, j.name)
                 ),
-                job_count=e.job_count,
+                job_count=job_count,
                 depth=e.depth,
             )
         )

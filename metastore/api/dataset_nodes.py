@@ -27,9 +27,11 @@ from typing import Any
 import msgspec
 from psycopg import AsyncConnection
 
-from metastore.api import asof, limits, models
+from metastore.access import EVERYTHING, Access
+from metastore.api import asof, limits, models, visibility
 from metastore.api.db import rows
 from metastore.api.sqlparts import dataset_type, lifecycle, lifecycle_now, owners
+from metastore.principal import ANONYMOUS
 
 # The names of the datasets in `%(datasets)s`: all now, those first seen by T as of T.
 NAMES = """
@@ -104,7 +106,7 @@ WHERE lr.failed_at <= %(as_of)s
 # Now it is the dataset's own.
 DISPLAY_AS_OF = f"""
 LEFT JOIN (
-    SELECT DISTINCT ON (dataset_id) dataset_id, namespace, name FROM names n
+    SELECT DISTINCT ON (dataset_id) dataset_id, namespace, name FROM names n{{visible}}
     ORDER BY dataset_id, {asof.display_rank("n")}, first_seen, namespace, name) dn
   ON dn.dataset_id = d.id"""
 # A stale reason's input under its display name (joined as `ind`).
@@ -188,7 +190,7 @@ NODE = """
 SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        c.names, {display}, {dataset_type}, {lifecycle}, {owners}
 FROM readmodel.datasets d
-LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names GROUP BY dataset_id) c
+LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names n{visible} GROUP BY dataset_id) c
   ON c.dataset_id = d.id
 {display_join}{facets}{lifecycle_join}
 WHERE d.id = ANY(%(datasets)s::uuid[])"""
@@ -211,7 +213,19 @@ LEFT JOIN LATERAL (
          AS x("datasetType" json, "lifecycleStateChange" json, ownership json)) df ON true"""
 
 
-def _statement(as_of: bool, node: str) -> str:
+def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
+    # Restricted to an Access's namespaces, a node counts and shows its readable names
+    # alone (never a hidden display name); its freshness is still read from every name's
+    # writes, and `hide` takes out the hidden writers and inputs it names.
+    shape = Access(ANONYMOUS, readable=frozenset(), sensitive=None) if restricted else EVERYTHING
+    visible = visibility.name_visible(shape, "n")
+    visible = f" WHERE true{visible}" if visible else ""
+    display = "dn.namespace, dn.name" if as_of else "d.namespace, d.name"
+    display_join = DISPLAY_AS_OF.format(visible=visible) if as_of else ""
+    if restricted and not as_of:
+        display = "vd.shown[1], vd.shown[2]"
+        shown = visibility.visible_display_name("d.id")
+        display_join = f"\nLEFT JOIN LATERAL (SELECT {shown}) vd(shown) ON true"
     return STATEMENT.format(
         names=NAMES.format(seen=" AND n.first_seen <= %(as_of)s" if as_of else ""),
         outs=OUTS_AS_OF if as_of else OUTS_NOW,
@@ -221,8 +235,9 @@ def _statement(as_of: bool, node: str) -> str:
         run_state=RUN_STATE_AS_OF if as_of else "r.state",
         run_at=RUN_AT if as_of else "",
         node=node.format(
-            display="dn.namespace, dn.name" if as_of else "d.namespace, d.name",
-            display_join=DISPLAY_AS_OF if as_of else "",
+            display=display,
+            visible=visible,
+            display_join=display_join,
             dataset_type=dataset_type("df.facets"),
             lifecycle=lifecycle("lc.lifecycle_state", "lc.lifecycle_time")
             if as_of
@@ -236,6 +251,8 @@ def _statement(as_of: bool, node: str) -> str:
 
 STATEMENT_NOW = _statement(as_of=False, node=NODE)
 STATEMENT_AS_OF = _statement(as_of=True, node=NODE)
+RESTRICTED_NOW = _statement(as_of=False, node=NODE, restricted=True)
+RESTRICTED_AS_OF = _statement(as_of=True, node=NODE, restricted=True)
 FRESHNESS_NOW = _statement(as_of=False, node=FRESHNESS_NODE)
 FRESHNESS_AS_OF = _statement(as_of=True, node=FRESHNESS_NODE)
 
@@ -252,7 +269,10 @@ class Details(msgspec.Struct, frozen=True):
     freshness: models.DatasetFreshness
 
 
-def statement(as_of: dt.datetime | None) -> str:
+def statement(as_of: dt.datetime | None, restricted: bool = False) -> str:
+    """`restricted`: bind `%(readable)s` (Access.sql_params)."""
+    if restricted:
+        return RESTRICTED_NOW if as_of is None else RESTRICTED_AS_OF
     return STATEMENT_NOW if as_of is None else STATEMENT_AS_OF
 
 
@@ -337,8 +357,49 @@ def _freshness(
     )
 
 
+def _run_shown(run: models.RunRef, access: Access) -> models.RunRef:
+    """The run, without its job when that is hidden."""
+    if run.job is None or access.reads(run.job.namespace):
+        return run
+    return msgspec.structs.replace(run, job=None)
+
+
+def _dataset_shown(ref: models.DatasetRef | None, access: Access) -> models.DatasetRef | None:
+    """The dataset, or None when the name it is shown under is hidden."""
+    return ref if ref is None or access.reads(ref.namespace) else None
+
+
+def hide(freshness: models.DatasetFreshness, access: Access) -> models.DatasetFreshness:
+    """The freshness as an access may see it: the same facts (a write, an attempt, stale
+    and why), without the hidden jobs (a run's `job` null) and datasets (a reason's
+    `dataset` null) they name. Unrestricted: unchanged."""
+    if not access.restricted:
+        return freshness
+    write, attempt = freshness.last_write, freshness.failed_attempt
+    return models.DatasetFreshness(
+        last_write=write and msgspec.structs.replace(write, run=_run_shown(write.run, access)),
+        failed_attempt=attempt
+        and msgspec.structs.replace(attempt, run=_run_shown(attempt.run, access)),
+        stale=freshness.stale,
+        stale_reasons=[_reason_shown(why, access) for why in freshness.stale_reasons],
+    )
+
+
+def _reason_shown(why: models.StaleReason, access: Access) -> models.StaleReason:
+    if not access.restricted:
+        return why
+    return msgspec.structs.replace(
+        why,
+        run=why.run and _run_shown(why.run, access),
+        dataset=_dataset_shown(why.dataset, access),
+    )
+
+
 async def spread(
-    conn: AsyncConnection[Any], found: Found, as_of: dt.datetime | None
+    conn: AsyncConnection[Any],
+    found: Found,
+    as_of: dt.datetime | None,
+    access: Access = EVERYTHING,
 ) -> dict[uuid.UUID, Details]:
     """The details of `found` with the staleness that travels: a dataset downstream of one
     whose writer failed is at risk (`upstream_failed`, naming the root failed run and the
@@ -363,6 +424,15 @@ async def spread(
         frontier = {i for d in batch for i in inputs.get(d, ())} - known
     roots = _roots(inputs, failed)
     spread_details = {}
+    if access.restricted:
+        found = Found(
+            details={
+                d: msgspec.structs.replace(x, freshness=hide(x.freshness, access))
+                for d, x in found.details.items()
+            },
+            inputs=found.inputs,
+            failed=found.failed,
+        )
     for dataset, details in found.details.items():
         own = {x.run.id for x in failed.get(dataset, ()) if x.run is not None}
         added: dict[uuid.UUID, models.StaleReason] = {}
@@ -376,7 +446,7 @@ async def spread(
             spread_details[dataset] = details
             continue
         fresh = details.freshness
-        why = [*fresh.stale_reasons, *added.values()]
+        why = [*fresh.stale_reasons, *(_reason_shown(x, access) for x in added.values())]
         spread_details[dataset] = msgspec.structs.replace(
             details, freshness=_freshness(fresh.last_write, fresh.failed_attempt, why)
         )
@@ -411,23 +481,33 @@ def _roots(
 
 
 async def of(
-    conn: AsyncConnection[Any], datasets: Collection[uuid.UUID], as_of: dt.datetime | None
+    conn: AsyncConnection[Any],
+    datasets: Collection[uuid.UUID],
+    as_of: dt.datetime | None,
+    access: Access = EVERYTHING,
 ) -> dict[uuid.UUID, Details]:
     """The details of each of `datasets` (ids that answer as themselves, not merged), now
-    or as of `as_of`."""
+    or as of `as_of`, as `access` may see them (its readable names; `hide`)."""
     if not datasets:
         return {}
-    found = await rows(conn, statement(as_of), {"datasets": list(datasets), "as_of": as_of})
-    return await spread(conn, build(found), as_of)
+    restricted = access.restricted
+    args: dict[str, Any] = {"datasets": list(datasets), "as_of": as_of}
+    if restricted:
+        args |= access.sql_params()
+    found = await rows(conn, statement(as_of, restricted), args)
+    return await spread(conn, build(found), as_of, access)
 
 
 async def freshness_of(
-    conn: AsyncConnection[Any], datasets: Collection[uuid.UUID], as_of: dt.datetime | None
+    conn: AsyncConnection[Any],
+    datasets: Collection[uuid.UUID],
+    as_of: dt.datetime | None,
+    access: Access = EVERYTHING,
 ) -> dict[uuid.UUID, models.DatasetFreshness]:
     """The freshness alone of each of `datasets`, as `of` gives it, in one statement."""
     if not datasets:
         return {}
     sql = FRESHNESS_NOW if as_of is None else FRESHNESS_AS_OF
     found = await rows(conn, sql, {"datasets": list(datasets), "as_of": as_of})
-    details = await spread(conn, build(found), as_of)
+    details = await spread(conn, build(found), as_of, access)
     return {dataset: d.freshness for dataset, d in details.items()}

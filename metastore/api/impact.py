@@ -11,6 +11,7 @@ owners.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Annotated
 
 import msgspec
@@ -18,7 +19,8 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, dataset_nodes, lineage, models
+from metastore.access import Access, access_of
+from metastore.api import asof, dataset_nodes, lineage, models, visibility
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -27,18 +29,19 @@ from metastore.api.sqlparts import run_ref
 DEFAULT_DEPTH = 5  # jobs downstream (11 hops from a run)
 UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 
-# The run: its job, its start (as lineage sees it), its reference as JSON.
+# The run: its job, its start (as lineage sees it), its reference as JSON; by restricted
+# (a run of a hidden job is absent: 404).
 RUN = f"""
 SELECT lr.job_id, lr.started_at, {run_ref("r")}::text
 FROM readmodel.lineage_runs lr JOIN readmodel.runs r ON r.id = lr.run_id
-WHERE lr.run_id = %(run)s
+WHERE lr.run_id = %(run)s{{visible}}
 """
-# The datasets a run named as outputs (written or attempted), by id.
+# The datasets a run named as outputs (written or attempted), by id (the visible ones).
 RUN_OUTPUTS = """
 SELECT DISTINCT n.dataset_id
 FROM readmodel.run_edges e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-WHERE e.run_id = %(run)s AND e.direction = 'output'
+WHERE e.run_id = %(run)s AND e.direction = 'output'{visible}
 ORDER BY 1
 """
 
@@ -48,8 +51,20 @@ JOB_INPUTS = f"""
 SELECT DISTINCT n.dataset_id
 FROM {asof.job_edges_at("%(job)s::uuid", "input")} e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+WHERE true{{visible}}
 ORDER BY 1
 """
+
+
+def _by_shape(statement: str, visible: Callable[[Access], str]) -> dict[bool, str]:
+    """The statement unrestricted and restricted (bound `%(readable)s`)."""
+    return {r: statement.format(visible=visible(lineage.SHAPES[r])) for r in (False, True)}
+
+
+RUNS = _by_shape(RUN, lambda a: visibility.run_visible(a, "r"))
+RUNS_OUTPUTS = _by_shape(RUN_OUTPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
+RUNS_INPUTS = _by_shape(RUN_INPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
+JOBS_INPUTS = _by_shape(JOB_INPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
 
 
 class ImpactQuery(msgspec.Struct, frozen=True):
@@ -89,7 +104,8 @@ OP = Operation(
     "job is the start node (depth 0), with edges to those datasets alone. From a job, its "
     "outputs; from a dataset, itself. With `as_of`: as the graph was then (a run started "
     "after `as_of` answers 404 of type `not-yet`); `view` and `since` as in `/lineage`. "
-    + models.WRITE_RULE,
+    + models.WRITE_RULE
+    + lineage.HIDDEN_NODES,
 )
 resource = Resource()
 
@@ -103,19 +119,27 @@ async def get_impact(request: Request) -> Response:
     run = None
     outputs: list[uuid.UUID] | None = None
     read: list[uuid.UUID] = []
+    access = await access_of(request)
+    restricted = access.restricted
+    readable = access.sql_params() if restricted else {}
     async with connection(request) as conn:
         if kind == "run":
-            found = await row(conn, RUN, {"run": start})
+            found = await row(conn, RUNS[restricted], {"run": start} | readable)
             if found is None:
                 raise not_found("run", start)
             asof.check_seen("run", start, found[1], query.as_of)
             run = _run_ref.decode(found[2])
-            outputs = [r[0] for r in await rows(conn, RUN_OUTPUTS, {"run": start})]
+            outputs = [
+                r[0] for r in await rows(conn, RUNS_OUTPUTS[restricted], {"run": start} | readable)
+            ]
             kind, start = "job", found[0]
-            read = [r[0] for r in await rows(conn, RUN_INPUTS, {"run": run.id})]
+            read = [
+                r[0] for r in await rows(conn, RUNS_INPUTS[restricted], {"run": run.id} | readable)
+            ]
         elif kind == "job":
             moment = query.as_of or asof.NOW  # (now: as of now, as the walk reads it)
-            read = [r[0] for r in await rows(conn, JOB_INPUTS, {"job": start, "as_of": moment})]
+            args = {"job": start, "as_of": moment} | readable
+            read = [r[0] for r in await rows(conn, JOBS_INPUTS[restricted], args)]
         graph = await lineage.walk(
             conn,
             kind,
@@ -127,13 +151,14 @@ async def get_impact(request: Request) -> Response:
             as_of=query.as_of,
             run_outputs=outputs,
             window=asof.window(query.view, query.since),
+            access=access,
         )
         if kind == "dataset":  # (its freshness is the start node's)
             node = graph.nodes[0]
             assert isinstance(node, models.DatasetNode)
             fresh = [(models.DatasetRef(node.id, node.namespace, node.name), node.freshness)]
         else:
-            details = await dataset_nodes.of(conn, read, query.as_of)
+            details = await dataset_nodes.of(conn, read, query.as_of, access)
             fresh = [
                 (models.DatasetRef(d, x.namespace or "", x.name or ""), x.freshness)
                 for d, x in sorted(details.items())

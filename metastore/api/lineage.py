@@ -26,11 +26,13 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, dataset_nodes, limits, models
+from metastore.access import EVERYTHING, Access, access_of
+from metastore.api import asof, dataset_nodes, limits, models, visibility
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import duration, owners, started
+from metastore.principal import ANONYMOUS
 from metastore.problems import InvalidParam, ProblemError
 
 # (run_lineage and the document use them from here too)
@@ -46,12 +48,7 @@ NODE_LIMIT = limits.NODE_LIMIT
 # 20,000 rows whatever the node limit), `capped` then.
 # Rows: (type, id, depth, namespace, name, reached, cut) for each node kept, nearest first.
 LINEAGE_WALK = """
-WITH RECURSIVE start AS (
-    -- (a dataset id absorbed by a merge starts at the dataset it was merged into)
-    SELECT %(kind)s::text AS kind, coalesce(
-        (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s AND %(kind)s = 'dataset'),
-        %(id)s::uuid) AS id
-),
+WITH RECURSIVE start AS ({start}),
 bfs(depth, down_ds, down_jobs, up_ds, up_jobs, seen_down_ds, seen_down_jobs, seen_up_ds,
     seen_up_jobs, visited, capped) AS (
     SELECT 0, f.down_ds, f.down_jobs, f.up_ds, f.up_jobs,
@@ -111,7 +108,8 @@ cut AS (
            + cardinality(up_ds) + cardinality(up_jobs) > 0) AS cut
     FROM bfs ORDER BY depth DESC LIMIT 1
 )
-SELECT k.kind, k.id, k.depth, coalesce(j.namespace, d.namespace), coalesce(j.name, d.name),
+SELECT k.kind, k.id, k.depth, coalesce(j.namespace, {dataset_namespace}),
+       coalesce(j.name, {dataset_name}),
        (SELECT count(*) FROM reached), (SELECT cut FROM cut), coalesce(j.first_seen, d.first_seen),
        {node_columns}
 FROM kept k
@@ -120,6 +118,16 @@ LEFT JOIN readmodel.datasets d ON k.kind = 'dataset' AND d.id = k.id
 {node_joins}
 ORDER BY k.depth, k.kind, k.id
 """
+# The start node (a dataset id absorbed by a merge starts at the dataset it was merged
+# into); restricted, only when visible (the `{visible}` condition on `s0`).
+START = """
+    SELECT %(kind)s::text AS kind, coalesce(
+        (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s AND %(kind)s = 'dataset'),
+        %(id)s::uuid) AS id
+"""
+START_VISIBLE = "SELECT * FROM ({start}) s0 WHERE {visible}"
+# Restricted, the name a dataset node shows: its display name among its readable ones.
+SHOWN = visibility.visible_display_name("d.id")
 # What a graph draws a job node with: its type, integration, owners (its `ownership`
 # facet, as JSON: "who do I call" without a call per job) and latest run (id, state,
 # state_time, started_at, ended_at, duration), now or as of `%(as_of)s` (a latest run in
@@ -134,25 +142,42 @@ NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
 NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
-def _job_datasets(jobs: str, direction: str, rule: str) -> str:
+# An access of each shape, to build each statement once: the visibility fragments depend
+# only on whether an access is restricted (its namespaces are bound as `%(readable)s`).
+SHAPES = {False: EVERYTHING, True: Access(ANONYMOUS, readable=frozenset(), sensitive=None)}
+
+
+def job_id_visible(access: Access, job_id: str) -> str:
+    """`AND ...`: the job of id expression `job_id` is visible (visibility.job_visible)."""
+    if not access.restricted:
+        return ""
+    visible = visibility.job_visible(access, "vj")
+    return f" AND EXISTS (SELECT 1 FROM readmodel.jobs vj WHERE vj.id = {job_id}{visible})"
+
+
+def _job_datasets(jobs: str, direction: str, rule: str, access: Access = EVERYTHING) -> str:
     """The datasets the jobs in array `jobs` read or wrote at `%(as_of)s` (asof.NOW: now)
-    by `rule` (asof.window; cumulative: in any run of the window, once each)."""
+    by `rule` (asof.window; cumulative: in any run of the window, once each); restricted,
+    the visible ones (a hidden dataset is cut: the walk goes no further through it)."""
     edges = asof.job_edges_at("j.id", direction, rule=rule)
+    visible = visibility.dataset_visible(access, "dn.dataset_id")
+    where = f" WHERE true{visible}" if visible else ""
     return f"""SELECT {"DISTINCT " if rule == "cumulative" else ""}dn.dataset_id
               FROM unnest({jobs}) AS j(id)
               CROSS JOIN LATERAL {edges} e
               JOIN readmodel.dataset_names dn
-                ON dn.namespace = e.namespace AND dn.name = e.name"""
+                ON dn.namespace = e.namespace AND dn.name = e.name{where}"""
 
 
-def _dataset_jobs(datasets: str, direction: str, rule: str) -> str:
-    """The jobs that read or wrote the datasets in array `datasets` at `%(as_of)s`."""
+def _dataset_jobs(datasets: str, direction: str, rule: str, access: Access = EVERYTHING) -> str:
+    """The jobs that read or wrote the datasets in array `datasets` at `%(as_of)s`;
+    restricted, the visible ones."""
     return f"""SELECT e.job_id
               FROM readmodel.dataset_names dn
               JOIN readmodel.job_edges e
                 ON e.namespace = dn.namespace AND e.name = dn.name
               WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'
-                AND {asof.edge_held(rule=rule)}"""
+                AND {asof.edge_held(rule=rule)}{job_id_visible(access, "e.job_id")}"""
 
 
 # From a run (its job's node, kind 'job'): the first hop downstream goes to the datasets
@@ -162,24 +187,45 @@ RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
               SELECT * FROM ({job_datasets}) x WHERE w.depth > 0"""
 
 
-def _walk(as_of: bool, rule: str, from_run: bool) -> str:
-    down_datasets = _job_datasets("w.down_jobs", "output", rule)
+def _walk(as_of: bool, rule: str, from_run: bool, restricted: bool = False) -> str:
+    access = SHAPES[restricted]
+    down_datasets = _job_datasets("w.down_jobs", "output", rule, access)
     if from_run:
         down_datasets = RUN_OUTPUTS.format(job_datasets=down_datasets)
+    start = START
+    dataset_namespace, dataset_name = "d.namespace", "d.name"
+    node_joins = NODE_JOINS_AS_OF if as_of else NODE_JOINS
+    if restricted:
+        # a hidden start node is absent, as an unknown one: the walk finds nothing (404);
+        # a dataset shows a readable name (a display name among its readable ones)
+        visible = (
+            f"(s0.kind = 'job'{job_id_visible(access, 's0.id')}) OR (s0.kind = "
+            f"'dataset'{visibility.dataset_visible(access, 's0.id')})"
+        )
+        start = START_VISIBLE.format(start=START, visible=visible)
+        dataset_namespace, dataset_name = "vd.shown[1]", "vd.shown[2]"
+        node_joins += f"\nLEFT JOIN LATERAL (SELECT {SHOWN}) vd(shown) ON true"
     return LINEAGE_WALK.format(
+        start=start,
+        dataset_namespace=dataset_namespace,
+        dataset_name=dataset_name,
         down_datasets=down_datasets,
-        down_jobs=_dataset_jobs("w.down_ds", "input", rule),
-        up_datasets=_job_datasets("w.up_jobs", "input", rule),
-        up_jobs=_dataset_jobs("w.up_ds", "output", rule),
+        down_jobs=_dataset_jobs("w.down_ds", "input", rule, access),
+        up_datasets=_job_datasets("w.up_jobs", "input", rule, access),
+        up_jobs=_dataset_jobs("w.up_ds", "output", rule, access),
         node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
-        node_joins=NODE_JOINS_AS_OF if as_of else NODE_JOINS,
+        node_joins=node_joins,
     )
 
 
-# The walks by (as_of given, rule, from a run): they differ in the job nodes' latest runs
-# (now, or then) and the edges that count (asof.window).
-WALKS = {key: _walk(*key) for key in itertools.product((False, True), asof.RULES, (False, True))}
-LINEAGE = WALKS[(False, "latest", False)]
+# The walks by (as_of given, rule, from a run, restricted): they differ in the job nodes'
+# latest runs (now, or then), the edges that count (asof.window) and, restricted to an
+# Access's namespaces, in the nodes they may pass through (a hidden node is cut).
+WALKS = {
+    key: _walk(*key)
+    for key in itertools.product((False, True), asof.RULES, (False, True), (False, True))
+}
+LINEAGE = WALKS[(False, "latest", False, False)]
 
 # The edges between the kept nodes and, for each kept node, how many of its neighbours
 # were not kept, by edge direction (`beyond`), as a second statement: bound as arrays
@@ -223,36 +269,47 @@ CROSS JOIN LATERAL (
   UNION ALL
     SELECT 'output', o.* FROM {outputs} o
 ) e
-JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name{visible}
 GROUP BY 1, 2, 3"""
 # Each kept dataset's jobs that held an edge to it then, one row per (direction, job).
 DATASET_SIDE = """
 SELECT DISTINCT e.direction, e.job_id, dn.dataset_id
 FROM readmodel.dataset_names dn
 JOIN readmodel.job_edges e ON e.namespace = dn.namespace AND e.name = dn.name
-WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {held}"""
+WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {held}{visible}"""
 
 
-def _dataset_side(rule: str) -> str:
-    return DATASET_SIDE.format(held=asof.edge_held(rule=rule))
+def _dataset_side(rule: str, access: Access = EVERYTHING) -> str:
+    return DATASET_SIDE.format(
+        held=asof.edge_held(rule=rule), visible=job_id_visible(access, "e.job_id")
+    )
 
 
-def _links(rule: str) -> str:
+def _links(rule: str, restricted: bool) -> str:
+    # restricted, a node's `beyond` counts its visible neighbours alone: what expanding it
+    # would add
+    access = SHAPES[restricted]
+    visible = visibility.dataset_visible(access, "n.dataset_id")
     job_side = JOB_SIDE.format(
         lifecycle=LATEST_LIFECYCLE,
         inputs=asof.job_edges_at("j.id", "input", rule=rule),
         outputs=asof.job_edges_at("j.id", "output", rule=rule),
+        visible=f" WHERE true{visible}" if visible else "",
     )
-    return LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(rule))
+    return LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(rule, access))
 
 
-# By rule (asof.window).
-LINEAGE_EDGES = {rule: _links(rule) for rule in asof.RULES}
+# By (rule (asof.window), restricted).
+LINEAGE_EDGES = {key: _links(*key) for key in itertools.product(asof.RULES, (False, True))}
 # Rows (direction, dataset, count): the jobs of each dataset in `%(datasets)s` that are not
-# in `%(jobs)s`, by direction (the `beyond` of a graph that draws other nodes than jobs).
-DATASETS_BEYOND = f"""
-SELECT direction, dataset_id, count(*) FROM ({_dataset_side("latest")}) s
+# in `%(jobs)s`, by direction (the `beyond` of a graph that draws other nodes than jobs),
+# by restricted (then the visible jobs alone).
+DATASETS_BEYOND = {
+    restricted: f"""
+SELECT direction, dataset_id, count(*) FROM ({_dataset_side("latest", SHAPES[restricted])}) s
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id"""
+    for restricted in (False, True)
+}
 
 Direction = Annotated[
     Literal["upstream", "downstream", "both"],
@@ -295,6 +352,19 @@ class LineageQuery(msgspec.Struct, frozen=True):
     since: asof.Since = None
 
 
+# How every graph answer treats what its reader may not see (the `/lineage`, `/impact`,
+# `/lineage/diff`, column lineage and `/lineage/runs` descriptions end with it).
+HIDDEN_NODES = (
+    " With authorization configured, a graph is computed over the namespaces its reader "
+    "may read, and a hidden node is cut: a job of a hidden namespace, a run of such a job "
+    "and a dataset without a name in a readable namespace are absent with their edges, the "
+    "walk never passes through them (nothing reachable only through one is shown), and "
+    "counts (`beyond`, `name_count`, `job_count`) and `truncated` count only what is "
+    "shown. A dataset is shown under a readable name; a freshness `run` of a hidden job has "
+    "a null `job`, a stale reason's hidden dataset is null. A hidden start node answers "
+    "404, as an unknown one does."
+)
+
 LINEAGE_OP = Operation(
     "GET",
     "/lineage",
@@ -318,7 +388,8 @@ LINEAGE_OP = Operation(
     " (and its static lineage declared by then), names and freshness those of then; a node "
     "first seen after `as_of` answers 404. Without `as_of`, as of now. `view=cumulative` (and "
     "`since`): each job's edges of every run it started in the window instead. A job whose run "
-    "failed keeps its edges: the failure shows in its latest run and in its outputs' freshness.",
+    "failed keeps its edges: the failure shows in its latest run and in its outputs' freshness."
+    + HIDDEN_NODES,
 )
 resource = Resource()
 LineageNode = models.JobNode | models.DatasetNode
@@ -437,13 +508,15 @@ async def walk_rows(
     run_outputs: list[uuid.UUID] | None = None,
     details: bool = True,
     window: tuple[str, dt.datetime | None] = ("latest", None),
+    access: Access = EVERYTHING,
 ) -> Walk:
     """The walk around job or dataset `start`, `depth` jobs deep (404 when unknown, or
     first seen after `as_of`). `run_outputs`: the walk starts at job `start` as a run of
     it that wrote (or attempted) these datasets: its first hop downstream is to them
     alone. `details`: also the details of every dataset (else none: dataset_nodes.of).
     Without `as_of` the edges are those of now, the same as of asof.NOW. `window`: the
-    edges' rule and its window's start (asof.window)."""
+    edges' rule and its window's start (asof.window). `access`: the walk passes only
+    through the nodes it may see (a hidden start node is a 404, as an unknown one)."""
     moment = asof.NOW if as_of is None else as_of
     rule, since = window
     args = {
@@ -458,8 +531,10 @@ async def walk_rows(
         "since": since,
         "run_outputs": run_outputs,
     }
-    statement = WALKS[(as_of is not None, rule, run_outputs is not None)]
-    found = await rows(conn, statement, args)
+    restricted = access.restricted
+    readable = access.sql_params() if restricted else {}
+    statement = WALKS[(as_of is not None, rule, run_outputs is not None, restricted)]
+    found = await rows(conn, statement, args | readable)
     if not found or found[0][3] is None:  # the start node: no read model knows it
         raise not_found(kind, start)
     asof.check_seen(kind, start, found[0][7], as_of)
@@ -468,24 +543,28 @@ async def walk_rows(
     # the edges and the datasets' details in one round trip
     async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
         await links_at.execute(
-            LINEAGE_EDGES[rule],
+            LINEAGE_EDGES[(rule, restricted)],
             {
                 "jobs": jobs,
                 "datasets": [r[1] for r in found if r[0] == "dataset"],
                 "as_of": moment,
                 "since": since,
                 "max_edges": limits.EDGE_LIMIT + 1,
-            },
+            }
+            | readable,
         )
         if datasets:
             await details_at.execute(
-                dataset_nodes.statement(as_of), {"datasets": datasets, "as_of": as_of}
+                dataset_nodes.statement(as_of, restricted),
+                {"datasets": datasets, "as_of": as_of} | readable,
             )
         links = await links_at.fetchall()
         details_found = await details_at.fetchall() if datasets else []
     found_details = {}
     if datasets:
-        found_details = await dataset_nodes.spread(conn, dataset_nodes.build(details_found), as_of)
+        found_details = await dataset_nodes.spread(
+            conn, dataset_nodes.build(details_found), as_of, access
+        )
     if run_outputs is not None:  # the run's job: only the run's own outputs
         wrote = set(run_outputs)
         links = [
@@ -587,6 +666,7 @@ async def walk(
     as_of: dt.datetime | None,
     run_outputs: list[uuid.UUID] | None = None,
     window: tuple[str, dt.datetime | None] = ("latest", None),
+    access: Access = EVERYTHING,
 ) -> models.LineageGraph:
     """The graph around job or dataset `start` (walk_rows, then graph_of)."""
     walked = await walk_rows(
@@ -600,6 +680,7 @@ async def walk(
         as_of=as_of,
         run_outputs=run_outputs,
         window=window,
+        access=access,
     )
     return graph_of(walked)
 
@@ -608,6 +689,7 @@ async def walk(
 async def get_lineage(request: Request) -> Response:
     query: LineageQuery = LINEAGE_OP.parse_query(request)
     kind, start = parse_node(query.node)
+    access = await access_of(request)
     async with connection(request) as conn:
         graph = await walk(
             conn,
@@ -619,5 +701,6 @@ async def get_lineage(request: Request) -> Response:
             max_nodes=query.max_nodes,
             as_of=query.as_of,
             window=asof.window(query.view, query.since),
+            access=access,
         )
     return json_response(request, graph)

@@ -20,7 +20,8 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, dataset_nodes, lineage, models
+from metastore.access import access_of
+from metastore.api import asof, dataset_nodes, lineage, models, visibility
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -43,10 +44,24 @@ CROSS JOIN LATERAL (SELECT {asof.schema_at("d.id", "%(from)s")} AS hash) hf
 CROSS JOIN LATERAL (SELECT {asof.schema_at("d.id", "%(as_of)s")} AS hash) ht
 CROSS JOIN LATERAL {VERSION.format(hash="hf.hash")} vf
 CROSS JOIN LATERAL {VERSION.format(hash="ht.hash")} vt
-LEFT JOIN LATERAL {asof.display_name_at("d.id")} dn ON true
+LEFT JOIN LATERAL {{display}} dn ON true
 WHERE hf.hash <> ht.hash
 ORDER BY dn.namespace, dn.name, d.id
 """
+# Restricted, a dataset's display name at `to` among its readable names (never a hidden
+# one): its most table-like readable name first seen by then.
+VISIBLE_DISPLAY_AT = f"""(
+    SELECT n.namespace, n.name FROM readmodel.dataset_names n
+    WHERE n.dataset_id = d.id AND n.first_seen <= %(as_of)s{{visible}}
+    ORDER BY {asof.display_rank("n")}, n.first_seen, n.namespace, n.name LIMIT 1)"""
+SCHEMA_CHANGES_BY_SHAPE = {
+    False: SCHEMA_CHANGES.format(display=asof.display_name_at("d.id")),
+    True: SCHEMA_CHANGES.format(
+        display=VISIBLE_DISPLAY_AT.format(
+            visible=visibility.name_visible(lineage.SHAPES[True], "n")
+        )
+    ),
+}
 
 
 class DiffQuery(msgspec.Struct, frozen=True):
@@ -108,7 +123,7 @@ OP = Operation(
     "type (a failed or aborted run's schema is no version: it changes nothing). `from` is "
     "usually the earlier moment; the same moment twice is no change. A node "
     "first seen after `from` makes the graph at `from` empty; first seen after `to`, 404 "
-    "of type `not-yet`. " + models.WRITE_RULE,
+    "of type `not-yet`. " + models.WRITE_RULE + lineage.HIDDEN_NODES,
 )
 resource = Resource()
 
@@ -157,6 +172,7 @@ async def get_lineage_diff(request: Request) -> Response:
     to = query.to or dt.datetime.now(dt.UTC)
     up, down = query.direction != "downstream", query.direction != "upstream"
     window = asof.window(query.view, query.since)
+    access = await access_of(request)
 
     async def walked(conn: AsyncConnection[Any], moment: dt.datetime) -> lineage.Walk:
         # (the datasets' details are read below, only for the nodes added or removed)
@@ -171,6 +187,7 @@ async def get_lineage_diff(request: Request) -> Response:
             as_of=moment,
             details=False,
             window=window,
+            access=access,
         )
 
     async with connection(request) as conn:
@@ -193,12 +210,13 @@ async def get_lineage_diff(request: Request) -> Response:
             # the added or removed nodes, and the datasets their edges name (as then)
             ids = {either[k][1] for k in keys if k.startswith("dataset:")}
             ids |= {dataset for _, _, dataset in edges}
-            walk.details = await dataset_nodes.of(conn, sorted(ids), moment)
+            walk.details = await dataset_nodes.of(conn, sorted(ids), moment, access)
         datasets = {r[1] for r in [*before.found, *after.found] if r[0] == "dataset"}
         changes = await rows(
             conn,
-            SCHEMA_CHANGES,
-            {"datasets": sorted(datasets), "from": query.from_, "as_of": to},
+            SCHEMA_CHANGES_BY_SHAPE[access.restricted],
+            {"datasets": sorted(datasets), "from": query.from_, "as_of": to}
+            | (access.sql_params() if access.restricted else {}),
         )
     graph_before, graph_after = lineage.graph_of(before, removed), lineage.graph_of(after, added)
     edges_before = {_edge(e): e for e in graph_before.edges}

@@ -373,7 +373,12 @@ OTHER_OPERATIONS = (
         "The log as a pull feed, in log order: a cursor never skips an event. A JSON page "
         "ends early once it holds 4 MiB of events (its first event whatever its size): "
         "continue from `next_cursor`. Events go out as stored. An unknown query parameter "
-        "is a 400 naming it.",
+        "is a 400 naming it. With authorization configured, a reader gets only whole events "
+        "whose every namespace (its job's, each input's and output's and their `symlinks`' "
+        "names; a DatasetEvent's dataset's) it may read, never a copy cut down, and their "
+        "sensitive facets (query text, plans, engine properties, environment, Airflow task "
+        "info) only where its job's namespace shows them: a page may hold fewer events than "
+        "it read, even none, and its cursor still moves past them.",
         scope="export",
         query=ExportQuery,
         responses={

@@ -21,14 +21,18 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.api import asof, dataset_nodes, models
+from metastore.access import access_of
+from metastore.api import asof, dataset_nodes, models, visibility
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.lineage import (
     DATASETS_BEYOND,
     DEFAULT_DEPTH,
+    HIDDEN_NODES,
     MAX_DEPTH,
     NODE_LIMIT,
+    SHAPES,
     dataset_node,
+    job_id_visible,
 )
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -48,14 +52,14 @@ JOIN readmodel.lineage_runs fr ON fr.run_id = f.run_id
 JOIN readmodel.run_edges i ON i.run_id = f.run_id AND i.direction = 'input'
 JOIN readmodel.dataset_names dn ON dn.namespace = i.namespace AND dn.name = i.name
 CROSS JOIN LATERAL (
-    SELECT o.run_id FROM readmodel.dataset_names an
+    SELECT o.run_id, o.job_id FROM readmodel.dataset_names an
     JOIN readmodel.run_edges o
       ON o.namespace = an.namespace AND o.name = an.name AND o.direction = 'output'
     WHERE an.dataset_id = dn.dataset_id AND o.run_id <> f.run_id
       AND o.first_write_at <= fr.started_at
     ORDER BY {WRITE_BY.format(e="o", t="fr.started_at")} DESC, o.run_id DESC
     LIMIT 1
-) w
+) w{{visible}}
 """
 
 # Rows (writer, dataset id, reader): for each run of the frontier and each dataset it
@@ -80,7 +84,7 @@ WHERE NOT EXISTS (
       AND o2.first_write_at <= rr.started_at
       AND ({WRITE_BY.format(e="o2", t="rr.started_at")}, o2.run_id)
           > ({WRITE_BY.format(e="o", t="rr.started_at")}, o.run_id)
-)
+){{visible}}
 """
 
 RUN_NODES = f"""
@@ -91,18 +95,58 @@ JOIN readmodel.runs r ON r.id = lr.run_id
 WHERE lr.run_id = ANY(%(runs)s::uuid[])
 """
 RUN_KNOWN = "SELECT 1 FROM readmodel.lineage_runs WHERE run_id = %(run_id)s"
+# Restricted: a run of a hidden job is unknown (404).
+RUN_VISIBLE = f"""
+SELECT 1 FROM readmodel.runs r
+WHERE r.id = %(run_id)s{visibility.run_visible(SHAPES[True], "r")}"""
 # Rows (run, dataset id, role, written) of what the runs read and wrote.
 RUN_DATASETS = """
 SELECT DISTINCT e.run_id, n.dataset_id, e.direction, e.last_write_at IS NOT NULL
 FROM readmodel.run_edges e
 JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-WHERE e.run_id = ANY(%(runs)s::uuid[])
+WHERE e.run_id = ANY(%(runs)s::uuid[]){visible}
 """
 # The datasets of the links and of those, under their display names (the details of
-# the latter: dataset_nodes.of).
+# the latter: dataset_nodes.of); restricted, under a readable one.
 DATASET_NAMES = """
 SELECT id, namespace, name FROM readmodel.datasets WHERE id = ANY(%(ids)s::uuid[])
 """
+DATASET_NAMES_VISIBLE = f"""
+SELECT d.id, v.shown[1], v.shown[2] FROM readmodel.datasets d
+CROSS JOIN LATERAL (SELECT {visibility.visible_display_name("d.id")} AS shown) v
+WHERE d.id = ANY(%(ids)s::uuid[]) AND v.shown IS NOT NULL
+"""
+
+
+def _by_shape(statement: str, visible: dict[bool, str]) -> dict[bool, str]:
+    return {r: statement.format(visible=v) for r, v in visible.items()}
+
+
+# Restricted to an Access's namespaces, the walk passes through visible runs (of visible
+# jobs) and datasets alone: a hidden last writer cuts the walk there, it is never replaced
+# by an earlier visible one.
+_RESTRICTED = SHAPES[True]
+WRITERS = _by_shape(
+    WRITERS_OF_INPUTS,
+    {
+        False: "",
+        True: " WHERE true"
+        + visibility.dataset_visible(_RESTRICTED, "dn.dataset_id")
+        + job_id_visible(_RESTRICTED, "w.job_id"),
+    },
+)
+READERS = _by_shape(
+    READERS_OF_OUTPUTS,
+    {
+        False: "",
+        True: visibility.dataset_visible(_RESTRICTED, "dn.dataset_id")
+        + job_id_visible(_RESTRICTED, "r.job_id"),
+    },
+)
+RUNS_DATASETS = _by_shape(
+    RUN_DATASETS,
+    {False: "", True: visibility.dataset_visible(_RESTRICTED, "n.dataset_id")},
+)
 
 
 class RunLineageQuery(msgspec.Struct, frozen=True):
@@ -136,7 +180,10 @@ OP = Operation(
     "FAILed or ABORTed wrote nothing: it is never a writer here. `datasets` are the "
     "datasets the start run and each leaf run (a run the walk went no further from) read "
     "and wrote, as graph nodes with their freshness, and `dataset_edges` says which run "
-    "read or wrote which (and whether it wrote it or only attempted to). " + models.WRITE_RULE,
+    "read or wrote which (and whether it wrote it or only attempted to). "
+    + models.WRITE_RULE
+    + HIDDEN_NODES
+    + " A hidden last writer ends the walk there: no earlier writer stands in for it.",
 )
 resource = Resource()
 
@@ -144,24 +191,29 @@ resource = Resource()
 @resource.add(OP)
 async def get_run_lineage(request: Request) -> Response:
     query: RunLineageQuery = OP.parse_query(request)
+    access = await access_of(request)
+    restricted = access.restricted
+    readable = access.sql_params() if restricted else {}
+    writers, readers = WRITERS[restricted], READERS[restricted]
     walks = {
-        "upstream": [WRITERS_OF_INPUTS],
-        "downstream": [READERS_OF_OUTPUTS],
-        "both": [WRITERS_OF_INPUTS, READERS_OF_OUTPUTS],
+        "upstream": [writers],
+        "downstream": [readers],
+        "both": [writers, readers],
     }[query.direction]
     depth_of: dict[uuid.UUID, int] = {query.run_id: 0}
     links: set[tuple[uuid.UUID, uuid.UUID, uuid.UUID]] = set()  # (writer, reader, dataset)
     truncated = False
     async with connection(request) as conn:
-        if await row(conn, RUN_KNOWN, {"run_id": query.run_id}) is None:
+        known = RUN_VISIBLE if restricted else RUN_KNOWN
+        if await row(conn, known, {"run_id": query.run_id} | readable) is None:
             raise not_found("run", query.run_id)
         for step in walks:
             frontier = [query.run_id]
             for level in range(1, query.depth + 1):
                 if not frontier:
                     break
-                found = await rows(conn, step, {"runs": frontier})
-                upstream = step is WRITERS_OF_INPUTS
+                found = await rows(conn, step, {"runs": frontier} | readable)
+                upstream = step is writers
                 frontier = []
                 for here, dataset, there in found:
                     if there not in depth_of:
@@ -175,15 +227,19 @@ async def get_run_lineage(request: Request) -> Response:
                     break
         nodes = await rows(conn, RUN_NODES, {"runs": list(depth_of)})
         drawn = [query.run_id, *leaves(depth_of, links)]
-        io = await rows(conn, RUN_DATASETS, {"runs": drawn})
+        io = await rows(conn, RUNS_DATASETS[restricted], {"runs": drawn} | readable)
         ids = list({d for _, d, _, _ in io})
-        names = await rows(conn, DATASET_NAMES, {"ids": list({d for _, _, d in links} | set(ids))})
-        details = await dataset_nodes.of(conn, ids, None)
+        names = await rows(
+            conn,
+            DATASET_NAMES_VISIBLE if restricted else DATASET_NAMES,
+            {"ids": list({d for _, _, d in links} | set(ids))} | readable,
+        )
+        details = await dataset_nodes.of(conn, ids, None, access)
         # what the drawn datasets' nodes leave out: their jobs that ran none of the runs
         beyond = await rows(
             conn,
-            DATASETS_BEYOND,
-            {"datasets": ids, "jobs": list({r[1] for r in nodes}), "as_of": asof.NOW},
+            DATASETS_BEYOND[restricted],
+            {"datasets": ids, "jobs": list({r[1] for r in nodes}), "as_of": asof.NOW} | readable,
         )
     refs = {d[0]: models.DatasetRef(id=d[0], namespace=d[1], name=d[2]) for d in names}
     dataset_depth: dict[uuid.UUID, int] = {}
