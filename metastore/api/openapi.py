@@ -93,7 +93,8 @@ runs and datasets only (a run of a hidden job, as a freshness' writer or a run's
 or root, keeps its id and no job); a run's events leave out the datasets of namespaces
 the caller may not read. Query text and plan-like facets (SENSITIVE_FACETS) are left
 out of facets and of a run's events unless the policy shows them for the job's namespace
-(a dataset's: any of its readable names'). ETags differ between callers who may see different things.
+(a dataset's: any of its readable names'). ETags differ between callers who may see
+different things.
 
 Parameters are strict: a query parameter an operation does not take is a 400 naming it
 in `invalid-params` (a typo never answers unfiltered data), and so is a parameter given
