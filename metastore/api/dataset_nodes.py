@@ -190,7 +190,7 @@ NODE = """
 SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        c.names, {display}, {dataset_type}, {lifecycle}, {owners}
 FROM readmodel.datasets d
-LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names n{visible} GROUP BY dataset_id) c
+LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names{counted} GROUP BY dataset_id) c
   ON c.dataset_id = d.id
 {display_join}{facets}{lifecycle_join}
 WHERE d.id = ANY(%(datasets)s::uuid[])"""
@@ -220,6 +220,8 @@ def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
     shape = Access(ANONYMOUS, readable=frozenset(), sensitive=None) if restricted else EVERYTHING
     visible = visibility.name_visible(shape, "n")
     visible = f" WHERE true{visible}" if visible else ""
+    counted = visibility.name_visible(shape, "names")
+    counted = f" WHERE true{counted}" if counted else ""
     display = "dn.namespace, dn.name" if as_of else "d.namespace, d.name"
     display_join = DISPLAY_AS_OF.format(visible=visible) if as_of else ""
     if restricted and not as_of:
@@ -236,7 +238,7 @@ def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
         run_at=RUN_AT if as_of else "",
         node=node.format(
             display=display,
-            visible=visible,
+            counted=counted,
             display_join=display_join,
             dataset_type=dataset_type("df.facets"),
             lifecycle=lifecycle("lc.lifecycle_state", "lc.lifecycle_time")

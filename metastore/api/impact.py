@@ -50,8 +50,7 @@ RUN_INPUTS = RUN_OUTPUTS.replace("'output'", "'input'")
 JOB_INPUTS = f"""
 SELECT DISTINCT n.dataset_id
 FROM {asof.job_edges_at("%(job)s::uuid", "input")} e
-JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-WHERE true{{visible}}
+JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name{{visible}}
 ORDER BY 1
 """
 
@@ -64,7 +63,10 @@ def _by_shape(statement: str, visible: Callable[[Access], str]) -> dict[bool, st
 RUNS = _by_shape(RUN, lambda a: visibility.run_visible(a, "r"))
 RUNS_OUTPUTS = _by_shape(RUN_OUTPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
 RUNS_INPUTS = _by_shape(RUN_INPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
-JOBS_INPUTS = _by_shape(JOB_INPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
+JOBS_INPUTS = _by_shape(
+    JOB_INPUTS,
+    lambda a: " WHERE true" + visibility.dataset_visible(a, "n.dataset_id") if a.restricted else "",
+)
 
 
 class ImpactQuery(msgspec.Struct, frozen=True):

@@ -121,6 +121,7 @@ ORDER BY k.depth, k.kind, k.id
 # The start node (a dataset id absorbed by a merge starts at the dataset it was merged
 # into); restricted, only when visible (the `{visible}` condition on `s0`).
 START = """
+    -- (a dataset id absorbed by a merge starts at the dataset it was merged into)
     SELECT %(kind)s::text AS kind, coalesce(
         (SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s AND %(kind)s = 'dataset'),
         %(id)s::uuid) AS id

@@ -52,7 +52,7 @@ JOIN readmodel.lineage_runs fr ON fr.run_id = f.run_id
 JOIN readmodel.run_edges i ON i.run_id = f.run_id AND i.direction = 'input'
 JOIN readmodel.dataset_names dn ON dn.namespace = i.namespace AND dn.name = i.name
 CROSS JOIN LATERAL (
-    SELECT o.run_id, o.job_id FROM readmodel.dataset_names an
+    SELECT o.run_id{{writer_job}} FROM readmodel.dataset_names an
     JOIN readmodel.run_edges o
       ON o.namespace = an.namespace AND o.name = an.name AND o.direction = 'output'
     WHERE an.dataset_id = dn.dataset_id AND o.run_id <> f.run_id
@@ -119,7 +119,11 @@ WHERE d.id = ANY(%(ids)s::uuid[]) AND v.shown IS NOT NULL
 
 
 def _by_shape(statement: str, visible: dict[bool, str]) -> dict[bool, str]:
-    return {r: statement.format(visible=v) for r, v in visible.items()}
+    # (restricted, the writer's job too, for its visibility)
+    return {
+        r: statement.format(visible=v, writer_job=", o.job_id" if r else "")
+        for r, v in visible.items()
+    }
 
 
 # Restricted to an Access's namespaces, the walk passes through visible runs (of visible
