@@ -111,6 +111,57 @@ def run_owners(
     return owners
 
 
+class RunFacts(msgspec.Struct, frozen=True):
+    """What the log says of a run, for the folds that keep no runs: its job (its first
+    event's: FIRST_JOB_OF_RUNS) and whether it ended FAIL or ABORT (its job's latest
+    terminal event by eventTime, then seq, as the runs projection's state), when it
+    wrote nothing (README "Which run writes")."""
+
+    job_id: uuid.UUID | None
+    failed: bool
+
+
+NO_RUN = uuid.UUID(int=0)  # the run id a row keyed by run gets for an event without one
+# The log is asked, not another projection's tables: each projection rebuilds alone, and
+# an event not folded yet (a FAIL logged after the COMPLETE) only settles sooner.
+RUN_FACTS = f"""
+SELECT f.run_id, f.job_namespace, f.job_name, coalesce(e.event_type IN ('FAIL', 'ABORT'), false)
+FROM ({FIRST_JOB_OF_RUNS}) f
+LEFT JOIN LATERAL (
+    SELECT l.event_type FROM event_log l
+    WHERE l.run_id = f.run_id AND l.job_namespace = f.job_namespace
+      AND l.job_name = f.job_name AND l.event_type IN ('COMPLETE', 'FAIL', 'ABORT')
+    ORDER BY l.event_time DESC, l.seq DESC LIMIT 1) e ON true
+"""
+
+
+def run_facts(cur: psycopg.Cursor[Any], events: Sequence[FoldEvent]) -> dict[uuid.UUID, RunFacts]:
+    """The RunFacts of the runs `events` name (one index probe each per partition)."""
+    runs = run_ids(events)
+    if not runs:
+        return {}
+    pcur = cur.connection.cursor()
+    pgarray.register(pcur)
+    rows = pcur.execute(RUN_FACTS, (pgarray.uuid_array(list(runs)),)).fetchall()
+    return {run: RunFacts(job_id(ns, name), failed) for run, ns, name, failed in rows}
+
+
+def of_another_job(event: FoldEvent, facts: Mapping[uuid.UUID, RunFacts]) -> bool:
+    """Whether `event` reuses the runId of another job's run: not that run's (see
+    FIRST_JOB_OF_RUNS), so no fold takes what it names."""
+    if event.kind != "run" or event.run_id is None or event.run_id not in facts:
+        return False
+    return facts[event.run_id].job_id != event.job_id
+
+
+def ended_failed(event: FoldEvent, facts: Mapping[uuid.UUID, RunFacts]) -> bool:
+    """Whether `event` is of a run that ended FAIL or ABORT: it wrote nothing."""
+    if event.kind != "run" or event.run_id is None:
+        return False
+    found = facts.get(event.run_id)
+    return found is not None and found.failed
+
+
 def run_ids(events: Sequence[FoldEvent]) -> set[uuid.UUID]:
     return {e.run_id for e in events if e.kind == "run" and e.run_id is not None}
 
