@@ -14,7 +14,9 @@ gets a row for its own id too, `merged_into` that dataset: its id answers as the
 
 Facets and schemas describe the data as written: an output of a run event that does not
 write it (a START, a FAIL: the run only attempted it; see FoldEvent.writes) gives the
-dataset its names but no facets and no schema version.
+dataset its names but no facets and no schema version; nor does a write of a run that ends
+FAIL or ABORT, whatever batch its end comes in (dataset_writes settles the versions). Another
+job's events reusing a runId give nothing (common.FIRST_JOB_OF_RUNS).
 
 A dataset's display name (its `namespace` and `name` columns) is its most table-like
 name: the least `display_key` of its names, a symlink identifier of type TABLE or a
