@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -135,15 +136,28 @@ LEFT JOIN LATERAL (
 """
 
 
+# The last batch's RunFacts, per thread (a rebuild folds on a thread of its own): the folds
+# of one batch ask once. Asked again on the side connection, whose writes are pipelined,
+# a projection would wait for the writes queued before it (fold.fold_pipelined).
+_asked = threading.local()
+
+
 def run_facts(cur: psycopg.Cursor[Any], events: Sequence[FoldEvent]) -> dict[uuid.UUID, RunFacts]:
-    """The RunFacts of the runs `events` name (one index probe each per partition)."""
+    """The RunFacts of the runs `events` name (one index probe each per partition), asked
+    once a batch (the same runs between the same log positions)."""
     runs = run_ids(events)
     if not runs:
         return {}
-    pcur = cur.connection.cursor()
-    pgarray.register(pcur)
-    rows = pcur.execute(RUN_FACTS, (pgarray.uuid_array(list(runs)),)).fetchall()
-    return {run: RunFacts(job_id(ns, name), failed) for run, ns, name, failed in rows}
+    key = (events[0].position, events[-1].position, frozenset(runs))
+    last = getattr(_asked, "last", None)
+    if last is not None and last[0] == key:
+        return last[1]
+    with cur.connection.cursor() as pcur:
+        pgarray.register(pcur)
+        rows = pcur.execute(RUN_FACTS, (pgarray.uuid_array(list(runs)),)).fetchall()
+    facts = {run: RunFacts(job_id(ns, name), failed) for run, ns, name, failed in rows}
+    _asked.last = (key, facts)
+    return facts
 
 
 def of_another_job(event: FoldEvent, facts: Mapping[uuid.UUID, RunFacts]) -> bool:
