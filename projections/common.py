@@ -87,9 +87,9 @@ class FoldEvent(msgspec.Struct, frozen=True):
 # A runId is one run of one job: the job of its first event in the log (a replay keeps log
 # order, so it picks the same). Another job's events with that runId (a producer reusing
 # ids) are not that run's: runs, jobs' latest run and lineage leave them out, so every
-# answer names the run under its job alone. `runs` and `lineage` keep the job of the run's
-# first event folded; `jobs`, which keeps no runs, asks the log (an index probe a run and
-# partition), so each projection rebuilds alone.
+# answer names the run under its job alone. `runs` keeps the job of the run's first event
+# folded; the others ask the log (run_facts: an index probe a run and partition), so each
+# projection rebuilds alone.
 FIRST_JOB_OF_RUNS = """
 SELECT r.run_id, f.job_namespace, f.job_name
 FROM unnest(%b::uuid[]) AS r(run_id)

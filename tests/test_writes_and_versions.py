@@ -348,6 +348,11 @@ def test_a_run_id_two_jobs_report_is_the_first_jobs_run(api: Api) -> None:
     assert api.get(f"/jobs/{first}")["latest_run"]["id"] == shared
     run = api.get(f"/runs/{shared}")
     assert (run["job"]["name"], run["state"]) == ("first_job", "START")
+    # its events and its state as of now are its job's too
+    events = api.get(f"/runs/{shared}/events")["items"]
+    assert [(e["eventType"], e["job"]["name"]) for e in events] == [("START", "first_job")]
+    then = api.get(f"/jobs/{first}", as_of="2026-06-07T12:00:00Z")["latest_run"]
+    assert (then["id"], then["state"]) == (shared, "START")
     outputs = api.get(f"/runs/{shared}/datasets", direction="output")["items"]
     assert [d["name"] for d in outputs] == ["alpha"]
     graph = api.get("/lineage", node=f"job:{second}", depth=1)

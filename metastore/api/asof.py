@@ -156,13 +156,16 @@ DISPLAY_NAME_AT = """(
     LIMIT 1)"""
 
 
-# The state at T of run `lr` (a readmodel.lineage_runs row) from its events up to T (a
-# terminal event wins, as in the runs projection): join it as `s`, then read the columns
-# id, state, state_time, started_at, ended_at, duration_seconds of RUN_AT_COLUMNS.
+# The state at T of run `lr` (a readmodel.lineage_runs row) from its job's events up to T
+# (a terminal event wins, as in the runs projection; another job's events reusing the runId
+# are not the run's): join it as `s`, then read the columns id, state, state_time,
+# started_at, ended_at, duration_seconds of RUN_AT_COLUMNS.
 RUN_AT_JOIN = """
 LEFT JOIN LATERAL (
     SELECT l.event_type, l.event_time FROM event_log l
+    JOIN readmodel.runs lj ON lj.id = l.run_id
     WHERE l.run_id = lr.run_id AND l.event_time <= %(as_of)s
+      AND l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
       AND l.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')
     ORDER BY l.event_type IN ('COMPLETE', 'FAIL', 'ABORT') DESC, l.event_time DESC, l.seq DESC
     LIMIT 1
