@@ -16,13 +16,22 @@ from typing import Any
 
 import psycopg
 
-from projections.common import FoldEvent, columns_of, json_text, row_param, rows_select
+from projections.common import (
+    FoldEvent,
+    columns_of,
+    json_text,
+    of_another_job,
+    row_param,
+    rows_select,
+    run_facts,
+)
 from projections.decode import report_of
 
 NAME = "column_lineage"
 # 2: edge_key; 3: job_ids; 4: keyed by edge_key, fields of at most 512 bytes; 5: by
-# report, not by pair, with history's run_column_lineage as column_lineage_runs
-VERSION = 5
+# report, not by pair, with history's run_column_lineage as column_lineage_runs; 6: another
+# job's events reusing a runId are left out
+VERSION = 6
 TABLES = ("column_reports", "column_lineage", "column_inputs", "column_lineage_runs")
 STATIC_RUN = uuid.UUID(int=0)  # the run id of a JobEvent's column lineage
 
@@ -91,7 +100,10 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     jobs: dict[tuple[str, str, bytes], set[str]] = {}  # -> every job that sent it
     # (out namespace, out name, job, run) -> [report, first_seen, last_seen, last_seq]
     runs: dict[tuple[Any, ...], list[Any]] = {}
+    facts = run_facts(cur, events)
     for event in events:
+        if of_another_job(event, facts):
+            continue  # not that run's (common.FIRST_JOB_OF_RUNS)
         when, seq, job = event.event_time, event.seq, event.job_id
         for ref in event.refs:  # of outputs and DatasetEvents only
             report = report_of(ref)

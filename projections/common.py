@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -86,9 +87,9 @@ class FoldEvent(msgspec.Struct, frozen=True):
 # A runId is one run of one job: the job of its first event in the log (a replay keeps log
 # order, so it picks the same). Another job's events with that runId (a producer reusing
 # ids) are not that run's: runs, jobs' latest run and lineage leave them out, so every
-# answer names the run under its job alone. `runs` and `lineage` keep the job of the run's
-# first event folded; `jobs`, which keeps no runs, asks the log (an index probe a run and
-# partition), so each projection rebuilds alone.
+# answer names the run under its job alone. `runs` keeps the job of the run's first event
+# folded; the others ask the log (run_facts: an index probe a run and partition), so each
+# projection rebuilds alone.
 FIRST_JOB_OF_RUNS = """
 SELECT r.run_id, f.job_namespace, f.job_name
 FROM unnest(%b::uuid[]) AS r(run_id)
@@ -109,6 +110,70 @@ def run_owners(
         if event.kind == "run" and event.run_id is not None and event.job_id is not None:
             owners.setdefault(event.run_id, event.job_id)
     return owners
+
+
+class RunFacts(msgspec.Struct, frozen=True):
+    """What the log says of a run, for the folds that keep no runs: its job (its first
+    event's: FIRST_JOB_OF_RUNS) and whether it ended FAIL or ABORT (its job's latest
+    terminal event by eventTime, then seq, as the runs projection's state), when it
+    wrote nothing (README "Which run writes")."""
+
+    job_id: uuid.UUID | None
+    failed: bool
+
+
+NO_RUN = uuid.UUID(int=0)  # the run id a row keyed by run gets for an event without one
+# The log is asked, not another projection's tables: each projection rebuilds alone, and
+# an event not folded yet (a FAIL logged after the COMPLETE) only settles sooner.
+RUN_FACTS = f"""
+SELECT f.run_id, f.job_namespace, f.job_name, coalesce(e.event_type IN ('FAIL', 'ABORT'), false)
+FROM ({FIRST_JOB_OF_RUNS}) f
+LEFT JOIN LATERAL (
+    SELECT l.event_type FROM event_log l
+    WHERE l.run_id = f.run_id AND l.job_namespace = f.job_namespace
+      AND l.job_name = f.job_name AND l.event_type IN ('COMPLETE', 'FAIL', 'ABORT')
+    ORDER BY l.event_time DESC, l.seq DESC LIMIT 1) e ON true
+"""
+
+
+# The last batch's RunFacts, per thread (a rebuild folds on a thread of its own): the folds
+# of one batch ask once. Asked again on the side connection, whose writes are pipelined,
+# a projection would wait for the writes queued before it (fold.fold_pipelined).
+_asked = threading.local()
+
+
+def run_facts(cur: psycopg.Cursor[Any], events: Sequence[FoldEvent]) -> dict[uuid.UUID, RunFacts]:
+    """The RunFacts of the runs `events` name (one index probe each per partition), asked
+    once a batch (the same runs between the same log positions)."""
+    runs = run_ids(events)
+    if not runs:
+        return {}
+    key = (events[0].position, events[-1].position, frozenset(runs))
+    last = getattr(_asked, "last", None)
+    if last is not None and last[0] == key:
+        return last[1]
+    with cur.connection.cursor() as pcur:
+        pgarray.register(pcur)
+        rows = pcur.execute(RUN_FACTS, (pgarray.uuid_array(list(runs)),)).fetchall()
+    facts = {run: RunFacts(job_id(ns, name), failed) for run, ns, name, failed in rows}
+    _asked.last = (key, facts)
+    return facts
+
+
+def of_another_job(event: FoldEvent, facts: Mapping[uuid.UUID, RunFacts]) -> bool:
+    """Whether `event` reuses the runId of another job's run: not that run's (see
+    FIRST_JOB_OF_RUNS), so no fold takes what it names."""
+    if event.kind != "run" or event.run_id is None or event.run_id not in facts:
+        return False
+    return facts[event.run_id].job_id != event.job_id
+
+
+def ended_failed(event: FoldEvent, facts: Mapping[uuid.UUID, RunFacts]) -> bool:
+    """Whether `event` is of a run that ended FAIL or ABORT: it wrote nothing."""
+    if event.kind != "run" or event.run_id is None:
+        return False
+    found = facts.get(event.run_id)
+    return found is not None and found.failed
 
 
 def run_ids(events: Sequence[FoldEvent]) -> set[uuid.UUID]:

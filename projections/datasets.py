@@ -14,7 +14,9 @@ gets a row for its own id too, `merged_into` that dataset: its id answers as the
 
 Facets and schemas describe the data as written: an output of a run event that does not
 write it (a START, a FAIL: the run only attempted it; see FoldEvent.writes) gives the
-dataset its names but no facets and no schema version.
+dataset its names but no facets and no schema version; nor does a write of a run that ends
+FAIL or ABORT, whatever batch its end comes in (dataset_writes settles the versions). Another
+job's events reusing a runId give nothing (common.FIRST_JOB_OF_RUNS).
 
 A dataset's display name (its `namespace` and `name` columns) is its most table-like
 name: the least `display_key` of its names, a symlink identifier of type TABLE or a
@@ -39,20 +41,26 @@ from typing import Any
 import psycopg
 
 from metastore.pgarray import bytea_array, text_array, uuid_array
+from projections import dataset_writes
 from projections.common import (
     FACETS_CHANGED,
     FACETS_DECODER,
     INDEX_PROBES_ONLY,
+    NO_RUN,
     DatasetRef,
     FoldEvent,
+    RunFacts,
     dataset_id,
+    ended_failed,
     json_text,
     loading_cursor,
     merge_facets,
     micros,
+    of_another_job,
     planner_without,
     row_param,
     rows_select,
+    run_facts,
 )
 
 NAME = "datasets"
@@ -65,8 +73,10 @@ NAME = "datasets"
 # 10: a reader's schema is no version (nor the schema facet); versions hashed with
 # engine-neutral types (metastore.schema_types)
 # 11: a dataset counts in every namespace it has a name in: names by (namespace, dataset)
-VERSION = 11
-TABLES = ("datasets", "dataset_names", "dataset_versions")
+# 12: a run that ends FAIL or ABORT makes no version whatever the batches
+# (version_sightings); another job's events reusing a runId are left out
+VERSION = 12
+TABLES = ("datasets", "dataset_names", "dataset_versions", "version_sightings")
 
 DATASET_COLUMNS = (
     "id",
@@ -235,9 +245,15 @@ class Fold:
     """The rows one batch touches, loaded once, changed in memory, written back once."""
 
     def __init__(
-        self, cur: psycopg.Cursor[Any], keys: set[NameKey], schemas: set[tuple[NameKey, bytes]]
+        self,
+        cur: psycopg.Cursor[Any],
+        keys: set[NameKey],
+        schemas: set[tuple[NameKey, bytes]],
+        facts: dict[uuid.UUID, RunFacts],
     ) -> None:
         self.cur = cur
+        self.facts = facts
+        self.sightings: dataset_writes.Sightings = {}
         with loading_cursor(cur) as dcur:
             names = text_array([k[0] for k in keys]), text_array([k[1] for k in keys])
             # (a dict row's keys are the select list's: joined_by's cast is aliased)
@@ -353,6 +369,8 @@ class Fold:
         dataset["first_seen"] = min(dataset["first_seen"], when)
         dataset["last_seen"] = max(dataset["last_seen"], when)
         self.changed_datasets.add(did)
+        if event.versions(ref) and ref.schema_hash is not None:
+            self.sight(event, ref)
         if not event.observes(ref):
             return  # an attempted output: its names, but no facets and no version
         facets = ref.facets
@@ -362,7 +380,9 @@ class Fold:
             FACETS_CHANGED
         ):
             dataset["new_facets"] = True
-        if event.versions(ref):
+        # (a run that ended FAIL or ABORT makes no version; its facets merged, as they may
+        # have been before its end was logged: facets keep no history to settle from)
+        if event.versions(ref) and not ended_failed(event, self.facts):
             self.observe_schema(did, event, ref)
 
     @staticmethod
@@ -451,6 +471,24 @@ class Fold:
             dataset["home_key"] = key
             dataset["home_namespace"], dataset["home_name"] = name["namespace"], name["name"]
             self.changed_datasets.add(did)
+
+    def sight(self, event: FoldEvent, ref: DatasetRef) -> None:
+        """Keeps the sighting of `ref`'s schema by `event`'s run (dataset_writes)."""
+        assert ref.schema_hash is not None
+        produced_by = ref.role == "output" and event.kind == "run" and event.run_id is not None
+        run = event.run_id if produced_by else NO_RUN
+        key = (ref.namespace, ref.name, ref.schema_hash, run)
+        when, seq = event.event_time, event.seq
+        row = self.sightings.get(key)
+        if row is None:
+            job = event.job_id if produced_by else None
+            failed = ended_failed(event, self.facts)
+            self.sightings[key] = [job, when, seq, when, seq, failed]
+            return
+        if (when, seq) < (row[1], row[2]):
+            row[1], row[2] = when, seq
+        if (when, seq) > (row[3], row[4]):
+            row[3], row[4] = when, seq
 
     def observe_schema(self, did: uuid.UUID, event: FoldEvent, ref: DatasetRef) -> None:
         fields, key = ref.schema_fields, ref.schema_hash
@@ -570,6 +608,8 @@ class Fold:
                         [[r[c] for r in rows] for c in VERSION_COLUMNS],  # fields: JSON text
                     ),
                 )
+        ends = {run: facts.failed for run, facts in self.facts.items()}
+        dataset_writes.write(cur, self.sightings, ends)
 
 
 def _combine(version: dict[str, Any], other: dict[str, Any]) -> None:
@@ -594,7 +634,10 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Fold | None:
     """The stored names, datasets and versions the batch touches (see fold.fold_pipelined)."""
     keys: set[NameKey] = set()
     schemas: set[tuple[NameKey, bytes]] = set()  # (name, schema hash) of each ref's names
+    facts = run_facts(cur, events)
     for event in events:
+        if of_another_job(event, facts):
+            continue
         for ref in event.refs:
             names = [(ref.namespace, ref.name), *((ns, n) for ns, n, _ in ref.symlinks)]
             if ref.catalog is not None:
@@ -602,7 +645,7 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Fold | None:
             keys.update(names)
             if ref.schema_hash is not None and event.versions(ref):
                 schemas.update((k, ref.schema_hash) for k in names)
-    return Fold(cur, keys, schemas) if keys else None
+    return Fold(cur, keys, schemas, facts) if keys or facts else None
 
 
 def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], state: Fold | None) -> None:
@@ -610,6 +653,8 @@ def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], state: Fold | None)
     if state is None:
         return
     for event in events:
+        if of_another_job(event, state.facts):
+            continue  # not that run's: none of what it names (common.FIRST_JOB_OF_RUNS)
         for ref in event.refs:
             state.fold_ref(event, ref)
     state.write()

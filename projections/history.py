@@ -15,7 +15,15 @@ from typing import Any
 
 import psycopg
 
-from projections.common import DatasetRef, FoldEvent, columns_of, row_param, rows_select
+from projections.common import (
+    DatasetRef,
+    FoldEvent,
+    columns_of,
+    of_another_job,
+    row_param,
+    rows_select,
+    run_facts,
+)
 
 NAME = "history"
 # 2: run_column_edges keyed by edge_key; 3: run_column_lineage, a row per output;
@@ -23,8 +31,9 @@ NAME = "history"
 # 512 bytes left out, a field that cannot be decoded loses only its edges;
 # 6: no schema observation of an output a run only attempted; 7: the runs' column lineage
 # moved to column_lineage (by report); 8: a reader's schema is an observation
-# (reader_schemas), not a schema_observations row
-VERSION = 8
+# (reader_schemas), not a schema_observations row; 9: another job's events reusing a
+# runId are left out
+VERSION = 9
 TABLES = ("schema_observations", "reader_schemas")
 
 OBSERVATION_TYPES = ("text", "text", "bigint", "text", "timestamptz", "bytea", "uuid")
@@ -58,7 +67,10 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     observations: dict[tuple[str, str, int, str], list[Any]] = {}
     # (namespace, name, hash) -> [fields, first_seen, last_seen, last_seq, job, run]
     readers: dict[tuple[str, str, bytes], list[Any]] = {}
+    facts = run_facts(cur, events)
     for event in events:
+        if of_another_job(event, facts):
+            continue  # not that run's (common.FIRST_JOB_OF_RUNS)
         for ref in event.refs:
             if ref.schema_hash is None:
                 continue

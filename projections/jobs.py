@@ -12,7 +12,6 @@ from metastore.pgarray import uuid_array
 from projections.common import (
     FACETS_CHANGED,
     FACETS_DECODER,
-    FIRST_JOB_OF_RUNS,
     FoldEvent,
     facet,
     job_id,
@@ -21,7 +20,7 @@ from projections.common import (
     merge_facets,
     row_param,
     rows_select,
-    run_ids,
+    run_facts,
     run_owners,
     text,
 )
@@ -101,13 +100,12 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Loaded:
     with loading_cursor(cur) as dcur:
         dcur.execute(SELECT_JOBS, (uuid_array(ids),))
         rows: Rows = {r["id"]: r for r in dcur.fetchall()}
-        runs = run_ids(events)
-        stored = {}
-        if runs:
-            dcur.execute(FIRST_JOB_OF_RUNS, (uuid_array(runs),))
-            stored = {
-                r["run_id"]: job_id(r["job_namespace"], r["job_name"]) for r in dcur.fetchall()
-            }
+        # (asked of the log once a batch for every fold: common.run_facts)
+        stored = {
+            run: fact.job_id
+            for run, fact in run_facts(cur, events).items()
+            if fact.job_id is not None
+        }
     for loaded in rows.values():
         loaded["facets"] = FACETS_DECODER.decode(loaded["facets"])
     return rows, stored

@@ -35,8 +35,7 @@ from projections.common import (
     planner_without,
     row_param,
     rows_select,
-    run_ids,
-    run_owners,
+    run_facts,
 )
 
 NAME = "lineage"
@@ -212,18 +211,12 @@ def _later(span: list[Any], at: int, value: tuple[Any, ...]) -> None:
 RunKey = tuple[uuid.UUID, str, str, str]  # (run, direction, namespace, name)
 
 
-# The job of each stored run (its first event's: common.run_owners).
-SELECT_RUN_JOBS = "SELECT run_id, job_id FROM lineage_runs WHERE run_id = ANY(%s::uuid[])"
-
-
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
     # A runId that two jobs report (producers do reuse them) is the run of the job of its
     # first event: the other job's events with it are left out, edges and all.
-    owners: dict[uuid.UUID, uuid.UUID] = {}
-    runs_named = run_ids(events)
-    if runs_named:
-        stored = dict(cur.execute(SELECT_RUN_JOBS, (list(runs_named),)).fetchall())
-        owners = run_owners(stored, events)
+    # (asked of the log once a batch for every fold: common.run_facts)
+    facts = run_facts(cur, events)
+    owners = {run: fact.job_id for run, fact in facts.items() if fact.job_id is not None}
     run_edges: dict[RunKey, list[Any]] = {}  # + [first_write_at, last_write_at]
     run_jobs: dict[RunKey, uuid.UUID] = {}
     job_edges: dict[tuple[uuid.UUID, str, str, str, str], list[Any]] = {}
@@ -236,7 +229,7 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             continue
         when = event.event_time
         is_run = event.kind == "run" and event.run_id is not None
-        if is_run and owners[event.run_id] != jid:  # type: ignore[index]
+        if is_run and owners.setdefault(event.run_id, jid) != jid:  # type: ignore[arg-type]
             continue
         source = "run" if is_run else "static"
         for ref in event.refs:

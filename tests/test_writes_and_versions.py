@@ -18,7 +18,10 @@ By eventTime (June 2026):
     5th 00:00  report reads orders and orders2; 00:10 kpis writes daily_kpis (a0)
     6th 00:00  kpis' run a1 STARTs, FAILs at 00:10, and COMPLETEs on a retry at 01:10
     7th 00:00  first_job STARTs run `shared` writing alpha; at 00:05 second_job reports a
-               COMPLETE with the same runId, writing beta
+               COMPLETE with the same runId, reading gamma, writing alpha (a schema and
+               column lineage) and beta
+    8th        a run's FAIL folded in a later batch than its COMPLETE (SPLIT_FIRST, then
+               SPLIT_SECOND)
 """
 
 from __future__ import annotations
@@ -129,9 +132,51 @@ WRITE_RULE = [
 ]  # fmt: skip
 
 
+def column_lineage(source: str, fields: list[str]) -> dict[str, Any]:
+    return {
+        "_producer": SPARK,
+        "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json",
+        "fields": {
+            f: {"inputFields": [{"namespace": DS_NS, "name": source, "field": f}]} for f in fields
+        },
+    }
+
+
+ALPHA_BY_SECOND_JOB = dataset("alpha", V0)
+ALPHA_BY_SECOND_JOB["facets"]["columnLineage"] = column_lineage("gamma", ["id"])
 SHARED_RUN_ID = [
     event("START", "2026-06-07T00:00:00Z", "first_job", "shared", [], [dataset("alpha")]),
-    event("COMPLETE", "2026-06-07T00:05:00Z", "second_job", "shared", [], [dataset("beta")]),
+    event(
+        "COMPLETE", "2026-06-07T00:05:00Z", "second_job", "shared",
+        [dataset("gamma")], [ALPHA_BY_SECOND_JOB, dataset("beta", V0)],
+    ),
+]  # fmt: skip
+
+# Folded in two steps (the second posted once the first is folded), so a run's end comes
+# in a later batch than its COMPLETE (8th): ledger_build writes ledger V0 (l0) and V1 (l1);
+# l2 COMPLETEs writing V0 again and l3 writing V2, and both FAIL in the second step. A
+# STREAMING run names `events` RUNNING, a reader reads it, and the stream ABORTs after.
+V2 = [("id", "long"), ("extra", "string"), ("more", "string")]
+SPLIT_FIRST = [
+    event("COMPLETE", "2026-06-08T00:10:00Z", "ledger_build", "l0", [], [dataset("ledger", V0)]),
+    event("COMPLETE", "2026-06-08T01:10:00Z", "ledger_build", "l1", [], [dataset("ledger", V1)]),
+    event("START", "2026-06-08T02:00:00Z", "ledger_build", "l2", [], [dataset("ledger")]),
+    event("COMPLETE", "2026-06-08T02:10:00Z", "ledger_build", "l2", [], [dataset("ledger", V0)]),
+    event("START", "2026-06-08T03:00:00Z", "ledger_build", "l3", [], [dataset("ledger")]),
+    event("COMPLETE", "2026-06-08T03:10:00Z", "ledger_build", "l3", [], [dataset("ledger", V2)]),
+    streaming(event("START", "2026-06-08T04:00:00Z", "events_stream", "es1", [], [])),
+    streaming(
+        event(
+            "RUNNING", "2026-06-08T04:10:00Z", "events_stream", "es1",
+            [], [dataset("events", V0)],
+        )
+    ),
+    event("COMPLETE", "2026-06-08T04:30:00Z", "events_report", "er1", [dataset("events")], []),
+]  # fmt: skip
+SPLIT_SECOND = [
+    event("FAIL", "2026-06-08T02:20:00Z", "ledger_build", "l2", [], []),
+    event("FAIL", "2026-06-08T03:20:00Z", "ledger_build", "l3", [], []),
+    streaming(event("ABORT", "2026-06-08T05:00:00Z", "events_stream", "es1", [], [])),
 ]
 
 
@@ -142,7 +187,8 @@ def api(
     log_dir: Path = tmp_path_factory.mktemp("writes-and-versions")
     with open_service(pg_server, template_db, log_dir, "writes") as (_, client):
         service = Api(client, NS, DS_NS)
-        service.post(READER_SCHEMA + STATE_TIME + WRITE_RULE + SHARED_RUN_ID)
+        service.post(READER_SCHEMA + STATE_TIME + WRITE_RULE + SHARED_RUN_ID + SPLIT_FIRST)
+        service.post(SPLIT_SECOND)
         yield service
 
 
@@ -228,6 +274,44 @@ def test_a_run_that_ends_failed_wrote_nothing(api: Api) -> None:
     assert as_of["freshness"]["last_write"]["run"]["id"] == run_id("b0")
 
 
+def test_a_run_that_ends_failed_made_no_version(api: Api) -> None:
+    for name in ("orders", "orders2"):  # (FAIL posted after, and before, the COMPLETE)
+        versions = api.get(f"/datasets/{api.dataset_id(name)}/versions")["items"]
+        assert [(v["version"], pairs(v["fields"])) for v in versions] == [(1, V0)], name
+        assert pairs(api.get(f"/datasets/{api.dataset_id(name)}")["fields"]) == V0, name
+
+
+def test_a_failure_folded_after_the_complete_undoes_its_version(api: Api) -> None:
+    ledger = api.dataset_id("ledger")
+    versions = api.get(f"/datasets/{ledger}/versions")["items"]
+    assert [(v["version"], pairs(v["fields"]), v["run"]["id"]) for v in versions] == [
+        (2, V1, run_id("l1")),
+        (1, V0, run_id("l0")),
+    ]
+    page = api.get(f"/datasets/{ledger}")
+    assert pairs(page["fields"]) == V1  # l2's rewrite of V0 and l3's V2 did not count
+    assert page["freshness"]["last_write"]["run"]["id"] == run_id("l1")
+    for moment in ("2026-06-08T02:15:00Z", "2026-06-08T03:15:00Z", "2026-06-08T09:00:00Z"):
+        then = api.get(f"/datasets/{ledger}", as_of=moment)
+        assert pairs(then["fields"]) == V1, moment
+    diff = api.get(
+        "/lineage/diff",
+        node=f"dataset:{ledger}",
+        depth=0,
+        **{"from": "2026-06-08T01:30:00Z", "to": "2026-06-08T09:00:00Z"},
+    )
+    assert diff["schema_changes"] == []
+
+
+def test_a_stream_that_aborts_in_a_later_batch_is_no_writer(api: Api) -> None:
+    events = api.dataset_id("events")
+    assert api.get(f"/datasets/{events}/versions")["items"] == []
+    page = api.get(f"/datasets/{events}")
+    assert page["last_write_at"] is None and page["fields"] is None
+    upstream = api.get("/lineage/runs", run_id=run_id("er1"), direction="upstream", depth=1)
+    assert upstream["edges"] == []
+
+
 def test_a_stream_that_aborts_is_no_writer(api: Api) -> None:
     clicks = api.get(f"/datasets/{api.dataset_id('clicks')}")
     assert clicks["last_write_at"] is None and clicks["freshness"]["last_write"] is None
@@ -264,9 +348,22 @@ def test_a_run_id_two_jobs_report_is_the_first_jobs_run(api: Api) -> None:
     assert api.get(f"/jobs/{first}")["latest_run"]["id"] == shared
     run = api.get(f"/runs/{shared}")
     assert (run["job"]["name"], run["state"]) == ("first_job", "START")
+    # its events and its state as of now are its job's too
+    events = api.get(f"/runs/{shared}/events")["items"]
+    assert [(e["eventType"], e["job"]["name"]) for e in events] == [("START", "first_job")]
+    then = api.get(f"/jobs/{first}", as_of="2026-06-07T12:00:00Z")["latest_run"]
+    assert (then["id"], then["state"]) == (shared, "START")
     outputs = api.get(f"/runs/{shared}/datasets", direction="output")["items"]
     assert [d["name"] for d in outputs] == ["alpha"]
-    beta = api.get(f"/datasets/{api.dataset_id('beta')}")
-    assert beta["producers"] == [] and beta["last_write_at"] is None
     graph = api.get("/lineage", node=f"job:{second}", depth=1)
     assert graph["edges"] == []
+    # nor does what the second job's event names count: no dataset names, no version, no
+    # column lineage
+    for name in ("beta", "gamma"):
+        assert api.get("/datasets", namespace=DS_NS, name=name)["items"] == [], name
+    alpha = api.dataset_id("alpha")
+    assert api.get(f"/datasets/{alpha}/versions")["items"] == []
+    assert api.get(f"/datasets/{alpha}")["fields"] is None
+    for view in ("latest", "cumulative"):
+        found = api.get(f"/datasets/{alpha}/column-lineage", view=view)
+        assert found["edges"] == [], view

@@ -6,7 +6,8 @@ event about the past changes the past and nothing after it. At a moment T:
   (readmodel.lineage_runs by started_at, then run_edges of that run), plus its static
   lineage (JobEvents) first seen at or before T;
 - a dataset's schema is the latest `schema` observation at or before T
-  (readmodel.schema_observations), with its fields from dataset_versions;
+  (readmodel.schema_observations) of a run that did not end FAIL or ABORT, with its
+  fields from dataset_versions;
 - a job's field-level lineage is that of the same run (readmodel.column_lineage_runs);
 - a dataset's names are those first seen by T: a name first seen later is not shown,
   counted or used as its display name (names joined by a rule stay joined in the past);
@@ -116,6 +117,10 @@ EDGE_HELD = """CASE WHEN e.source = 'static' THEN e.first_seen <= %(as_of)s
                  WHERE {runs} AND re.direction = e.direction
                    AND re.namespace = e.namespace AND re.name = e.name) END"""
 
+# Observation `o` is of a run that ended FAIL or ABORT: no version (README "Which run
+# writes"), at any moment.
+FAILED_RUN = """SELECT 1 FROM readmodel.lineage_runs f
+                WHERE f.run_id = o.run_id AND f.ended_state IN ('FAIL', 'ABORT')"""
 # The fields_hash of the latest schema observation at or before `{moment}` (T unless
 # given) under any of the names `{names}` (a FROM item of (namespace, name) rows), or NULL.
 SCHEMA_AT = """(
@@ -123,6 +128,7 @@ SCHEMA_AT = """(
     CROSS JOIN LATERAL (
         SELECT o.fields_hash, o.event_time, o.seq FROM readmodel.schema_observations o
         WHERE o.namespace = n.namespace AND o.name = n.name AND o.event_time <= {moment}
+          AND NOT EXISTS ({FAILED_RUN})
         ORDER BY o.event_time DESC, o.seq DESC LIMIT 1) o
     ORDER BY o.event_time DESC, o.seq DESC LIMIT 1)"""
 
@@ -150,13 +156,16 @@ DISPLAY_NAME_AT = """(
     LIMIT 1)"""
 
 
-# The state at T of run `lr` (a readmodel.lineage_runs row) from its events up to T (a
-# terminal event wins, as in the runs projection): join it as `s`, then read the columns
-# id, state, state_time, started_at, ended_at, duration_seconds of RUN_AT_COLUMNS.
+# The state at T of run `lr` (a readmodel.lineage_runs row) from its job's events up to T
+# (a terminal event wins, as in the runs projection; another job's events reusing the runId
+# are not the run's): join it as `s`, then read the columns id, state, state_time,
+# started_at, ended_at, duration_seconds of RUN_AT_COLUMNS.
 RUN_AT_JOIN = """
 LEFT JOIN LATERAL (
     SELECT l.event_type, l.event_time FROM event_log l
+    JOIN readmodel.runs lj ON lj.id = l.run_id
     WHERE l.run_id = lr.run_id AND l.event_time <= %(as_of)s
+      AND l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
       AND l.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')
     ORDER BY l.event_type IN ('COMPLETE', 'FAIL', 'ABORT') DESC, l.event_time DESC, l.seq DESC
     LIMIT 1
@@ -221,7 +230,7 @@ def schema_at(dataset: str, moment: str = "%(as_of)s") -> str:
 
 def schema_at_names(names: str, moment: str = "%(as_of)s") -> str:
     """The schema at `moment` under the names of FROM item `names` (namespace, name)."""
-    return SCHEMA_AT.format(names=names, moment=moment)
+    return SCHEMA_AT.format(names=names, moment=moment, FAILED_RUN=FAILED_RUN)
 
 
 def check_seen(

@@ -136,7 +136,8 @@ WHERE run_id = %(run_id)s AND seq = ANY(%(seqs)s::bigint[])
 # The run's events in log order, below the horizon of finished transactions (see
 # metastore/eventlog.py), so a page never passes over an event that commits later.
 # A page ends once it holds PAGE_BYTES of events (always its first): past it, an event is
-# not read (NULL), and the page ends before it.
+# not read (NULL), and the page ends before it. Only its job's: another job's events
+# reusing the runId are not the run's (the job of its first event in the log).
 RUN_EVENTS = f"""
 SELECT tx::text::bigint, seq,
        CASE WHEN sum(size_bytes) OVER w - size_bytes < %(page_bytes)s THEN event::text END
@@ -144,6 +145,9 @@ FROM (
     SELECT tx, seq, size_bytes, event
     FROM event_log
     WHERE run_id = %(run_id)s
+      AND (job_namespace, job_name) = (
+          SELECT f.job_namespace, f.job_name FROM event_log f
+          WHERE f.run_id = %(run_id)s ORDER BY f.tx, f.seq LIMIT 1)
       AND (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
       AND tx < {HORIZON}
     ORDER BY tx, seq

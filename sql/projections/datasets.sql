@@ -85,3 +85,22 @@ CREATE TABLE dataset_versions (
     PRIMARY KEY (dataset_id, fields_hash)
 );
 CREATE INDEX dataset_versions_order ON dataset_versions (dataset_id, event_time, seq);
+
+-- Each run's sightings of a schema as a version, per name (projections/dataset_writes.py):
+-- the first and last event of the run (run_id 0: a DatasetEvent or JobEvent) that carried
+-- it, and whether the run ended FAIL or ABORT (then they make no version). A run's end
+-- known late (its FAIL folded after its COMPLETE) settles dataset_versions from these.
+CREATE TABLE version_sightings (
+    namespace   text        NOT NULL,
+    name        text        NOT NULL,
+    fields_hash bytea       NOT NULL,
+    run_id      uuid        NOT NULL,
+    job_id      uuid,
+    first_time  timestamptz NOT NULL,
+    first_seq   bigint      NOT NULL,
+    last_time   timestamptz NOT NULL,
+    last_seq    bigint      NOT NULL,
+    failed      boolean     NOT NULL,
+    PRIMARY KEY (namespace, name, fields_hash, run_id)
+);
+CREATE INDEX version_sightings_run ON version_sightings (run_id);
