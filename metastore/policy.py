@@ -67,6 +67,9 @@ class Policy:
     def subjects(principal: Principal) -> frozenset[str]:
         return frozenset((principal.name, *(f"group:{g}" for g in principal.groups)))
 
+    def is_admin(self, principal: Principal) -> bool:
+        return bool(self.subjects(principal) & self.admins)
+
     def allows(self, principal: Principal, operation: str, namespace: str | None) -> bool:
         subjects = self.subjects(principal)
         if subjects & self.admins:

@@ -49,3 +49,12 @@ def test_a_wrong_policy_file_names_the_variable(tmp_path: Path) -> None:
         _settings(tmp_path, '{"reed": []}')
     with pytest.raises(ConfigError, match=r"METASTORE_POLICY_FILE=.*cannot be read"):
         load_settings({"METASTORE_POLICY_FILE": str(tmp_path / "absent.json")})
+
+
+def test_an_admin_reads_unfiltered_and_nobody_else_does(tmp_path: Path) -> None:
+    from metastore.authz import PolicyAuthorizer
+
+    authorizer = PolicyAuthorizer(_settings(tmp_path, POLICY).policy)  # type: ignore[attr-defined]
+    assert authorizer.sees_everything(Principal("root", "user", groups=("platform",)))
+    assert not authorizer.sees_everything(Principal("alice", "user", groups=("sales",)))
+    assert not authorizer.sees_everything(Principal("platform", "service"))  # a name, no group
