@@ -20,6 +20,7 @@ import psycopg
 
 from metastore.metrics import PARENT_CHAINS_CUT
 from metastore.pgarray import uuid_array
+from projections import cadence
 from projections.common import (
     FACETS_DECODER,
     INDEX_PROBES_ONLY,
@@ -42,9 +43,10 @@ from projections.common import (
 NAME = "runs"
 # 2: facets json; 3: index runs_started; 4: index runs_namespace; 5: root_path; 6: facets
 # over LARGE_FACET_BYTES left in the log; 7: index runs_state_time; 8: another job's events
-# reusing a runId are not that run's (common.run_owners)
-VERSION = 8
-TABLES = ("runs",)
+# reusing a runId are not that run's (common.run_owners); 9: job_cadence (each job's
+# cadence learned from its runs), indexes runs_job_started and runs_namespace_failed
+VERSION = 9
+TABLES = ("runs", "job_cadence")
 
 COLUMNS = (
     "id",
@@ -197,6 +199,7 @@ def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> No
     if tops:
         move_roots(cur, rows, tops)
     write(cur, list(rows.values()))
+    cadence.learn(cur, {row["job_id"] for row in rows.values()})
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:

@@ -27,10 +27,12 @@ from metastore.api import (
     column_lineage,
     datasets,
     impact,
+    job_stats,
     jobs,
     lineage,
     lineage_diff,
     models,
+    namespace_stats,
     namespaces,
     run_lineage,
     runs,
@@ -49,7 +51,9 @@ REF = "#/components/schemas/{name}"
 
 API_RESOURCES = (
     namespaces,
+    namespace_stats,
     jobs,
+    job_stats,
     runs,
     datasets,
     lineage,

@@ -39,3 +39,28 @@ CREATE INDEX runs_state_time ON runs (state, state_time DESC);
 CREATE INDEX runs_first_seen ON runs (first_seen DESC, id);
 -- `sort=started` of /runs: its start (START's eventTime, else the earliest), newest first
 CREATE INDEX runs_started ON runs ((coalesce(started_at, first_seen)) DESC, id);
+-- a job's runs by start (a job's run statistics over a window, its cadence's latest runs)
+CREATE INDEX runs_job_started ON runs (job_id, (coalesce(started_at, first_seen)) DESC, id DESC);
+-- a namespace's runs that failed or aborted, by when (its failures of the last 24 h)
+CREATE INDEX runs_namespace_failed ON runs (job_namespace, state_time DESC)
+    WHERE state IN ('FAIL', 'ABORT');
+
+-- Each job's cadence, learned from its latest runs (projections/cadence.py): refolded from
+-- the stored runs of the jobs a batch touched, so it depends on them only, not on order.
+-- A job appears once it has 4 scheduled times (by nominalTime, else start).
+CREATE TABLE job_cadence (
+    job_id          uuid        PRIMARY KEY,
+    basis           text        NOT NULL,  -- nominal | start: what its times are
+    cadence         text        NOT NULL,  -- hourly | daily | weekly | regular | irregular
+    period_seconds  double precision NOT NULL,  -- the median gap between scheduled times
+    delay_seconds   double precision NOT NULL,  -- median start after the nominal time (0: start)
+    tolerance_seconds double precision NOT NULL,  -- learned from its own jitter
+    duration_seconds double precision,      -- median duration of its completed runs
+    slots           integer     NOT NULL,   -- the scheduled times it was learned from
+    last_expected   timestamptz NOT NULL,   -- the latest scheduled time seen
+    next_expected   timestamptz NOT NULL,   -- when the next run should start
+    late_at         timestamptz NOT NULL,   -- next_expected + tolerance
+    missed_at       timestamptz NOT NULL    -- late_at + period: the slot after passed too
+);
+-- /jobs?late=true: the jobs whose next run is past its tolerance now
+CREATE INDEX job_cadence_late ON job_cadence (late_at);
