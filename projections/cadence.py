@@ -40,16 +40,17 @@ _NAMED_CASE = " ".join(
 LEARN = f"""
 WITH touched(job_id) AS (SELECT DISTINCT unnest(%b::uuid[])),
 recent AS (
-    SELECT t.job_id, r.nominal_start, r.started, r.duration
+    SELECT t.job_id, r.job_namespace, r.nominal_start, r.started, r.duration
     FROM touched t CROSS JOIN LATERAL (
-        SELECT r.nominal_start, coalesce(r.started_at, r.first_seen) AS started,
+        SELECT r.job_namespace, r.nominal_start, coalesce(r.started_at, r.first_seen) AS started,
                CASE WHEN r.state = 'COMPLETE' AND r.started_at IS NOT NULL
                     THEN extract(epoch FROM r.ended_at - r.started_at) END AS duration
         FROM runs r WHERE r.job_id = t.job_id
         ORDER BY coalesce(r.started_at, r.first_seen) DESC, r.id DESC LIMIT {RECENT_RUNS}) r
 ),
 basis AS (
-    SELECT job_id, count(nominal_start) * 2 > count(*) AS nominal,
+    SELECT job_id, min(job_namespace) AS namespace,
+           count(nominal_start) * 2 > count(*) AS nominal,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY duration) AS duration
     FROM recent GROUP BY job_id
 ),
@@ -86,7 +87,7 @@ spread AS (
     GROUP BY c.job_id
 ),
 learned AS (
-    SELECT c.job_id, b.nominal, c.slots, c.last_at, c.period, c.delay, b.duration,
+    SELECT c.job_id, b.namespace, b.nominal, c.slots, c.last_at, c.period, c.delay, b.duration,
            CASE WHEN s.gap_spread > {REGULAR_SPREAD} * c.period THEN 'irregular'
                 {_NAMED_CASE} ELSE 'regular' END AS cadence,
            CASE WHEN s.gap_spread > {REGULAR_SPREAD} * c.period
@@ -103,17 +104,17 @@ gone AS (
     DELETE FROM job_cadence k USING touched t
     WHERE k.job_id = t.job_id AND NOT EXISTS (SELECT 1 FROM learned l WHERE l.job_id = t.job_id)
 )
-INSERT INTO job_cadence AS k (job_id, basis, cadence, period_seconds, delay_seconds,
+INSERT INTO job_cadence AS k (job_id, namespace, basis, cadence, period_seconds, delay_seconds,
     tolerance_seconds, duration_seconds, slots, last_expected, next_expected, late_at,
     missed_at)
-SELECT l.job_id, CASE WHEN l.nominal THEN 'nominal' ELSE 'start' END, l.cadence, l.period,
-       l.delay, l.tolerance, l.duration, l.slots, l.last_at, n.next_expected,
+SELECT l.job_id, l.namespace, CASE WHEN l.nominal THEN 'nominal' ELSE 'start' END,
+       l.cadence, l.period, l.delay, l.tolerance, l.duration, l.slots, l.last_at, n.next_expected,
        n.next_expected + make_interval(secs => l.tolerance),
        n.next_expected + make_interval(secs => l.tolerance + l.period)
 FROM learned l,
      LATERAL (SELECT l.last_at + make_interval(secs => l.period + l.delay) AS next_expected) n
 ON CONFLICT (job_id) DO UPDATE SET
-    basis = excluded.basis, cadence = excluded.cadence,
+    namespace = excluded.namespace, basis = excluded.basis, cadence = excluded.cadence,
     period_seconds = excluded.period_seconds, delay_seconds = excluded.delay_seconds,
     tolerance_seconds = excluded.tolerance_seconds,
     duration_seconds = excluded.duration_seconds, slots = excluded.slots,

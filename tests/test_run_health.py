@@ -247,3 +247,15 @@ def test_a_dataset_expects_its_next_write_from_its_writer(
 def test_a_job_with_too_few_runs_has_no_lateness(api: Api) -> None:
     recovered = api.get(f"/jobs/{_job_id(api, STATS_NS, 'recovered_job')}")
     assert recovered["lateness"] is None
+
+
+def test_a_job_stops_failing_when_its_next_run_starts(api: Api) -> None:
+    """(Last: it adds a run.) A later batch refolds the job's failing span."""
+    stats = api.get("/namespace-stats", namespace=STATS_NS)
+    assert [f["job"]["name"] for f in stats["failing_jobs"]] == ["broken_job"]
+    rerun = _run("broken_job", NOW - A - dt.timedelta(minutes=1), None, "START")
+    api.post(rerun)
+    assert api.get("/namespace-stats", namespace=STATS_NS)["failing_job_count"] == 0
+    # as of a moment before the rerun, it was failing still
+    before = api.get("/namespace-stats", namespace=STATS_NS, as_of=_time(A))
+    assert [f["job"]["name"] for f in before["failing_jobs"]] == ["broken_job"]

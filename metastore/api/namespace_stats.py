@@ -2,8 +2,8 @@
 
 The jobs failing now (their latest run, by start, failed or aborted), the runs that failed
 in the last 24 hours (by when they failed), and how many jobs are late by their learned
-cadence: from the runs and job_cadence read models (an index probe per job of the
-namespace, and a range of the namespace's failed runs), never by paging runs.
+cadence: from the runs projection's failing_spans (the spans holding the moment), runs (a
+range of the namespace's failed runs) and job_cadence, never by paging runs.
 """
 
 from __future__ import annotations
@@ -96,18 +96,12 @@ _RUN = """json_build_object('id', {r}.id, 'job', json_build_object('id', {r}.job
     'namespace', {r}.job_namespace, 'name', {r}.job_name), 'state', {r}.state,
     'failed_at', {r}.state_time, 'error_message', {r}.error_message)"""
 GET_STATS = f"""
-WITH jobs AS (
-    SELECT j.id FROM readmodel.jobs j
-    WHERE j.namespace = %(namespace)s AND j.first_seen <= %(state_at)s {{jobs_visible}}
-),
-failing AS (
-    SELECT r.* FROM jobs j CROSS JOIN LATERAL (
-        SELECT r.id, r.job_id, r.job_namespace, r.job_name, r.state, r.state_time,
-               r.error_message
-        FROM readmodel.runs r
-        WHERE r.job_id = j.id AND coalesce(r.started_at, r.first_seen) <= %(state_at)s
-        ORDER BY coalesce(r.started_at, r.first_seen) DESC, r.id DESC LIMIT 1) r
-    WHERE r.state IN ('FAIL', 'ABORT') AND r.state_time <= %(state_at)s
+WITH failing AS (
+    SELECT r.id, r.job_id, r.job_namespace, r.job_name, r.state, r.state_time,
+           r.error_message
+    FROM readmodel.failing_spans f JOIN readmodel.runs r ON r.id = f.run_id
+    WHERE f.span @> %(state_at)s::timestamptz AND f.job_namespace = %(namespace)s
+      {{runs_visible}}
 ),
 failures AS (
     SELECT r.id, r.job_id, r.job_namespace, r.job_name, r.state, r.state_time,
@@ -116,17 +110,18 @@ failures AS (
     WHERE r.job_namespace = %(namespace)s AND r.state IN ('FAIL', 'ABORT')
       AND r.state_time > %(since)s AND r.state_time <= %(until)s {{runs_visible}}
 )
-SELECT (SELECT count(*) FROM jobs),
+SELECT (SELECT count(*) FROM readmodel.jobs j
+        WHERE j.namespace = %(namespace)s AND j.first_seen <= %(state_at)s {{jobs_visible}}),
        (SELECT coalesce(json_agg({_RUN.format(r="f")} ORDER BY f.state_time DESC, f.id), '[]')
         FROM (SELECT * FROM failing ORDER BY state_time DESC, id LIMIT {CAP}) f)::text,
        (SELECT count(*) FROM failing),
        (SELECT coalesce(json_agg({_RUN.format(r="f")} ORDER BY f.state_time DESC, f.id), '[]')
         FROM (SELECT * FROM failures ORDER BY state_time DESC, id LIMIT {CAP}) f)::text,
        (SELECT count(*) FROM failures),
-       (SELECT count(*) FROM jobs j JOIN readmodel.job_cadence k ON k.job_id = j.id
-        WHERE k.late_at <= now()),
-       (SELECT count(*) FROM jobs j JOIN readmodel.job_cadence k ON k.job_id = j.id
-        WHERE k.missed_at <= now()),
+       (SELECT count(*) FROM readmodel.job_cadence k
+        WHERE k.namespace = %(namespace)s AND k.late_at <= now()),
+       (SELECT count(*) FROM readmodel.job_cadence k
+        WHERE k.namespace = %(namespace)s AND k.missed_at <= now()),
        EXISTS (SELECT 1 FROM readmodel.namespaces WHERE name = %(namespace)s)
 """
 resource = Resource()

@@ -50,6 +50,7 @@ CREATE INDEX runs_namespace_failed ON runs (job_namespace, state_time DESC)
 -- A job appears once it has 4 scheduled times (by nominalTime, else start).
 CREATE TABLE job_cadence (
     job_id          uuid        PRIMARY KEY,
+    namespace       text        NOT NULL,  -- the job's
     basis           text        NOT NULL,  -- nominal | start: what its times are
     cadence         text        NOT NULL,  -- hourly | daily | weekly | regular | irregular
     period_seconds  double precision NOT NULL,  -- the median gap between scheduled times
@@ -62,5 +63,19 @@ CREATE TABLE job_cadence (
     late_at         timestamptz NOT NULL,   -- next_expected + tolerance
     missed_at       timestamptz NOT NULL    -- late_at + period: the slot after passed too
 );
--- /jobs?late=true: the jobs whose next run is past its tolerance now
-CREATE INDEX job_cadence_late ON job_cadence (late_at);
+-- /jobs?late=true and a namespace's late jobs: those whose next run is past its tolerance
+CREATE INDEX job_cadence_late ON job_cadence (namespace, late_at);
+
+-- When each job was failing (projections/failing.py): from a run's FAIL or ABORT until the
+-- job's next run (by start) started, unbounded while there is none; a run overtaken by the
+-- next before it failed has no span. "The jobs failing at T" are the spans holding T: the
+-- few failing then, found by the range index, not a probe per job of the namespace.
+CREATE TABLE failing_spans (
+    run_id          uuid        NOT NULL,
+    job_id          uuid        NOT NULL,
+    job_namespace   text        NOT NULL,
+    started         timestamptz NOT NULL,  -- the run's start (START, else its first event)
+    span            tstzrange   NOT NULL
+);
+CREATE INDEX failing_spans_job ON failing_spans (job_id, started);
+CREATE INDEX failing_spans_span ON failing_spans USING gist (span);
