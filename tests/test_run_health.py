@@ -7,15 +7,18 @@ projector`, and read back over HTTP.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
+import httpx
 import pytest
 
 from bench.cadences import History, history
-from tests.support import Api, open_service, run_event
+from tests.support import Api, run_event, running
 
 STATS_NS = "airflow://stats"
 CADENCE_NS = "airflow://cadences"
@@ -87,10 +90,17 @@ def stats_events() -> list[dict[str, Any]]:
     ]
 
 
+class Service(NamedTuple):
+    api: Api
+    histories: dict[tuple[str, str], History]
+    database_url: str
+    log_dir: Path
+
+
 @pytest.fixture(scope="module")
 def service(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Api, dict[tuple[str, str], History]]]:
+) -> Iterator[Service]:
     rng = random.Random(45)
     histories = {
         case: history(*case, end=NOW, rng=rng, namespace=CADENCE_NS, name=f"{case[0]}_{case[1]}")
@@ -98,18 +108,23 @@ def service(
     }
     events = stats_events() + [e for h in histories.values() for e in h.events]
     log_dir = tmp_path_factory.mktemp("run-health")
-    with open_service(pg_server, template_db, log_dir, "health") as (_, client):
+    with (
+        pg_server.database("health", template_db) as url,
+        running("api", url, log_dir) as process,
+        running("projector", url, log_dir),
+        httpx.Client(base_url=process.base_url, timeout=30) as client,
+    ):
         for start in range(0, len(events), 500):
             answer = client.post("/api/v1/lineage/batch", json=events[start : start + 500])
             assert answer.status_code == 200, answer.text
         api = Api(client, STATS_NS, "s3://warehouse")
         api.post([])  # (waits until folded)
-        yield api, histories
+        yield Service(api, histories, url, log_dir)
 
 
 @pytest.fixture(scope="module")
-def api(service: tuple[Api, dict[tuple[str, str], History]]) -> Api:
-    return service[0]
+def api(service: Service) -> Api:
+    return service.api
 
 
 def _job_id(api: Api, namespace: str, name: str) -> str:
@@ -201,13 +216,38 @@ def test_stats_of_what_does_not_exist_are_404_problems(api: Api) -> None:
     assert answer.json()["invalid-params"][0]["name"] == "days"
 
 
+def test_stats_of_a_namespace_the_reader_may_not_read_are_absent(service: Service) -> None:
+    """With a policy, a reader sees the statistics of the namespaces it may read only."""
+    tokens = service.log_dir / "tokens.json"
+    tokens.write_text(json.dumps([{"name": "cockpit", "scopes": ["read"], "token": "t-cockpit"}]))
+    policy = service.log_dir / "policy.json"
+    policy.write_text(json.dumps({"read": [{"subjects": ["cockpit"], "namespaces": [CADENCE_NS]}]}))
+    env = {
+        "METASTORE_AUTH": "enabled",
+        "METASTORE_TOKENS_FILE": str(tokens),
+        "METASTORE_POLICY_FILE": str(policy),
+    }
+    stats_job, hourly = _stats_job(service.api), _job_id(service.api, CADENCE_NS, "hourly_late")
+    headers = {"Authorization": "Bearer t-cockpit"}
+    with (
+        running("api", service.database_url, service.log_dir, env=env) as guarded,
+        httpx.Client(base_url=guarded.base_url + "/api/v1", headers=headers) as client,
+    ):
+        assert client.get("/namespace-stats", params={"namespace": STATS_NS}).status_code == 404
+        readable = client.get("/namespace-stats", params={"namespace": CADENCE_NS})
+        assert readable.status_code == 200
+        assert readable.json()["late_job_count"] == 4
+        assert client.get(f"/jobs/{stats_job}/stats").status_code == 404
+        assert client.get(f"/jobs/{hourly}/stats").json()["lateness"]["status"] == "late"
+
+
 # --- item 2: lateness learned from history --------------------------------------------
 
 
 def test_each_job_s_cadence_and_lateness_are_learned_from_its_runs(
-    service: tuple[Api, dict[tuple[str, str], History]],
+    service: Service,
 ) -> None:
-    api, histories = service
+    api, histories = service.api, service.histories
     for (cadence, truth), story in histories.items():
         job = api.get(f"/jobs/{_job_id(api, CADENCE_NS, story.job)}")
         lateness = job["lateness"]
@@ -216,8 +256,8 @@ def test_each_job_s_cadence_and_lateness_are_learned_from_its_runs(
         assert lateness["basis"] == ("start" if cadence == "irregular" else "nominal")
 
 
-def test_jobs_filter_on_lateness(service: tuple[Api, dict[tuple[str, str], History]]) -> None:
-    api, histories = service
+def test_jobs_filter_on_lateness(service: Service) -> None:
+    api, histories = service.api, service.histories
     late = api.get("/jobs", namespace=CADENCE_NS, late="true")
     assert sorted(j["name"] for j in late["items"]) == sorted(
         h.job for (_, truth), h in histories.items() if truth != "on_time"
@@ -231,9 +271,9 @@ def test_jobs_filter_on_lateness(service: tuple[Api, dict[tuple[str, str], Histo
 
 
 def test_a_dataset_expects_its_next_write_from_its_writer(
-    service: tuple[Api, dict[tuple[str, str], History]],
+    service: Service,
 ) -> None:
-    api, histories = service
+    api, histories = service.api, service.histories
     for case in (("daily", "missed"), ("hourly", "on_time")):
         story = histories[case]
         dataset = api.get(f"/datasets/{api.dataset_id(story.dataset)}")

@@ -132,6 +132,8 @@ _runs = msgspec.json.Decoder(list[FailedRun])
 async def get_namespace_stats(request: Request) -> Response:
     query: StatsQuery = STATS.parse_query(request)
     access = await access_of(request)
+    if not access.reads(query.namespace):  # (hidden: as absent as an unknown one)
+        raise ProblemError(404, f"no namespace {query.namespace!r}")
     until = query.as_of or dt.datetime.now(dt.UTC)
     args = {
         "namespace": query.namespace,
@@ -143,7 +145,7 @@ async def get_namespace_stats(request: Request) -> Response:
     sql = GET_STATS.format(jobs_visible=job_visible(access), runs_visible=run_visible(access))
     async with connection(request) as conn:
         r = await row(conn, sql, args)
-    if not r[7] or not access.reads(query.namespace):
+    if not r[7]:
         raise ProblemError(404, f"no namespace {query.namespace!r}")
     return json_response(
         request,
