@@ -111,19 +111,21 @@ failures AS (
       AND r.state_time > %(since)s AND r.state_time <= %(until)s {{runs_visible}}
 )
 SELECT (SELECT count(*) FROM readmodel.jobs j
-        WHERE j.namespace = %(namespace)s AND j.first_seen <= %(state_at)s {{jobs_visible}}),
+        WHERE j.namespace = %(namespace)s {{seen_by}} {{jobs_visible}}),
        (SELECT coalesce(json_agg({_RUN.format(r="f")} ORDER BY f.state_time DESC, f.id), '[]')
         FROM (SELECT * FROM failing ORDER BY state_time DESC, id LIMIT {CAP}) f)::text,
        (SELECT count(*) FROM failing),
        (SELECT coalesce(json_agg({_RUN.format(r="f")} ORDER BY f.state_time DESC, f.id), '[]')
         FROM (SELECT * FROM failures ORDER BY state_time DESC, id LIMIT {CAP}) f)::text,
        (SELECT count(*) FROM failures),
-       (SELECT count(*) FROM readmodel.job_cadence k
-        WHERE k.namespace = %(namespace)s AND k.late_at <= now()),
-       (SELECT count(*) FROM readmodel.job_cadence k
-        WHERE k.namespace = %(namespace)s AND k.missed_at <= now()),
+       late.late, late.missed,
        EXISTS (SELECT 1 FROM readmodel.namespaces WHERE name = %(namespace)s)
+FROM (SELECT count(*) AS late, count(*) FILTER (WHERE k.missed_at <= now()) AS missed
+      FROM readmodel.job_cadence k
+      WHERE k.namespace = %(namespace)s AND k.late_at <= now()) late
 """
+# As of T, the jobs first seen by then (now: all, counted from the name index alone).
+SEEN_BY = "AND j.first_seen <= %(state_at)s"
 resource = Resource()
 _runs = msgspec.json.Decoder(list[FailedRun])
 
@@ -142,7 +144,11 @@ async def get_namespace_stats(request: Request) -> Response:
         "state_at": query.as_of or asof.NOW,
         **access.sql_params(),
     }
-    sql = GET_STATS.format(jobs_visible=job_visible(access), runs_visible=run_visible(access))
+    sql = GET_STATS.format(
+        seen_by=SEEN_BY if query.as_of is not None else "",
+        jobs_visible=job_visible(access),
+        runs_visible=run_visible(access),
+    )
     async with connection(request) as conn:
         r = await row(conn, sql, args)
     if not r[7]:

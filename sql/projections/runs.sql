@@ -64,7 +64,7 @@ CREATE TABLE job_cadence (
     missed_at       timestamptz NOT NULL    -- late_at + period: the slot after passed too
 );
 -- /jobs?late=true and a namespace's late jobs: those whose next run is past its tolerance
-CREATE INDEX job_cadence_late ON job_cadence (namespace, late_at);
+CREATE INDEX job_cadence_late ON job_cadence (namespace, late_at) INCLUDE (missed_at);
 
 -- When each job was failing (projections/failing.py): from a run's FAIL or ABORT until the
 -- job's next run (by start) started, unbounded while there is none; a run overtaken by the
