@@ -97,11 +97,9 @@ _RUN = """json_build_object('id', {r}.id, 'job', json_build_object('id', {r}.job
     'failed_at', {r}.state_time, 'error_message', {r}.error_message)"""
 GET_STATS = f"""
 WITH failing AS (
-    SELECT r.id, r.job_id, r.job_namespace, r.job_name, r.state, r.state_time,
-           r.error_message
-    FROM readmodel.failing_spans f JOIN readmodel.runs r ON r.id = f.run_id
+    -- (the namespace is readable, so are its jobs' spans; a span starts at the failure)
+    SELECT f.run_id, lower(f.span) AS failed_at FROM readmodel.failing_spans f
     WHERE f.span @> %(state_at)s::timestamptz AND f.job_namespace = %(namespace)s
-      {{runs_visible}}
 ),
 failures AS (
     SELECT r.id, r.job_id, r.job_namespace, r.job_name, r.state, r.state_time,
@@ -112,8 +110,9 @@ failures AS (
 )
 SELECT (SELECT count(*) FROM readmodel.jobs j
         WHERE j.namespace = %(namespace)s {{seen_by}} {{jobs_visible}}),
-       (SELECT coalesce(json_agg({_RUN.format(r="f")} ORDER BY f.state_time DESC, f.id), '[]')
-        FROM (SELECT * FROM failing ORDER BY state_time DESC, id LIMIT {CAP}) f)::text,
+       (SELECT coalesce(json_agg({_RUN.format(r="r")} ORDER BY r.state_time DESC, r.id), '[]')
+        FROM (SELECT * FROM failing ORDER BY failed_at DESC, run_id LIMIT {CAP}) f
+        JOIN readmodel.runs r ON r.id = f.run_id)::text,
        (SELECT count(*) FROM failing),
        (SELECT coalesce(json_agg({_RUN.format(r="f")} ORDER BY f.state_time DESC, f.id), '[]')
         FROM (SELECT * FROM failures ORDER BY state_time DESC, id LIMIT {CAP}) f)::text,
