@@ -15,6 +15,7 @@ from bench import (
     datagen,
     fig_column_lineage,
     fig_fold,
+    fig_health,
     fig_lineage,
     fig_reads,
     fig_replay,
@@ -35,6 +36,7 @@ def rows(ctx: Context) -> list[Row]:
         *fig_lineage.impact_rows(ctx),
         *fig_column_lineage.rows(ctx),
         *fig_reads.rows(ctx),
+        *fig_health.rows(ctx),
         *fig_replay.rows(ctx),
     ]
 
@@ -46,7 +48,8 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
     storage_rows, rest = rest[:1], rest[1:]
     lineage_rows, rest = rest[:5], rest[5:]
     column_rows, rest = rest[:2], rest[2:]
-    reads_rows, replay_rows = rest[:4], rest[4:]
+    reads_rows, rest = rest[:4], rest[4:]
+    health_rows, replay_rows = rest[:3], rest[3:]
     s = ctx.sizes
     graph = datagen.build_graph(s.graph_nodes, ctx.seed)
     gen = datagen.Generator(graph, ctx.seed)
@@ -85,6 +88,12 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
             )
             ctx.say("log: list and lookup queries")
             _guard(ctx, reads_rows, lambda: fig_reads.measure(ctx, reads_rows, url, api))
+            ctx.say("log: run statistics and lateness queries")
+            _guard(
+                ctx,
+                health_rows,
+                lambda: fig_health.measure(ctx, health_rows, url, api, middle),
+            )
         _guard(ctx, replay_rows, lambda: fig_replay.measure(ctx, replay_rows, url, fold_rate))
 
 

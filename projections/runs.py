@@ -20,6 +20,7 @@ import psycopg
 
 from metastore.metrics import PARENT_CHAINS_CUT
 from metastore.pgarray import uuid_array
+from projections import cadence, failing
 from projections.common import (
     FACETS_DECODER,
     INDEX_PROBES_ONLY,
@@ -42,9 +43,11 @@ from projections.common import (
 NAME = "runs"
 # 2: facets json; 3: index runs_started; 4: index runs_namespace; 5: root_path; 6: facets
 # over LARGE_FACET_BYTES left in the log; 7: index runs_state_time; 8: another job's events
-# reusing a runId are not that run's (common.run_owners)
-VERSION = 8
-TABLES = ("runs",)
+# reusing a runId are not that run's (common.run_owners); 9: job_cadence (each job's
+# cadence learned from its runs), failing_spans (when each job was failing), indexes
+# runs_job_started and runs_namespace_failed
+VERSION = 9
+TABLES = ("runs", "job_cadence", "failing_spans")
 
 COLUMNS = (
     "id",
@@ -178,6 +181,7 @@ def load(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> Loaded:
 def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> None:
     """Folds the batch into the loaded rows, moves roots, writes the rows back."""
     old_paths = {rid: r["root_path"] for rid, r in rows.items()}
+    old_starts = {rid: r["started_at"] or r["first_seen"] for rid, r in rows.items()}
     owners = run_owners({rid: r["job_id"] for rid, r in rows.items()}, events)
     for event in events:
         if event.kind != "run" or event.run_id is None:
@@ -197,6 +201,19 @@ def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], rows: Loaded) -> No
     if tops:
         move_roots(cur, rows, tops)
     write(cur, list(rows.values()))
+    cadence.learn(cur, {row["job_id"] for row in rows.values()})
+    failing.refold(cur, refold_since(rows, old_starts))
+
+
+def refold_since(rows: Loaded, old_starts: dict[uuid.UUID, Any]) -> dict[uuid.UUID, Any]:
+    """Per job, the earliest start (before or after the batch) of its runs the batch folded."""
+    since: dict[uuid.UUID, Any] = {}
+    for rid, row in rows.items():
+        start = row["started_at"] or row["first_seen"]
+        start = min(start, old_starts.get(rid, start))
+        job = row["job_id"]
+        since[job] = min(since.get(job, start), start)
+    return since
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:

@@ -11,9 +11,11 @@ from metastore.api import (
     column_lineage,
     datasets,
     impact,
+    job_stats,
     jobs,
     lineage,
     lineage_diff,
+    namespace_stats,
     namespaces,
     openapi,
     run_lineage,
@@ -24,7 +26,9 @@ from metastore.api import (
 
 routes: list[BaseRoute] = [
     *namespaces.resource.routes,
+    *namespace_stats.resource.routes,
     *jobs.resource.routes,
+    *job_stats.resource.routes,
     *runs.resource.routes,
     *datasets.resource.routes,
     *lineage_diff.resource.routes,

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import Access, access_of
-from metastore.api import asof, dataset_nodes, facets, limits, models, params, parts
+from metastore.api import asof, dataset_nodes, facets, lateness, limits, models, params, parts
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import (
@@ -307,6 +307,14 @@ NAMES_SHOWN = mark("name", "n")
 CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets")},
        {dataset_type("d.facets")}"""
 
+# The next write its writers' cadences lead to expect (judged now, also as of T).
+NEXT_WRITE = lateness.expected_write(
+    """(SELECT e.job_id FROM readmodel.dataset_names n
+        JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+         AND e.direction = 'output'
+        WHERE n.dataset_id = d.id)"""
+)
+
 # An id absorbed by a merge answers as the dataset it was merged into. Its schema: the
 # version last seen (by its versions' primary key; an index on last_event_time, which each
 # observation moves, made every version update a non-HOT one: more than the copy it saved).
@@ -316,7 +324,7 @@ SELECT d.id, d.namespace, d.name, (
            ORDER BY v.last_event_time DESC, v.last_seq DESC LIMIT 1), d.facets::text,
        d.first_seen, d.last_seen, {NAMES.format(seen=NAMES_SHOWN)}, w.list, rd.list,
        {CATALOGUE}, {lifecycle_state("d.facets")}, {lifecycle_time("d.facet_times")},
-       {name_count("d", mark("name", "c"))}, {COUNTS}
+       {name_count("d", mark("name", "c"))}, {COUNTS}, {NEXT_WRITE}
 FROM readmodel.datasets d
 {WRITERS}
 {READERS}
@@ -347,7 +355,7 @@ SELECT d.id, coalesce(dn.namespace, d.namespace), coalesce(dn.name, d.name), v.f
            ) x WHERE n.dataset_id = d.id), d.first_seen),
        {NAMES.format(seen=SEEN + NAMES_SHOWN)}, w.list, rd.list,
        {CATALOGUE}, lc.lifecycle_state, lc.lifecycle_time,
-       {name_count("d", SEEN.replace("n.", "c.") + mark("name", "c"))}, {COUNTS}
+       {name_count("d", SEEN.replace("n.", "c.") + mark("name", "c"))}, {COUNTS}, {NEXT_WRITE}
 FROM readmodel.datasets d
 LEFT JOIN readmodel.dataset_versions v
   ON v.dataset_id = d.id AND v.fields_hash = {asof.schema_at("d.id")}
@@ -946,6 +954,7 @@ async def get_dataset(request: Request) -> Response:
             lifecycle=lifecycle,
             last_write_at=fresh.last_write.at if fresh.last_write else None,
             freshness=fresh,
+            next_write=lateness.decode_expected_write(r[19]),
             versions=versions,
             runs=runs,
         ),

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import asof, facets, models, params
+from metastore.api import asof, facets, lateness, models, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
@@ -52,7 +52,7 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {LATEST_RUN},
        coalesce({started("r")}, {NEVER}) AS sort_time,
        CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END AS sort_failed,
-       {latest_run("pr")}::text
+       {latest_run("pr")}::text, {lateness.of_job("j.id")}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 LEFT JOIN readmodel.jobs p ON p.id = j.parent_job_id{mark("job", "p")}
@@ -115,7 +115,7 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {CHILDREN},
        {job_datasets_now("j.id", "input", restricted)},
        {job_datasets_now("j.id", "output", restricted)},
-       {CATALOGUE}, {RUN_COUNT}, {CHILD_COUNT}
+       {CATALOGUE}, {RUN_COUNT}, {CHILD_COUNT}, {lateness.of_job("j.id")}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE j.id = %(id)s
@@ -145,7 +145,7 @@ SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {CATALOGUE},
        (SELECT count(*) FROM readmodel.lineage_runs c
         WHERE c.job_id = j.id AND c.started_at <= %(as_of)s),
-       {CHILD_COUNT}
+       {CHILD_COUNT}, {lateness.of_job("j.id")}
 FROM readmodel.jobs j
 {asof.latest_run_at_joins("j.id")}
 WHERE j.id = %(id)s
@@ -177,6 +177,13 @@ class ListQuery(msgspec.Struct, frozen=True):
             "failed or aborted first, then as `latest_run`."
         ),
     ] = "name"
+    late: Annotated[
+        bool | None,
+        Meta(
+            description="`true`: only jobs whose next run is late or missed now, by the "
+            "cadence learned from their runs (`lateness`); `false`: only the others."
+        ),
+    ] = None
     limit: params.Limit = params.DEFAULT_LIMIT
     cursor: params.Cursor = None
 
@@ -198,7 +205,8 @@ LIST = Operation(
     tag="jobs",
     query=ListQuery,
     description="Jobs with their latest run (state, start, end, duration), by namespace "
-    "and name, or as `sort` says. `state` filters on the state of the latest run.",
+    "and name, or as `sort` says. `state` filters on the state of the latest run, `late` on "
+    "whether its next run is late by the cadence learned from its runs.",
 )
 GET = Operation(
     "GET",
@@ -285,6 +293,8 @@ async def list_jobs(request: Request) -> Response:
     if query.state is not None:
         filters.append(FILTER_STATE)
         args["state"] = query.state
+    if query.late is not None:
+        filters.append(lateness.FILTER_LATE if query.late else lateness.FILTER_NOT_LATE)
     counted = COUNT_JOBS.format(filters="\n  ".join(filters))
     order, after, key_types = SORTS[query.sort]
     kind = bound_kind("jobs", query)
@@ -318,6 +328,7 @@ async def list_jobs(request: Request) -> Response:
                     first_seen=r[10],
                     last_seen=r[11],
                     latest_run=_latest_run(r[12:18]),
+                    lateness=lateness.decode_lateness(r[21]),
                 )
                 for r in items
             ],
@@ -371,6 +382,7 @@ async def get_job(request: Request) -> Response:
             tags=_tags.decode(r[23]),
             run_count=r[24],
             child_count=r[25],
+            lateness=lateness.decode_lateness(r[26]),
         ),
     )
 

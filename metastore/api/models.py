@@ -481,6 +481,76 @@ class LatestRun(Struct):
     duration_seconds: Duration
 
 
+# --- lateness learned from history (api/lateness.py) ----------------------------------
+
+LatenessStatus = Annotated[
+    Literal["on_time", "late", "missed"],
+    Meta(
+        description="`late`: the next run has not started within the tolerance after it was "
+        "expected; `missed`: nor by the slot after that (at least one run is missing); else "
+        "`on_time`."
+    ),
+]
+
+
+class Lateness(Struct):
+    """When a job's next run is expected, learned from its own latest runs (no configuration;
+    docs/LATENESS.md states the method and its error rates)."""
+
+    status: LatenessStatus
+    cadence: Annotated[
+        Literal["hourly", "daily", "weekly", "regular", "irregular"],
+        Meta(
+            description="Its cadence: `regular` another fixed period (`period_seconds`), "
+            "`irregular` gaps that vary more than a tenth of their median."
+        ),
+    ]
+    basis: Annotated[
+        Literal["nominal", "start"],
+        Meta(description="Learned from its runs' nominalTime (`nominal`) or start times."),
+    ]
+    period_seconds: Annotated[float, Meta(description="The median gap between its runs.")]
+    tolerance_seconds: Annotated[
+        float, Meta(description="How late a run may start before it counts as late.")
+    ]
+    learned_from: Annotated[
+        int, Meta(ge=1, description="How many scheduled times it was learned from.")
+    ]
+    last_expected: Annotated[Time, Meta(description="The latest scheduled time seen.")]
+    next_expected: Annotated[Time, Meta(description="When its next run should start.")]
+    late_at: Annotated[Time, Meta(description="When that run is late: next_expected + tolerance.")]
+    missed_at: Annotated[Time, Meta(description="When it is missed: late_at + a period.")]
+
+
+LatenessField = Annotated[
+    Lateness | None,
+    Meta(
+        description="When its next run is due, learned from its runs (null: fewer than 4 "
+        "scheduled times seen). Judged now, also in an `as_of` answer."
+    ),
+]
+
+
+class ExpectedWrite(Struct):
+    """The next write of a dataset its writers' cadences lead to expect."""
+
+    job: Annotated[JobRef, Meta(description="The writer whose write is expected first.")]
+    status: LatenessStatus
+    expected_at: Annotated[
+        Time, Meta(description="Its next run's expected start plus its median duration.")
+    ]
+    late_at: Annotated[Time, Meta(description="When that write is late.")]
+
+
+ExpectedWriteField = Annotated[
+    ExpectedWrite | None,
+    Meta(
+        description="The next write expected of it: of the writer (a job that wrote it) "
+        "whose next run is due first, by its learned cadence (null: no writer has one)."
+    ),
+]
+
+
 class JobRefWithRun(Struct):
     """A job another object points at, with its latest run: what a list colours it by."""
 
@@ -502,6 +572,7 @@ class JobSummary(Struct):
     first_seen: Time
     last_seen: Time
     latest_run: LatestRun | None
+    lateness: LatenessField
 
 
 class JobPage(Struct):
@@ -544,6 +615,7 @@ class Job(Struct):
         list[DatasetRef], Meta(description="The first datasets it writes, by name (capped).")
     ]
     output_count: Annotated[int, Meta(ge=0, description="All the datasets it writes.")]
+    lateness: LatenessField
 
 
 class DatasetRefPage(Struct):
@@ -924,6 +996,7 @@ class Dataset(Struct):
     last_seen: Time
     last_write_at: LastWriteAt
     freshness: FreshnessField
+    next_write: ExpectedWriteField
     producers: Annotated[
         list[DatasetWriter],
         Meta(

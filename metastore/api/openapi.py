@@ -28,10 +28,12 @@ from metastore.api import (
     datasets,
     facets,
     impact,
+    job_stats,
     jobs,
     lineage,
     lineage_diff,
     models,
+    namespace_stats,
     namespaces,
     run_lineage,
     runs,
@@ -50,7 +52,9 @@ REF = "#/components/schemas/{name}"
 
 API_RESOURCES = (
     namespaces,
+    namespace_stats,
     jobs,
+    job_stats,
     runs,
     datasets,
     lineage,

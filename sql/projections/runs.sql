@@ -39,3 +39,43 @@ CREATE INDEX runs_state_time ON runs (state, state_time DESC);
 CREATE INDEX runs_first_seen ON runs (first_seen DESC, id);
 -- `sort=started` of /runs: its start (START's eventTime, else the earliest), newest first
 CREATE INDEX runs_started ON runs ((coalesce(started_at, first_seen)) DESC, id);
+-- a job's runs by start (a job's run statistics over a window, its cadence's latest runs)
+CREATE INDEX runs_job_started ON runs (job_id, (coalesce(started_at, first_seen)) DESC, id DESC);
+-- a namespace's runs that failed or aborted, by when (its failures of the last 24 h)
+CREATE INDEX runs_namespace_failed ON runs (job_namespace, state_time DESC)
+    WHERE state IN ('FAIL', 'ABORT');
+
+-- Each job's cadence, learned from its latest runs (projections/cadence.py): refolded from
+-- the stored runs of the jobs a batch touched, so it depends on them only, not on order.
+-- A job appears once it has 4 scheduled times (by nominalTime, else start).
+CREATE TABLE job_cadence (
+    job_id          uuid        PRIMARY KEY,
+    namespace       text        NOT NULL,  -- the job's
+    basis           text        NOT NULL,  -- nominal | start: what its times are
+    cadence         text        NOT NULL,  -- hourly | daily | weekly | regular | irregular
+    period_seconds  double precision NOT NULL,  -- the median gap between scheduled times
+    delay_seconds   double precision NOT NULL,  -- median start after the nominal time (0: start)
+    tolerance_seconds double precision NOT NULL,  -- learned from its own jitter
+    duration_seconds double precision,      -- median duration of its completed runs
+    slots           integer     NOT NULL,   -- the scheduled times it was learned from
+    last_expected   timestamptz NOT NULL,   -- the latest scheduled time seen
+    next_expected   timestamptz NOT NULL,   -- when the next run should start
+    late_at         timestamptz NOT NULL,   -- next_expected + tolerance
+    missed_at       timestamptz NOT NULL    -- late_at + period: the slot after passed too
+);
+-- /jobs?late=true and a namespace's late jobs: those whose next run is past its tolerance
+CREATE INDEX job_cadence_late ON job_cadence (namespace, late_at) INCLUDE (missed_at);
+
+-- When each job was failing (projections/failing.py): from a run's FAIL or ABORT until the
+-- job's next run (by start) started, unbounded while there is none; a run overtaken by the
+-- next before it failed has no span. "The jobs failing at T" are the spans holding T: the
+-- few failing then, found by the range index, not a probe per job of the namespace.
+CREATE TABLE failing_spans (
+    run_id          uuid        NOT NULL,
+    job_id          uuid        NOT NULL,
+    job_namespace   text        NOT NULL,
+    started         timestamptz NOT NULL,  -- the run's start (START, else its first event)
+    span            tstzrange   NOT NULL
+);
+CREATE INDEX failing_spans_job ON failing_spans (job_id, started);
+CREATE INDEX failing_spans_span ON failing_spans USING gist (span);
