@@ -222,6 +222,11 @@ def test_stats_of_a_namespace_the_reader_may_not_read_are_absent(service: Servic
     tokens.write_text(json.dumps([{"name": "cockpit", "scopes": ["read"], "token": "t-cockpit"}]))
     policy = service.log_dir / "policy.json"
     policy.write_text(json.dumps({"read": [{"subjects": ["cockpit"], "namespaces": [CADENCE_NS]}]}))
+    # another reader may read the datasets' namespace but none of their writers' jobs
+    storage = service.log_dir / "policy-storage.json"
+    storage.write_text(
+        json.dumps({"read": [{"subjects": ["cockpit"], "namespaces": ["s3://warehouse"]}]})
+    )
     env = {
         "METASTORE_AUTH": "enabled",
         "METASTORE_TOKENS_FILE": str(tokens),
@@ -239,6 +244,20 @@ def test_stats_of_a_namespace_the_reader_may_not_read_are_absent(service: Servic
         assert readable.json()["late_job_count"] == 4
         assert client.get(f"/jobs/{stats_job}/stats").status_code == 404
         assert client.get(f"/jobs/{hourly}/stats").json()["lateness"]["status"] == "late"
+    daily = service.api.dataset_id(service.histories[("daily", "missed")].dataset)
+    assert service.api.get(f"/datasets/{daily}")["next_write"] is not None
+    with (
+        running(
+            "api",
+            service.database_url,
+            service.log_dir,
+            env={**env, "METASTORE_POLICY_FILE": str(storage)},
+        ) as guarded,
+        httpx.Client(base_url=guarded.base_url + "/api/v1", headers=headers) as client,
+    ):
+        page = client.get(f"/datasets/{daily}")
+        assert page.status_code == 200, page.text
+        assert page.json()["next_write"] is None  # its writer's job is not the reader's to see
 
 
 # --- item 2: lateness learned from history --------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from metastore.api.models import ExpectedWrite, Lateness
+from metastore.api.visibility import mark
 
 _STATUS = """CASE WHEN now() >= {k}.missed_at THEN 'missed'
                   WHEN now() >= {k}.late_at THEN 'late' ELSE 'on_time' END"""
@@ -43,7 +44,7 @@ FILTER_NOT_LATE = (
 
 def expected_write(writers: str) -> str:
     """A scalar subquery: the ExpectedWrite (JSON text) of the jobs `writers` (a subquery of
-    job ids), the one due first."""
+    job ids), the one due first among those the reader may see."""
     return f"""(SELECT json_build_object(
         'job', json_build_object('id', wj.id, 'namespace', wj.namespace, 'name', wj.name),
         'status', {status()}, 'expected_at', w.expected_at,
@@ -52,7 +53,7 @@ def expected_write(writers: str) -> str:
     JOIN readmodel.jobs wj ON wj.id = k.job_id,
     LATERAL (SELECT k.next_expected
                     + make_interval(secs => coalesce(k.duration_seconds, 0)) AS expected_at) w
-    WHERE k.job_id IN {writers}
+    WHERE k.job_id IN {writers}{mark("job", "wj")}
     ORDER BY w.expected_at, wj.namespace, wj.name LIMIT 1)"""
 
 
