@@ -3,9 +3,11 @@ facets of, and whether it may read the export feed.
 
 One interface, `Authorizer`, answered in batches (a request's namespaces in one call, as
 Trino's `batch` rule): `OpenAuthorizer` when nothing is configured (everything allowed,
-today's behaviour, so `make run` just works) and `PolicyAuthorizer` for the chart
-values' policy file (metastore.policy). Callers never ask per object: reads ask once per
-request (metastore.access), ingest once per request for all of its events' namespaces.
+today's behaviour, so `make run` just works), `PolicyAuthorizer` for the chart
+values' policy file (metastore.policy) and `OpaAuthorizer` asking the platform's OPA
+(metastore.opa), which may raise `AuthorizationUnavailable` (a 503 problem). Callers
+never ask per object: reads ask once per request (metastore.access), ingest once per
+request for all of its events' namespaces (metastore.write_decision).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable
 from typing import Literal, Protocol
 
 from metastore.config import Settings
+from metastore.opa import OpaAuthorizer
 from metastore.policy import Policy
 from metastore.principal import Principal
 
@@ -68,6 +71,8 @@ class PolicyAuthorizer:
 
 
 def authorizer_for(settings: Settings) -> Authorizer:
+    if settings.opa is not None:
+        return OpaAuthorizer(settings.opa)
     if settings.policy is not None:
         return PolicyAuthorizer(settings.policy)
     return OpenAuthorizer()

@@ -39,6 +39,12 @@ BAD_VALUES = [
     ("METASTORE_CATALOGS_FILE", "/nonexistent/catalogs.yaml"),
     ("METASTORE_TOKENS_FILE", "/nonexistent/tokens.json"),
     ("METASTORE_POLICY_FILE", "/nonexistent/policy.json"),
+    ("METASTORE_OPA_URL", "opa:8081"),
+    ("METASTORE_OPA_PACKAGE", "stackable/metastore"),
+    ("METASTORE_OPA_CA_FILE", "/nonexistent/opa-ca.crt"),
+    ("METASTORE_OPA_TIMEOUT", "0"),
+    ("METASTORE_OPA_CACHE_SECONDS", "30s"),
+    ("METASTORE_OPA_CACHE_SIZE", "0"),
 ]
 
 
