@@ -45,19 +45,34 @@ def policy_module(policy: dict[str, Any], package: str = "metastore") -> str:
     return f"package {package}\n\nimport rego.v1\n\npolicy := {json.dumps(policy)}\n"
 
 
+def chart_modules(policy: dict[str, Any], userinfo: bool = False) -> dict[str, str]:
+    """The bundle's Rego files, as the chart ships them in the default package."""
+    groups = "groups-userinfo.rego" if userinfo else "groups-identity.rego"
+    return {
+        "metastore.rego": (REGO / "metastore.rego").read_text(),
+        "groups.rego": (REGO / groups).read_text(),
+        "policy.rego": policy_module(policy),
+    }
+
+
 class OpaServer:
+    """`modules`: the Rego files (name: text) to serve, else the chart's over `policy`."""
+
     def __init__(
-        self, policy: dict[str, Any], userinfo: dict[str, list[str]] | None = None
+        self,
+        policy: dict[str, Any],
+        userinfo: dict[str, list[str]] | None = None,
+        modules: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.delay = 0.0
         self.asked: list[dict[str, Any]] = []  # every input, in order
         self._interpreter = regopy.Interpreter()
-        self._interpreter.add_module("metastore.rego", (REGO / "metastore.rego").read_text())
-        groups = "groups-userinfo.rego" if userinfo is not None else "groups-identity.rego"
-        self._interpreter.add_module("groups.rego", (REGO / groups).read_text())
-        self._interpreter.add_module("policy.rego", policy_module(policy))
+        if modules is None:
+            modules = chart_modules(policy, userinfo is not None)
+        for name, text in modules.items():
+            self._interpreter.add_module(name, text)
         if userinfo is not None:
             self._interpreter.add_module("userinfo.rego", USERINFO_MODULE)
             self._interpreter.add_data_json(json.dumps({"test_userinfo": userinfo}))

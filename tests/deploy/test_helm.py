@@ -133,6 +133,7 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
         [
             "ConfigMap",
             "ConfigMap",
+            "ConfigMap",
             "Deployment",
             "Deployment",
             "HorizontalPodAutoscaler",
