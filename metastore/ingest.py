@@ -32,7 +32,7 @@ from metastore.eventlog import LogRecord
 from metastore.group_commit import GroupCommitter, Unavailable
 from metastore.inflight import Claim, InflightBudget
 from metastore.metrics import INGEST_EVENTS, INGEST_PAYLOAD_BYTES, INGEST_REQUESTS
-from metastore.principal import Principal, principal_of
+from metastore.principal import ANONYMOUS, Principal, principal_of
 from metastore.problems import ProblemError, from_error, problem_response
 from metastore.write_decision import authorize_writes
 
@@ -252,7 +252,7 @@ class IngestApp:
         try:
             body = await read_body(scope, receive, self._max_bytes, claim)
             INGEST_PAYLOAD_BYTES.observe(len(body))
-            principal = principal_of(scope)
+            principal = principal_of(scope) if self._authorizer is not None else ANONYMOUS
             if endpoint == EVENT_PATH:
                 answer = await self._post_event(body, principal)
             else:

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.opa_server import OpaServer, opa_server
+from bench.opa_server import OpaServer, opa_server
 from tests.support import Process, run_event, running
 from tests.test_export import FEED
 

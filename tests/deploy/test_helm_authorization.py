@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
+from bench.opa_server import OpaServer
 from metastore.policy import load_policy
 from metastore.principal import Principal
 from tests.deploy.helm import ALL_ON, Manifest, template
 from tests.deploy.test_helm import by_kind, env_of, one
-from tests.opa_server import OpaServer
 
 POLICY: dict[str, Any] = yaml.safe_load(ALL_ON.read_text())["authorization"]["policy"]
 

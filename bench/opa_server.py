@@ -1,15 +1,20 @@
-"""A real policy engine behind OPA's data API, for the tests: `POST /v1/data/{path}` with
+"""A real policy engine behind OPA's data API, for the tests and `make bench`: `POST
+/v1/data/{path}` with
 `{"input": ...}` evaluates the chart's Rego (deploy/helm/metastore/files/opa/) with PyPI
 `regopy` and answers `{"result": ...}`, or `{}` when the rule is undefined, as OPA does.
 
 The policy's data is the module the chart renders from `authorization.policy`
 (templates/configmap-opa-bundle.yaml); `userinfo` stands in for the Stackable
 user-info-fetcher (data.stackable.opa.userinfo.v1.userInfoByUsername) when given. The
-server runs on a thread of the test process; `delay` makes it slow, `stop()` takes it down.
+server runs on a thread of the test process (`delay` makes it slow, `stop()` takes it
+down), or as a process of its own for the benchmarks:
+
+    python -m bench.opa_server --port 8181 --policy policy.json
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import threading
@@ -23,7 +28,7 @@ import regopy
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from metastore.embedded_pg import free_port
@@ -76,7 +81,12 @@ class OpaServer:
         if userinfo is not None:
             self._interpreter.add_module("userinfo.rego", USERINFO_MODULE)
             self._interpreter.add_data_json(json.dumps({"test_userinfo": userinfo}))
-        self._app = Starlette(routes=[Route("/v1/data/{path:path}", self._data, methods=["POST"])])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/data/{path:path}", self._data, methods=["POST"]),
+                Route("/healthz", lambda _: PlainTextResponse("ok")),
+            ]
+        )
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -100,7 +110,7 @@ class OpaServer:
 
     def start(self) -> None:
         """Serves (again) on the same port."""
-        config = uvicorn.Config(self._app, host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
         server = self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=server.run, daemon=True)
         self._thread.start()
@@ -126,3 +136,18 @@ def opa_server(
         yield server
     finally:
         server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="OPA's data API over the chart's Rego")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--policy", type=Path, required=True, help="the policy's JSON")
+    args = parser.parse_args()
+    server = OpaServer(json.loads(args.policy.read_text()))
+    server.port = args.port
+    config = uvicorn.Config(server.app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()
