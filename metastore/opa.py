@@ -14,6 +14,7 @@ wrong package) is a deny. Both are counted, and OPA's answer time is a histogram
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import time
@@ -95,6 +96,10 @@ class OpaAuthorizer:
             timeout=settings.timeout, verify=verify, transport=transport
         )
         self._urls = {rule: settings.rule_url(rule) for rule in ("allow", "batch")}
+        # Batches being asked, by (identity, operation, namespaces): requests arriving
+        # meanwhile with the same question wait for that answer (after a cache expiry, 64
+        # ingest connections ask once, not 64 times).
+        self._asking: dict[tuple[object, ...], asyncio.Future[frozenset[int]]] = {}
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -117,7 +122,7 @@ class OpaAuthorizer:
         _HITS.inc(looked_up - len(undecided))
         if undecided:
             _MISSES.inc(len(undecided))
-            indices = await self._batch(principal, operation, undecided)
+            indices = await self._shared_batch(principal, operation, undecided)
             now = time.monotonic()
             for index, namespace in enumerate(undecided):
                 self._cache.put((*identity, operation, namespace), index in indices, now)
@@ -138,6 +143,18 @@ class OpaAuthorizer:
         decision = result is True
         self._cache.put(key, decision, time.monotonic())
         return decision
+
+    async def _shared_batch(
+        self, principal: Principal, operation: str, namespaces: Sequence[str]
+    ) -> frozenset[int]:
+        key = (principal.name, principal.groups, operation, tuple(namespaces))
+        asking = self._asking.get(key)
+        if asking is None:
+            asking = asyncio.ensure_future(self._batch(principal, operation, namespaces))
+            self._asking[key] = asking
+            asking.add_done_callback(lambda _: self._asking.pop(key, None))
+        # shielded: one waiter going away (a client disconnecting) cancels no one else's
+        return await asyncio.shield(asking)
 
     async def _batch(
         self, principal: Principal, operation: str, namespaces: Sequence[str]
