@@ -20,6 +20,8 @@ from metastore.opa import OpaAuthorizer
 from metastore.policy import Policy
 from metastore.principal import Principal
 
+_MEMO_SIZE = 100_000
+
 # The operations, as the Rego policy names them (action.operation).
 Operation = Literal["ReadNamespace", "ShowSensitive", "WriteNamespace", "ReadExport"]
 
@@ -60,11 +62,25 @@ class PolicyAuthorizer:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        # The policy never changes in a process: each decision is worked out once (ingest
+        # asks the same few on every request), at most _MEMO_SIZE of them, then anew.
+        self._memo: dict[tuple[str, tuple[str, ...], str, str], bool] = {}
 
     async def allowed(
         self, principal: Principal, operation: Operation, namespaces: Iterable[str]
     ) -> frozenset[str]:
-        return frozenset(n for n in namespaces if self.policy.allows(principal, operation, n))
+        identity = (principal.name, principal.groups, operation)
+        allowed = []
+        for namespace in namespaces:
+            key = (*identity, namespace)
+            decision = self._memo.get(key)
+            if decision is None:
+                if len(self._memo) >= _MEMO_SIZE:
+                    self._memo.clear()
+                decision = self._memo[key] = self.policy.allows(principal, operation, namespace)
+            if decision:
+                allowed.append(namespace)
+        return frozenset(allowed)
 
     async def may(self, principal: Principal, operation: Operation) -> bool:
         return self.policy.allows(principal, operation, None)
