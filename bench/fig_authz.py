@@ -9,7 +9,8 @@ request for the same time and connections, each side into a fresh database, with
 Spark team's token, which the policy lets write the event's namespaces (one decision per
 request; OPA's are cached). Reads: a Cockpit mix (namespaces, jobs, datasets, runs, search),
 one request at a time, as a user of a group the policy lets read those namespaces, over
-the folded log of the baseline's run.
+a folded log of the benchmarks' workload (bench/datagen.py: `READ_EVENTS` events over
+`READ_NODES` datasets and jobs in five namespaces, two of them the user's).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import msgspec
 from bench import datagen, loadgen
 from bench.context import Context
 from bench.fig_ingest import PATH
-from bench.harness import Service, cluster, metastore, start_service
+from bench.harness import Service, cluster, copy_records, metastore, start_service
 from bench.report import Row, at_least, below, now
 from metastore.embedded_pg import free_port
 
@@ -34,6 +35,7 @@ GROUP = "authz"
 INGEST_TOKEN = "bench-spark-token"
 READ_TOKEN = "bench-cockpit-token"
 SIDES = ("none", "policy", "opa")
+READ_EVENTS, READ_NODES = 10_000, 1_000  # --quick: a tenth
 LABEL = {"policy": "the values' policy file", "opa": "OPA (the chart's Rego, regopy)"}
 READS = (
     "/api/v1/namespaces",
@@ -190,7 +192,6 @@ def measure(ctx: Context, out: list[Row]) -> None:
     runs: dict[str, list[loadgen.LoadResult]] = {side: [] for side in SIDES}
     read_runs: dict[str, list[float]] = {side: [] for side in SIDES}
     with cluster("authz") as pg, _opa(ctx.log_dir, policy) as opa:
-        folded_url = ""
         # There and back (none, policy, opa, opa, policy, none): the machine's drift during
         # the group weighs on every side alike (--quick: there only).
         order = SIDES if ctx.quick else SIDES + SIDES[::-1]
@@ -199,8 +200,11 @@ def measure(ctx: Context, out: list[Row]) -> None:
             with metastore("api", url, ctx.log_dir, _env(side, tokens, policy, opa)) as api:
                 ctx.say(f"authz: ingest, authorization {side}")
                 runs[side].append(_ingest(ctx, api, salt=8 + 2 * n))
-            folded_url = folded_url or url
-        ctx.say("authz: fold the baseline's log for the reads")
+        scale = 10 if ctx.quick else 1
+        ctx.say(f"authz: load and fold {READ_EVENTS // scale:,} workload events for the reads")
+        folded_url = pg.database()
+        gen = datagen.Generator(datagen.build_graph(READ_NODES // scale, ctx.seed), ctx.seed)
+        copy_records(folded_url, (datagen.to_record(b) for b in gen.events(READ_EVENTS // scale)))
         catch_up(folded_url)
         for side in order:
             with metastore("api", folded_url, ctx.log_dir, _env(side, tokens, policy, opa)) as api:
@@ -232,7 +236,7 @@ def measure(ctx: Context, out: list[Row]) -> None:
             f"median of {max(len(READS), ctx.sizes.read_queries)} GETs one at a time (the mean "
             "of two runs, in the order none, policy, opa, opa, policy, none), "
             f"{', '.join(READS)} in turn, as a user whose group may read the event's "
-            f"namespaces; over the {base.requests:,} events of the baseline's ingest, folded."
+            f"namespaces; over {READ_EVENTS // (10 if ctx.quick else 1):,} workload events, folded."
         )
     for r in out:
         r.measured_at = when

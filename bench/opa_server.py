@@ -1,7 +1,7 @@
-"""A real policy engine behind OPA's data API, for the tests and `make bench`: `POST
-/v1/data/{path}` with
-`{"input": ...}` evaluates the chart's Rego (deploy/helm/metastore/files/opa/) with PyPI
-`regopy` and answers `{"result": ...}`, or `{}` when the rule is undefined, as OPA does.
+"""A real policy engine behind OPA's data API, for the tests and `make bench`:
+`POST /v1/data/{path}` with `{"input": ...}` evaluates the chart's Rego
+(deploy/helm/metastore/files/opa/) with PyPI `regopy` and answers `{"result": ...}`, or
+`{}` when the rule is undefined, as OPA does.
 
 The policy's data is the module the chart renders from `authorization.policy`
 (templates/configmap-opa-bundle.yaml); `userinfo` stands in for the Stackable
