@@ -27,7 +27,7 @@ import msgspec
 from bench import datagen, loadgen
 from bench.context import Context
 from bench.fig_ingest import PATH
-from bench.harness import Service, cluster, copy_records, metastore, start_service
+from bench.harness import Cluster, Service, cluster, copy_records, metastore, start_service
 from bench.report import Row, at_least, below, now
 from metastore.embedded_pg import free_port
 
@@ -182,9 +182,22 @@ def _combined(results: list[loadgen.LoadResult]) -> loadgen.LoadResult:
     )
 
 
-def measure(ctx: Context, out: list[Row]) -> None:
+def _workload(ctx: Context, pg: Cluster) -> str:
+    """A database with the benchmarks' workload folded, for the reads."""
     from projections.runner import catch_up
 
+    events = READ_EVENTS // (10 if ctx.quick else 1)
+    ctx.say(f"authz: load and fold {events:,} workload events for the reads")
+    url = pg.database()
+    gen = datagen.Generator(
+        datagen.build_graph(READ_NODES // (10 if ctx.quick else 1), ctx.seed), ctx.seed
+    )
+    copy_records(url, (datagen.to_record(b) for b in gen.events(events)))
+    catch_up(url)
+    return url
+
+
+def measure(ctx: Context, out: list[Row]) -> None:
     namespaces = _namespaces()
     tokens, policy = _files(ctx.log_dir, namespaces)
     ingest: dict[str, loadgen.LoadResult] = {}
@@ -192,24 +205,30 @@ def measure(ctx: Context, out: list[Row]) -> None:
     runs: dict[str, list[loadgen.LoadResult]] = {side: [] for side in SIDES}
     read_runs: dict[str, list[float]] = {side: [] for side in SIDES}
     with cluster("authz") as pg, _opa(ctx.log_dir, policy) as opa:
-        # There and back (none, policy, opa, opa, policy, none): the machine's drift during
-        # the group weighs on every side alike (--quick: there only).
-        order = SIDES if ctx.quick else SIDES + SIDES[::-1]
-        for n, side in enumerate(order):
-            url = pg.database()
-            with metastore("api", url, ctx.log_dir, _env(side, tokens, policy, opa)) as api:
-                ctx.say(f"authz: ingest, authorization {side}")
-                runs[side].append(_ingest(ctx, api, salt=8 + 2 * n))
-        scale = 10 if ctx.quick else 1
-        ctx.say(f"authz: load and fold {READ_EVENTS // scale:,} workload events for the reads")
-        folded_url = pg.database()
-        gen = datagen.Generator(datagen.build_graph(READ_NODES // scale, ctx.seed), ctx.seed)
-        copy_records(folded_url, (datagen.to_record(b) for b in gen.events(READ_EVENTS // scale)))
-        catch_up(folded_url)
-        for side in order:
-            with metastore("api", folded_url, ctx.log_dir, _env(side, tokens, policy, opa)) as api:
-                ctx.say(f"authz: reads, authorization {side}")
-                read_runs[side].append(_reads(ctx, api))
+        folded_url = _workload(ctx, pg)
+        if ctx.quick:  # one api a side, reads then ingest (api starts are most of the time)
+            for n, side in enumerate(SIDES):
+                with metastore(
+                    "api", folded_url, ctx.log_dir, _env(side, tokens, policy, opa)
+                ) as api:
+                    ctx.say(f"authz: reads and ingest, authorization {side}")
+                    read_runs[side].append(_reads(ctx, api))
+                    runs[side].append(_ingest(ctx, api, salt=8 + 2 * n))
+        else:
+            # There and back (none, policy, opa, opa, policy, none): the machine's drift
+            # during the group weighs on every side alike; each ingest into a fresh database.
+            order = SIDES + SIDES[::-1]
+            for n, side in enumerate(order):
+                url = pg.database()
+                with metastore("api", url, ctx.log_dir, _env(side, tokens, policy, opa)) as api:
+                    ctx.say(f"authz: ingest, authorization {side}")
+                    runs[side].append(_ingest(ctx, api, salt=8 + 2 * n))
+            for side in order:
+                with metastore(
+                    "api", folded_url, ctx.log_dir, _env(side, tokens, policy, opa)
+                ) as api:
+                    ctx.say(f"authz: reads, authorization {side}")
+                    read_runs[side].append(_reads(ctx, api))
     for side in SIDES:
         ingest[side] = _combined(runs[side])
         reads[side] = statistics.mean(read_runs[side])
@@ -221,10 +240,15 @@ def measure(ctx: Context, out: list[Row]) -> None:
         rate.value, rate.baseline = result.rate, base.rate
         rate.check = at_least(base.rate / 1.1)
         rate.client = result.tool
+        how = (
+            "once, into the reads' database (--quick)"
+            if ctx.quick
+            else "twice (sides in the order none, policy, opa, opa, policy, none), each run "
+            "into a fresh database"
+        )
         rate.note = (
-            f"{ctx.sizes.ingest_connections} connections, twice {ctx.sizes.ingest_seconds:g} s "
-            f"after a {ctx.sizes.warmup_seconds:g} s warm-up (sides in the order none, policy, "
-            "opa, opa, policy, none), each run into a fresh database; "
+            f"{ctx.sizes.ingest_connections} connections, {ctx.sizes.ingest_seconds:g} s after "
+            f"a {ctx.sizes.warmup_seconds:g} s warm-up, {how}; "
             f"{result.requests:,} answered 2xx, {result.errors:,} errors "
             f"(baseline {base.requests:,} and {base.errors:,}); p99 {result.p99_ms:.1f} ms "
             f"(baseline {base.p99_ms:.1f} ms). The policy lets the Spark token write "
@@ -233,8 +257,8 @@ def measure(ctx: Context, out: list[Row]) -> None:
         read.value, read.baseline = reads[side], reads["none"]
         read.check = below(reads["none"] * 1.2)
         read.note = (
-            f"median of {max(len(READS), ctx.sizes.read_queries)} GETs one at a time (the mean "
-            "of two runs, in the order none, policy, opa, opa, policy, none), "
+            f"median of {max(len(READS), ctx.sizes.read_queries)} GETs one at a time"
+            f"{'' if ctx.quick else ' (the mean of two runs, sides there and back)'}, "
             f"{', '.join(READS)} in turn, as a user whose group may read the event's "
             f"namespaces; over {READ_EVENTS // (10 if ctx.quick else 1):,} workload events, folded."
         )
