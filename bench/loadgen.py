@@ -71,7 +71,7 @@ end
 function request()
   counter = counter + 1
   local body = head .. string.format("%%01x%%03x%%08x", tid, salt, counter) .. tail
-  return wrk.format("POST", "%(path)s", {["Content-Type"] = "application/json"}, body)
+  return wrk.format("POST", "%(path)s", {["Content-Type"] = "application/json"%(auth)s}, body)
 end
 function done(summary, latency, requests)
   local e = summary.errors
@@ -96,12 +96,21 @@ def wrk_post(
     connections: int,
     seconds: float,
     salt: int,
+    token: str | None = None,
 ) -> LoadResult:
-    """Closed loop: `connections` connections POST distinct events for `seconds`."""
+    """Closed loop: `connections` connections POST distinct events for `seconds` (with
+    `token` as their bearer token)."""
+    auth = f', ["Authorization"] = "Bearer {token}"' if token else ""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(
             WRK_SCRIPT
-            % {"head": head.decode(), "tail": tail.decode(), "salt": salt % 4096, "path": path}
+            % {
+                "head": head.decode(),
+                "tail": tail.decode(),
+                "salt": salt % 4096,
+                "path": path,
+                "auth": auth,
+            }
         )
     try:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -147,8 +156,9 @@ def wrk_post(
 class HttpConnection:
     """One keep-alive HTTP/1.1 connection; enough of the protocol for our own servers."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, token: str | None = None) -> None:
         self.host, self.port = host, port
+        self.authorization = f"Authorization: Bearer {token}\r\n" if token else ""
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -168,7 +178,7 @@ class HttpConnection:
         assert self.reader is not None and self.writer is not None
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-            f"Content-Length: {len(body)}\r\n"
+            f"Content-Length: {len(body)}\r\n{self.authorization}"
         )
         if body:
             head += "Content-Type: application/json\r\n"
@@ -226,6 +236,7 @@ def closed_loop(
     count: int | None = None,
     seconds: float | None = None,
     check: Callable[[bytes], bool] | None = None,
+    token: str | None = None,
 ) -> LoadResult:
     """`connections` connections POST body 0, 1, 2, ... until `count` or `seconds`.
 
@@ -239,7 +250,7 @@ def closed_loop(
 
     async def worker(deadline: float) -> None:
         nonlocal next_index, errors
-        conn = HttpConnection(host, port)
+        conn = HttpConnection(host, port, token)
         try:
             while next_index < limit and time.perf_counter() < deadline:
                 body = make_body(next_index)
@@ -352,7 +363,7 @@ class Answers:
 class Session:
     """A synchronous face on one keep-alive connection, for requests one at a time."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, token: str | None = None) -> None:
         self.loop: asyncio.AbstractEventLoop
         try:
             import uvloop
@@ -360,7 +371,7 @@ class Session:
             self.loop = uvloop.new_event_loop()
         except ImportError:
             self.loop = asyncio.new_event_loop()
-        self.conn = HttpConnection(*_host_port(base_url))
+        self.conn = HttpConnection(*_host_port(base_url), token)
 
     async def _get(self, path: str) -> tuple[float, int, bytes]:
         t0 = time.perf_counter()
@@ -376,9 +387,9 @@ class Session:
         self.loop.close()
 
 
-def get_many(base_url: str, paths: Sequence[str]) -> Answers:
+def get_many(base_url: str, paths: Sequence[str], token: str | None = None) -> Answers:
     """GETs the paths one after another on one keep-alive connection."""
-    session = Session(base_url)
+    session = Session(base_url, token)
     answers = Answers([], [], [])
     try:
         for path in paths:

@@ -186,7 +186,8 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.inflight_budget = budget
     app.state.pool = pool
     app.state.read_model_versions = ReadModelVersions()
-    app.state.authorizer = authorizer_for(settings)
+    authorizer = authorizer_for(settings)
+    app.state.authorizer = authorizer
     app.state.namespace_candidates = NamespaceCandidates()
     app.state.reserved_pool = reserved_pool
     app.state.primary_pool = primary_pool
@@ -197,6 +198,7 @@ def create_app(settings: Settings) -> ASGIApp:
     # the hot path, is answered before Starlette's router (metastore/ingest.py says why).
     return AccessLog(
         BearerAuth(
-            IngestFirst(ingest.IngestApp(committer, settings, budget), app), settings=settings
+            IngestFirst(ingest.IngestApp(committer, settings, budget, authorizer), app),
+            settings=settings,
         )
     )

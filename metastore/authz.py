@@ -3,9 +3,11 @@ facets of, and whether it may read the export feed.
 
 One interface, `Authorizer`, answered in batches (a request's namespaces in one call, as
 Trino's `batch` rule): `OpenAuthorizer` when nothing is configured (everything allowed,
-today's behaviour, so `make run` just works) and `PolicyAuthorizer` for the chart
-values' policy file (metastore.policy). Callers never ask per object: reads ask once per
-request (metastore.access), ingest once per request for all of its events' namespaces.
+today's behaviour, so `make run` just works), `PolicyAuthorizer` for the chart
+values' policy file (metastore.policy) and `OpaAuthorizer` asking the platform's OPA
+(metastore.opa), which may raise `AuthorizationUnavailable` (a 503 problem). Callers
+never ask per object: reads ask once per request (metastore.access), ingest once per
+request for all of its events' namespaces (metastore.write_decision).
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from collections.abc import Iterable
 from typing import Literal, Protocol
 
 from metastore.config import Settings
+from metastore.opa import OpaAuthorizer
 from metastore.policy import Policy
 from metastore.principal import Principal
+
+_MEMO_SIZE = 100_000
 
 # The operations, as the Rego policy names them (action.operation).
 Operation = Literal["ReadNamespace", "ShowSensitive", "WriteNamespace", "ReadExport"]
@@ -65,11 +70,25 @@ class PolicyAuthorizer:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        # The policy never changes in a process: each decision is worked out once (ingest
+        # asks the same few on every request), at most _MEMO_SIZE of them, then anew.
+        self._memo: dict[tuple[str, tuple[str, ...], str, str], bool] = {}
 
     async def allowed(
         self, principal: Principal, operation: Operation, namespaces: Iterable[str]
     ) -> frozenset[str]:
-        return frozenset(n for n in namespaces if self.policy.allows(principal, operation, n))
+        identity = (principal.name, principal.groups, operation)
+        allowed = []
+        for namespace in namespaces:
+            key = (*identity, namespace)
+            decision = self._memo.get(key)
+            if decision is None:
+                if len(self._memo) >= _MEMO_SIZE:
+                    self._memo.clear()
+                decision = self._memo[key] = self.policy.allows(principal, operation, namespace)
+            if decision:
+                allowed.append(namespace)
+        return frozenset(allowed)
 
     async def may(self, principal: Principal, operation: Operation) -> bool:
         return self.policy.allows(principal, operation, None)
@@ -79,6 +98,8 @@ class PolicyAuthorizer:
 
 
 def authorizer_for(settings: Settings) -> Authorizer:
+    if settings.opa is not None:
+        return OpaAuthorizer(settings.opa)
     if settings.policy is not None:
         return PolicyAuthorizer(settings.policy)
     return OpenAuthorizer()

@@ -7,6 +7,7 @@ Every setting is read once, at start, by `load_settings`. A wrong value raises
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -55,6 +56,21 @@ class OidcSettings:
     scopes: frozenset[str] = frozenset({"read"})  # the API scopes a valid JWT grants
 
 
+@dataclass(frozen=True, slots=True)
+class OpaSettings:
+    """Where decisions are asked (metastore.opa), as a Stackable product's OPA settings."""
+
+    url: str  # the OPA discovery ConfigMap's `OPA`, e.g. http://opa.opa.svc:8081/
+    package: str  # e.g. `metastore`: rules data.metastore.allow and data.metastore.batch
+    ca_file: str | None = None  # the CA of OPA's certificate (OPA_SECRET_CLASS), for https
+    timeout: float = 2.0
+    cache_seconds: float = 30.0
+    cache_size: int = 100_000
+
+    def rule_url(self, rule: str) -> str:
+        return f"{self.url.rstrip('/')}/v1/data/{self.package.replace('.', '/')}/{rule}"
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str | None
@@ -75,6 +91,8 @@ class Settings:
     oidc: OidcSettings | None = None
     # Authorization decisions from the chart values' policy (None: everything allowed).
     policy: Policy | None = None
+    # Authorization decisions asked of OPA (None: the policy file's, if any).
+    opa: OpaSettings | None = None
     read_database_url: str | None = None
     # Seconds a statement of a read may run (api/v1, export); past it the read answers 503.
     read_timeout: float = 10.0
@@ -207,6 +225,21 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "JSON policy (metastore/policy.py): who may read, write and see sensitive facets of "
         "which namespaces, and read the export feed. Unset: everything is allowed.",
     ),
+    (
+        "METASTORE_OPA_URL",
+        "",
+        "OPA's base URL, the `OPA` key of the OPA discovery ConfigMap (the chart's "
+        "`authorization.opa.configMapName`): decisions are asked of it. Unset: no OPA.",
+    ),
+    (
+        "METASTORE_OPA_PACKAGE",
+        "metastore",
+        "The Rego package whose `allow` and `batch` rules decide (`a.b` is `/v1/data/a/b/<rule>`).",
+    ),
+    ("METASTORE_OPA_CA_FILE", "", "CA certificate(s) of OPA's TLS certificate (https)."),
+    ("METASTORE_OPA_TIMEOUT", "2", "Seconds OPA may take to decide; past it 503."),
+    ("METASTORE_OPA_CACHE_SECONDS", "30", "Seconds a decision of OPA is kept."),
+    ("METASTORE_OPA_CACHE_SIZE", "100000", "Decisions kept at most (per process)."),
     (
         "METASTORE_CATALOGS_FILE",
         "",
@@ -407,6 +440,38 @@ def _policy(env: Mapping[str, str]) -> Policy | None:
         raise ConfigError(str(exc)) from None
 
 
+_REGO_PACKAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _rego_package(raw: str) -> str:
+    if not _REGO_PACKAGE.fullmatch(raw):
+        raise ValueError(raw)
+    return raw
+
+
+def _opa(env: Mapping[str, str]) -> OpaSettings | None:
+    # Every value is checked even without a URL, so a mistake shows before OPA is turned on.
+    seconds = "a positive number of seconds"
+    timeout = _parse(env, "METASTORE_OPA_TIMEOUT", _positive_float, seconds)
+    cache_seconds = _parse(env, "METASTORE_OPA_CACHE_SECONDS", _positive_float, seconds)
+    cache_size = _parse(env, "METASTORE_OPA_CACHE_SIZE", _positive_int, "a positive integer")
+    package = _parse(env, "METASTORE_OPA_PACKAGE", _rego_package, "a Rego package (a.b_c)")
+    ca_file = _get(env, "METASTORE_OPA_CA_FILE") or None
+    if ca_file is not None and not Path(ca_file).is_file():
+        raise ConfigError(f"METASTORE_OPA_CA_FILE={ca_file!r} cannot be read")
+    url = _get(env, "METASTORE_OPA_URL")
+    if not url:
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"METASTORE_OPA_URL={url!r} is invalid: expected an http(s):// URL")
+    if _get(env, "METASTORE_POLICY_FILE"):
+        raise ConfigError(
+            "METASTORE_OPA_URL and METASTORE_POLICY_FILE are both set: decisions come from "
+            "one of them (with OPA, the policy's rules are the Rego policy's data)"
+        )
+    return OpaSettings(url, package, ca_file, timeout, cache_seconds, cache_size)
+
+
 def _tls(env: Mapping[str, str]) -> TLSFiles | None:
     cert = _get(env, "METASTORE_TLS_CERT_FILE")
     key = _get(env, "METASTORE_TLS_KEY_FILE")
@@ -471,6 +536,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         named_tokens=_named_tokens(env),
         oidc=_oidc(env),
         policy=_policy(env),
+        opa=_opa(env),
         read_database_url=_get(env, "METASTORE_READ_DATABASE_URL") or None,
         tls=_tls(env),
         catalogs=_catalogs(env),

@@ -279,6 +279,7 @@ def _record(text: bytes, document: Any, beyond_numeric: bool) -> LogRecord:
             job_namespace, job_name = document["job"]["namespace"], document["job"]["name"]
     digest = hashlib.sha256(canonical).digest()
     return LogRecord(
+        writes=_writes(document, kind),
         event_time=event_time,
         kind=kind,
         event_type=event_type,
@@ -289,6 +290,16 @@ def _record(text: bytes, document: Any, beyond_numeric: bool) -> LogRecord:
         digest=digest,
         event_json=text,
     )
+
+
+def _writes(document: dict[str, Any], kind: str) -> tuple[str, ...]:
+    """The namespaces a checked event writes (after redaction, as stored)."""
+    if kind == "dataset":
+        return (document["dataset"]["namespace"],)
+    outputs = document.get("outputs")
+    if not outputs:
+        return (document["job"]["namespace"],)
+    return (document["job"]["namespace"], *(output["namespace"] for output in outputs))
 
 
 # The instants every reader holds: Python's datetime (psycopg loads timestamptz into one)

@@ -46,6 +46,9 @@ class LogRecord(msgspec.Struct, frozen=True):
     producer: str
     digest: bytes
     event_json: bytes
+    # The namespaces the event writes (its job's and its outputs', a DatasetEvent's
+    # dataset's), as stored: ingest asks whether the principal may write them.
+    writes: tuple[str, ...] = ()
 
 
 class Position(msgspec.Struct, frozen=True, order=True):

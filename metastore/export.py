@@ -50,6 +50,7 @@ from starlette.routing import Route
 
 from metastore import export_access
 from metastore.access import EVERYTHING, Access, access_of
+from metastore.authz import Authorizer
 from metastore.eventlog import (
     NOTIFY_CHANNEL,
     START,
@@ -62,6 +63,7 @@ from metastore.eventlog import (
 )
 from metastore.login import GatedAsyncConnection, LoginRefused
 from metastore.metrics import EXPORT_EVENTS, EXPORT_WAITING
+from metastore.principal import principal_of
 from metastore.problems import ProblemError
 from metastore.timeparam import plus_for_space
 
@@ -409,6 +411,7 @@ def ndjson_line(text: bytes) -> bytes:
 
 
 async def openlineage_events(request: Request) -> Response:
+    await _may_read_export(request)
     feed = parse_feed_request(request)
     access = await access_of(request)
     pool: AsyncConnectionPool[Any] = request.app.state.pool
@@ -439,6 +442,20 @@ async def openlineage_events(request: Request) -> Response:
     EXPORT_EVENTS.labels("json").inc(len(events))
     headers["X-Next-Cursor"] = next_cursor.encode()
     return Response(_json_body(events, next_cursor), media_type="application/json", headers=headers)
+
+
+async def _may_read_export(request: Request) -> None:
+    """The feed is the whole log's: a principal the policy does not allow it gets a 403."""
+    authorizer: Authorizer = request.app.state.authorizer
+    if authorizer.enabled:
+        principal = principal_of(request.scope)
+        if not await authorizer.may(principal, "ReadExport"):
+            who = repr(principal.name) if principal.name else "an anonymous caller"
+            raise ProblemError(
+                403,
+                f"{who} may not read the export feed (operation ReadExport)",
+                kind="policy-forbidden",
+            )
 
 
 routes = [Route("/export/openlineage/events", openlineage_events, methods=["GET"])]

@@ -24,6 +24,7 @@ import msgspec
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from metastore.authz import Authorizer
 from metastore.config import Settings
 from metastore.db import DATABASE_UNAVAILABLE, RETRY_AFTER_S, database_unavailable
 from metastore.envelope import EnvelopeError, parse_element, parse_event, split_batch
@@ -31,7 +32,9 @@ from metastore.eventlog import LogRecord
 from metastore.group_commit import GroupCommitter, Unavailable
 from metastore.inflight import Claim, InflightBudget
 from metastore.metrics import INGEST_EVENTS, INGEST_PAYLOAD_BYTES, INGEST_REQUESTS
+from metastore.principal import ANONYMOUS, Principal, principal_of
 from metastore.problems import ProblemError, from_error, problem_response
+from metastore.write_decision import authorize_writes
 
 # A missing Content-Type is read as JSON: several emitters (curl scripts, older clients)
 # omit it, and the body is checked as JSON anyway. Anything else is 415.
@@ -217,11 +220,17 @@ class IngestApp:
     """The two ingest endpoints (PATHS, and their ALIASES) as one ASGI app."""
 
     def __init__(
-        self, committer: GroupCommitter, settings: Settings, budget: InflightBudget
+        self,
+        committer: GroupCommitter,
+        settings: Settings,
+        budget: InflightBudget,
+        authorizer: Authorizer,
     ) -> None:
         self._committer = committer
         self._max_bytes = settings.max_event_bytes
         self._budget = budget
+        # None when nothing is configured: ingest then asks nothing (the hot path).
+        self._authorizer = authorizer if authorizer.enabled else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
@@ -243,12 +252,13 @@ class IngestApp:
         try:
             body = await read_body(scope, receive, self._max_bytes, claim)
             INGEST_PAYLOAD_BYTES.observe(len(body))
+            principal = principal_of(scope) if self._authorizer is not None else ANONYMOUS
             if endpoint == EVENT_PATH:
-                answer = await self._post_event(body)
+                answer = await self._post_event(body, principal)
             else:
                 # The batch lets its body go once split into events: held here too, a
                 # batch's bytes were in memory twice while it waited for its commit.
-                posting = self._post_batch(body)
+                posting = self._post_batch(body, principal)
                 del body
                 answer = await posting
         except ClientDisconnect:  # the client went away: no one to answer
@@ -281,18 +291,20 @@ class IngestApp:
             ) from None
         # psycopg.OperationalError / PoolTimeout propagate: answered 503 + Retry-After.
 
-    async def _post_event(self, body: bytes) -> bytes:
+    async def _post_event(self, body: bytes, principal: Principal) -> bytes:
         try:
             record = parse_event(body)
         except EnvelopeError as exc:
             INGEST_EVENTS.labels("invalid").inc()
             raise ProblemError(exc.status, exc.detail, pointer=exc.pointer) from None
+        if self._authorizer is not None:
+            await authorize_writes(self._authorizer, principal, [record])
         (refused,) = await self._append([record])
         if refused is not None:
             raise ProblemError(422, refused, pointer="")
         return SUCCESS
 
-    async def _post_batch(self, body: bytes) -> bytes:
+    async def _post_batch(self, body: bytes, principal: Principal) -> bytes:
         try:
             elements = split_batch(body)
             del body  # the elements are copies
@@ -312,6 +324,8 @@ class IngestApp:
                 failed.append(FailedEvent(index, where + exc.detail, False, exc.pointer))
         if failed:
             INGEST_EVENTS.labels("invalid").inc(len(failed))
+        if records and self._authorizer is not None:
+            await authorize_writes(self._authorizer, principal, records, indexes)
         if records:
             outcomes = await self._append(records)
             for index, refused in zip(indexes, outcomes, strict=True):

@@ -18,7 +18,7 @@ INGEST_REQUESTS = Counter(
 )
 INGEST_EVENTS = Counter(
     "metastore_ingest_events_total",
-    "Events received by outcome (stored, duplicate, invalid, failed).",
+    "Events received by outcome (stored, duplicate, invalid, failed, forbidden).",
     ["outcome"],
 )
 INGEST_PAYLOAD_BYTES = Histogram(
@@ -120,6 +120,25 @@ MALFORMED_FACETS = Counter(
     "metastore_projector_malformed_facets_total",
     "Facets ignored because they were malformed.",
     ["facet"],
+)
+
+# Authorization (metastore.opa)
+AUTHZ_OPA_SECONDS = Histogram(
+    "metastore_authz_opa_request_duration_seconds",
+    "Time OPA took to decide, by rule (allow: one decision, batch: a request's namespaces).",
+    ["rule"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+AUTHZ_OPA_FAILURES = Counter(
+    "metastore_authz_opa_failures_total",
+    "OPA requests without a decision: timeout and error (answered 503 "
+    "authorization-unavailable), undefined (a wrong package or rule: denied).",
+    ["reason"],
+)
+AUTHZ_CACHE_LOOKUPS = Counter(
+    "metastore_authz_cache_lookups_total",
+    "Decisions looked up in the decision cache, by result (hit, miss: asked of OPA).",
+    ["result"],
 )
 
 # Read API

@@ -40,6 +40,11 @@ TYPES: dict[str, str] = {
     "rollback): the projector rebuilds them for this one; retry after `Retry-After`.",
     "read-timeout": "The read ran past its time limit (METASTORE_READ_TIMEOUT) and was "
     "stopped; ask for less, or retry later.",
+    "policy-forbidden": "The authorization policy does not allow it: a namespace the "
+    "principal may not write (`invalid-params` names each; nothing was stored), or the "
+    "export feed.",
+    "authorization-unavailable": "The authorization service (OPA) did not decide (an "
+    "error, a timeout): nothing is allowed meanwhile; retry after `Retry-After`.",
 }
 _TYPE_OF_STATUS = {
     400: "invalid-request",

@@ -43,6 +43,12 @@ BAD_VALUES = [
     ("METASTORE_OIDC_AUDIENCE", "metastore"),  # without an issuer
     ("METASTORE_OIDC_CA_FILE", "/nonexistent/ca.crt"),
     ("METASTORE_OIDC_SCOPES", "read,write"),
+    ("METASTORE_OPA_URL", "opa:8081"),
+    ("METASTORE_OPA_PACKAGE", "stackable/metastore"),
+    ("METASTORE_OPA_CA_FILE", "/nonexistent/opa-ca.crt"),
+    ("METASTORE_OPA_TIMEOUT", "0"),
+    ("METASTORE_OPA_CACHE_SECONDS", "30s"),
+    ("METASTORE_OPA_CACHE_SIZE", "0"),
 ]
 
 

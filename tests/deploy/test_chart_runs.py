@@ -171,7 +171,10 @@ def run_release(
     values: list[str],
     secrets: dict[str, dict[str, bytes]],
     verify: Any = True,
+    policy: bool = False,
 ) -> None:
+    """`policy`: the values hold an `authorization.policy` letting the ingest token write
+    only the namespaces of `run_event`."""
     api_port, projector_port = free_port(), free_port()
     args = [*values, "--set", f"api.port={api_port}", "--set", f"projector.port={projector_port}"]
     cluster = Cluster(template(helm, *args), secrets)
@@ -195,6 +198,11 @@ def run_release(
             read = {"Authorization": f"Bearer {first_token(cluster, 'read')}"}
             posted = http.post("/ingest/openlineage", json=run_event(job=job_name), headers=ingest)
             assert posted.status_code == 200, posted.text
+            if policy:  # the rendered policy file decides
+                assert "METASTORE_POLICY_FILE" in api.env
+                elsewhere = run_event(job=job_name) | {"job": {"namespace": "x", "name": "y"}}
+                refused = http.post("/ingest/openlineage", json=elsewhere, headers=ingest)
+                assert refused.status_code == 403, refused.text
             deadline = time.monotonic() + 20
             while True:
                 answer = http.get("/api/v1/jobs", params={"q": job_name}, headers=read)
@@ -264,5 +272,10 @@ def test_the_rendered_chart_runs_with_tls_from_an_existing_secret(
             "--set", "catalogs[0].engine=trino://trino-coordinator:8443",
             "--set", "catalogs[0].catalog=lakehouse",
             "--set", "catalogs[0].metastore=hive://hive-metastore:9083",
+            # the policy, a ConfigMap mounted into the api (METASTORE_POLICY_FILE): the
+            # chart's tokens are the principals <scope>-token
+            "--set-json", 'authorization.policy={"write": [{"subjects": ["ingest-token"], '
+            '"namespaces": ["reliability", "s3://*"]}], "read": [{"subjects": ["read-token"], '
+            '"namespaces": ["*"]}]}',
         ]  # fmt: skip
-        run_release(helm, tmp_path, values, {EXISTING_SECRET: secret}, verify=verify)
+        run_release(helm, tmp_path, values, {EXISTING_SECRET: secret}, verify=verify, policy=True)

@@ -134,6 +134,7 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
             "ConfigMap",
             "ConfigMap",
             "ConfigMap",  # the named tokens' file
+            "ConfigMap",  # the authorization policy
             "Deployment",
             "Deployment",
             "HorizontalPodAutoscaler",
