@@ -1,7 +1,7 @@
 """The API's CPU time per ingested event, with and without authorization, A/B.
 
-    .venv/bin/python scripts/authz_ingest_cpu.py [--other SRC] [--events 20000] [--rounds 3]
-    .venv/bin/python scripts/authz_ingest_cpu.py --in-process [--events 20000] [--rounds 2]
+    .venv/bin/python -m bench.authz_ingest_cpu [--other SRC] [--events 20000] [--rounds 3]
+    .venv/bin/python -m bench.authz_ingest_cpu --in-process [--events 20000] [--rounds 2]
 
 CPU seconds of the `metastore api` process (from /proc, user + system) per event, while 16
 connections post fig_ingest's 3 KB Spark event with a fresh runId per request: on a shared
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,20 +26,19 @@ from typing import Any
 
 import msgspec
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench import datagen, fig_authz, loadgen
+from bench.fig_ingest import PATH
+from bench.harness import cluster, cpu_seconds, metastore
+from bench.opa_server import opa_server
+from metastore.authz import Authorizer, OpenAuthorizer, PolicyAuthorizer
+from metastore.config import OpaSettings, load_settings
+from metastore.inflight import InflightBudget
+from metastore.ingest import IngestApp
+from metastore.opa import OpaAuthorizer
+from metastore.policy import Policy, PolicyFile
+from metastore.principal import Principal, set_principal
 
-from bench import datagen, fig_authz, loadgen  # noqa: E402
-from bench.fig_ingest import PATH  # noqa: E402
-from bench.harness import cluster, cpu_seconds, metastore  # noqa: E402
-from bench.opa_server import opa_server  # noqa: E402
-from metastore.authz import Authorizer, OpenAuthorizer, PolicyAuthorizer  # noqa: E402
-from metastore.config import OpaSettings, load_settings  # noqa: E402
-from metastore.inflight import InflightBudget  # noqa: E402
-from metastore.ingest import IngestApp  # noqa: E402
-from metastore.opa import OpaAuthorizer  # noqa: E402
-from metastore.policy import Policy, PolicyFile  # noqa: E402
-from metastore.principal import Principal, set_principal  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class _Storing:
