@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from metastore.api import limits
-from metastore.api.run_lineage import READERS
+from metastore.api.run_lineage import READERS, WRITERS
 from tests.apiserver import scenario_api
 from tests.support import run_event
 
@@ -107,3 +107,10 @@ def test_the_run_walk_stops_at_the_edges_it_may_visit(served: tuple[httpx.Client
     # one output looked at and two of its readers: capped, short of the four
     assert found[0][:2] == (3, True) and len(found) == 2
     assert everything[0][:2] == (1 + WIDE_RUNS, False) and len(everything) == WIDE_RUNS
+    # upstream of a fan run: its one input looked at, and its writer, the load run
+    fan = {"runs": [uuid.UUID(run_id("fan_0"))]}
+    with psycopg.connect(database_url) as conn:
+        (capped,) = conn.execute(WRITERS[False], {**fan, "visit_limit": 1}).fetchall()
+        (whole,) = conn.execute(WRITERS[False], {**fan, "visit_limit": 10**6}).fetchall()
+    assert capped[:2] == (1, True) and whole[:2] == (1, False)
+    assert str(capped[4]) == str(whole[4]) == run_id("load")
