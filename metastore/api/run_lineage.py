@@ -8,7 +8,9 @@ writer, downstream from writer to the readers it fed (those for which it is that
 writer). The walk goes level by level in Python, one statement per level and direction
 over run_edges and lineage_runs, so each run is expanded once however many paths reach
 it. The answer also has the datasets the start run and each leaf run read and wrote, as
-graph nodes with their freshness.
+graph nodes with their freshness. Bounded as /lineage is (metastore/api/limits.py): runs and
+datasets together at most `max_nodes`, limits.VISIT_LIMIT edge rows looked at in all (a
+LIMIT in each level's statement), limits.EDGE_LIMIT edges of each kind; `truncated` past any.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import asof, dataset_nodes, models, visibility
+from metastore.api import asof, dataset_nodes, limits, models, visibility
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.lineage import (
     DATASETS_BEYOND,
@@ -43,48 +45,77 @@ from metastore.api.sqlparts import duration
 WRITE_BY = """CASE WHEN {e}.last_write_at <= {t} THEN {e}.last_write_at
                  ELSE {e}.first_write_at END"""
 
-# Rows (reader, dataset id, writer): for each run of the frontier and each dataset it read,
-# the run that last wrote that dataset (under any of its names) before the reader started.
+# Rows (edges looked at, capped, reader, dataset id, writer): for each run of the frontier
+# and each dataset it read, the run that last wrote that dataset (under any of its names)
+# before the reader started. It looks at `visit_limit` input edges at most (`capped` when
+# it stopped there), and answers one row of NULLs besides the counts when it found none.
 WRITERS_OF_INPUTS = f"""
-SELECT DISTINCT f.run_id, dn.dataset_id, w.run_id
-FROM unnest(%(runs)s::uuid[]) AS f(run_id)
-JOIN readmodel.lineage_runs fr ON fr.run_id = f.run_id
-JOIN readmodel.run_edges i ON i.run_id = f.run_id AND i.direction = 'input'
-JOIN readmodel.dataset_names dn ON dn.namespace = i.namespace AND dn.name = i.name
-CROSS JOIN LATERAL (
-    SELECT o.run_id{{writer_job}} FROM readmodel.dataset_names an
-    JOIN readmodel.run_edges o
-      ON o.namespace = an.namespace AND o.name = an.name AND o.direction = 'output'
-    WHERE an.dataset_id = dn.dataset_id AND o.run_id <> f.run_id
-      AND o.first_write_at <= fr.started_at
-    ORDER BY {WRITE_BY.format(e="o", t="fr.started_at")} DESC, o.run_id DESC
-    LIMIT 1
-) w{{visible}}
+WITH looked AS MATERIALIZED (
+    SELECT f.run_id, fr.started_at, i.namespace, i.name
+    FROM unnest(%(runs)s::uuid[]) AS f(run_id)
+    JOIN readmodel.lineage_runs fr ON fr.run_id = f.run_id
+    JOIN readmodel.run_edges i ON i.run_id = f.run_id AND i.direction = 'input'
+    LIMIT %(visit_limit)s
+),
+found AS (
+    SELECT DISTINCT f.run_id AS here, dn.dataset_id, w.run_id AS there
+    FROM looked f
+    JOIN readmodel.dataset_names dn ON dn.namespace = f.namespace AND dn.name = f.name
+    CROSS JOIN LATERAL (
+        SELECT o.run_id{{writer_job}} FROM readmodel.dataset_names an
+        JOIN readmodel.run_edges o
+          ON o.namespace = an.namespace AND o.name = an.name AND o.direction = 'output'
+        WHERE an.dataset_id = dn.dataset_id AND o.run_id <> f.run_id
+          AND o.first_write_at <= f.started_at
+        ORDER BY {WRITE_BY.format(e="o", t="f.started_at")} DESC, o.run_id DESC
+        LIMIT 1
+    ) w{{visible}}
+)
+SELECT c.n, c.n >= %(visit_limit)s, found.here, found.dataset_id, found.there
+FROM (SELECT count(*) FROM looked) AS c(n) LEFT JOIN found ON true
 """
 
-# Rows (writer, dataset id, reader): for each run of the frontier and each dataset it
-# wrote, the runs that read it and for which this run is the last writer before they
-# started (no other write falls between, by the order above).
+# Rows (edges looked at, capped, writer, dataset id, reader): for each run of the frontier
+# and each dataset it wrote, the runs that read it and for which this run is the last
+# writer before they started (no other write falls between, by the order above). It looks
+# at `visit_limit` output and reading edges at most, together (`capped` when it got there).
 READERS_OF_OUTPUTS = f"""
-SELECT DISTINCT f.run_id, dn.dataset_id, r.run_id
-FROM unnest(%(runs)s::uuid[]) AS f(run_id)
-JOIN readmodel.run_edges o
-  ON o.run_id = f.run_id AND o.direction = 'output' AND o.first_write_at IS NOT NULL
-JOIN readmodel.dataset_names dn ON dn.namespace = o.namespace AND dn.name = o.name
-JOIN readmodel.dataset_names an ON an.dataset_id = dn.dataset_id
-JOIN readmodel.run_edges r
-  ON r.namespace = an.namespace AND r.name = an.name AND r.direction = 'input'
- AND r.run_id <> f.run_id
-JOIN readmodel.lineage_runs rr ON rr.run_id = r.run_id AND rr.started_at >= o.first_write_at
-WHERE NOT EXISTS (
-    SELECT 1 FROM readmodel.dataset_names bn
-    JOIN readmodel.run_edges o2
-      ON o2.namespace = bn.namespace AND o2.name = bn.name AND o2.direction = 'output'
-    WHERE bn.dataset_id = dn.dataset_id AND o2.run_id <> r.run_id
-      AND o2.first_write_at <= rr.started_at
-      AND ({WRITE_BY.format(e="o2", t="rr.started_at")}, o2.run_id)
-          > ({WRITE_BY.format(e="o", t="rr.started_at")}, o.run_id)
-){{visible}}
+WITH looked AS MATERIALIZED (
+    SELECT o.run_id, o.namespace, o.name, o.first_write_at, o.last_write_at
+    FROM unnest(%(runs)s::uuid[]) AS f(run_id)
+    JOIN readmodel.run_edges o
+      ON o.run_id = f.run_id AND o.direction = 'output' AND o.first_write_at IS NOT NULL
+    LIMIT %(visit_limit)s
+),
+readers AS MATERIALIZED (
+    SELECT o.run_id AS here, dn.dataset_id, r.run_id AS there, rr.started_at,
+           {WRITE_BY.format(e="o", t="rr.started_at")} AS written
+    FROM looked o
+    JOIN readmodel.dataset_names dn ON dn.namespace = o.namespace AND dn.name = o.name
+    JOIN readmodel.dataset_names an ON an.dataset_id = dn.dataset_id
+    JOIN readmodel.run_edges r
+      ON r.namespace = an.namespace AND r.name = an.name AND r.direction = 'input'
+     AND r.run_id <> o.run_id
+    JOIN readmodel.lineage_runs rr
+      ON rr.run_id = r.run_id AND rr.started_at >= o.first_write_at
+    WHERE true{{visible}}
+    LIMIT %(visit_limit)s - (SELECT count(*) FROM looked)
+),
+found AS (
+    SELECT DISTINCT c.here, c.dataset_id, c.there FROM readers c
+    WHERE NOT EXISTS (
+        SELECT 1 FROM readmodel.dataset_names bn
+        JOIN readmodel.run_edges o2
+          ON o2.namespace = bn.namespace AND o2.name = bn.name AND o2.direction = 'output'
+        WHERE bn.dataset_id = c.dataset_id AND o2.run_id <> c.there
+          AND o2.first_write_at <= c.started_at
+          AND ({WRITE_BY.format(e="o2", t="c.started_at")}, o2.run_id) > (c.written, c.here)
+    )
+)
+SELECT l.n + r.n, l.n + r.n >= %(visit_limit)s,
+       found.here, found.dataset_id, found.there
+FROM (SELECT count(*) FROM looked) AS l(n) CROSS JOIN (SELECT count(*) FROM readers) AS r(n)
+LEFT JOIN found ON true
 """
 
 RUN_NODES = f"""
@@ -99,12 +130,20 @@ RUN_KNOWN = "SELECT 1 FROM readmodel.lineage_runs WHERE run_id = %(run_id)s"
 RUN_VISIBLE = f"""
 SELECT 1 FROM readmodel.runs r
 WHERE r.id = %(run_id)s{visibility.run_visible(SHAPES[True], "r")}"""
-# Rows (run, dataset id, role, written) of what the runs read and wrote.
+# Rows (run's position, run, dataset id, role, written) of what the runs read and wrote:
+# each run's first `max_edges` by name, in the order of the runs, `max_edges` in all (an
+# index range per run: a run that wrote 10,000 datasets costs what the answer holds).
 RUN_DATASETS = """
-SELECT DISTINCT e.run_id, n.dataset_id, e.direction, e.last_write_at IS NOT NULL
-FROM readmodel.run_edges e
-JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-WHERE e.run_id = ANY(%(runs)s::uuid[]){visible}
+SELECT f.position, f.run_id, e.dataset_id, e.direction, e.written
+FROM unnest(%(runs)s::uuid[]) WITH ORDINALITY AS f(run_id, position)
+CROSS JOIN LATERAL (
+    SELECT n.dataset_id, e.direction, e.last_write_at IS NOT NULL FROM readmodel.run_edges e
+    JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
+    WHERE e.run_id = f.run_id{visible}
+    ORDER BY e.direction, e.namespace, e.name
+    LIMIT %(max_edges)s
+) e(dataset_id, direction, written)
+LIMIT %(max_edges)s
 """
 # The datasets of the links and of those, under their display names (the details of
 # the latter: dataset_nodes.of); restricted, under a readable one.
@@ -164,7 +203,12 @@ class RunLineageQuery(msgspec.Struct, frozen=True):
     ] = "upstream"
     depth: Annotated[int, Meta(ge=1, le=MAX_DEPTH, description="Hops of runs.")] = DEFAULT_DEPTH
     max_nodes: Annotated[
-        int, Meta(ge=1, le=NODE_LIMIT, description="Run limit; past it `truncated` is set.")
+        int,
+        Meta(
+            ge=1,
+            le=NODE_LIMIT,
+            description="Node limit, runs and datasets together; past it `truncated` is set.",
+        ),
     ] = NODE_LIMIT
 
 
@@ -184,7 +228,11 @@ OP = Operation(
     "FAILed or ABORTed wrote nothing: it is never a writer here. `datasets` are the "
     "datasets the start run and each leaf run (a run the walk went no further from) read "
     "and wrote, as graph nodes with their freshness, and `dataset_edges` says which run "
-    "read or wrote which (and whether it wrote it or only attempted to). "
+    "read or wrote which (and whether it wrote it or only attempted to). Past `max_nodes` "
+    "nodes (runs and datasets together, default and most 1,000) the runs come first, "
+    "nearest first, then the datasets, the start run's first, and `truncated` is true; so "
+    f"it is when the walk has looked at {limits.VISIT_LIMIT:,} edges (it stops there) or "
+    f"there are more than {limits.EDGE_LIMIT:,} edges of either kind (the first are kept). "
     + models.WRITE_RULE
     + HIDDEN_NODES
     + " A hidden last writer ends the walk there: no earlier writer stands in for it.",
@@ -207,6 +255,7 @@ async def get_run_lineage(request: Request) -> Response:
     depth_of: dict[uuid.UUID, int] = {query.run_id: 0}
     links: set[tuple[uuid.UUID, uuid.UUID, uuid.UUID]] = set()  # (writer, reader, dataset)
     truncated = False
+    visited = 0  # edge rows looked at, all levels and directions together
     async with connection(request) as conn:
         known = RUN_VISIBLE if restricted else RUN_KNOWN
         if await row(conn, known, {"run_id": query.run_id} | readable) is None:
@@ -214,12 +263,17 @@ async def get_run_lineage(request: Request) -> Response:
         for step in walks:
             frontier = [query.run_id]
             for level in range(1, query.depth + 1):
-                if not frontier:
+                if not frontier or truncated:
                     break
-                found = await rows(conn, step, {"runs": frontier} | readable)
+                budget = limits.VISIT_LIMIT - visited
+                found = await rows(conn, step, {"runs": frontier, "visit_limit": budget} | readable)
                 upstream = step is writers
                 frontier = []
-                for here, dataset, there in found:
+                visited += found[0][0]
+                truncated = found[0][1]
+                for _, _, here, dataset, there in found:
+                    if there is None:  # nothing found in what it looked at
+                        continue
                     if there not in depth_of:
                         if len(depth_of) >= query.max_nodes:
                             truncated = True
@@ -227,12 +281,20 @@ async def get_run_lineage(request: Request) -> Response:
                         depth_of[there] = level
                         frontier.append(there)
                     links.add((there, here, dataset) if upstream else (here, there, dataset))
-                if truncated:
-                    break
         nodes = await rows(conn, RUN_NODES, {"runs": list(depth_of)})
         drawn = [query.run_id, *leaves(depth_of, links)]
-        io = await rows(conn, RUNS_DATASETS[restricted], {"runs": drawn} | readable)
+        found_io = await rows(
+            conn,
+            RUNS_DATASETS[restricted],
+            {"runs": drawn, "max_edges": limits.EDGE_LIMIT + 1} | readable,
+        )
+        # the runs' datasets fill the nodes the runs left, the start run's first
+        io, cut = _within(found_io, query.max_nodes - len(depth_of))
+        truncated = truncated or cut
         ids = list({d for _, d, _, _ in io})
+        if len(links) > limits.EDGE_LIMIT:
+            links = set(sorted(links, key=lambda x: tuple(map(str, x)))[: limits.EDGE_LIMIT])
+            truncated = True
         names = await rows(
             conn,
             DATASET_NAMES_VISIBLE if restricted else DATASET_NAMES,
@@ -296,6 +358,24 @@ async def get_run_lineage(request: Request) -> Response:
             truncated=truncated,
         ),
     )
+
+
+def _within(
+    found: list[Any], room: int
+) -> tuple[list[tuple[uuid.UUID, uuid.UUID, Any, bool]], bool]:
+    """The rows (run, dataset, role, written) of RUN_DATASETS that fit: at most
+    limits.EDGE_LIMIT, of `room` datasets at most, in the order of the runs; and whether
+    any were left out."""
+    kept: list[tuple[uuid.UUID, uuid.UUID, Any, bool]] = []
+    datasets: set[uuid.UUID] = set()
+    cut = len(found) > limits.EDGE_LIMIT
+    for _, run, dataset, role, written in sorted(found[: limits.EDGE_LIMIT], key=lambda r: r[0]):
+        if dataset not in datasets and len(datasets) >= room:
+            cut = True
+            continue
+        datasets.add(dataset)
+        kept.append((run, dataset, role, written))
+    return kept, cut
 
 
 def leaves(
