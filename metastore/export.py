@@ -49,7 +49,6 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from metastore import export_access
-from metastore.access import EVERYTHING, Access, access_of
 from metastore.authz import Authorizer
 from metastore.eventlog import (
     NOTIFY_CHANNEL,
@@ -264,10 +263,10 @@ async def read_page(
     cursor: Position,
     limit: int,
     filters: Filters,
-    access: Access = EVERYTHING,
+    shown: export_access.EventFilter = export_access.EVERY_EVENT,
 ) -> tuple[list[EventText], Position]:
-    """Up to `limit` events past `cursor` (at most PAGE_BYTES of them), those `access` may
-    see (export_access), and the cursor to continue from: past every event read."""
+    """Up to `limit` events past `cursor` (at most PAGE_BYTES of them), those `shown` lets
+    its reader see (export_access), and the cursor to continue from: past every event read."""
     async with pool.connection() as conn:
         bound = await watermark_async(conn)
         if bound <= cursor:
@@ -277,7 +276,7 @@ async def read_page(
         )
     # A short page read everything up to the bound: continue from there.
     next_cursor = events[-1].position if capped or len(events) == limit else bound
-    return export_access.visible(access, events), next_cursor
+    return await shown.visible(events), next_cursor
 
 
 async def wait_for_page(
@@ -287,10 +286,10 @@ async def wait_for_page(
     limit: int,
     filters: Filters,
     wait: float,
-    access: Access = EVERYTHING,
+    shown: export_access.EventFilter = export_access.EVERY_EVENT,
 ) -> tuple[list[EventText], Position]:
     """`read_page`, waiting up to `wait` seconds for an append when there is nothing yet
-    (that `access` may see: past what it may not, the wait goes on from there)."""
+    (that `shown` lets its reader see: past what it may not, the wait goes on from there)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     recheck: float | None = None
@@ -298,7 +297,7 @@ async def wait_for_page(
     try:
         while True:
             appended = notifier.signal()
-            events, next_cursor = await read_page(pool, cursor, limit, filters, access)
+            events, next_cursor = await read_page(pool, cursor, limit, filters, shown)
             remaining = deadline - loop.time()
             if events or remaining <= 0:
                 return events, next_cursor
@@ -349,7 +348,7 @@ async def _stream_lines(
     cursor: Position,
     bound: Position,
     filters: Filters,
-    access: Access = EVERYTHING,
+    shown: export_access.EventFilter = export_access.EVERY_EVENT,
 ) -> AsyncIterator[bytes]:
     while cursor < bound:
         async with pool.connection() as conn:
@@ -359,7 +358,7 @@ async def _stream_lines(
         if not page:
             return
         read, cursor = len(page), page[-1].position
-        page = export_access.visible(access, page)
+        page = await shown.visible(page)
         # Small lines go out joined (one send for many); a large one alone, uncopied. Each
         # stored text is let go as its line is made, so a page is held about once.
         sent = len(page)
@@ -413,7 +412,7 @@ def ndjson_line(text: bytes) -> bytes:
 async def openlineage_events(request: Request) -> Response:
     await _may_read_export(request)
     feed = parse_feed_request(request)
-    access = await access_of(request)
+    shown = export_access.EventFilter(request.app.state.authorizer, principal_of(request.scope))
     pool: AsyncConnectionPool[Any] = request.app.state.pool
     notifier: LogNotifier = request.app.state.log_notifier
     cursor = feed.cursor
@@ -421,24 +420,24 @@ async def openlineage_events(request: Request) -> Response:
     if feed.ndjson:
         if feed.wait > 0:
             found, next_cursor = await wait_for_page(
-                pool, notifier, cursor, 1, feed.filters, feed.wait, access
+                pool, notifier, cursor, 1, feed.filters, feed.wait, shown
             )
             if not found:  # nothing that matches up to there
                 cursor = next_cursor
         bound = await _stream_bound(pool, cursor, feed.limit, feed.filters)
         headers["X-Next-Cursor"] = bound.encode()
         return StreamingResponse(
-            _stream_lines(pool, cursor, bound, feed.filters, access),
+            _stream_lines(pool, cursor, bound, feed.filters, shown),
             media_type=NDJSON,
             headers=headers,
         )
     limit = feed.limit or DEFAULT_LIMIT
     if feed.wait > 0:
         events, next_cursor = await wait_for_page(
-            pool, notifier, cursor, limit, feed.filters, feed.wait, access
+            pool, notifier, cursor, limit, feed.filters, feed.wait, shown
         )
     else:
-        events, next_cursor = await read_page(pool, cursor, limit, feed.filters, access)
+        events, next_cursor = await read_page(pool, cursor, limit, feed.filters, shown)
     EXPORT_EVENTS.labels("json").inc(len(events))
     headers["X-Next-Cursor"] = next_cursor.encode()
     return Response(_json_body(events, next_cursor), media_type="application/json", headers=headers)

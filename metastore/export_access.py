@@ -19,9 +19,10 @@ from typing import Any
 
 import msgspec
 
-from metastore.access import Access
 from metastore.api.facets import event_without_sensitive
+from metastore.authz import Authorizer
 from metastore.eventlog import EventText
+from metastore.principal import ANONYMOUS, Principal
 
 _EVENT = msgspec.json.Decoder(dict[str, Any])
 
@@ -56,26 +57,38 @@ def namespaces(event: dict[str, Any]) -> tuple[str | None, set[str | None]]:
     return owner, named
 
 
-def shown(access: Access, text: bytes) -> bytes | None:
-    """The stored event `text` as `access` may see it, or None when it may not."""
-    if not access.restricted and access.sensitive is None:
-        return text
-    event = _EVENT.decode(text)
-    owner, named = namespaces(event)
-    if not all(n is not None and access.reads(n) for n in named):
-        return None
-    if owner is not None and access.shows_sensitive(owner):
-        return text
-    return event_without_sensitive(text.decode()).encode()
+class EventFilter:
+    """What one export reader may see of a page of events, decided for the namespaces the
+    page's own events name, in one batch: the log, not the read models, says what they
+    are, so a reader sees an event as soon as it is logged, whatever the projector's lag."""
+
+    def __init__(self, authorizer: Authorizer | None, principal: Principal) -> None:
+        self.authorizer = authorizer
+        self.principal = principal
+        self.open = (
+            authorizer is None or not authorizer.enabled or authorizer.sees_everything(principal)
+        )
+
+    async def visible(self, events: Sequence[EventText]) -> list[EventText]:
+        """The events the reader may see, each as it may see it (positions unchanged)."""
+        if self.open or not events:
+            return list(events)
+        assert self.authorizer is not None
+        parts = [(event, *namespaces(_EVENT.decode(event.text))) for event in events]
+        named = {n for _, _, names in parts for n in names if n is not None}
+        readable = await self.authorizer.allowed(self.principal, "ReadNamespace", named)
+        shown = [
+            (event, owner) for event, owner, names in parts if all(n in readable for n in names)
+        ]
+        owners = {owner for _, owner in shown if owner is not None}
+        sensitive = await self.authorizer.allowed(self.principal, "ShowSensitive", owners)
+        return [
+            event
+            if owner in sensitive
+            else EventText(event.position, event_without_sensitive(event.text.decode()).encode())
+            for event, owner in shown
+        ]
 
 
-def visible(access: Access, events: Sequence[EventText]) -> list[EventText]:
-    """The events `access` may see, each as it may see it (a page's positions unchanged)."""
-    if not access.restricted and access.sensitive is None:
-        return list(events)
-    kept = []
-    for event in events:
-        text = shown(access, event.text)
-        if text is not None:
-            kept.append(event if text is event.text else EventText(event.position, text))
-    return kept
+# Every event as stored: no authorization, or a reader who sees everything.
+EVERY_EVENT = EventFilter(None, ANONYMOUS)
