@@ -38,7 +38,7 @@ may(operation, namespace) if {
 	some subject in rule.subjects
 	subject in subjects
 	some pattern in rule.namespaces
-	glob.match(pattern, [], namespace)
+	glob.match(pattern, null, namespace)
 }
 
 allow if admin
