@@ -33,9 +33,11 @@ lock: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/metastore dev
 
-## test: the whole suite against a real PostgreSQL (a throwaway one unless METASTORE_TEST_DATABASE_URL is set)
+## test: the whole suite against a real PostgreSQL (a throwaway one unless METASTORE_TEST_DATABASE_URL is set),
+## in PYTEST_WORKERS processes (pytest-xdist, a PostgreSQL each; 0: one process), a test file each at a time
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## lint: ruff, mypy, and the OpenAPI document (Spectral and Redocly, mk/openapi.mk)
 lint: $(STAMP)

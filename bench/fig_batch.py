@@ -44,7 +44,7 @@ def measure(ctx: Context, out: list[Row]) -> None:
     s = ctx.sizes
     ctx.say(f"batch: generating {s.batch_events:,} events")
     bodies = list(datagen.events(s.graph_nodes, s.batch_events, ctx.seed + 2))
-    with cluster("batch") as pg:
+    with cluster("batch", ctx.sizes.wal_segments) as pg:
         copy_url = pg.database()
         ctx.say("batch: COPY baseline")
         records = [datagen.to_record(b) for b in bodies]  # outside the timed COPY

@@ -36,7 +36,15 @@ import psycopg
 
 from bench import datagen, hard_cases, loadgen
 from bench.context import Context
-from bench.harness import ROOT, Cluster, copy_records, metastore, python_env, run_child
+from bench.harness import (
+    ROOT,
+    WARM_WAL_SEGMENTS,
+    Cluster,
+    copy_records,
+    metastore,
+    python_env,
+    run_child,
+)
 from bench.report import Row, below, now
 from bench.sizes import SEED
 
@@ -53,10 +61,27 @@ class Store:
     queries: int
     events: int
     nodes: int
+    wal_segments: int  # recycled before measuring (bench.harness.warm_wal)
 
 
-FULL = Store(names=2_000, name_runs=200, fields=3_000, queries=20_000, events=31_000, nodes=1_000)
-QUICK = Store(names=200, name_runs=10, fields=300, queries=200, events=2_000, nodes=200)
+FULL = Store(
+    names=2_000,
+    name_runs=200,
+    fields=3_000,
+    queries=20_000,
+    events=31_000,
+    nodes=1_000,
+    wal_segments=WARM_WAL_SEGMENTS,
+)
+QUICK = Store(
+    names=200,
+    name_runs=10,
+    fields=300,
+    queries=200,
+    events=2_000,
+    nodes=200,
+    wal_segments=2,
+)
 
 
 def events(store: Store, seed: int) -> Iterator[bytes]:
@@ -232,7 +257,7 @@ def measure_reads(url: str, store: Store, seed: int, code: Path, log_dir: Path) 
 
 
 def run(store: Store, seed: int, code: Path, log_dir: Path) -> list[Measured]:
-    cluster = Cluster(GROUP)
+    cluster = Cluster(GROUP, wal_segments=store.wal_segments)
     try:
         url = build(cluster, store, seed, code, log_dir)
         return measure_reads(url, store, seed, code, log_dir)

@@ -54,7 +54,7 @@ def flat(n: int) -> list[dict[str, Any]]:
 
 def measure(ctx: Context, out: list[Row]) -> None:
     n = ctx.sizes.chain_runs
-    with cluster("chain") as pg:
+    with cluster("chain", ctx.sizes.wal_segments) as pg:
         for row, limit in zip(out, (2_000, SPREAD_BATCH), strict=True):
             seconds = {}
             for name, events in (("chain", parent_chain(n)), ("flat", flat(n))):

@@ -72,7 +72,7 @@ def _load(
 def measure(ctx: Context, out: list[Row]) -> None:
     rate, p50, p99, rss = out
     s = ctx.sizes
-    with cluster("ingest") as pg:
+    with cluster("ingest", ctx.sizes.wal_segments) as pg:
         url = pg.database()
         ctx.say(f"ingest: bare route, {s.ingest_connections} connections, {s.ingest_seconds} s")
         with bare_app(ctx.log_dir) as bare:

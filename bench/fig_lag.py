@@ -71,7 +71,7 @@ def measure(ctx: Context, out: list[Row]) -> None:
     digests = [datagen.to_record(b).digest for b in bodies]
     names = _projection_names()
     seen: list[tuple[float, tuple[int, int]]] = []
-    with cluster("lag") as pg:
+    with cluster("lag", ctx.sizes.wal_segments) as pg:
         url = pg.database()
         with metastore("api", url, ctx.log_dir) as api, metastore("projector", url, ctx.log_dir):
             ctx.say(f"lag: {s.lag_rate}/s for {s.lag_seconds:g} s")

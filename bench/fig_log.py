@@ -54,7 +54,7 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
     graph = datagen.build_graph(s.graph_nodes, ctx.seed)
     gen = datagen.Generator(graph, ctx.seed)
     records = (datagen.to_record(b) for b in gen.events(s.log_events))
-    with cluster("log") as pg:
+    with cluster("log", ctx.sizes.wal_segments) as pg:
         url = pg.database()
         ctx.say(f"log: COPY the first {s.fold_events:,} events")
         first = copy_records(url, itertools.islice(records, s.fold_events))

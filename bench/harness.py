@@ -62,12 +62,12 @@ WARM_WAL = "1GB"
 WARM_WAL_SEGMENTS = 64  # of 16 MB
 
 
-def warm_wal(url: str) -> None:
-    """Sets min_wal_size to WARM_WAL and leaves that much WAL recycled, ready for reuse."""
+def warm_wal(url: str, segments: int = WARM_WAL_SEGMENTS) -> None:
+    """Sets min_wal_size to WARM_WAL and leaves `segments` of WAL recycled, ready for reuse."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"ALTER SYSTEM SET min_wal_size = '{WARM_WAL}'")
         conn.execute("SELECT pg_reload_conf()")
-        for _ in range(WARM_WAL_SEGMENTS):
+        for _ in range(segments):
             conn.execute("SELECT pg_current_xact_id()")  # a commit record: a switch needs WAL
             conn.execute("SELECT pg_switch_wal()")
         conn.execute("CHECKPOINT")  # renames the segments behind it for reuse
@@ -76,14 +76,17 @@ def warm_wal(url: str) -> None:
 class Cluster:
     """A throwaway PostgreSQL server; `database()` makes a fresh, prepared database."""
 
-    def __init__(self, label: str, warm: bool = True) -> None:
-        """`warm`: fill and recycle WARM_WAL first (see warm_wal; tiny runs skip it)."""
+    def __init__(
+        self, label: str, warm: bool = True, wal_segments: int = WARM_WAL_SEGMENTS
+    ) -> None:
+        """`warm`: fill and recycle `wal_segments` of WAL first (see warm_wal; tiny runs
+        skip it or recycle a few, the same steps without the full run's 1 GB)."""
         WORK_DIR.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix=f"metastore-bench-{label}-", dir=WORK_DIR))
         self.pg = EmbeddedPostgres(self.dir)  # not fast_unsafe: real durability
         self.url = self.pg.start()
         if warm:
-            warm_wal(self.url)
+            warm_wal(self.url, wal_segments)
         self._count = 0
 
     def database(self) -> str:
@@ -104,8 +107,8 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(label: str) -> Iterator[Cluster]:
-    c = Cluster(label)
+def cluster(label: str, wal_segments: int = WARM_WAL_SEGMENTS) -> Iterator[Cluster]:
+    c = Cluster(label, wal_segments=wal_segments)
     try:
         yield c
     finally:

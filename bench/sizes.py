@@ -30,6 +30,8 @@ class Sizes:
     warmup_seconds: float
     # a parent chain of `chain_runs` runs, folded in full batches and in batches of 10
     chain_runs: int
+    # WAL (16 MB segments) each group's server fills and recycles before it measures
+    wal_segments: int
 
 
 FULL = Sizes(
@@ -49,6 +51,7 @@ FULL = Sizes(
     read_queries=300,
     warmup_seconds=2.0,
     chain_runs=10_000,
+    wal_segments=64,  # 1 GB (bench.harness.WARM_WAL)
 )
 
 QUICK = Sizes(
@@ -68,6 +71,7 @@ QUICK = Sizes(
     read_queries=20,
     warmup_seconds=0.2,
     chain_runs=300,
+    wal_segments=2,  # the same steps over 32 MB: the full run's 1 GB took 13 s a group
 )
 
 SEED = 20_241_017

@@ -26,7 +26,9 @@ from tests.support import ReadmeInstall
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT.parent / "shared" / "conformance"
-TEMPLATE_DB = "metastore_test_template"
+# One template a pytest-xdist worker (PYTEST_XDIST_WORKER: gw0, gw1, ...): on a server given
+# by METASTORE_TEST_DATABASE_URL the workers share, each drops and makes its own.
+TEMPLATE_DB = "metastore_test_template_" + os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 class Server:

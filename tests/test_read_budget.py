@@ -120,7 +120,9 @@ def test_slow_reads_stop_at_the_limit_and_leave_probes_status_ingest_and_project
         assert posted.status_code == 200, posted.text
         # The projector has connections of its own (its folds wait for the lock too).
         assert client.get(projector.base_url + "/readyz").status_code == 200
-        assert time.monotonic() - started < READ_TIMEOUT, "not answered while reads waited"
+        # (still waiting: none has reached its limit; a time bound from `started` also
+        # counted the reads' way to the lock, over 2 s on a loaded machine)
+        assert not any(r.done() for r in reads), "not answered while reads waited"
 
         # Each read stops at the time limit: a 503 of its own type, naming the limit.
         answers = [r.result() for r in reads]
