@@ -1,6 +1,6 @@
 """As-of reads of a dataset written by many jobs stay bounded whatever the statistics
 (issue 46): real `metastore api` and `metastore projector` processes, a read timeout of
-2 s, and one table written by 10,000 Trino queries (each a job of its own), next to two
+4 s, and one table written by 10,000 Trino queries (each a job of its own), next to two
 runs writing 2,000 tables each; with statistics taken before most writers came (stale),
 just taken (ANALYZE), and none.
 
@@ -8,7 +8,7 @@ Whether each job's edge held at T was an EXISTS on run_edges that PostgreSQL cou
 through run_edges_dataset (every run that ever wrote the table, filtered on run_id) instead
 of the one primary-key row: /datasets/{id}?as_of= and /lineage?node=dataset:{id}&as_of=
 took 43 s at 20,000 queries, or 0.38 s, depending on when statistics were last taken
-(here: 503 read-timeout in all three states).
+(here, before the fix: 9-13 s each, 0.3-0.8 s after, in all three states).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tests.support import running
 
 QUERIES = 10_000
 FIRST = 50
-READ_TIMEOUT = 2
+READ_TIMEOUT = 4
 AS_OF = "2030-01-01T00:00:00Z"
 
 
