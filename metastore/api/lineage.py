@@ -259,7 +259,7 @@ WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 # Each kept job's datasets at `%(as_of)s` (asof.NOW: now), one row per (direction, dataset).
 JOB_SIDE = """
 SELECT e.direction, j.id AS job_id, n.dataset_id, {lifecycle} AS lifecycle,
-       min((SELECT min(x.first_seen) FROM readmodel.job_edges x
+       min((SELECT min(x.first_seen) FROM {first_seen} x
             WHERE x.job_id = j.id AND x.direction = e.direction
               AND x.namespace = e.namespace AND x.name = e.name)) AS first_seen,
        max(e.last_seen) AS last_seen,
@@ -292,6 +292,14 @@ def _links(rule: str, restricted: bool) -> str:
     access = SHAPES[restricted]
     visible = visibility.dataset_visible(access, "n.dataset_id")
     job_side = JOB_SIDE.format(
+        # its run and static rows (job_edges' key ends with the source)
+        first_seen=asof.key_probe(
+            "readmodel.job_edges",
+            "x",
+            asof.JOB_EDGE_KEY,
+            "j.id, e.direction, e.namespace, e.name",
+            rows=2,
+        ),
         lifecycle=LATEST_LIFECYCLE,
         inputs=asof.job_edges_at("j.id", "input", rule=rule),
         outputs=asof.job_edges_at("j.id", "output", rule=rule),
