@@ -43,6 +43,7 @@ from bench import (
 from bench.context import Context, RssSampler
 from bench.harness import WORK_DIR, Cluster, Service, copy_records, metastore
 from bench.report import Row, load_average, machine, now
+from bench.scale_results import Figure, Point, Results
 from bench.sizes import FULL, QUICK
 from metastore.eventlog import LogRecord
 
@@ -61,42 +62,6 @@ READ_SAMPLE = 250_000
 # 9 KB an event, half of it Spark's logical plans, which the log compresses about ten times.
 DISK_BYTES_PER_EVENT = 11_000
 DISK_HEADROOM = 0.85  # of the free space: the machine is shared
-
-
-class Figure(msgspec.Struct):
-    name: str
-    unit: str
-    value: float | None
-    baseline: float | None = None
-    baseline_label: str = "-"
-    note: str = ""
-
-
-class Point(msgspec.Struct):
-    """Everything measured at one size of the log."""
-
-    events: int
-    json_bytes: int
-    figures: list[Figure]
-    tables: list[scale_storage.TableSize]
-    counts: dict[str, int]
-    seconds: dict[str, float]  # wall time of each phase of this step
-    load: str  # load average after the step
-    measured_at: str
-
-
-class Results(msgspec.Struct):
-    command: str
-    machine: str
-    started: str
-    seed: int
-    sizes: list[int]
-    points: list[Point] = []
-    columns: dict[str, dict[str, int]] = {}  # at the largest size: table -> column -> bytes
-    indexes: list[tuple[str, str, int]] = []  # at the largest size
-    corpus: dict[str, int] = {}  # events by producer kind, plans
-    finished: str = ""
-    notes: list[str] = []
 
 
 def sizes_for(max_events: int | None, sizes: str | None) -> list[int]:
@@ -579,7 +544,3 @@ def write(results: Results, out: Path) -> None:
     (pictures / "results.json").write_bytes(msgspec.json.format(msgspec.json.encode(results)))
     names = scale_report.plot(results, pictures)
     out.write_text(scale_report.render(results, [pictures / n for n in names], out.parent))
-
-
-def load_results(path: Path) -> Results:
-    return msgspec.json.decode(path.read_bytes(), type=Results)

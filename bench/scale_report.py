@@ -13,10 +13,9 @@ import argparse
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from bench.scale import Figure, Point, Results
+from bench.scale_results import Figure, Point, Results, load_results
 
 QUERIES = (
     "lineage depth 5 p95, ms",
@@ -381,8 +380,6 @@ def plot(results: Results, folder: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.scale import load_results
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("results", type=Path)
     parser.add_argument("out", type=Path)

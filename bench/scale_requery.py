@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 import psycopg
 
-from bench import scale, scale_corpus
+from bench import scale, scale_corpus, scale_results
 from bench.harness import ROOT, metastore
 from bench.sizes import SEED
 
@@ -32,7 +32,7 @@ SPAN = "SELECT max(event_time), count(*) FROM event_log"
 class Requery(msgspec.Struct):
     tree: str  # the commit the API ran
     events: int
-    figures: list[scale.Figure]
+    figures: list[scale_results.Figure]
 
 
 def requery(url: str, seed: int, log_dir: Path) -> Requery:
@@ -42,7 +42,7 @@ def requery(url: str, seed: int, log_dir: Path) -> Requery:
     last, events = span
     ctx = scale.context(events, seed, log_dir)
     middle = scale_corpus.START + (last - scale_corpus.START) / 2
-    figures: list[scale.Figure] = []
+    figures: list[scale_results.Figure] = []
     with metastore("api", url, log_dir, scale.catalog_env(log_dir)) as api:
         scale.time_queries(ctx, url, api, middle, figures, ctx.sizes.read_queries)
     tree = subprocess.run(

@@ -18,7 +18,8 @@ import msgspec
 import pytest
 
 from bench import scale_corpus, scale_report
-from bench.scale import Figure, Point, Results, load_results, sizes_for
+from bench.scale import sizes_for
+from bench.scale_results import Figure, Point, Results, load_results
 from bench.scale_storage import TableSize
 from metastore.embedded_pg import EmbeddedPostgres
 from metastore.envelope import parse_event
