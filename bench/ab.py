@@ -7,27 +7,69 @@ the two sides run in turns (the order swapped each round), each in a checkout of
 (a `git worktree` in a temporary folder) with this venv, and every figure is printed per
 round beside its ratio to the same run's baseline. docs/PERFORMANCE.md names the commits
 and the group of each change it records.
+
+The scenarios (bench/scenario.py) take their other side from here too: `other_tree` and
+`turns` are the A/B of any measurement between this checkout and another tree.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
+from bench.harness import ROOT
 from bench.report import parse_table
 from bench.run import GROUPS
 
-ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 
 def _git(*args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.strip()
+
+
+@contextlib.contextmanager
+def checkout(commit: str) -> Iterator[Path]:
+    """The commit in a temporary `git worktree` (detached), removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="metastore-ab-") as tmp:
+        path = Path(tmp) / _git("rev-parse", "--short", commit)
+        _git("worktree", "add", "--detach", str(path), commit)
+        try:
+            yield path
+        finally:
+            _git("worktree", "remove", "--force", str(path))
+
+
+@contextlib.contextmanager
+def other_tree(spec: str | None) -> Iterator[list[tuple[str, Path]]]:
+    """The sides of an A/B: ("this", this checkout), then ("other", `spec`) when given.
+
+    `spec` is a source tree (a directory, e.g. `git archive main | tar -x -C /tmp/main`)
+    used as it is, or anything `git rev-parse` accepts, checked out for the block."""
+    sides = [("this", ROOT)]
+    if spec is None:
+        yield sides
+    elif Path(spec).is_dir():
+        yield [*sides, ("other", Path(spec).resolve())]
+    else:
+        with checkout(spec) as path:
+            yield [*sides, ("other", path)]
+
+
+def turns(sides: Sequence[T], rounds: int) -> Iterator[tuple[int, T]]:
+    """(round, side) for every side each round, the order swapped every other round: this
+    machine drifts by a third within an hour, so neither side always goes first."""
+    for round_ in range(rounds):
+        for side in sides if round_ % 2 == 0 else sides[::-1]:
+            yield round_, side
 
 
 def _run(checkout: Path, group: str, quick: bool, out: Path) -> dict[str, dict[str, str]]:
@@ -48,20 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sides = {name: _git("rev-parse", "--short", name) for name in (args.before, args.after)}
     results: dict[str, list[dict[str, dict[str, str]]]] = {name: [] for name in sides}
-    with tempfile.TemporaryDirectory(prefix="metastore-ab-") as tmp:
-        checkouts = {}
-        for name, commit in sides.items():
-            checkouts[name] = Path(tmp) / commit
-            _git("worktree", "add", "--detach", str(checkouts[name]), commit)
-        try:
-            names = list(sides)
-            for round_ in range(args.rounds):
-                for name in names if round_ % 2 == 0 else names[::-1]:
-                    out = Path(tmp) / f"{sides[name]}-{round_}.md"
-                    results[name].append(_run(checkouts[name], args.only, args.quick, out))
-        finally:
-            for checkout in checkouts.values():
-                _git("worktree", "remove", "--force", str(checkout))
+    with (
+        tempfile.TemporaryDirectory(prefix="metastore-ab-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        checkouts = {name: stack.enter_context(checkout(commit)) for name, commit in sides.items()}
+        for round_, name in turns(list(sides), args.rounds):
+            out = Path(tmp) / f"{sides[name]}-{round_}.md"
+            results[name].append(_run(checkouts[name], args.only, args.quick, out))
     figures = [f for f in results[args.before][0] if results[args.before][0][f]["value"] != "n/a"]
     for figure in figures:
         print(f"{figure}:")

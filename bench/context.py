@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.harness import memory_kib
+from bench.report import Row
 from bench.sizes import Sizes
 
 
@@ -20,6 +22,10 @@ class Context:
 
     def command(self, group: str) -> str:
         return f"python -m bench.run{' --quick' if self.quick else ''} --only {group}"
+
+    def rows(self, group: str, *declared: Row) -> list[Row]:
+        """Fresh copies of a group's declared rows, each naming the command that measures it."""
+        return [dataclasses.replace(row, command=self.command(group)) for row in declared]
 
     def say(self, message: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)

@@ -352,21 +352,7 @@ class Generator:
 
     def _app_run_facets(self, app: App, round_no: int) -> dict[str, Any]:
         if app.flavor == "spark":
-            return {
-                "spark_properties": _facet(
-                    "2-0-2/OpenLineage.json#/$defs/RunFacet",
-                    properties={
-                        "spark.master": "k8s://https://kubernetes.default.svc",
-                        "spark.app.name": app.name,
-                    },
-                ),
-                "processing_engine": _facet(
-                    "1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
-                    version="3.5.1",
-                    name="spark",
-                    openlineageAdapterVersion="1.23.0",
-                ),
-            }
+            return _spark_run_facets(app.name)
         return {
             "airflowDagRun": _facet(
                 "1-0-0/AirflowDagRunFacet.json",
@@ -390,22 +376,7 @@ class Generator:
         spark = app.flavor == "spark"
         producer = SPARK_PRODUCER if spark else AIRFLOW_PRODUCER
         if spark:
-            run_facets = {
-                "parent": parent,
-                "spark_properties": _facet(
-                    "2-0-2/OpenLineage.json#/$defs/RunFacet",
-                    properties={
-                        "spark.master": "k8s://https://kubernetes.default.svc",
-                        "spark.app.name": app.name,
-                    },
-                ),
-                "processing_engine": _facet(
-                    "1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
-                    version="3.5.1",
-                    name="spark",
-                    openlineageAdapterVersion="1.23.0",
-                ),
-            }
+            run_facets = {"parent": parent, **_spark_run_facets(app.name)}
             columns = ", ".join(outputs[0].fields)
             sources = " JOIN ".join(ds.name for ds in inputs)
             job_facets = {
@@ -504,6 +475,25 @@ class Generator:
             "inputs": [_dataset_ref(ds, False) for ds in inputs],
             "outputs": end_outputs,
         }
+
+
+def _spark_run_facets(app_name: str) -> dict[str, Any]:
+    """What the Spark integration puts on each run of an application (and its tasks)."""
+    return {
+        "spark_properties": _facet(
+            "2-0-2/OpenLineage.json#/$defs/RunFacet",
+            properties={
+                "spark.master": "k8s://https://kubernetes.default.svc",
+                "spark.app.name": app_name,
+            },
+        ),
+        "processing_engine": _facet(
+            "1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
+            version="3.5.1",
+            name="spark",
+            openlineageAdapterVersion="1.23.0",
+        ),
+    }
 
 
 def events(nodes: int, limit: int, seed: int) -> Iterator[bytes]:

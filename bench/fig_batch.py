@@ -20,18 +20,18 @@ PATH = "/ingest/openlineage/batch"
 GROUP = "batch"
 
 
+ROW = Row(
+    "batch ingest, events/s",
+    "events/s",
+    baseline_label="raw psycopg COPY, same events, same table",
+    target=">= 15,000",
+    check=at_least(15_000),
+    client=f"{loadgen.ASYNCIO_CLIENT}; baseline: psycopg",
+)
+
+
 def rows(ctx: Context) -> list[Row]:
-    return [
-        Row(
-            "batch ingest, events/s",
-            "events/s",
-            baseline_label="raw psycopg COPY, same events, same table",
-            target=">= 15,000",
-            check=at_least(15_000),
-            command=ctx.command(GROUP),
-            client=f"{loadgen.ASYNCIO_CLIENT}; baseline: psycopg",
-        )
-    ]
+    return ctx.rows(GROUP, ROW)
 
 
 def _all_accepted(payload: bytes) -> bool:

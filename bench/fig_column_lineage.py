@@ -64,13 +64,8 @@ def measure(ctx: Context, out: list[Row], url: str, middle: dt.datetime, api: Se
     paths = [f"/api/v1/datasets/{d}/column-lineage?direction=both&depth={depth}" for d in starts]
     stamp = urllib.parse.quote(middle.isoformat())
     for row, variant in ((current, paths), (as_of, [p + f"&as_of={stamp}" for p in paths])):
-        loadgen.get_many(api.base_url, variant[:10])  # warm-up
-        answers = loadgen.get_many(api.base_url, variant)
-        ok = [
-            msgspec.json.decode(b, type=Answer)
-            for st, b in zip(answers.statuses, answers.bodies, strict=True)
-            if st == 200
-        ]
+        answers = loadgen.timed(api.base_url, variant)
+        ok = loadgen.decoded(answers, Answer)
         later = sum(1 for st in answers.statuses if st == 404)  # first seen after as_of
         bad = len(variant) - len(ok) - later
         row.value = loadgen.percentile(answers.latencies_ms, 95)

@@ -52,17 +52,17 @@ print(read)
 )
 
 
+ROW = Row(
+    "projector fold rate, events/s",
+    "events/s",
+    baseline_label="reading and decoding the same events only, no folds",
+    target=">= 5,000",
+    check=at_least(5_000),
+)
+
+
 def rows(ctx: Context) -> list[Row]:
-    return [
-        Row(
-            "projector fold rate, events/s",
-            "events/s",
-            baseline_label="reading and decoding the same events only, no folds",
-            target=">= 5,000",
-            check=at_least(5_000),
-            command=ctx.command(GROUP),
-        )
-    ]
+    return ctx.rows(GROUP, ROW)
 
 
 def catch_up(

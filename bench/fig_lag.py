@@ -30,17 +30,17 @@ CURSORS = "SELECT cursor_tx::text::bigint, cursor_seq FROM projection_state WHER
 POSITIONS = "SELECT digest, tx::text::bigint, seq FROM event_log"
 
 
+ROW = Row(
+    "projection lag p99, s",
+    "s",
+    target="< 1",
+    check=below(1.0),
+    client=f"{loadgen.ASYNCIO_CLIENT}, open loop",
+)
+
+
 def rows(ctx: Context) -> list[Row]:
-    return [
-        Row(
-            "projection lag p99, s",
-            "s",
-            target="< 1",
-            check=below(1.0),
-            command=ctx.command(GROUP),
-            client=f"{loadgen.ASYNCIO_CLIENT}, open loop",
-        )
-    ]
+    return ctx.rows(GROUP, ROW)
 
 
 def _projection_names() -> list[str]:

@@ -222,14 +222,9 @@ def measure_starts(
     hops = [2 * depth + key.startswith("job:") for key in keys]
     bare_ms, bare_nodes = bare_walks(url, bare_starts, hops, node_type)
     paths = [f"/api/v1/lineage?node={key}&depth={depth}&direction=both" for key in keys]
-    loadgen.get_many(api.base_url, paths[:10])  # warm-up
-    answers = loadgen.get_many(api.base_url, paths)
+    answers = loadgen.timed(api.base_url, paths)
     api_ms = answers.latencies_ms
-    graphs = [
-        msgspec.json.decode(b, type=Graphish)
-        for st, b in zip(answers.statuses, answers.bodies, strict=True)
-        if st == 200
-    ]
+    graphs = loadgen.decoded(answers, Graphish)
     bad = sum(1 for st in answers.statuses if st != 200)
     p50.value, p50.baseline = loadgen.percentile(api_ms, 50), loadgen.percentile(bare_ms, 50)
     p95.value, p95.baseline = loadgen.percentile(api_ms, 95), loadgen.percentile(bare_ms, 95)
@@ -263,11 +258,7 @@ def measure_starts(
             as_of.note = f"n/a: the endpoint rejected as_of ({rejected} of {len(as_paths)} 400)."
         else:
             as_of.value = loadgen.percentile(as_ms, 95)
-            as_graphs = [
-                msgspec.json.decode(b, type=Graphish)
-                for st, b in zip(as_answers.statuses, as_answers.bodies, strict=True)
-                if st == 200
-            ]
+            as_graphs = loadgen.decoded(as_answers, Graphish)
             as_nodes = sum(len(g.nodes) for g in as_graphs) / max(1, len(as_graphs))
             as_of.note = (
                 f"the same {len(as_paths)} queries with `as_of={middle.isoformat()}` "
@@ -285,11 +276,7 @@ FAILED_RUNS = "SELECT id FROM readmodel.runs WHERE state = 'FAIL' ORDER BY id"
 
 def _summary(answers: loadgen.Answers) -> tuple[int, float, int]:
     """(answers not 200, mean nodes per 200 answer, truncated answers)."""
-    graphs = [
-        msgspec.json.decode(b, type=Graphish)
-        for st, b in zip(answers.statuses, answers.bodies, strict=True)
-        if st == 200
-    ]
+    graphs = loadgen.decoded(answers, Graphish)
     bad = sum(1 for st in answers.statuses if st != 200)
     nodes = sum(len(g.nodes) for g in graphs) / max(1, len(graphs))
     return bad, nodes, sum(g.truncated for g in graphs)
@@ -303,8 +290,7 @@ def _impact(ctx: Context, row: Row, url: str, api: Service) -> None:
         failed = [r[0] for r in conn.execute(FAILED_RUNS)]
     runs = random.Random(ctx.seed + 7).sample(failed, min(len(failed), ctx.sizes.lineage_queries))
     paths = [f"/api/v1/impact?node=run:{run}&depth={depth}" for run in runs]
-    loadgen.get_many(api.base_url, paths[:10])  # warm-up
-    answers = loadgen.get_many(api.base_url, paths)
+    answers = loadgen.timed(api.base_url, paths)
     bad, nodes, truncated = _summary(answers)
     if bad == len(paths):
         row.note = f"n/a: no answer was 200 ({answers.statuses[:3]} ...)"
@@ -328,13 +314,8 @@ def _diff(ctx: Context, row: Row, paths: list[str], gen: Generator, api: Service
     quote = urllib.parse.quote
     moments = f"&from={quote(before.isoformat())}&to={quote(after.isoformat())}"
     diff_paths = [p.replace("/api/v1/lineage?", "/api/v1/lineage/diff?") + moments for p in paths]
-    loadgen.get_many(api.base_url, diff_paths[:10])  # warm-up
-    answers = loadgen.get_many(api.base_url, diff_paths)
-    bodies = [
-        msgspec.json.decode(b, type=Diffish)
-        for st, b in zip(answers.statuses, answers.bodies, strict=True)
-        if st == 200
-    ]
+    answers = loadgen.timed(api.base_url, diff_paths)
+    bodies = loadgen.decoded(answers, Diffish)
     bad = sum(1 for st in answers.statuses if st != 200)
     if not bodies:
         row.note = f"n/a: no answer was 200 ({answers.statuses[:3]} ...)"

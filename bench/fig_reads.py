@@ -152,13 +152,8 @@ def measure(
         )
     lookup = out[3]
     paths = [_q("/api/v1/datasets", namespace=ns, name=name) for ns, name, _ in lookups]
-    loadgen.get_many(api.base_url, paths[:5])
-    answers = loadgen.get_many(api.base_url, paths)
-    found = sum(
-        1
-        for b, s in zip(answers.bodies, answers.statuses, strict=True)
-        if s == 200 and msgspec.json.decode(b, type=Page).items
-    )
+    answers = loadgen.timed(api.base_url, paths, warm_up=5)
+    found = sum(1 for page in loadgen.decoded(answers, Page) if page.items)
     lookup.value = loadgen.percentile(answers.latencies_ms, 95)
     symlinks = sum(1 for _, _, kind in lookups if kind != "emitted")
     lookup.note = (

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 
-import msgspec
 import psycopg
 
 from bench import loadgen
@@ -53,14 +52,9 @@ def measure(ctx: Context, out: list[Row], url: str, api: Service, n: int) -> Non
         names = [r[0] for r in conn.execute(NAMES, {"n": max(1000, n * 10)})]
     searches = terms(names, n, ctx.seed + 11)
     paths = [_q("/api/v1/search", q=q) for _, q in searches]
-    loadgen.get_many(api.base_url, paths[:5])  # warm-up
-    answers = loadgen.get_many(api.base_url, paths)
+    answers = loadgen.timed(api.base_url, paths, warm_up=5)
     bad = sum(1 for s in answers.statuses if s != 200)
-    hits = [
-        len(msgspec.json.decode(b, type=Page).items)
-        for b, s in zip(answers.bodies, answers.statuses, strict=True)
-        if s == 200
-    ]
+    hits = [len(page.items) for page in loadgen.decoded(answers, Page)]
     kinds: dict[str, list[float]] = {}
     for (kind, _), ms in zip(searches, answers.latencies_ms, strict=True):
         kinds.setdefault(kind, []).append(ms)

@@ -24,15 +24,11 @@ WHERE n.nspname = 'readmodel' AND c.relkind = 'r'
 """
 
 
+ROW = Row("storage, bytes/event", "bytes/event", baseline_label="the events' JSON size")
+
+
 def rows(ctx: Context) -> list[Row]:
-    return [
-        Row(
-            "storage, bytes/event",
-            "bytes/event",
-            baseline_label="the events' JSON size",
-            command=ctx.command(GROUP),
-        )
-    ]
+    return ctx.rows(GROUP, ROW)
 
 
 def measure(ctx: Context, out: list[Row], url: str) -> None:

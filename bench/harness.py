@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from bench import datagen
 from metastore.embedded_pg import EmbeddedPostgres, free_port
 from metastore.eventlog import LogRecord
 from metastore.migrations import apply_migrations
@@ -77,13 +78,18 @@ class Cluster:
     """A throwaway PostgreSQL server; `database()` makes a fresh, prepared database."""
 
     def __init__(
-        self, label: str, warm: bool = True, wal_segments: int = WARM_WAL_SEGMENTS
+        self,
+        label: str,
+        warm: bool = True,
+        wal_segments: int = WARM_WAL_SEGMENTS,
+        durable: bool = True,
     ) -> None:
         """`warm`: fill and recycle `wal_segments` of WAL first (see warm_wal; tiny runs
-        skip it or recycle a few, the same steps without the full run's 1 GB)."""
+        skip it or recycle a few, the same steps without the full run's 1 GB). `durable`
+        False (fsync off): for a scenario that times reads or folds, not commits."""
         WORK_DIR.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix=f"metastore-bench-{label}-", dir=WORK_DIR))
-        self.pg = EmbeddedPostgres(self.dir)  # not fast_unsafe: real durability
+        self.pg = EmbeddedPostgres(self.dir, fast_unsafe=not durable)
         self.url = self.pg.start()
         if warm:
             warm_wal(self.url, wal_segments)
@@ -102,13 +108,25 @@ class Cluster:
         prepare_database(url)
         return url
 
+    def copy(self, url: str, name: str) -> str:
+        """A new database `name`, a copy of the one at `url` (which nobody may be using)."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE {url.rsplit('/', 1)[1]}")
+        return self.url.rsplit("/", 1)[0] + "/" + name
+
+    def drop(self, url: str) -> None:
+        with psycopg.connect(self.url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {url.rsplit('/', 1)[1]} WITH (FORCE)")
+
     def destroy(self) -> None:
         self.pg.destroy()
 
 
 @contextlib.contextmanager
-def cluster(label: str, wal_segments: int = WARM_WAL_SEGMENTS) -> Iterator[Cluster]:
-    c = Cluster(label, wal_segments=wal_segments)
+def cluster(
+    label: str, wal_segments: int = WARM_WAL_SEGMENTS, warm: bool = True, durable: bool = True
+) -> Iterator[Cluster]:
+    c = Cluster(label, warm=warm, wal_segments=wal_segments, durable=durable)
     try:
         yield c
     finally:
@@ -319,6 +337,21 @@ def _copy_chunk(conn: psycopg.Connection[Any], records: list[LogRecord]) -> int:
                     )
                 )
     return size
+
+
+def load_workload(
+    url: str, events: int, nodes: int, seed: int, fold: bool = True
+) -> datagen.Generator:
+    """`events` events of the benchmark workload (bench/datagen.py, over a graph of about
+    `nodes` datasets and jobs) COPYed into the log, then folded by this checkout's
+    projections unless `fold` is False. The generator tells the events' times."""
+    generator = datagen.Generator(datagen.build_graph(nodes, seed), seed)
+    copy_records(url, (datagen.to_record(body) for body in generator.events(events)))
+    if fold:
+        from projections.runner import catch_up
+
+        catch_up(url)
+    return generator
 
 
 def run_child(

@@ -23,6 +23,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+import msgspec
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 # How the report names each client (the `client` column of docs/BENCHMARKS.md).
@@ -352,6 +355,9 @@ async def open_loop(
     return sorted(results, key=lambda t: t.index)
 
 
+T = TypeVar("T")
+
+
 @dataclass
 class Answers:
     latencies_ms: list[float]
@@ -400,3 +406,19 @@ def get_many(base_url: str, paths: Sequence[str], token: str | None = None) -> A
     finally:
         session.close()
     return answers
+
+
+def timed(base_url: str, paths: Sequence[str], warm_up: int = 10) -> Answers:
+    """get_many of the paths, after the first `warm_up` of them were asked once (untimed,
+    on a connection of their own)."""
+    get_many(base_url, paths[:warm_up])
+    return get_many(base_url, paths)
+
+
+def decoded(answers: Answers, into: type[T]) -> list[T]:
+    """The bodies of the answers that were 200, decoded."""
+    return [
+        msgspec.json.decode(body, type=into)
+        for status, body in zip(answers.statuses, answers.bodies, strict=True)
+        if status == 200
+    ]
