@@ -322,16 +322,16 @@ class Generator:
             },
         }
         run_facets = self._app_run_facets(app, round_no)
-        yield {
-            "eventTime": self._tick(1),
-            "producer": producer,
-            "schemaURL": SCHEMA_URL,
-            "eventType": "START",
-            "run": {"runId": run_id, "facets": run_facets},
-            "job": app_job,
-            "inputs": [],
-            "outputs": [],
-        }
+        yield _run_event(
+            self._tick(1),
+            producer,
+            "START",
+            run_id,
+            run_facets,
+            app_job,
+            [],
+            [],
+        )
         parent = _facet(
             "1-0-1/ParentRunFacet.json#/$defs/ParentRunFacet",
             run={"runId": run_id},
@@ -339,16 +339,16 @@ class Generator:
         )
         for t in app.tasks:
             yield from self._task_run(t, app, parent, round_no)
-        yield {
-            "eventTime": self._tick(2),
-            "producer": producer,
-            "schemaURL": SCHEMA_URL,
-            "eventType": "COMPLETE",
-            "run": {"runId": run_id, "facets": {}},
-            "job": {"namespace": app.namespace, "name": app.name, "facets": {}},
-            "inputs": [],
-            "outputs": [],
-        }
+        yield _run_event(
+            self._tick(2),
+            producer,
+            "COMPLETE",
+            run_id,
+            {},
+            {"namespace": app.namespace, "name": app.name, "facets": {}},
+            [],
+            [],
+        )
 
     def _app_run_facets(self, app: App, round_no: int) -> dict[str, Any]:
         if app.flavor == "spark":
@@ -423,26 +423,26 @@ class Generator:
                 )
             }
         job = {"namespace": task.namespace, "name": task.name}
-        yield {
-            "eventTime": self._tick(0.5),
-            "producer": producer,
-            "schemaURL": SCHEMA_URL,
-            "eventType": "START",
-            "run": {"runId": run_id, "facets": run_facets},
-            "job": {**job, "facets": job_facets},
-            "inputs": [_dataset_ref(ds, True) for ds in inputs],
-            "outputs": [_dataset_ref(ds, True) for ds in outputs],
-        }
-        yield {
-            "eventTime": self._tick(self.rng.uniform(5, 60)),
-            "producer": producer,
-            "schemaURL": SCHEMA_URL,
-            "eventType": "RUNNING",
-            "run": {"runId": run_id, "facets": {"parent": parent}},
-            "job": {**job, "facets": {}},
-            "inputs": [_dataset_ref(ds, False) for ds in inputs],
-            "outputs": [_dataset_ref(ds, False) for ds in outputs],
-        }
+        yield _run_event(
+            self._tick(0.5),
+            producer,
+            "START",
+            run_id,
+            run_facets,
+            {**job, "facets": job_facets},
+            [_dataset_ref(ds, True) for ds in inputs],
+            [_dataset_ref(ds, True) for ds in outputs],
+        )
+        yield _run_event(
+            self._tick(self.rng.uniform(5, 60)),
+            producer,
+            "RUNNING",
+            run_id,
+            {"parent": parent},
+            {**job, "facets": {}},
+            [_dataset_ref(ds, False) for ds in inputs],
+            [_dataset_ref(ds, False) for ds in outputs],
+        )
         failed = self.rng.random() < 0.04
         end_outputs = []
         for ds in outputs:
@@ -465,16 +465,39 @@ class Generator:
                 message=f"Job aborted due to stage failure in round {round_no}",
                 programmingLanguage="JAVA" if spark else "PYTHON",
             )
-        yield {
-            "eventTime": self._tick(self.rng.uniform(10, 300)),
-            "producer": producer,
-            "schemaURL": SCHEMA_URL,
-            "eventType": "FAIL" if failed else "COMPLETE",
-            "run": {"runId": run_id, "facets": end_facets},
-            "job": {**job, "facets": {}},
-            "inputs": [_dataset_ref(ds, False) for ds in inputs],
-            "outputs": end_outputs,
-        }
+        yield _run_event(
+            self._tick(self.rng.uniform(10, 300)),
+            producer,
+            "FAIL" if failed else "COMPLETE",
+            run_id,
+            end_facets,
+            {**job, "facets": {}},
+            [_dataset_ref(ds, False) for ds in inputs],
+            end_outputs,
+        )
+
+
+def _run_event(
+    event_time: str,
+    producer: str,
+    event_type: str,
+    run_id: str,
+    run_facets: dict[str, Any],
+    job: dict[str, Any],
+    inputs: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A run event as the integrations send it (the keys in their order)."""
+    return dict(
+        eventTime=event_time,
+        producer=producer,
+        schemaURL=SCHEMA_URL,
+        eventType=event_type,
+        run={"runId": run_id, "facets": run_facets},
+        job=job,
+        inputs=inputs,
+        outputs=outputs,
+    )
 
 
 def _spark_run_facets(app_name: str) -> dict[str, Any]:

@@ -64,24 +64,18 @@ class Store:
     wal_segments: int  # recycled before measuring (bench.harness.warm_wal)
 
 
-FULL = Store(
-    names=2_000,
-    name_runs=200,
-    fields=3_000,
-    queries=20_000,
-    events=31_000,
-    nodes=1_000,
-    wal_segments=WARM_WAL_SEGMENTS,
-)
-QUICK = Store(
-    names=200,
-    name_runs=10,
-    fields=300,
-    queries=200,
-    events=2_000,
-    nodes=200,
-    wal_segments=2,
-)
+# Each size of the full store and of --quick's, side by side (as bench/sizes.py).
+_STORES = {
+    "names": (2_000, 200),
+    "name_runs": (200, 10),
+    "fields": (3_000, 300),
+    "queries": (20_000, 200),
+    "events": (31_000, 2_000),
+    "nodes": (1_000, 200),
+    "wal_segments": (WARM_WAL_SEGMENTS, 2),
+}
+FULL = Store(**{field: full for field, (full, _) in _STORES.items()})
+QUICK = Store(**{field: quick for field, (_, quick) in _STORES.items()})
 
 
 def events(store: Store, seed: int) -> Iterator[bytes]:
@@ -102,44 +96,34 @@ class Read:
     target: bool  # one of the issue's cases: under TARGET_MS
 
 
+def now_and_as_of(figure: str, path: str, moment: str) -> list[Read]:
+    """A read of one of the issue's cases, then the same as of `moment` ("as-of <figure>")."""
+    joiner = "&" if "?" in path else "?"
+    return [
+        Read(figure, path, True),
+        Read(f"as-of {figure}", f"{path}{joiner}as_of={moment}", True),
+    ]
+
+
 def reads() -> list[Read]:
     """The reads, by figure (the sizes: Store, FULL or QUICK, in each row's note)."""
     many, wide, trino = "many-name dataset", "wide event", "Trino queries"
+    lineage = "/datasets/{%s}/column-lineage"
+    deep = "depth 10, generated events"
     return [
-        Read(
-            f"column lineage, {many}",
-            "/datasets/{names}/column-lineage?direction=downstream&depth=1",
-            True,
-        ),
-        Read(
-            f"as-of column lineage, {many}",
-            "/datasets/{names}/column-lineage?direction=downstream&depth=1&as_of={end}",
-            True,
+        *now_and_as_of(
+            f"column lineage, {many}", lineage % "names" + "?direction=downstream&depth=1", "{end}"
         ),
         Read(f"dataset runs, {many}", "/datasets/{names}/runs", True),
         Read(f"dataset page, {many}", "/datasets/{names}", False),
-        Read(
-            "column lineage depth 10, generated events",
-            "/datasets/{deep}/column-lineage?direction=both&depth=10",
-            True,
+        *now_and_as_of(
+            f"column lineage {deep}", lineage % "deep" + "?direction=both&depth=10", "{generated}"
         ),
+        *now_and_as_of(f"column lineage, {wide}", lineage % "wide", "{end}"),
+        Read(f"column lineage, {trino}", lineage % "trino", True),
+        Read(f"as-of column lineage (end), {trino}", lineage % "trino" + "?as_of={end}", True),
         Read(
-            "as-of column lineage depth 10, generated events",
-            "/datasets/{deep}/column-lineage?direction=both&depth=10&as_of={generated}",
-            True,
-        ),
-        Read(f"column lineage, {wide}", "/datasets/{wide}/column-lineage", True),
-        Read(f"as-of column lineage, {wide}", "/datasets/{wide}/column-lineage?as_of={end}", True),
-        Read(f"column lineage, {trino}", "/datasets/{trino}/column-lineage", True),
-        Read(
-            f"as-of column lineage (end), {trino}",
-            "/datasets/{trino}/column-lineage?as_of={end}",
-            True,
-        ),
-        Read(
-            f"as-of column lineage (middle), {trino}",
-            "/datasets/{trino}/column-lineage?as_of={middle}",
-            True,
+            f"as-of column lineage (middle), {trino}", lineage % "trino" + "?as_of={middle}", True
         ),
         Read(f"dataset page, {trino}' table", "/datasets/{trino}", False),
         Read(f"dataset runs, {trino}' source", "/datasets/{source}/runs", False),

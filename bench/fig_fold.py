@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.context import Context
 from bench.harness import python_env, run_child
-from bench.report import Row, at_least, now
+from bench.report import Row, at_least
 
 GROUP = "log"
 # Both with the catalog map of METASTORE_CATALOGS_FILE, when set (the scale corpus has one).
@@ -95,14 +95,13 @@ def measure(ctx: Context, out: list[Row], url: str, events: int) -> float:
     folded, seconds, peak = catch_up(url, ctx.log_dir / "fold.log")
     ctx.say(f"fold: reading and decoding {events:,} events (the baseline)")
     read, read_seconds = read_only(url, ctx.log_dir / "fold-read-only.log")
-    row.value = folded / seconds
-    row.baseline = read / read_seconds
-    row.measured_at = now()
-    row.note = (
-        f"{folded:,} events (the first {events:,} of the workload: Spark and Airflow "
+    row.record(
+        folded / seconds,
+        baseline=read / read_seconds,
+        note=f"{folded:,} events (the first {events:,} of the workload: Spark and Airflow "
         f"application runs, START/RUNNING/COMPLETE) folded into empty read models by "
         f"`projections.runner.catch_up` in a child process in {seconds:.1f} s, peak RSS "
-        f"{peak / 1024:.0f} MiB. Reading and decoding them alone took {read_seconds:.1f} s."
+        f"{peak / 1024:.0f} MiB. Reading and decoding them alone took {read_seconds:.1f} s.",
     )
     ctx.say(f"fold: {row.value:,.0f}/s")
     return row.value

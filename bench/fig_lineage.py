@@ -295,14 +295,14 @@ def _impact(ctx: Context, row: Row, url: str, api: Service) -> None:
     if bad == len(paths):
         row.note = f"n/a: no answer was 200 ({answers.statuses[:3]} ...)"
         return
-    row.value = loadgen.percentile(answers.latencies_ms, 95)
-    row.note = (
+    row.record(
+        loadgen.percentile(answers.latencies_ms, 95),
         f"{len(paths)} failed runs drawn at random (seed) from the log's {len(failed):,}, "
         f"`GET /api/v1/impact?node=run:<id>&depth={depth}` (its attempted outputs, then "
         f"downstream), one request at a time after 10 warm-up requests; p50 "
         f"{loadgen.percentile(answers.latencies_ms, 50):.2f} ms; {bad} answers not 200; "
         f"{nodes:,.0f} nodes per answer on average ({truncated} truncated). Baseline: the "
-        "bare CTE's p95 of the lineage rows."
+        "bare CTE's p95 of the lineage rows.",
     )
 
 

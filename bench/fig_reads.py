@@ -141,14 +141,14 @@ def measure(
         answers, items = _walk(api, n, walkers[what])
         bad = sum(1 for s in answers.statuses if s != 200)
         split = _by_variant(answers)
-        row.value = loadgen.percentile(answers.latencies_ms, 95)
-        row.note = (
+        row.record(
+            loadgen.percentile(answers.latencies_ms, 95),
             f"{n} requests (first pages, filtered pages, next pages by cursor; "
             f"default page size), {items / max(1, n):.0f} items per answer, {bad} not "
             f"200, p50 {loadgen.percentile(answers.latencies_ms, 50):.2f} ms, p95 by kind: "
             f"{split}; over "
             f"{counts[0]:,} jobs, {counts[1]:,} runs, {counts[2]:,} datasets from "
-            f"{counts[3]:,} events."
+            f"{counts[3]:,} events.",
         )
     lookup = out[3]
     paths = [_q("/api/v1/datasets", namespace=ns, name=name) for ns, name, _ in lookups]

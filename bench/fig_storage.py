@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 
 from bench.context import Context
-from bench.report import Row, now
+from bench.report import Row
 
 GROUP = "log"
 
@@ -42,15 +42,14 @@ def measure(ctx: Context, out: list[Row], url: str) -> None:
         readmodel = _one(conn, READMODEL_BYTES)
     assert counted is not None
     events, json_bytes = int(counted[0]), int(counted[1])
-    row.value = (log_bytes + digest_bytes) / events
-    row.baseline = json_bytes / events
-    row.measured_at = now()
-    row.note = (
-        f"{events:,} events: event_log partitions with TOAST and indexes "
+    row.record(
+        (log_bytes + digest_bytes) / events,
+        baseline=json_bytes / events,
+        note=f"{events:,} events: event_log partitions with TOAST and indexes "
         f"{log_bytes / 2**20:,.0f} MiB + event_digests {digest_bytes / 2**20:,.0f} MiB, over "
         f"{json_bytes / 2**20:,.0f} MiB of JSON as received (the json text is TOAST-compressed). "
         f"For reference the read models take {readmodel / 2**20:,.0f} MiB "
-        f"({readmodel / events:,.0f} bytes/event)."
+        f"({readmodel / events:,.0f} bytes/event).",
     )
 
 

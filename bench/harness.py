@@ -204,6 +204,20 @@ def service_env(
     }
 
 
+def spawn(
+    argv: list[str], env: Mapping[str, str], log_path: Path, cwd: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """`python <argv>` running `cwd`'s code (a checkout's), its output to `log_path`."""
+    with log_path.open("wb") as log_file:
+        return subprocess.Popen(
+            [sys.executable, *argv],
+            env={**env, "PYTHONPATH": str(cwd)},
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+        )
+
+
 def start_service(
     argv: list[str],
     env: Mapping[str, str],
@@ -214,14 +228,7 @@ def start_service(
 ) -> Service:
     """`cwd`: the checkout whose code runs (another commit's, for a before/after)."""
     log_path = log_dir / f"{Path(argv[-1]).name}-{port}.log"
-    with log_path.open("wb") as log_file:
-        popen = subprocess.Popen(
-            [sys.executable, *argv],
-            env={**env, "PYTHONPATH": str(cwd)},
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-        )
+    popen = spawn(argv, env, log_path, cwd)
     service = Service(popen, port, log_path)
     deadline = time.monotonic() + timeout
     while True:
@@ -370,14 +377,7 @@ def run_child(
     size (seen: 1.4 GB for a child whose own VmHWM stayed near 100 MB).
     """
     started = time.perf_counter()
-    with log_path.open("wb") as log_file:
-        popen = subprocess.Popen(
-            [sys.executable, *argv],
-            env={**env, "PYTHONPATH": str(cwd)},
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-        )
+    popen = spawn(argv, env, log_path, cwd)
     samples: list[tuple[float, int]] = []
     while True:
         pid, status, usage = os.wait4(popen.pid, os.WNOHANG)

@@ -42,6 +42,12 @@ class Row:
             return "n/a"
         return "yes" if self.check(self.value) else "no"
 
+    def record(self, value: float, note: str, baseline: float | None = None) -> None:
+        """What was measured (with its baseline, when it has one), how, and now as when."""
+        self.value, self.note, self.measured_at = value, note, now()
+        if baseline is not None:
+            self.baseline = baseline
+
 
 def at_least(threshold: float) -> Check:
     return lambda value: value >= threshold
