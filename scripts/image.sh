@@ -24,6 +24,21 @@ log() { printf '\033[1m[image] %s\033[0m\n' "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
 
 # The image's version by default: the chart's appVersion, the release's own tag.
+# serve COMMAND PORT PIDVAR: `metastore COMMAND` in the image (in_image) in the background,
+# its pid in PIDVAR at once (the cleanup stops it), until /healthz on PORT answers.
+serve() {
+    local command="$1" port="$2" ok=""
+    "${in_image[@]}" metastore "${command}" >"${workdir}/${command}.log" 2>&1 &
+    printf -v "$3" '%s' "$!"
+    for _ in $(seq 1 60); do
+        if curl -fsS "http://127.0.0.1:${port}/healthz" >"${workdir}/${command}-healthz" 2>/dev/null; then ok=1; break; fi
+        kill -0 "${!3}" 2>/dev/null || break
+        sleep 0.5
+    done
+    [[ -n "${ok}" ]] || { cat "${workdir}/${command}.log" >&2; die "${command} /healthz did not answer"; }
+    log "${command} /healthz: $(cat "${workdir}/${command}-healthz")"
+}
+
 chart_app_version() {
     sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "${here}/deploy/helm/metastore/Chart.yaml"
 }
@@ -165,32 +180,14 @@ PY
     "${in_image[@]}" metastore migrate >&2 || die "metastore migrate failed"
 
     log "metastore api on 127.0.0.1:${api_port}"
-    "${in_image[@]}" metastore api >"${workdir}/api.log" 2>&1 &
-    api_pid=$!
-    ok=""
-    for _ in $(seq 1 60); do
-        if curl -fsS "http://127.0.0.1:${api_port}/healthz" >"${workdir}/healthz" 2>/dev/null; then ok=1; break; fi
-        kill -0 "${api_pid}" 2>/dev/null || break
-        sleep 0.5
-    done
-    [[ -n "${ok}" ]] || { cat "${workdir}/api.log" >&2; die "/healthz did not answer"; }
-    log "/healthz: $(cat "${workdir}/healthz")"
+    serve api "${api_port}" api_pid
     code="$(curl -s -o "${workdir}/readyz" -w '%{http_code}' "http://127.0.0.1:${api_port}/readyz")"
     log "/readyz: ${code} $(cat "${workdir}/readyz")"
     [[ "${code}" == 200 ]] || { cat "${workdir}/api.log" >&2; die "/readyz returned ${code}"; }
 
     proj_port="$((api_port + 1))"
     log "metastore projector, health on 127.0.0.1:${proj_port}"
-    "${in_image[@]}" metastore projector >"${workdir}/projector.log" 2>&1 &
-    projector_pid=$!
-    ok=""
-    for _ in $(seq 1 60); do
-        if curl -fsS "http://127.0.0.1:${proj_port}/healthz" >"${workdir}/p-healthz" 2>/dev/null; then ok=1; break; fi
-        kill -0 "${projector_pid}" 2>/dev/null || break
-        sleep 0.5
-    done
-    [[ -n "${ok}" ]] || { cat "${workdir}/projector.log" >&2; die "projector /healthz did not answer"; }
-    log "projector /healthz: $(cat "${workdir}/p-healthz")"
+    serve projector "${proj_port}" projector_pid
     log "smoke test of ${image} passed"
     ;;
 
