@@ -27,6 +27,17 @@ class Page(msgspec.Struct):
     next_cursor: str | None = None
 
 
+def next_page(session: loadgen.Session, path: str, body: bytes) -> float | None:
+    """The ms of the page after the one `body` answered, by its next_cursor (None: last)."""
+    cursor = msgspec.json.decode(body, type=Page).next_cursor
+    if not cursor:
+        return None
+    sep = "&" if "?" in path else "?"
+    ms, status, answer = session.get(f"{path}{sep}cursor={urllib.parse.quote(cursor)}")
+    assert status == 200, (path, status, answer[:300])
+    return ms
+
+
 def rows(ctx: Context) -> list[Row]:
     return p95_rows(
         ctx.command(GROUP),

@@ -109,14 +109,23 @@ class Cluster:
         return url
 
     def copy(self, url: str, name: str) -> str:
-        """A new database `name`, a copy of the one at `url` (which nobody may be using)."""
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name} TEMPLATE {url.rsplit('/', 1)[1]}")
+        """A new database `name`, a copy of the one at `url` (whose sessions are ended:
+        yoyo keeps its connection after migrating)."""
+        template = url.rsplit("/", 1)[1]
+        with self._admin() as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (template,),
+            )
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
         return self.url.rsplit("/", 1)[0] + "/" + name
 
     def drop(self, url: str) -> None:
-        with psycopg.connect(self.url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        with self._admin() as conn:
             conn.execute(f"DROP DATABASE {url.rsplit('/', 1)[1]} WITH (FORCE)")
+
+    def _admin(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.url.rsplit("/", 1)[0] + "/postgres", autocommit=True)
 
     def destroy(self) -> None:
         self.pg.destroy()
@@ -395,6 +404,12 @@ def run_child(
     del usage  # see the docstring: ru_maxrss is the parent's, not the child's
     peak = max((hwm for _, hwm in samples), default=0)
     return seconds, peak, samples
+
+
+def python_child(code: str, args: list[str], log_path: Path, cwd: Path = ROOT) -> str:
+    """Runs `python -c code args` on `cwd`'s code to the end; the last line it printed."""
+    run_child(["-c", code, *args], dict(os.environ), log_path, cwd=cwd)
+    return log_path.read_text(errors="replace").strip().splitlines()[-1]
 
 
 def python_env(database_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,6 +1,6 @@
-"""Times the read API of this checkout against another source tree's, A/B, on one log.
+"""The read API's p95 (lists, lineage, impact, diff), this checkout against another tree.
 
-    .venv/bin/python scripts/time_reads.py --other SRC [--events 200000] [--rounds 3]
+    python -m bench.scenario reads --other TREE [--events 200000] [--rounds 3]
 
 Generates `--events` events of the benchmark workload (bench/datagen.py, over a graph of
 `--nodes` datasets and jobs) into a throwaway PostgreSQL, folds them once with this
@@ -11,55 +11,27 @@ datasets (now and as of the middle of the runs' times), and where the tree's doc
 them, impact from failed runs and the lineage diff between a quarter and three quarters
 of the runs' times. A tree whose lineage `depth` counts jobs is asked for half the hops of
 one whose `depth` counts hops (its OpenAPI document says which), so both walk as far.
-`--other` is a source tree (e.g. `git archive main | tar -x -C /tmp/main-src`). A shared
-machine drifts: read the pairs, not one figure.
+Formerly scripts/time_reads.py. A shared machine drifts: read the pairs, not one figure.
 """
 
 from __future__ import annotations
 
-import argparse
 import random
-import sys
 import tempfile
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import loadgen  # noqa: E402
-from bench.datagen import events, to_record  # noqa: E402
-from bench.fig_reads import Page  # noqa: E402
-from bench.harness import free_port, service_env, start_service  # noqa: E402
-from metastore.embedded_pg import EmbeddedPostgres  # noqa: E402
-from metastore.eventlog import append_events  # noqa: E402
-from metastore.migrations import apply_migrations  # noqa: E402
-from projections.runner import catch_up  # noqa: E402
-from projections.schema import create_readmodel_tables  # noqa: E402
+from bench import loadgen
+from bench.ab import other_tree, turns
+from bench.fig_reads import next_page
+from bench.harness import cluster, load_workload, metastore
+from bench.scenario import parser
 
 HOPS = 4  # how far the lineage requests walk from a dataset
-
-
-def load(url: str, count: int, nodes: int, seed: int) -> None:
-    apply_migrations(url)
-    with psycopg.connect(url) as conn:
-        create_readmodel_tables(conn)
-        batch = []
-        for body in events(nodes, count, seed):
-            batch.append(to_record(body))
-            if len(batch) == 1000:
-                with conn.transaction():
-                    append_events(conn, batch)
-                batch = []
-        if batch:
-            with conn.transaction():
-                append_events(conn, batch)
-    catch_up(url)
 
 
 def document_of(base: str) -> dict[str, Any]:
@@ -141,12 +113,8 @@ def requests(url: str, seed: int, n: int) -> dict[str, list[str]]:
     }
 
 
-def time_side(src: Path, url: str, paths: dict[str, list[str]], log_dir: Path) -> dict[str, float]:
-    port = free_port()
-    # (the tree's code runs: start_service sets PYTHONPATH and the working directory)
-    env = service_env(url, port)
-    api = start_service(["-m", "metastore", "api"], env, port, log_dir, cwd=src)
-    try:
+def time_side(tree: Path, url: str, paths: dict[str, list[str]], log_dir: Path) -> dict[str, float]:
+    with metastore("api", url, log_dir, cwd=tree) as api:
         document = document_of(api.base_url)
         depth = HOPS // 2 if depth_counts_jobs(document) else HOPS
         session = loadgen.Session(api.base_url)
@@ -164,38 +132,28 @@ def time_side(src: Path, url: str, paths: dict[str, list[str]], log_dir: Path) -
                     ok = (200, 404) if name in MAY_BE_NOT_YET else (200,)
                     assert status in ok, (path, status, body[:300])
                     latencies.append(ms)
-                    if name not in NEXT_PAGE:
-                        continue
-                    cursor = msgspec.json.decode(body, type=Page).next_cursor
-                    if cursor:
-                        sep = "&" if "?" in path else "?"
-                        cursor = urllib.parse.quote(cursor)
-                        ms, status, _ = session.get(f"{path}{sep}cursor={cursor}")
-                        assert status == 200
-                        latencies.append(ms)
+                    if name in NEXT_PAGE and (after := next_page(session, path, body)) is not None:
+                        latencies.append(after)
                 result[name] = loadgen.percentile(latencies, 95)
         finally:
             session.close()
         return result
-    finally:
-        api.stop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--other", type=Path, required=True, help="the source tree to compare")
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--nodes", type=int, default=50_000)
-    parser.add_argument("--requests", type=int, default=200, help="first requests an endpoint")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=20241017)
-    args = parser.parse_args()
-    trees = [("this", ROOT), ("other", args.other.resolve())]
-    data = Path(tempfile.mkdtemp(prefix="time-reads-", dir="/tmp"))
-    pg = EmbeddedPostgres(data, fast_unsafe=True)
-    url = pg.start()
-    try:
-        load(url, args.events, args.nodes, args.seed)
+def main(argv: list[str]) -> int:
+    cli = parser("reads", __doc__)
+    cli.add_argument("--events", type=int, default=200_000)
+    cli.add_argument("--nodes", type=int, default=50_000)
+    cli.add_argument("--requests", type=int, default=200, help="first requests an endpoint")
+    cli.add_argument("--seed", type=int, default=20241017)
+    args = cli.parse_args(argv)
+    with (
+        other_tree(args.other) as sides,
+        cluster("reads", warm=False, durable=False) as pg,
+        tempfile.TemporaryDirectory() as log_dir,
+    ):
+        url = pg.database()
+        load_workload(url, args.events, args.nodes, args.seed)
         with psycopg.connect(url) as conn:
             counts = conn.execute(
                 "SELECT (SELECT count(*) FROM readmodel.jobs), (SELECT count(*) FROM "
@@ -203,15 +161,8 @@ def main() -> None:
             ).fetchone()
         print(f"{args.events} events: jobs, runs, datasets {counts}", flush=True)
         paths = requests(url, args.seed, args.requests)
-        with tempfile.TemporaryDirectory() as log_dir:
-            for round_ in range(args.rounds):
-                for name, src in trees if round_ % 2 == 0 else trees[::-1]:
-                    p95 = time_side(src, url, paths, Path(log_dir))
-                    figures = ", ".join(f"{k} {v:.2f}" for k, v in p95.items())
-                    print(f"round {round_ + 1} {name}: p95 ms: {figures}", flush=True)
-    finally:
-        pg.destroy()
-
-
-if __name__ == "__main__":
-    main()
+        for round_, (name, tree) in turns(sides, args.rounds):
+            p95 = time_side(tree, url, paths, Path(log_dir))
+            figures = ", ".join(f"{k} {v:.2f}" for k, v in p95.items())
+            print(f"round {round_ + 1} {name}: p95 ms: {figures}", flush=True)
+    return 0

@@ -1,0 +1,104 @@
+"""GET /api/v1/search's p95 on a store of many names, this checkout against another tree.
+
+    python -m bench.scenario search --other TREE [--datasets 500000] [--jobs 200000]
+    python -m bench.scenario search --other TREE --url URL   # a store there is
+
+Writes `--datasets` datasets (two names each) and `--jobs` jobs straight into the read
+models (bench/search_store.py) of a throwaway PostgreSQL, then serves them with `metastore
+api` from each tree in turns and times the searches Cockpit's search box sends (a whole
+name, its first eight characters, a word of it: bench/fig_search.py), each first page and
+the next. The other tree is timed on the indexes its own DDL makes: this checkout's
+trigram indexes are dropped for its turn. With `--url`, the store there is (say, one
+`make bench-scale SCALE_ARGS=--keep` left) is searched as it is, its indexes untouched:
+for a tree whose DDL has the trigram indexes too. Formerly scripts/time_search.py. A
+shared machine drifts: read the pairs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+import psycopg
+
+from bench import loadgen, search_store
+from bench.ab import other_tree, turns
+from bench.fig_reads import next_page
+from bench.fig_search import NAMES, terms
+from bench.harness import cluster, metastore
+from bench.scenario import parser
+
+TRIGRAM_INDEXES = """
+SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index
+WHERE indexrelid::regclass::text LIKE 'readmodel.%_name_trigrams'
+"""
+
+
+def time_side(tree: Path, url: str, searches: list[tuple[str, str]], log_dir: Path) -> dict:
+    with metastore("api", url, log_dir, cwd=tree) as api:
+        session = loadgen.Session(api.base_url)
+        by_kind: dict[str, list[float]] = {}
+        try:
+            paths = [("/api/v1/search?" + urllib.parse.urlencode({"q": q}), k) for k, q in searches]
+            for path, _ in paths[:5]:  # warm-up
+                session.get(path)
+            for path, kind in paths:
+                ms, status, body = session.get(path)
+                assert status == 200, (path, status, body[:300])
+                by_kind.setdefault(kind, []).append(ms)
+                if (after := next_page(session, path, body)) is not None:
+                    by_kind.setdefault("next page", []).append(after)
+        finally:
+            session.close()
+        every = [ms for values in by_kind.values() for ms in values]
+        return {
+            "all": loadgen.percentile(every, 95),
+            **{k: loadgen.percentile(v, 95) for k, v in sorted(by_kind.items())},
+        }
+
+
+def main(argv: list[str]) -> int:
+    cli = parser("search", __doc__)
+    cli.set_defaults(rounds=2)
+    cli.add_argument("--datasets", type=int, default=500_000)
+    cli.add_argument("--jobs", type=int, default=200_000)
+    cli.add_argument("--searches", type=int, default=90)
+    cli.add_argument("--seed", type=int, default=20241017)
+    cli.add_argument("--url", help="search this store as it is (no seeding, no index drops)")
+    args = cli.parse_args(argv)
+    with (
+        other_tree(args.other) as sides,
+        contextlib.ExitStack() as stack,
+        tempfile.TemporaryDirectory() as log_dir,
+    ):
+        seeded = args.url is None
+        if seeded:
+            url = stack.enter_context(cluster("search", warm=False, durable=False)).database()
+        else:
+            url = args.url
+        with psycopg.connect(url, autocommit=True) as conn:
+            if seeded:
+                started = time.monotonic()
+                search_store.seed(conn, args.datasets, args.jobs)
+                print(
+                    f"{2 * args.datasets:,} dataset names, {args.jobs:,} jobs written in "
+                    f"{time.monotonic() - started:.0f} s",
+                    flush=True,
+                )
+            names = [r[0] for r in conn.execute(NAMES, {"n": args.searches * 10})]
+            trigrams = conn.execute(TRIGRAM_INDEXES).fetchall() if seeded else []
+        searches = terms(names, args.searches, args.seed)
+        for round_, (side, tree) in turns(sides, args.rounds):
+            with psycopg.connect(url, autocommit=True) as conn:
+                for index, definition in trigrams:
+                    if side == "other":
+                        conn.execute(f"DROP INDEX IF EXISTS {index}")
+                    else:
+                        conn.execute(definition.replace("INDEX", "INDEX IF NOT EXISTS", 1))
+            result = time_side(tree, url, searches, Path(log_dir))
+            figures = ", ".join(f"{k} {v:.1f}" for k, v in result.items())
+            print(f"round {round_ + 1} {side}: p95 ms {figures}", flush=True)
+    return 0
