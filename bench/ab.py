@@ -49,19 +49,28 @@ def checkout(commit: str) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def other_tree(spec: str | None) -> Iterator[list[tuple[str, Path]]]:
-    """The sides of an A/B: ("this", this checkout), then ("other", `spec`) when given.
-
-    `spec` is a source tree (a directory, e.g. `git archive main | tar -x -C /tmp/main`)
-    used as it is, or anything `git rev-parse` accepts, checked out for the block."""
-    sides = [("this", ROOT)]
+def tree(spec: str | None) -> Iterator[Path]:
+    """This checkout (None), a source tree (a directory, e.g. `git archive main | tar -x -C
+    /tmp/main`) as it is, or anything `git rev-parse` accepts, checked out for the block."""
     if spec is None:
-        yield sides
+        yield ROOT
     elif Path(spec).is_dir():
-        yield [*sides, ("other", Path(spec).resolve())]
+        yield Path(spec).resolve()
     else:
         with checkout(spec) as path:
-            yield [*sides, ("other", path)]
+            yield path
+
+
+@contextlib.contextmanager
+def other_tree(other: str | None, this: str | None = None) -> Iterator[list[tuple[str, Path]]]:
+    """The sides of an A/B: ("this", this checkout or the tree `this`), then ("other", the
+    tree `other`) when given (see `tree`)."""
+    with tree(this) as this_side:
+        if other is None:
+            yield [("this", this_side)]
+        else:
+            with tree(other) as other_side:
+                yield [("this", this_side), ("other", other_side)]
 
 
 def turns(sides: Sequence[T], rounds: int) -> Iterator[tuple[int, T]]:

@@ -7,24 +7,19 @@ Trino queries each a job of its own reporting the same 20-field column lineage, 
 COPY, folded by `metastore replay`, analysed, and each read is timed (the median of 5
 after one warm-up, one request at a time) with the size of its answer.
 
-    python -m bench.run --only bounded             # the figures against their targets
-    python -m bench.fig_bounded --code DIR         # the same reads, DIR's code serving
-    python scripts/bounded_reads.py BEFORE AFTER   # both commits, one table
+    python -m bench.run --only bounded                  # the figures against their targets
+    python -m bench.scenario bounded --other BEFORE     # this checkout's and BEFORE's code
 
-`--code` runs migrate, replay and the API from another checkout, so the same store and
-reads measure the code before a change (the store is built by this checkout's generators;
-the log's format is the same).
+`run(..., code=DIR)` runs migrate, replay and the API from another checkout, so the same
+store and reads measure the code before a change (the store is built by this checkout's
+generators; the log's format is the same): the bounded scenario (bench/scenarios/bounded.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
-import json
 import random
 import statistics
-import sys
-import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -46,7 +41,6 @@ from bench.harness import (
     run_child,
 )
 from bench.report import Row, below, now
-from bench.sizes import SEED
 
 GROUP = "bounded"
 TARGET_MS = 100
@@ -263,24 +257,3 @@ def measure(ctx: Context, out: list[Row]) -> None:
         )
         row.measured_at = now()
     ctx.say(f"bounded: done in {time.monotonic() - started:.0f} s")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.fig_bounded", description=__doc__)
-    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout to serve from")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--json", type=Path, help="write the figures here as JSON")
-    args = parser.parse_args(argv)
-    store = QUICK if args.quick else FULL
-    log_dir = Path(tempfile.mkdtemp(prefix="metastore-bench-bounded-"))
-    found = run(store, args.seed, args.code.resolve(), log_dir)
-    for m in found:
-        print(f"{m.figure}: {m.ms:.1f} ms (max {m.max_ms:.1f}), {m.bytes:,} B, HTTP {m.status}")
-    if args.json:
-        args.json.write_text(json.dumps([m.__dict__ for m in found], indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

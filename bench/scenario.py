@@ -20,28 +20,43 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import inspect
 import sys
 from pathlib import Path
 
-# name -> module (bench/scenarios/<module>.py, with a docstring and `main(argv) -> int`)
+# name -> module (a docstring, whose first line is the summary, and `main(argv) -> int`).
+# The ones in bench/scenarios/ were scripts once; the others were written as modules of
+# bench/ and are still run as `python -m bench.<module>` too (docs/PERFORMANCE.md cites both).
 SCENARIOS = {
-    "reads": "reads",
-    "search": "search",
-    "fold": "fold",
-    "graph": "graph",
-    "list-freshness": "list_freshness",
-    "namespace-counts": "namespace_counts",
-    "fold-index-cost": "fold_index_cost",
-    "bounded": "bounded",
-    "hostile-fold": "hostile_fold",
-    "failed-run-example": "failed_run_example",
+    "reads": "bench.scenarios.reads",
+    "search": "bench.scenarios.search",
+    "fold": "bench.scenarios.fold",
+    "graph": "bench.scenarios.graph",
+    "list-freshness": "bench.scenarios.list_freshness",
+    "namespace-counts": "bench.scenarios.namespace_counts",
+    "fold-index-cost": "bench.scenarios.fold_index_cost",
+    "bounded": "bench.scenarios.bounded",
+    "hostile-fold": "bench.scenarios.hostile_fold",
+    "failed-run-example": "bench.scenarios.failed_run_example",
+    "authz-ingest-cpu": "bench.authz_ingest_cpu",
+    "fold-health-cost": "bench.fold_health_cost",
+    "lateness-rates": "bench.lateness_rates",
+    "log-column": "bench.log_column",
+    "pool-check": "bench.pool_check",
+    "scale-alternatives": "bench.scale_alternatives",
+    "scale-decode": "bench.scale_decode",
+    "scale-profile": "bench.scale_profile",
+    "scale-requery": "bench.scale_requery",
+    "scale-storage": "bench.scale_storage",
 }
-FOLDER = Path(__file__).resolve().parent / "scenarios"
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def parser(name: str, doc: str | None, other: bool = True) -> argparse.ArgumentParser:
-    """A scenario's command line: its docstring as help and, for an A/B, `--other` and
-    `--rounds` (bench/ab.py's other_tree and turns take them)."""
+def parser(
+    name: str, doc: str | None, other: bool = True, rounds: int | None = 3
+) -> argparse.ArgumentParser:
+    """A scenario's command line: its docstring as help and, for an A/B of trees, `--other`
+    (for bench/ab.py's other_tree) and `--rounds` (for its turns; None: no rounds)."""
     found = argparse.ArgumentParser(
         prog=f"python -m bench.scenario {name}",
         description=doc,
@@ -52,14 +67,16 @@ def parser(name: str, doc: str | None, other: bool = True) -> argparse.ArgumentP
             "--other",
             help="the tree to compare with: a directory (a source tree), or a commit",
         )
-        found.add_argument("--rounds", type=int, default=3, help="turns of each side")
+    if rounds is not None:
+        found.add_argument("--rounds", type=int, default=rounds, help="turns of each side")
     return found
 
 
 def summary(module: str) -> str:
-    """The first line of a scenario's docstring, read without importing it."""
-    tree = ast.parse((FOLDER / f"{module}.py").read_text(encoding="utf-8"))
-    return (ast.get_docstring(tree) or "").split("\n", 1)[0]
+    """The first paragraph of a scenario's docstring, read without importing it."""
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return " ".join((ast.get_docstring(tree) or "").split("\n\n", 1)[0].split())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,9 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] not in SCENARIOS:
         print(f"unknown scenario {args[0]!r}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"bench.scenarios.{SCENARIOS[args[0]]}")
-    code: int = module.main(args[1:])
-    return code
+    module = importlib.import_module(SCENARIOS[args[0]])
+    sys.argv = [f"python -m bench.scenario {args[0]}", *args[1:]]  # (for a main() that reads it)
+    code = module.main(args[1:]) if inspect.signature(module.main).parameters else module.main()
+    return int(code or 0)
 
 
 if __name__ == "__main__":

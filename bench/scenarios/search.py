@@ -61,8 +61,7 @@ def time_side(tree: Path, url: str, searches: list[tuple[str, str]], log_dir: Pa
 
 
 def main(argv: list[str]) -> int:
-    cli = parser("search", __doc__)
-    cli.set_defaults(rounds=2)
+    cli = parser("search", __doc__, rounds=2)
     cli.add_argument("--datasets", type=int, default=500_000)
     cli.add_argument("--jobs", type=int, default=200_000)
     cli.add_argument("--searches", type=int, default=90)

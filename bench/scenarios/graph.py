@@ -1,49 +1,54 @@
-"""Times the lineage graph's statements (walk, edges, datasets), A/B, without HTTP.
+"""The lineage graph's statements (walk, edges, datasets) without HTTP, A/B.
 
-    .venv/bin/python scripts/time_graph.py [--events 200000] [--nodes 20000]
-        [--queries 150] [--other SRC]
+    python -m bench.scenario graph [--events 200000] [--nodes 20000] [--queries 150]
+        [--other TREE]
 
 Generates the benchmark workload (bench/datagen.py), folds it with this checkout's
 projector into a throwaway PostgreSQL, then runs the statements `GET /api/v1/lineage`
 runs (depth 5, both directions; now and as of the middle of the log's event times) for
 random start nodes, on one connection, as prepared statements, without JIT (as the API
-does; `--jit` leaves it on). With `--other` (a source tree, e.g. `git archive <commit> |
-tar -x -C /tmp/other`) the other tree's statements run too, alternating with this
-checkout's per start node, on the same database. Prints p50 and p95 per side and the
-median of each statement. A shared machine drifts: read the ratios.
+does; `--jit` leaves it on). With `--other` the other tree's statements run too,
+alternating with this checkout's per start node, on the same database. Prints p50 and p95
+per side and the median of each statement. Formerly scripts/time_graph.py. A shared
+machine drifts: read the ratios.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import datagen  # noqa: E402
-from bench.harness import copy_records, prepare_database  # noqa: E402
-from bench.sizes import SEED  # noqa: E402
-from metastore.embedded_pg import EmbeddedPostgres  # noqa: E402
-from projections.runner import catch_up  # noqa: E402
+from bench import datagen
+from bench.ab import other_tree
+from bench.harness import cluster, load_workload
+from bench.scenario import parser
+from bench.sizes import SEED
 
 # The statements of a source tree (run with that tree first on the path): JSON on stdout.
+# Since 4c848a5 the walks are by (as_of given, rule, from a run, restricted), the edges by
+# (rule, restricted), and "now" is the moment asof.NOW (`now`: what `as_of` is then).
 DUMP = """
 import json
 from metastore.api import lineage
-out = {"walk": lineage.LINEAGE, "walk_as_of": lineage.LINEAGE_AS_OF,
-       "edges": lineage.LINEAGE_EDGES, "edges_as_of": lineage.LINEAGE_EDGES_AS_OF}
+if hasattr(lineage, "WALKS"):
+    from metastore.api import asof
+    out = {"walk": lineage.WALKS[(False, "latest", False, False)],
+           "walk_as_of": lineage.WALKS[(True, "latest", False, False)],
+           "edges": lineage.LINEAGE_EDGES[("latest", False)],
+           "edges_as_of": lineage.LINEAGE_EDGES[("latest", False)],
+           "now": asof.NOW.isoformat()}
+else:
+    out = {"walk": lineage.LINEAGE, "walk_as_of": lineage.LINEAGE_AS_OF,
+           "edges": lineage.LINEAGE_EDGES, "edges_as_of": lineage.LINEAGE_EDGES_AS_OF}
 try:  # (what a dataset node shows, in a statement of its own since issue 36)
     from metastore.api import dataset_nodes
     out["fresh"], out["fresh_as_of"] = dataset_nodes.STATEMENT_NOW, dataset_nodes.STATEMENT_AS_OF
@@ -72,6 +77,9 @@ def graph(
 ) -> list[float]:
     """Seconds of the walk, the edges and the datasets' details of one graph."""
     suffix = "_as_of" if as_of is not None else ""
+    moment = (
+        as_of if as_of is not None or "now" not in sql else dt.datetime.fromisoformat(sql["now"])
+    )
     args = {
         "down": True,
         "up": True,
@@ -80,7 +88,8 @@ def graph(
         "depth": 5,  # hops (whatever the API's `depth` counts)
         "max_nodes": 1000,
         "visit_limit": 20_000,  # (the bounds of issue 35: metastore/api/limits.py)
-        "as_of": as_of,
+        "as_of": moment,
+        "since": None,
         "run_outputs": None,
     }
     t0 = time.perf_counter()
@@ -88,36 +97,28 @@ def graph(
     t1 = time.perf_counter()
     jobs = [r[1] for r in found if r[0] == "job"]
     datasets = [r[1] for r in found if r[0] == "dataset"]
-    params = {"jobs": jobs, "datasets": datasets, "as_of": as_of, "max_edges": 5_001}
-    conn.execute(sql["edges" + suffix], params, prepare=True).fetchall()
+    params = {"jobs": jobs, "datasets": datasets, "as_of": moment, "max_edges": 5_001}
+    conn.execute(sql["edges" + suffix], params | {"since": None}, prepare=True).fetchall()
     t2 = time.perf_counter()
     if "fresh" in sql and datasets:
-        conn.execute(sql["fresh" + suffix], params, prepare=True).fetchall()
+        fresh = params | {"as_of": as_of}  # (a dataset's details take None for now)
+        conn.execute(sql["fresh" + suffix], fresh, prepare=True).fetchall()
     return [t1 - t0, t2 - t1, time.perf_counter() - t2]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--nodes", type=int, default=20_000)
-    parser.add_argument("--queries", type=int, default=150)
-    parser.add_argument("--other", type=Path, help="another source tree to compare with")
-    parser.add_argument(
+def main(argv: list[str]) -> int:
+    cli = parser("graph", __doc__, rounds=None)
+    cli.add_argument("--events", type=int, default=200_000)
+    cli.add_argument("--nodes", type=int, default=20_000)
+    cli.add_argument("--queries", type=int, default=150)
+    cli.add_argument(
         "--jit", action="store_true", help="leave JIT compilation on (the server's default)"
     )
-    args = parser.parse_args()
-    sides = {"this": statements(ROOT)}
-    if args.other:
-        sides["other"] = statements(args.other)
-    # (a data directory the postgres user can enter when we are root: mkdtemp's own)
-    pg = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="metastore-graph-")), fast_unsafe=True)
-    try:
-        url = pg.start()
-        prepare_database(url)
-        graph_model = datagen.build_graph(args.nodes, SEED)
-        gen = datagen.Generator(graph_model, SEED)
-        copy_records(url, (datagen.to_record(b) for b in gen.events(args.events)))
-        catch_up(url)
+    args = cli.parse_args(argv)
+    with other_tree(args.other) as trees, cluster("graph", warm=False, durable=False) as pg:
+        sides = {name: statements(tree) for name, tree in trees}
+        url = pg.database()
+        gen = load_workload(url, args.events, args.nodes, SEED)
         middle = datagen.START_TIME + (gen.clock - datagen.START_TIME) / 2
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
@@ -128,8 +129,7 @@ def main() -> None:
             starts = random.Random(5).sample(nodes, min(len(nodes), args.queries))
             for as_of in (None, middle):
                 report(conn, sides, starts, as_of)
-    finally:
-        pg.destroy()
+    return 0
 
 
 def report(
@@ -153,7 +153,3 @@ def report(
             f"{label:<40} {side:<5} p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  "
             f"(medians: walk {parts[0]:.2f}, edges {parts[1]:.2f}, datasets {parts[2]:.2f})"
         )
-
-
-if __name__ == "__main__":
-    main()

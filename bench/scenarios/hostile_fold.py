@@ -1,6 +1,6 @@
-"""Measures the fold of the inputs that stalled, starved or crashed the projector (issue 34).
+"""The fold of the inputs that stalled, starved or crashed the projector (issue 34).
 
-    .venv/bin/python scripts/hostile_fold.py [--only CASE,...] [--timeout 180]
+    python -m bench.scenario hostile-fold [--only CASE,...] [--timeout 180]
 
 Each case gets a fresh database on a throwaway PostgreSQL, its events appended to the log
 as ingest stores them (`parse_event`, `append_events`), then one child process folds the
@@ -10,12 +10,13 @@ the events each projection still has to fold, its dead letters, and the lines th
 logged about folding event by event (and how many of them carried a traceback).
 `catalog-replay` runs the real processes instead: a projector on map B, then
 `metastore replay` on map A, then five events; how long until every projection has
-folded them (or the timeout).
+folded them (or the timeout). The cases are bench/hostile.py's;
+tests/reliability/test_hostile_fold.py checks their outcomes. Formerly
+scripts/hostile_fold.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import hashlib
 import json
@@ -31,26 +32,12 @@ from typing import Any
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.hostile import (  # noqa: E402
-    PRODUCER,
-    long_keys,
-    many_outputs,
-    merge_chain,
-    parent_chain,
-    reused_run_ids,
-    run_event,
-    run_id,
-    wide_lineage,
-    wide_schema,
-)
-from metastore.embedded_pg import EmbeddedPostgres, free_port  # noqa: E402
-from metastore.envelope import EnvelopeError, parse_event  # noqa: E402
-from metastore.eventlog import LogRecord, append_events  # noqa: E402
-from metastore.migrations import apply_migrations  # noqa: E402
-from projections.schema import create_readmodel_tables  # noqa: E402
+from bench import hostile
+from bench.harness import ROOT, cluster, memory_kib, spawn
+from bench.scenario import parser
+from metastore.embedded_pg import free_port
+from metastore.envelope import EnvelopeError, parse_event
+from metastore.eventlog import LogRecord, append_events
 
 FOLD = """
 import logging, sys, time
@@ -74,22 +61,22 @@ class Case:
 
 
 CASES = [
-    Case("parent-chain-1501-one-batch", lambda: parent_chain(1501), 2000),
-    Case("parent-chain-10000", lambda: parent_chain(10_000), 2000),
-    Case("parent-chain-10000-spread", lambda: parent_chain(10_000), 10),
-    Case("parent-cycle-10000", lambda: parent_chain(10_000, cycle=True), 2000),
-    Case("merge-chain-10000", lambda: merge_chain(10_000), 2000),
-    Case("column-lineage-10x4MB", lambda: wide_lineage(10, 55_000), 2000),
-    Case("column-lineage-32MB", lambda: wide_lineage(1, 350_000), 2000),
+    Case("parent-chain-1501-one-batch", lambda: hostile.parent_chain(1501), 2000),
+    Case("parent-chain-10000", lambda: hostile.parent_chain(10_000), 2000),
+    Case("parent-chain-10000-spread", lambda: hostile.parent_chain(10_000), 10),
+    Case("parent-cycle-10000", lambda: hostile.parent_chain(10_000, cycle=True), 2000),
+    Case("merge-chain-10000", lambda: hostile.merge_chain(10_000), 2000),
+    Case("column-lineage-10x4MB", lambda: hostile.wide_lineage(10, 55_000), 2000),
+    Case("column-lineage-32MB", lambda: hostile.wide_lineage(1, 350_000), 2000),
     # facets just under decode.EAGER_LINEAGE_BYTES: worked out as the events are read
-    Case("column-lineage-600x63KB", lambda: wide_lineage(600, 700), 2000),
-    Case("schema-32MB", lambda: wide_schema(800_000), 2000),
-    Case("schema-3x28MB", lambda: wide_schema(650_000, 3), 2000),
-    Case("column-lineage-3x32MB", lambda: wide_lineage(3, 350_000, "wider"), 2000),
-    Case("outputs-32MB", lambda: many_outputs(800_000), 2000),
-    Case("outputs-40x10000", lambda: many_outputs(10_000, 40), 2000),
-    Case("long-keys", long_keys, 2000),
-    Case("runid-reused-2000", lambda: reused_run_ids(1000), 2000),
+    Case("column-lineage-600x63KB", lambda: hostile.wide_lineage(600, 700), 2000),
+    Case("schema-32MB", lambda: hostile.wide_schema(800_000), 2000),
+    Case("schema-3x28MB", lambda: hostile.wide_schema(650_000, 3), 2000),
+    Case("column-lineage-3x32MB", lambda: hostile.wide_lineage(3, 350_000, "wider"), 2000),
+    Case("outputs-32MB", lambda: hostile.many_outputs(800_000), 2000),
+    Case("outputs-40x10000", lambda: hostile.many_outputs(10_000, 40), 2000),
+    Case("long-keys", hostile.long_keys, 2000),
+    Case("runid-reused-2000", lambda: hostile.reused_run_ids(1000), 2000),
 ]
 
 
@@ -111,36 +98,19 @@ def records(events: list[dict[str, Any]], refused: list[str] | None = None) -> I
                 run_id=uuid.UUID(event["run"]["runId"]),
                 job_namespace=event["job"]["namespace"],
                 job_name=event["job"]["name"],
-                producer=PRODUCER,
+                producer=hostile.PRODUCER,
                 digest=hashlib.sha256(text).digest(),
                 event_json=text,
             )
 
 
-def peak_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def fold_child(url: str, limit: int, timeout: float, log: Path) -> tuple[str, float, int]:
     """Runs `catch_up` in a child: (outcome, seconds, peak RSS KiB)."""
     started = time.monotonic()
-    with log.open("wb") as out:
-        child = subprocess.Popen(
-            [sys.executable, "-c", FOLD, url, str(limit)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
+    child = spawn(["-c", FOLD, url, str(limit)], os.environ, log)
     peak = 0
     while child.poll() is None:
-        peak = max(peak, peak_kib(child.pid))
+        peak = max(peak, memory_kib(child.pid).get("VmHWM", 0))
         if time.monotonic() - started > timeout:
             child.kill()
             child.wait()
@@ -208,14 +178,11 @@ def catalog_replay(url: str, timeout: float, log_dir: Path) -> None:
 
     def event(i: int) -> dict[str, Any]:
         ref = {"namespace": "trino://t:8080", "name": f"lakehouse.s.t{i}"}
-        return run_event(run_id("catalog", i), "catalog", outputs=[ref])
+        return hostile.run_event(hostile.run_id("catalog", i), "catalog", outputs=[ref])
 
     with psycopg.connect(url) as conn, conn.transaction():
         append_events(conn, list(records([event(i) for i in range(5)])))
-    with (log_dir / "catalog-projector.log").open("wb") as out:
-        projector = subprocess.Popen(
-            [sys.executable, "-m", "metastore", "projector"], env=env, stdout=out, stderr=out
-        )
+    projector = spawn(["-m", "metastore", "projector"], env, log_dir / "catalog-projector.log")
     try:
         if not wait_folded(url, 60):
             print("catalog-replay: the projector did not fold the first events", flush=True)
@@ -269,42 +236,26 @@ def wait_folded(url: str, timeout: float) -> bool:
     return False
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+def main(argv: list[str]) -> int:
+    cli = parser("hostile-fold", __doc__, other=False)
     names = [c.name for c in CASES] + ["catalog-replay"]
-    parser.add_argument("--only", default=",".join(names), help=", ".join(names))
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds a fold may take")
-    args = parser.parse_args()
+    cli.add_argument("--only", default=",".join(names), help=", ".join(names))
+    cli.add_argument("--timeout", type=float, default=180.0, help="seconds a fold may take")
+    args = cli.parse_args(argv)
     only = args.only.split(",")
     log_dir = Path(tempfile.mkdtemp(prefix="hostile-fold-"))
     print(f"logs in {log_dir}; git {git_head()}", flush=True)
-    pg = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="hostile-fold-pg-", dir="/tmp")))
-    url = pg.start()
-    try:
-        base, template = url.rsplit("/", 1)[0], "hostile_template"
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f"CREATE DATABASE {template}")
-        apply_migrations(f"{base}/{template}")
-        with psycopg.connect(f"{base}/{template}") as conn:
-            create_readmodel_tables(conn)
-        with psycopg.connect(url, autocommit=True) as admin:  # (yoyo keeps its connection)
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (template,),
-            )
+    with cluster("hostile-fold", warm=False) as pg:
+        template = pg.database()
         for i, name in enumerate(n for n in names if n in only):
-            db = f"case_{i}"
-            with psycopg.connect(url, autocommit=True) as admin:
-                admin.execute(f"CREATE DATABASE {db} TEMPLATE {template}")
+            url = pg.copy(template, f"case_{i}")
             if name == "catalog-replay":
-                catalog_replay(f"{base}/{db}", min(args.timeout, 90.0), log_dir)
+                catalog_replay(url, min(args.timeout, 90.0), log_dir)
             else:
                 case = next(c for c in CASES if c.name == name)
-                measure(case, f"{base}/{db}", args.timeout, log_dir)
-            with psycopg.connect(url, autocommit=True) as admin:
-                admin.execute(f"DROP DATABASE {db} WITH (FORCE)")
-    finally:
-        pg.destroy()
+                measure(case, url, args.timeout, log_dir)
+            pg.drop(url)
+    return 0
 
 
 def git_head() -> str:
@@ -312,7 +263,3 @@ def git_head() -> str:
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     )
     return done.stdout.strip()
-
-
-if __name__ == "__main__":
-    main()
