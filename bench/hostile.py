@@ -1,7 +1,8 @@
 """Events that stalled, starved or crashed the projector (issue 34), made to measure.
 
-Used by `scripts/hostile_fold.py` (each case's time and memory), the `hostile` benchmark
-group and tests/reliability/test_hostile_fold.py. Every event is one ingest accepts.
+Used by `python -m bench.scenario hostile-fold` (each case's time and memory), the
+`hostile` benchmark group and tests/reliability/test_hostile_fold.py. Every event is one
+ingest accepts.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Names are written straight into the read models (`seed`), from ten words and a number,
 so a word is in a fifth of the names and a number in few: what a search box meets on a
-platform's store. Used by tests/test_search.py and scripts/time_search.py.
+platform's store. Used by tests/test_search.py and the search scenario
+(bench/scenarios/search.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ def module_name(path: Path, root: Path) -> str:
 
 def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
     """Each module of the packages -> the modules of the packages it imports."""
-    files = {module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
+    paths = [p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))]
+    files = {module_name(p, root): p for p in paths}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]

@@ -4,8 +4,8 @@ memory follows bytes, every key fits its index, rules change only through the pr
 and a stall is reported, a runId two jobs report folds in the batch, and what still falls
 back to one event at a time is one line and a metric.
 
-The events come from bench/hostile.py; `scripts/hostile_fold.py` measures each case's time
-and memory (docs/PERFORMANCE.md, "Bounded fold").
+The events come from bench/hostile.py; `python -m bench.scenario hostile-fold` measures each
+case's time and memory (docs/PERFORMANCE.md, "Bounded fold").
 """
 
 from __future__ import annotations
@@ -189,8 +189,9 @@ def test_a_32_mb_event_of_column_lineage_folds_within_the_charts_memory_limit(
 def test_a_batch_holds_at_most_16_mib_of_events(database_url: str, tmp_path: Path) -> None:
     """Ten events of 4.4 MB (about the issue's size; here padding and 2,000 fields of column
     lineage each), all in the log when the projector starts: three to a batch, where all
-    ten were one batch before (and ten such events with 55,000 fields each took
-    the projector to 1,131 MiB: `scripts/hostile_fold.py --only column-lineage-10x4MB`)."""
+    ten were one batch before (and ten such events with 55,000 fields each took the
+    projector to 1,131 MiB: `python -m bench.scenario hostile-fold --only
+    column-lineage-10x4MB`)."""
     with (
         running("api", database_url, tmp_path) as api,
         httpx.Client(base_url=api.base_url, timeout=120) as client,
