@@ -95,13 +95,14 @@ def measure(ctx: Context, out: list[Row], url: str, events: int) -> float:
     folded, seconds, peak = catch_up(url, ctx.log_dir / "fold.log")
     ctx.say(f"fold: reading and decoding {events:,} events (the baseline)")
     read, read_seconds = read_only(url, ctx.log_dir / "fold-read-only.log")
+    rate = folded / seconds
     row.record(
-        folded / seconds,
+        rate,
         baseline=read / read_seconds,
         note=f"{folded:,} events (the first {events:,} of the workload: Spark and Airflow "
         f"application runs, START/RUNNING/COMPLETE) folded into empty read models by "
         f"`projections.runner.catch_up` in a child process in {seconds:.1f} s, peak RSS "
         f"{peak / 1024:.0f} MiB. Reading and decoding them alone took {read_seconds:.1f} s.",
     )
-    ctx.say(f"fold: {row.value:,.0f}/s")
-    return row.value
+    ctx.say(f"fold: {rate:,.0f}/s")
+    return rate

@@ -37,7 +37,6 @@ SCENARIOS = {
     "fold-index-cost": "bench.scenarios.fold_index_cost",
     "bounded": "bench.scenarios.bounded",
     "hostile-fold": "bench.scenarios.hostile_fold",
-    "failed-run-example": "bench.scenarios.failed_run_example",
     "authz-ingest-cpu": "bench.authz_ingest_cpu",
     "fold-health-cost": "bench.fold_health_cost",
     "lateness-rates": "bench.lateness_rates",
@@ -91,9 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] not in SCENARIOS:
         print(f"unknown scenario {args[0]!r}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(SCENARIOS[args[0]])
+    scenario = importlib.import_module(SCENARIOS[args[0]])
     sys.argv = [f"python -m bench.scenario {args[0]}", *args[1:]]  # (for a main() that reads it)
-    code = module.main(args[1:]) if inspect.signature(module.main).parameters else module.main()
+    run = scenario.main
+    code = run(args[1:]) if inspect.signature(run).parameters else run()
     return int(code or 0)
 
 

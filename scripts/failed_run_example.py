@@ -1,26 +1,29 @@
-"""Prints (does not time) the impact and diff answers for the brief's failed Trino run.
+"""Prints the impact and diff answers for the brief's example after a failed Trino run.
 
-    python -m bench.scenario failed-run-example
+    .venv/bin/python scripts/failed_run_example.py
 
 The seed (scenarios/seed_spark_trino), a dbt model reading the Trino summary, then the next
 day's Trino query FAILing on it (tests/support.py, failed_trino_events), folded with the
 catalog map that joins the Trino names to their Hive names, into a throwaway PostgreSQL;
 then a real `metastore api` answers `GET /api/v1/impact?node=run:<failed run>` and
 `GET /api/v1/lineage/diff` around the summary between the day before and the day after.
-tests/test_failed_runs.py checks the same answers. Formerly scripts/failed_run_example.py.
+tests/test_failed_runs.py checks the same answers. Not a measurement (so not a scenario
+of bench/): it prints what docs quote, on the bench harness's store and server.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from pathlib import Path
 
 import httpx
 import psycopg
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from bench.harness import cluster, metastore
-from bench.scenario import parser
 from metastore.catalogs import parse_catalog_map
 from metastore.migrations import apply_migrations
 from projections.runner import catch_up
@@ -32,8 +35,7 @@ SUMMARY = {"namespace": TRINO, "name": "lakehouse.sales.orders_summary"}
 MOMENTS = {"from": "2026-09-02T12:00:00Z", "to": "2026-09-04T00:00:00Z"}
 
 
-def main(argv: list[str]) -> int:
-    parser("failed-run-example", __doc__, other=False).parse_args(argv)
+def main() -> int:
     catalogs = parse_catalog_map(BRIEF_CATALOGS, "catalogs.yaml")
     with (
         cluster("example", warm=False, durable=False) as pg,
@@ -63,3 +65,7 @@ def main(argv: list[str]) -> int:
                 print(json.dumps(answer.json(), indent=2))
                 print()
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
