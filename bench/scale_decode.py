@@ -5,24 +5,23 @@
 Generates the first `--events` events of the scale corpus (bench/scale_corpus.py) with
 their envelopes once, then times decoding them as the projector's prefetch thread does
 (with the corpus's catalog map; best of three passes), in a child process per round,
-alternating this checkout's code with the code in each `--other` (a source tree or
-worktree of a commit).
+alternating this checkout's code with the code in each `--other` (a source tree, or a
+commit checked out for the run: bench/ab.py). Also `python -m bench.scenario scale-decode`.
 No database: this is the part of the fold's read-and-decode baseline that is Python.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
-import os
 import pickle
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.ab import tree, turns
+from bench.harness import ROOT, python_child
 
 # Best of three passes (this machine is shared), each with the decoder's caches emptied
 # (a pass over the same events again would find every facet in them).
@@ -66,29 +65,24 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=20241017)
     parser.add_argument(
-        "--other", type=Path, action="append", default=[], help="another source tree (repeatable)"
+        "--other", action="append", default=[], help="another tree or commit (repeatable)"
     )
     args = parser.parse_args()
     from bench.scale_corpus import catalogs_yaml
 
     started = dt.datetime.now()
-    with tempfile.TemporaryDirectory(prefix="metastore-decode-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="metastore-decode-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
         data = Path(tmp) / "records.pickle"
         data.write_bytes(pickle.dumps((_records(args.events, args.seed), catalogs_yaml())))
         print(f"{args.events:,} events generated in {dt.datetime.now() - started}", flush=True)
-        sides = [("this", ROOT)] + [(f"other{i}", o.resolve()) for i, o in enumerate(args.other)]
-        for round_ in range(args.rounds):
-            for name, src in sides if round_ % 2 == 0 else sides[::-1]:
-                env = {**os.environ, "PYTHONPATH": str(src)}
-                rate = subprocess.run(
-                    [sys.executable, "-c", CHILD, str(data)],
-                    cwd=src,
-                    env=env,
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                ).stdout.strip()
-                print(f"round {round_ + 1} {name:5} ({src}): {float(rate):,.0f} events/s")
+        others = [stack.enter_context(tree(o)) for o in args.other]
+        sides = [("this", ROOT)] + [(f"other{i}", o) for i, o in enumerate(others)]
+        for round_, (name, src) in turns(sides, args.rounds):
+            rate = python_child(CHILD, [str(data)], Path(tmp) / "decode.log", cwd=src)
+            print(f"round {round_ + 1} {name:5} ({src}): {float(rate):,.0f} events/s")
     return 0
 
 
