@@ -24,7 +24,7 @@ import inspect
 import sys
 from pathlib import Path
 
-# name -> module (a docstring, whose first line is the summary, and `main(argv) -> int`).
+# name -> module (a docstring, whose first paragraph is the summary, and `main(argv) -> int`).
 # The ones in bench/scenarios/ were scripts once; the others were written as modules of
 # bench/ and are still run as `python -m bench.<module>` too (docs/PERFORMANCE.md cites both).
 SCENARIOS = {

@@ -91,3 +91,31 @@ def test_log_column_bench_prints_each_column_type() -> None:
     assert set(rows) == {"jsonb, pglz", "json, pglz", "json, lz4"}, done.stdout
     # Sizes, not speeds: json keeps the text, jsonb a larger binary form of it.
     assert rows["json, pglz"][2] < rows["jsonb, pglz"][2]
+
+
+def test_every_scenario_is_listed_with_what_it_measures() -> None:
+    """`python -m bench.scenario` is where a newcomer finds the one-off measurements."""
+    from bench.scenario import SCENARIOS
+
+    done = python_module("bench.scenario")
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed = {}
+    for line in done.stdout.splitlines():
+        name, _, summary = line.strip().partition("  ")
+        listed[name] = summary.strip()
+    assert {name: bool(listed.get(name)) for name in SCENARIOS} == dict.fromkeys(SCENARIOS, True)
+    unknown = python_module("bench.scenario", "time_reads")
+    assert unknown.returncode == 2 and "unknown scenario" in unknown.stderr
+
+
+def test_a_scenario_times_both_trees_in_turns() -> None:
+    """A scenario's A/B (here the fold of two copies of the conformance events, this
+    checkout against a tree given as a directory: itself) times each side every round."""
+    root = str(Path(__file__).resolve().parent.parent)
+    done = python_module(
+        "bench.scenario", "fold", "--copies", "2", "--rounds", "2", "--other", root
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rounds = re.findall(r"^round (\d) (this|other): \d+ events in", done.stdout, re.M)
+    # the order swapped in the second round, so that neither side always goes first
+    assert rounds == [("1", "this"), ("1", "other"), ("2", "other"), ("2", "this")], done.stdout
