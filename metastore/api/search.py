@@ -49,6 +49,7 @@ from metastore.api.visibility import (
 
 HitType = Literal["dataset", "job", "namespace"]
 MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
+FIRST_FIELD_RANK = 3  # field hits' ranks: 3 to 6, after the names' 0 to 2
 # How a lowercased name `{n}` matches `q`, by rank (the ranks exclude each other).
 RANK_TESTS = (
     "{n} = %(exact)s",
@@ -101,6 +102,75 @@ NAMESPACE_TIER = """
     ORDER BY lower(ns.name) USING ~<~, ns.name COLLATE "C" LIMIT %(limit)s"""
 
 
+# Datasets by the fields of their current schema (readmodel.dataset_fields), those none of
+# whose (readable) names match: ranked after every name hit, 3 a field named `q`, 4 one
+# starting with it, 5 one containing it, 6 a field whose description alone contains it;
+# within a rank by the field's lowercase name. A dataset answers once, under its best
+# field. Read through the fields' trigram indexes: the fields that contain `q`, not JSON.
+FIELD_RANK = """CASE WHEN lower(f.name) = %(exact)s THEN 3 WHEN lower(f.name) LIKE %(prefix)s
+    THEN 4 WHEN lower(f.name) LIKE %(pattern)s THEN 5 ELSE 6 END"""
+FIELD_HITS = (
+    """
+    SELECT f.dataset_id, f.name, f.description, lower(f.name) AS low, """
+    + FIELD_RANK
+    + """ AS rank
+    FROM readmodel.dataset_fields f
+    WHERE (lower(f.name) LIKE %(pattern)s OR lower(f.description) LIKE %(pattern)s)
+      {namespace}
+      AND NOT EXISTS (
+          SELECT 1 FROM readmodel.dataset_names m
+          WHERE m.dataset_id = f.dataset_id AND lower(m.name) LIKE %(pattern)s """
+    + mark("name", "m")
+    + """)
+      /*readable*/"""
+)
+FIELD_NAMESPACE = (
+    "AND f.dataset_id IN (SELECT x.dataset_id FROM readmodel.dataset_names x"
+    " WHERE x.namespace = %(namespace)s)"
+)
+# Restricted: a dataset with a readable name only (as its name hits).
+FIELD_READABLE = (
+    "AND EXISTS (SELECT 1 FROM readmodel.dataset_names r"
+    " WHERE r.dataset_id = f.dataset_id AND r.namespace = ANY(%(readable)s::text[]))"
+)
+FIELD_TIER = """
+    SELECT 'dataset', b.dataset_id::text, b.dataset_id, {shown}, b.rank, b.low, b.name,
+           b.description
+    FROM (
+        SELECT DISTINCT ON (h.dataset_id) h.*
+        FROM ({hits}) h
+        ORDER BY h.dataset_id, h.rank, h.low COLLATE "C", h.name COLLATE "C"
+    ) b
+    JOIN readmodel.datasets d ON d.id = b.dataset_id
+    WHERE true {after}
+    ORDER BY b.rank, b.low COLLATE "C", b.dataset_id::text COLLATE "C" LIMIT %(limit)s"""
+FIELD_AFTER = """AND (b.rank, b.low COLLATE "C", 'dataset' COLLATE "C",
+            b.dataset_id::text COLLATE "C")
+        > (%(after_rank)s, %(after_name)s COLLATE "C", %(after_type)s COLLATE "C",
+           %(after_key)s COLLATE "C")"""
+FIELD_COUNT = f"""
+    SELECT count(*) FROM (SELECT DISTINCT h.dataset_id FROM ({{hits}}) h LIMIT {TOTAL_CAP + 1}) c"""
+
+
+def _field_hits(restricted: bool, ns: bool) -> str:
+    return (
+        for_access(FIELD_HITS, restricted)
+        .format(namespace=FIELD_NAMESPACE if ns else "")
+        .replace("/*readable*/", FIELD_READABLE if restricted else "")
+    )
+
+
+def _field_tier(restricted: bool, ns: bool, after: bool) -> str:
+    shown = (
+        f"({_VISIBLE_DISPLAY_B})[1], ({_VISIBLE_DISPLAY_B})[2]"
+        if restricted
+        else "d.namespace, d.name"
+    )
+    return FIELD_TIER.format(
+        shown=shown, hits=_field_hits(restricted, ns), after=FIELD_AFTER if after else ""
+    )
+
+
 class Tier(NamedTuple):
     """Where the hits of one type are: its statement, its names' table under an alias (each
     has a `name` column), the key that orders equal names, the condition of `namespace=`
@@ -138,6 +208,7 @@ _TIERS: dict[HitType, Tier] = {
 }
 # Restricted, a dataset hit answers under its display name among its readable names.
 _VISIBLE_DISPLAY = visible_display_name("p.dataset_id")
+_VISIBLE_DISPLAY_B = visible_display_name("b.dataset_id")
 _SHOWN = "p.dataset_id, d.namespace, d.name,"
 assert _SHOWN in DATASET_TIER
 # The tiers by Access.restricted.
@@ -326,6 +397,14 @@ def _cursor_key(r: Any) -> tuple[int, str, str, str]:
 
 
 def _hit(r: Any) -> models.SearchHit:
+    if r[5] >= FIRST_FIELD_RANK:
+        return models.DatasetHit(
+            id=r[2],
+            namespace=r[3],
+            name=r[4],
+            match=MATCH[min(r[5] - FIRST_FIELD_RANK, 2)],
+            matched_field=models.MatchedField(name=r[7], description=r[8]),
+        )
     match = MATCH[r[5]]
     if r[0] == "namespace":
         return models.NamespaceHit(name=r[4], match=match)
@@ -381,10 +460,22 @@ async def search(request: Request) -> Response:
         substring = [r for r in substring if r[0] not in short]
         unbounded = [t for k in short if (t := _tier(tiers[k], k, 2, cursor, ns))]
         found += substring + await _read(conn, by_trigram_plan, unbounded, args)
+        fields = 0
+        if "dataset" in kinds:
+            restricted = access.restricted
+            hits = _field_hits(restricted, ns)
+            (fields,) = (await _read(conn, by_trigram_plan, [FIELD_COUNT.format(hits=hits)], args))[
+                0
+            ]
+            if cursor is not None:
+                args["after_rank"], _, args["after_type"], _ = cursor
+            found += await _read(
+                conn, by_trigram_plan, [_field_tier(restricted, ns, cursor is not None)], args
+            )
     # each type's page is in order: merged by (rank, name's bytes, type, key)
     found.sort(key=lambda r: (r[5], r[6].encode(), r[0], r[1]))
     items, next_cursor = page(found[: query.limit + 1], query.limit, kind, _cursor_key)
-    count = sum(hits for _, _, hits, _ in counted)
+    count = sum(hits for _, _, hits, _ in counted) + fields
     exact = count <= TOTAL_CAP and all(names <= TOTAL_CAP for _, names, _, _ in counted)
     return json_response(
         request,

@@ -1,0 +1,208 @@
+"""GET /search matches the fields of datasets' current schemas (issue 45, item 4).
+
+Through a real `metastore api` with METASTORE_TOKENS_FILE and METASTORE_POLICY_FILE over
+folded events: sales writes three tables with schemas (one named `customer_stats`, whose
+name matches `customer` itself), finance two; `orders` dropped its `region` field in its
+latest schema. A dataset answers once: under its name when a name matches, else under its
+best field (`matched_field`), after every name hit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.apiserver import scenario_api
+from tests.support import run_event, schema_facet
+
+SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark"
+TRINO = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/trino"
+SALES_JOB = ("spark-sales", "orders_etl")
+FINANCE_JOB = ("trino-finance", "ledger_load")
+SALES_RUNS = ("0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9b01", "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9b02")
+FINANCE_RUN = "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9b03"
+
+
+def _dataset(
+    producer: str, namespace: str, name: str, fields: list[tuple[str, str | None]]
+) -> dict[str, Any]:
+    facet = schema_facet(producer, [(n, "string") for n, _ in fields])
+    facet["fields"] = [
+        {"name": n, "type": "string", **({"description": d} if d else {})} for n, d in fields
+    ]
+    return {"namespace": namespace, "name": name, "facets": {"schema": facet}}
+
+
+ORDERS_V1 = [("order_id", None), ("customer_id", "The buyer"), ("region", None)]
+ORDERS_V2 = [("order_id", None), ("customer_id", "The buyer"), ("amount", None)]
+CUSTOMERS = [("customer_id", None), ("customer_name", None)]
+STATS = [("customer_id", None), ("orders", None)]
+LEDGER = [("ledger_customer_ref", None), ("balance", None)]
+PAYMENTS = [("iban", "Bank account of the Customer"), ("paid_at", None)]
+
+
+def events() -> list[dict[str, Any]]:
+    sales = [
+        _dataset(SPARK, "s3a://sales", "orders", ORDERS_V1),
+        _dataset(SPARK, "s3a://sales", "customers", CUSTOMERS),
+        _dataset(SPARK, "s3a://sales", "customer_stats", STATS),
+    ]
+    finance = [
+        _dataset(TRINO, "trino://finance", "lakehouse.finance.ledger", LEDGER),
+        _dataset(TRINO, "trino://finance", "lakehouse.finance.payments", PAYMENTS),
+    ]
+    return [
+        run_event("COMPLETE", "2026-09-02T10:00:00Z", SPARK, SALES_JOB, SALES_RUNS[0], [], sales),
+        run_event(
+            "COMPLETE",
+            "2026-09-02T11:00:00Z",
+            SPARK,
+            SALES_JOB,
+            SALES_RUNS[1],
+            [],
+            [_dataset(SPARK, "s3a://sales", "orders", ORDERS_V2)],
+        ),
+        run_event("COMPLETE", "2026-09-02T10:30:00Z", TRINO, FINANCE_JOB, FINANCE_RUN, [], finance),
+    ]
+
+
+POLICY = {
+    "admins": ["group:platform"],
+    "read": [
+        {"subjects": ["group:sales"], "namespaces": ["spark-sales", "s3a://sales*"]},
+        {"subjects": ["group:finance"], "namespaces": ["trino-finance", "trino://finance*"]},
+    ],
+}
+USERS = {"alice": ["sales"], "bob": ["finance"], "root": ["platform"]}
+
+
+@pytest.fixture(scope="module")
+def clients(
+    pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, httpx.Client]]:
+    folder = tmp_path_factory.mktemp("search_fields")
+    tokens = [
+        {"name": user, "scopes": ["read"], "token": f"token-of-{user}", "groups": groups}
+        for user, groups in USERS.items()
+    ]
+    (folder / "tokens.json").write_text(json.dumps(tokens))
+    (folder / "policy.json").write_text(json.dumps(POLICY))
+    env = {
+        "METASTORE_TOKENS_FILE": str(folder / "tokens.json"),
+        "METASTORE_POLICY_FILE": str(folder / "policy.json"),
+    }
+    with scenario_api(pg_server, template_db, folder, events(), env=env) as (url, _):
+        made = {
+            user: httpx.Client(
+                base_url=url + "/api/v1",
+                headers={"Authorization": f"Bearer token-of-{user}"},
+                timeout=30,
+            )
+            for user in USERS
+        }
+        try:
+            yield made
+        finally:
+            for client in made.values():
+                client.close()
+
+
+def _search(client: httpx.Client, **params: Any) -> tuple[list[dict[str, Any]], set[Any]]:
+    """Every hit, page by page, and the pages' (total, total_is_exact)."""
+    hits: list[dict[str, Any]] = []
+    totals = set()
+    while True:
+        answer = client.get("/search", params=params)
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        hits += page["items"]
+        totals.add((page["total"], page["total_is_exact"]))
+        if page["next_cursor"] is None:
+            return hits, totals
+        params = {**params, "cursor": page["next_cursor"]}
+
+
+def _seen(hit: dict[str, Any]) -> tuple[str, str, str]:
+    """(dataset name, what matched: `name` or the field, match)."""
+    matched = hit["matched_field"]["name"] if "matched_field" in hit else "name"
+    return (hit["name"], matched, hit["match"])
+
+
+def test_a_field_name_finds_its_dataset_exact_prefix_and_substring(
+    clients: dict[str, httpx.Client],
+) -> None:
+    root = clients["root"]
+    hits, totals = _search(root, q="CUSTOMER_ID")
+    # (two exact hits on one field name: in the order of their ids)
+    assert sorted(_seen(h) for h in hits) == [
+        ("customer_stats", "customer_id", "exact"),
+        ("customers", "customer_id", "exact"),
+        ("orders", "customer_id", "exact"),
+    ]
+    assert totals == {(3, True)}
+    orders = next(h for h in hits if h["name"] == "orders")
+    assert orders["matched_field"] == {"name": "customer_id", "description": "The buyer"}
+    assert orders["namespace"] == "s3a://sales" and "matched_name" not in orders
+
+    hits, totals = _search(root, q="tomer_i")  # a substring of a field name only
+    assert {_seen(h) for h in hits} == {
+        ("customer_stats", "customer_id", "substring"),
+        ("customers", "customer_id", "substring"),
+        ("orders", "customer_id", "substring"),
+    }
+    assert totals == {(3, True)}
+    # a field of the current schema only: `region` left `orders`, `amount` came
+    assert _search(root, q="region") == ([], {(0, True)})
+    assert [_seen(h) for h in _search(root, q="amount")[0]] == [("orders", "amount", "exact")]
+
+
+def test_name_hits_rank_before_field_hits_and_totals_agree_with_paging(
+    clients: dict[str, httpx.Client],
+) -> None:
+    root = clients["root"]
+    expected = [
+        # a name that matches: under its name, once, whatever its fields
+        ("customer_stats", "name", "prefix"),
+        ("customers", "name", "prefix"),
+        # then fields: prefix, then substring of a field name, then a description alone
+        ("orders", "customer_id", "prefix"),
+        ("lakehouse.finance.ledger", "ledger_customer_ref", "substring"),
+        ("lakehouse.finance.payments", "iban", "substring"),
+    ]
+    for limit in (1, 2, 50):
+        hits, totals = _search(root, q="customer", limit=limit)
+        assert [_seen(h) for h in hits] == expected, limit
+        assert totals == {(len(expected), True)}, limit
+    payments = _search(root, q="customer")[0][-1]
+    assert payments["matched_field"] == {
+        "name": "iban",
+        "description": "Bank account of the Customer",
+    }
+    # the filters narrow field hits as name hits
+    hits, totals = _search(root, q="customer", namespace="trino://finance")
+    assert [h["name"] for h in hits] == [e[0] for e in expected[3:]]
+    assert totals == {(2, True)}
+    assert _search(root, q="customer", type="job") == ([], {(0, True)})
+
+
+def test_a_reader_finds_by_field_only_the_datasets_it_may_read(
+    clients: dict[str, httpx.Client],
+) -> None:
+    alice_hits, alice_totals = _search(clients["alice"], q="customer")
+    assert [_seen(h) for h in alice_hits] == [
+        ("customer_stats", "name", "prefix"),
+        ("customers", "name", "prefix"),
+        ("orders", "customer_id", "prefix"),
+    ]
+    assert alice_totals == {(3, True)}
+    bob_hits, bob_totals = _search(clients["bob"], q="customer", limit=1)
+    assert [_seen(h) for h in bob_hits] == [
+        ("lakehouse.finance.ledger", "ledger_customer_ref", "substring"),
+        ("lakehouse.finance.payments", "iban", "substring"),
+    ]
+    assert bob_totals == {(2, True)}
+    assert _search(clients["bob"], q="customer_id") == ([], {(0, True)})
