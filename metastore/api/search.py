@@ -13,6 +13,10 @@ and, when those hold fewer hits, on the keys alone until TOTAL_CAP hits; the nam
 a sample of the hits when there are more, bound where the page of substring hits ends, and
 only the hits up to that bound are sorted and looked up.
 
+Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
+every name hit, those none of whose names match: one statement, through the fields' trigram
+indexes, ranks the fields that match (FIELD_TIER); their total is counted apart (disjoint).
+
 Restricted (api/visibility.py): only readable names match (a dataset by its readable
 names, the best-ranked among them, under its display name among them; jobs and
 namespaces in readable namespaces), and the total counts those hits alone.
@@ -353,7 +357,8 @@ class SearchQuery(msgspec.Struct, frozen=True):
             pattern=params.NO_NUL,
             min_length=1,
             max_length=200,
-            description="Part of a job, dataset or namespace name.",
+            description="Part of a job, dataset or namespace name, or of a dataset's field "
+            "name or description.",
         ),
     ]
     type: Annotated[
@@ -376,7 +381,7 @@ SEARCH_OP = Operation(
     "GET",
     "/search",
     "search",
-    "Search jobs, datasets and namespaces by name",
+    "Search jobs, datasets and namespaces by name, datasets by field",
     models.SearchPage,
     tag="search",
     query=SearchQuery,
@@ -385,9 +390,15 @@ SEARCH_OP = Operation(
     "each by the name that matched (lowercase, in byte order). A dataset matches on any of "
     "its names, answers once under its display name, with its best-ranked name that "
     "matched in `matched_name`. `type` and `namespace` narrow "
-    "the hits; `total` counts them. With authorization configured, only names in the "
+    "the hits; `total` counts them. A dataset none of whose names matches but a top-level "
+    "field of its current schema does (the field's name, or its description alone) answers "
+    "after every name hit, with that field in `matched_field` instead of `matched_name`: "
+    "ranked a field named `q`, then one starting with it, then one containing it (`match` "
+    "exact, prefix, substring), then one whose description alone contains it (`substring`), "
+    "each by the field's name (lowercase, in byte order), a dataset under its best field. "
+    "With authorization configured, only names in the "
     "namespaces the caller may read match (a dataset answers under its display name among "
-    "those), and `total` counts those hits alone.",
+    "those; by a field only with a readable name), and `total` counts those hits alone.",
 )
 resource = Resource()
 
