@@ -14,10 +14,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
+from projections.runner import catch_up
 from tests.apiserver import scenario_api
-from tests.support import run_event, schema_facet
+from tests.logdata import append
+from tests.support import run_event, running, schema_facet
 
 SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark"
 TRINO = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/trino"
@@ -206,3 +209,96 @@ def test_a_reader_finds_by_field_only_the_datasets_it_may_read(
     ]
     assert bob_totals == {(2, True)}
     assert _search(clients["bob"], q="customer_id") == ([], {(0, True)})
+
+
+# Batches folded one after another: a run's FAIL logged after its COMPLETE takes back the
+# schema it wrote; a symlink later joins two datasets with schemas of their own.
+TABLE = ("s3a://late", "events")
+TABLE_RUNS = ("0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9c01", "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9c02")
+JOINED_RUN = "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9c03"
+MERGING_RUN = "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9c04"
+LATE_JOB = ("spark-late", "events_etl")
+
+
+def _table(fields: list[str]) -> dict[str, Any]:
+    return _dataset(SPARK, *TABLE, [(f, None) for f in fields])
+
+
+BATCHES = [
+    [
+        run_event(
+            "COMPLETE",
+            "2026-09-03T10:00:00Z",
+            SPARK,
+            LATE_JOB,
+            TABLE_RUNS[0],
+            [],
+            [_table(["alpha_kept"])],
+        ),
+        run_event(
+            "COMPLETE",
+            "2026-09-03T11:00:00Z",
+            SPARK,
+            LATE_JOB,
+            TABLE_RUNS[1],
+            [],
+            [_table(["beta_failed"])],
+        ),
+        run_event(
+            "COMPLETE",
+            "2026-09-03T09:00:00Z",
+            TRINO,
+            FINANCE_JOB,
+            JOINED_RUN,
+            [],
+            [_dataset(TRINO, "trino://hive", "lake.events", [("gamma_trino", None)])],
+        ),
+    ],
+    # the second run's end, logged late: FAIL, so it wrote nothing
+    [run_event("FAIL", "2026-09-03T11:05:00Z", SPARK, LATE_JOB, TABLE_RUNS[1], [], [])],
+]
+
+
+@pytest.fixture(scope="module")
+def batches(
+    pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, httpx.Client]]:
+    folder = tmp_path_factory.mktemp("search_fields_batches")
+    env = {"METASTORE_AUTH": "disabled"}
+    with pg_server.database("fields", template_db) as url:
+        for batch in BATCHES:
+            with psycopg.connect(url, autocommit=True) as conn:
+                append(conn, batch)
+            catch_up(url)
+        with (
+            running("api", url, folder, env=env) as api,
+            httpx.Client(base_url=api.base_url + "/api/v1", timeout=30) as client,
+        ):
+            yield url, client
+
+
+def test_a_schema_taken_back_or_merged_away_is_no_longer_found(
+    batches: tuple[str, httpx.Client],
+) -> None:
+    url, client = batches
+    assert [_seen(h) for h in _search(client, q="alpha")[0]] == [("events", "alpha_kept", "prefix")]
+    assert _search(client, q="beta_failed") == ([], {(0, True)})  # the failed run's schema
+    assert len(_search(client, q="gamma")[0]) == 1
+    # a symlink joins the Trino table to the Spark one: one dataset, its current schema
+    joined = _table(["delta_joined"])
+    joined["facets"]["symlinks"] = {
+        "_producer": SPARK,
+        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json",
+        "identifiers": [{"namespace": "trino://hive", "name": "lake.events", "type": "TABLE"}],
+    }
+    event = run_event(
+        "COMPLETE", "2026-09-03T12:00:00Z", SPARK, LATE_JOB, MERGING_RUN, [], [joined]
+    )
+    with psycopg.connect(url, autocommit=True) as conn:
+        append(conn, [event])
+    catch_up(url)
+    hits, totals = _search(client, q="delta")
+    assert [_seen(h) for h in hits] == [("lake.events", "delta_joined", "prefix")]
+    assert totals == {(1, True)}
+    for gone in ("alpha", "gamma"):
+        assert _search(client, q=gone) == ([], {(0, True)}), gone
