@@ -302,3 +302,16 @@ def test_a_schema_taken_back_or_merged_away_is_no_longer_found(
     assert totals == {(1, True)}
     for gone in ("alpha", "gamma"):
         assert _search(client, q=gone) == ([], {(0, True)}), gone
+
+
+def test_a_short_q_matches_field_names_from_their_start(
+    clients: dict[str, httpx.Client],
+) -> None:
+    # (fewer than 3 characters: no trigram to look the fields up by, so no substring)
+    hits, totals = _search(clients["root"], q="Ib")
+    assert [_seen(h) for h in hits] == [("lakehouse.finance.payments", "iban", "prefix")]
+    assert totals == {(1, True)}
+    # `balance` from its start; `iban` contains `ba`, but a short q is no substring of fields
+    hits, totals = _search(clients["root"], q="ba")
+    assert [_seen(h) for h in hits] == [("lakehouse.finance.ledger", "balance", "prefix")]
+    assert totals == {(1, True)}

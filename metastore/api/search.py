@@ -119,7 +119,7 @@ FIELD_HITS = (
     + FIELD_RANK
     + """ AS rank
     FROM readmodel.dataset_fields f
-    WHERE (lower(f.name) LIKE %(pattern)s OR lower(f.description) LIKE %(pattern)s)
+    WHERE {matches}
       {namespace}
       AND NOT EXISTS (
           SELECT 1 FROM readmodel.dataset_names m
@@ -137,17 +137,20 @@ FIELD_READABLE = (
     "AND EXISTS (SELECT 1 FROM readmodel.dataset_names r"
     " WHERE r.dataset_id = f.dataset_id AND r.namespace = ANY(%(readable)s::text[]))"
 )
+# The page is cut before the datasets are joined for their display names (DATASET_TIER).
 FIELD_TIER = """
     SELECT 'dataset', b.dataset_id::text, b.dataset_id, {shown}, b.rank, b.low, b.name,
            b.description
     FROM (
-        SELECT DISTINCT ON (h.dataset_id) h.*
-        FROM ({hits}) h
-        ORDER BY h.dataset_id, h.rank, h.low COLLATE "C", h.name COLLATE "C"
+        SELECT * FROM (
+            SELECT DISTINCT ON (h.dataset_id) h.*
+            FROM ({hits}) h
+            ORDER BY h.dataset_id, h.rank, h.low COLLATE "C", h.name COLLATE "C"
+        ) b
+        WHERE true {after}
+        ORDER BY b.rank, b.low COLLATE "C", b.dataset_id::text COLLATE "C" LIMIT %(limit)s
     ) b
-    JOIN readmodel.datasets d ON d.id = b.dataset_id
-    WHERE true {after}
-    ORDER BY b.rank, b.low COLLATE "C", b.dataset_id::text COLLATE "C" LIMIT %(limit)s"""
+    JOIN readmodel.datasets d ON d.id = b.dataset_id"""
 FIELD_AFTER = """AND (b.rank, b.low COLLATE "C", 'dataset' COLLATE "C",
             b.dataset_id::text COLLATE "C")
         > (%(after_rank)s, %(after_name)s COLLATE "C", %(after_type)s COLLATE "C",
@@ -156,22 +159,32 @@ FIELD_COUNT = f"""
     SELECT count(*) FROM (SELECT DISTINCT h.dataset_id FROM ({{hits}}) h LIMIT {TOTAL_CAP + 1}) c"""
 
 
-def _field_hits(restricted: bool, ns: bool) -> str:
+# A `q` of fewer than 3 characters has no trigram to look up: every field would be read, so
+# it matches field names from their start only (a range of the name index).
+SHORT_Q = 3
+FIELD_MATCHES = "(lower(f.name) LIKE %(pattern)s OR lower(f.description) LIKE %(pattern)s)"
+SHORT_FIELD_MATCHES = "lower(f.name) LIKE %(prefix)s"
+
+
+def _field_hits(restricted: bool, ns: bool, short: bool) -> str:
     return (
         for_access(FIELD_HITS, restricted)
-        .format(namespace=FIELD_NAMESPACE if ns else "")
+        .format(
+            matches=SHORT_FIELD_MATCHES if short else FIELD_MATCHES,
+            namespace=FIELD_NAMESPACE if ns else "",
+        )
         .replace("/*readable*/", FIELD_READABLE if restricted else "")
     )
 
 
-def _field_tier(restricted: bool, ns: bool, after: bool) -> str:
+def _field_tier(restricted: bool, ns: bool, short: bool, after: bool) -> str:
     shown = (
         f"({_VISIBLE_DISPLAY_B})[1], ({_VISIBLE_DISPLAY_B})[2]"
         if restricted
         else "d.namespace, d.name"
     )
     return FIELD_TIER.format(
-        shown=shown, hits=_field_hits(restricted, ns), after=FIELD_AFTER if after else ""
+        shown=shown, hits=_field_hits(restricted, ns, short), after=FIELD_AFTER if after else ""
     )
 
 
@@ -350,6 +363,25 @@ async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: A
     return await rows(conn, "\n UNION ALL".join(f"({p})" for p in parts), args)
 
 
+async def _field_page(
+    conn: AsyncConnection[Any],
+    plan: str,
+    restricted: bool,
+    q: str,
+    ns: bool,
+    cursor: tuple[int, str, str, str] | None,
+    args: dict[str, Any],
+) -> tuple[int, list[Any]]:
+    """The datasets found by a field (up to TOTAL_CAP + 1 counted), and their page."""
+    short = len(q) < SHORT_Q
+    count = FIELD_COUNT.format(hits=_field_hits(restricted, ns, short))
+    ((found,),) = await _read(conn, plan, [count], args)
+    if cursor is not None:
+        args["after_rank"], _, args["after_type"], _ = cursor
+    page_of = _field_tier(restricted, ns, short, cursor is not None)
+    return found, await _read(conn, plan, [page_of], args)
+
+
 class SearchQuery(msgspec.Struct, frozen=True):
     q: Annotated[
         str,
@@ -395,7 +427,8 @@ SEARCH_OP = Operation(
     "after every name hit, with that field in `matched_field` instead of `matched_name`: "
     "ranked a field named `q`, then one starting with it, then one containing it (`match` "
     "exact, prefix, substring), then one whose description alone contains it (`substring`), "
-    "each by the field's name (lowercase, in byte order), a dataset under its best field. "
+    "each by the field's name (lowercase, in byte order), a dataset under its best field; "
+    "a `q` of fewer than 3 characters matches field names from their start only. "
     "With authorization configured, only names in the "
     "namespaces the caller may read match (a dataset answers under its display name among "
     "those; by a field only with a readable name), and `total` counts those hits alone.",
@@ -471,18 +504,12 @@ async def search(request: Request) -> Response:
         substring = [r for r in substring if r[0] not in short]
         unbounded = [t for k in short if (t := _tier(tiers[k], k, 2, cursor, ns))]
         found += substring + await _read(conn, by_trigram_plan, unbounded, args)
-        fields = 0
+        fields, field_rows = 0, list[Any]()
         if "dataset" in kinds:
-            restricted = access.restricted
-            hits = _field_hits(restricted, ns)
-            (fields,) = (await _read(conn, by_trigram_plan, [FIELD_COUNT.format(hits=hits)], args))[
-                0
-            ]
-            if cursor is not None:
-                args["after_rank"], _, args["after_type"], _ = cursor
-            found += await _read(
-                conn, by_trigram_plan, [_field_tier(restricted, ns, cursor is not None)], args
+            fields, field_rows = await _field_page(
+                conn, by_trigram_plan, access.restricted, query.q, ns, cursor, args
             )
+        found += field_rows
     # each type's page is in order: merged by (rank, name's bytes, type, key)
     found.sort(key=lambda r: (r[5], r[6].encode(), r[0], r[1]))
     items, next_cursor = page(found[: query.limit + 1], query.limit, kind, _cursor_key)
