@@ -15,7 +15,7 @@ only the hits up to that bound are sorted and looked up.
 
 Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
 every name hit, those none of whose names match: one statement, through the fields' trigram
-indexes, ranks the fields that match (FIELD_TIER); their total is counted apart (disjoint).
+indexes, ranks and counts the fields that match (FIELD_PAGE); the names' total adds theirs.
 
 Restricted (api/visibility.py): only readable names match (a dataset by its readable
 names, the best-ranked among them, under its display name among them; jobs and
@@ -137,27 +137,27 @@ FIELD_READABLE = (
     "AND EXISTS (SELECT 1 FROM readmodel.dataset_names r"
     " WHERE r.dataset_id = f.dataset_id AND r.namespace = ANY(%(readable)s::text[]))"
 )
-# The page is cut before the datasets are joined for their display names (DATASET_TIER).
-FIELD_TIER = """
-    SELECT 'dataset', b.dataset_id::text, b.dataset_id, {shown}, b.rank, b.low, b.name,
-           b.description
-    FROM (
-        SELECT * FROM (
-            SELECT DISTINCT ON (h.dataset_id) h.*
-            FROM ({hits}) h
-            ORDER BY h.dataset_id, h.rank, h.low COLLATE "C", h.name COLLATE "C"
-        ) b
-        WHERE true {after}
+# The datasets found by a field, counted, and their page (one row: the count alone when the
+# page is empty), from one read of the fields that match. The page is cut before the
+# datasets are joined for their display names (as DATASET_TIER's).
+FIELD_PAGE = """
+    WITH best AS MATERIALIZED (
+        SELECT DISTINCT ON (h.dataset_id) h.*
+        FROM ({hits}) h
+        ORDER BY h.dataset_id, h.rank, h.low COLLATE "C", h.name COLLATE "C"
+    )
+    SELECT c.found, 'dataset', b.dataset_id::text, b.dataset_id, {shown}, b.rank, b.low,
+           b.name, b.description
+    FROM (SELECT count(*) AS found FROM best) c
+    LEFT JOIN LATERAL (
+        SELECT * FROM best b WHERE true {after}
         ORDER BY b.rank, b.low COLLATE "C", b.dataset_id::text COLLATE "C" LIMIT %(limit)s
-    ) b
-    JOIN readmodel.datasets d ON d.id = b.dataset_id"""
+    ) b ON true
+    LEFT JOIN readmodel.datasets d ON d.id = b.dataset_id"""
 FIELD_AFTER = """AND (b.rank, b.low COLLATE "C", 'dataset' COLLATE "C",
             b.dataset_id::text COLLATE "C")
         > (%(after_rank)s, %(after_name)s COLLATE "C", %(after_type)s COLLATE "C",
            %(after_key)s COLLATE "C")"""
-FIELD_COUNT = f"""
-    SELECT count(*) FROM (SELECT DISTINCT h.dataset_id FROM ({{hits}}) h LIMIT {TOTAL_CAP + 1}) c"""
-
 
 # A `q` of fewer than 3 characters has no trigram to look up: every field would be read, so
 # it matches field names from their start only (a range of the name index).
@@ -177,13 +177,13 @@ def _field_hits(restricted: bool, ns: bool, short: bool) -> str:
     )
 
 
-def _field_tier(restricted: bool, ns: bool, short: bool, after: bool) -> str:
+def _field_page_of(restricted: bool, ns: bool, short: bool, after: bool) -> str:
     shown = (
         f"({_VISIBLE_DISPLAY_B})[1], ({_VISIBLE_DISPLAY_B})[2]"
         if restricted
         else "d.namespace, d.name"
     )
-    return FIELD_TIER.format(
+    return FIELD_PAGE.format(
         shown=shown, hits=_field_hits(restricted, ns, short), after=FIELD_AFTER if after else ""
     )
 
@@ -372,14 +372,12 @@ async def _field_page(
     cursor: tuple[int, str, str, str] | None,
     args: dict[str, Any],
 ) -> tuple[int, list[Any]]:
-    """The datasets found by a field (up to TOTAL_CAP + 1 counted), and their page."""
-    short = len(q) < SHORT_Q
-    count = FIELD_COUNT.format(hits=_field_hits(restricted, ns, short))
-    ((found,),) = await _read(conn, plan, [count], args)
+    """How many datasets a field finds, and their page."""
     if cursor is not None:
         args["after_rank"], _, args["after_type"], _ = cursor
-    page_of = _field_tier(restricted, ns, short, cursor is not None)
-    return found, await _read(conn, plan, [page_of], args)
+    statement = _field_page_of(restricted, ns, len(q) < SHORT_Q, cursor is not None)
+    found = await _read(conn, plan, [statement], args)
+    return found[0][0], [r[1:] for r in found if r[2] is not None]
 
 
 class SearchQuery(msgspec.Struct, frozen=True):
