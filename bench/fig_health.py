@@ -17,25 +17,14 @@ import psycopg
 from bench import loadgen
 from bench.context import Context
 from bench.harness import Service
-from bench.report import Row, below, now
+from bench.report import Row, now, p95_rows
 
 GROUP = "log"
 FIGURES = ("namespace run statistics", "job run statistics", "late jobs list")
 
 
 def rows(ctx: Context) -> list[Row]:
-    cmd = ctx.command(GROUP)
-    return [
-        Row(
-            f"{what} p95, ms",
-            "ms",
-            target="< 25",
-            check=below(25),
-            command=cmd,
-            client=loadgen.ASYNCIO_CLIENT,
-        )
-        for what in FIGURES
-    ]
+    return p95_rows(ctx.command(GROUP), loadgen.ASYNCIO_CLIENT, FIGURES, 25)
 
 
 def _q(path: str, **params: str) -> str:

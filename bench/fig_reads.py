@@ -17,7 +17,7 @@ import psycopg
 from bench import loadgen
 from bench.context import Context
 from bench.harness import Service
-from bench.report import Row, below, now
+from bench.report import Row, now, p95_rows
 
 GROUP = "log"
 
@@ -28,18 +28,12 @@ class Page(msgspec.Struct):
 
 
 def rows(ctx: Context) -> list[Row]:
-    cmd = ctx.command(GROUP)
-    return [
-        Row(
-            f"{what} p95, ms",
-            "ms",
-            target="< 10",
-            check=below(10),
-            command=cmd,
-            client=loadgen.ASYNCIO_CLIENT,
-        )
-        for what in ("list jobs", "list runs", "list datasets", "lookup by exact name")
-    ]
+    return p95_rows(
+        ctx.command(GROUP),
+        loadgen.ASYNCIO_CLIENT,
+        ("list jobs", "list runs", "list datasets", "lookup by exact name"),
+        10,
+    )
 
 
 def _q(path: str, **params: str) -> str:

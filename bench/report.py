@@ -51,6 +51,21 @@ def below(threshold: float) -> Check:
     return lambda value: value < threshold
 
 
+def p95_rows(command: str, client: str, figures: tuple[str, ...], target_ms: float) -> list[Row]:
+    """One `<figure> p95, ms` row a read, each with the target `< target_ms`."""
+    return [
+        Row(
+            f"{what} p95, ms",
+            "ms",
+            target=f"< {target_ms:g}",
+            check=below(target_ms),
+            command=command,
+            client=client,
+        )
+        for what in figures
+    ]
+
+
 def fmt(value: float | None, unit: str) -> str:
     if value is None or math.isnan(value):
         return "n/a"

@@ -3,14 +3,13 @@ keys made with cryptography, JWTs signed with PyJWT, and a count of what was fet
 
 from __future__ import annotations
 
-import json
 import ssl
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from tests.certs import issue, make_ca
+from tests.json_handler import JsonHandler
 
 AUDIENCE = "metastore"
 REALM = "/realms/platform"
@@ -55,7 +55,7 @@ class Issuer:
         self._lock = threading.Lock()
         issuer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 with issuer._lock:
                     issuer.fetched[self.path] += 1
@@ -67,15 +67,7 @@ class Issuer:
                 else:
                     self.send_error(404)
                     return
-                data = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.send_json(body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -293,10 +293,16 @@ def test_every_get_of_every_object_matches_the_document(
         for namespace in crawl.pages("listNamespaces", "/namespaces", limit=7):
             crawl.pages("listJobs", "/jobs", namespace=namespace["name"], limit=200)
             crawl.pages("listDatasets", "/datasets", namespace=namespace["name"], limit=200)
+            crawl.get("getNamespaceStats", "/namespace-stats", namespace=namespace["name"])
+            crawl.get(
+                "getNamespaceStats", "/namespace-stats", namespace=namespace["name"], as_of=AS_OF
+            )
         for job in crawl.pages("listJobs", "/jobs", limit=500):
             ref = f"/jobs/{job['id']}"
             crawl.get("getJob", ref)
             crawl.get("getJob", ref, as_of=AS_OF)
+            crawl.get("getJobStats", ref + "/stats")
+            crawl.get("getJobStats", ref + "/stats", as_of=AS_OF)
             for direction in ("input", "output"):
                 crawl.pages("listJobDatasets", ref + "/datasets", direction=direction)
             crawl.get("getLineage", "/lineage", node=f"job:{job['id']}")

@@ -78,6 +78,8 @@ def _string(schema: dict[str, Any], name: str) -> str:
         return RUN_ID
     if fmt == "date-time":
         return TIME
+    if fmt == "date":
+        return TIME[:10]
     if fmt == "uri":
         return "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/spark"
     return STRINGS.get(name, "RUNNING" if name == "state" else "text")

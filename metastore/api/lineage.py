@@ -32,7 +32,6 @@ from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import duration, owners, started
-from metastore.principal import ANONYMOUS
 from metastore.problems import InvalidParam, ProblemError
 
 # (run_lineage and the document use them from here too)
@@ -145,15 +144,7 @@ NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 # An access of each shape, to build each statement once: the visibility fragments depend
 # only on whether an access is restricted (its namespaces are bound as `%(readable)s`).
-SHAPES = {False: EVERYTHING, True: Access(ANONYMOUS, readable=frozenset(), sensitive=None)}
-
-
-def job_id_visible(access: Access, job_id: str) -> str:
-    """`AND ...`: the job of id expression `job_id` is visible (visibility.job_visible)."""
-    if not access.restricted:
-        return ""
-    visible = visibility.job_visible(access, "vj")
-    return f" AND EXISTS (SELECT 1 FROM readmodel.jobs vj WHERE vj.id = {job_id}{visible})"
+SHAPES = {False: EVERYTHING, True: visibility.RESTRICTED}
 
 
 def _job_datasets(jobs: str, direction: str, rule: str, access: Access = EVERYTHING) -> str:
@@ -178,7 +169,7 @@ def _dataset_jobs(datasets: str, direction: str, rule: str, access: Access = EVE
               JOIN readmodel.job_edges e
                 ON e.namespace = dn.namespace AND e.name = dn.name
               WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'
-                AND {asof.edge_held(rule=rule)}{job_id_visible(access, "e.job_id")}"""
+                AND {asof.edge_held(rule=rule)}{visibility.job_id_visible(access, "e.job_id")}"""
 
 
 # From a run (its job's node, kind 'job'): the first hop downstream goes to the datasets
@@ -200,7 +191,7 @@ def _walk(as_of: bool, rule: str, from_run: bool, restricted: bool = False) -> s
         # a hidden start node is absent, as an unknown one: the walk finds nothing (404);
         # a dataset shows a readable name (a display name among its readable ones)
         visible = (
-            f"(s0.kind = 'job'{job_id_visible(access, 's0.id')}) OR (s0.kind = "
+            f"(s0.kind = 'job'{visibility.job_id_visible(access, 's0.id')}) OR (s0.kind = "
             f"'dataset'{visibility.dataset_visible(access, 's0.id')})"
         )
         start = START_VISIBLE.format(start=START, visible=visible)
@@ -259,7 +250,7 @@ WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 # Each kept job's datasets at `%(as_of)s` (asof.NOW: now), one row per (direction, dataset).
 JOB_SIDE = """
 SELECT e.direction, j.id AS job_id, n.dataset_id, {lifecycle} AS lifecycle,
-       min((SELECT min(x.first_seen) FROM readmodel.job_edges x
+       min((SELECT min(x.first_seen) FROM {first_seen} x
             WHERE x.job_id = j.id AND x.direction = e.direction
               AND x.namespace = e.namespace AND x.name = e.name)) AS first_seen,
        max(e.last_seen) AS last_seen,
@@ -282,7 +273,7 @@ WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {held}{visible}"""
 
 def _dataset_side(rule: str, access: Access = EVERYTHING) -> str:
     return DATASET_SIDE.format(
-        held=asof.edge_held(rule=rule), visible=job_id_visible(access, "e.job_id")
+        held=asof.edge_held(rule=rule), visible=visibility.job_id_visible(access, "e.job_id")
     )
 
 
@@ -292,6 +283,14 @@ def _links(rule: str, restricted: bool) -> str:
     access = SHAPES[restricted]
     visible = visibility.dataset_visible(access, "n.dataset_id")
     job_side = JOB_SIDE.format(
+        # its run and static rows (job_edges' key ends with the source)
+        first_seen=asof.key_probe(
+            "readmodel.job_edges",
+            "x",
+            asof.JOB_EDGE_KEY,
+            "j.id, e.direction, e.namespace, e.name",
+            rows=2,
+        ),
         lifecycle=LATEST_LIFECYCLE,
         inputs=asof.job_edges_at("j.id", "input", rule=rule),
         outputs=asof.job_edges_at("j.id", "output", rule=rule),

@@ -34,7 +34,6 @@ from metastore.api.lineage import (
     NODE_LIMIT,
     SHAPES,
     dataset_node,
-    job_id_visible,
 )
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -168,14 +167,14 @@ def _by_shape(statement: str, visible: dict[bool, str]) -> dict[bool, str]:
 # Restricted to an Access's namespaces, the walk passes through visible runs (of visible
 # jobs) and datasets alone: a hidden last writer cuts the walk there, it is never replaced
 # by an earlier visible one.
-_RESTRICTED = SHAPES[True]
+_RESTRICTED = visibility.RESTRICTED
 WRITERS = _by_shape(
     WRITERS_OF_INPUTS,
     {
         False: "",
         True: " WHERE true"
         + visibility.dataset_visible(_RESTRICTED, "dn.dataset_id")
-        + job_id_visible(_RESTRICTED, "w.job_id"),
+        + visibility.job_id_visible(_RESTRICTED, "w.job_id"),
     },
 )
 READERS = _by_shape(
@@ -183,7 +182,7 @@ READERS = _by_shape(
     {
         False: "",
         True: visibility.dataset_visible(_RESTRICTED, "dn.dataset_id")
-        + job_id_visible(_RESTRICTED, "r.job_id"),
+        + visibility.job_id_visible(_RESTRICTED, "r.job_id"),
     },
 )
 RUNS_DATASETS = _by_shape(

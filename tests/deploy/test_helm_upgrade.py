@@ -20,9 +20,8 @@ import subprocess
 import tarfile
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -30,6 +29,7 @@ import yaml
 from metastore import __version__
 from metastore.config import load_settings
 from tests.deploy.helm import CHART, NAMESPACE, RELEASE, ROOT, Manifest
+from tests.json_handler import JsonHandler
 
 # The charts released before this one: chart version -> its commit.
 PREVIOUS_CHARTS = {"0.1.0": "5b622b4", "0.2.0": "3ee2586", "0.3.0": "a2a89f8"}
@@ -42,22 +42,14 @@ DISCOVERY = {
 }
 
 
-class Discovery(BaseHTTPRequestHandler):
+class Discovery(JsonHandler):
     def do_GET(self) -> None:
         body = DISCOVERY.get(self.path.split("?")[0])
         if body is None:
             self.send_response(404)
             self.end_headers()
             return
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+        self.send_json(body)
 
 
 @pytest.fixture(scope="module")

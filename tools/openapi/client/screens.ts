@@ -60,6 +60,8 @@ function advice(problem: Problem): string {
     case "https://stackable.tech/metastore/problems/unauthorized":
     case "https://stackable.tech/metastore/problems/forbidden":
       return "sign in again";
+    case "https://stackable.tech/metastore/problems/policy-forbidden":
+      return "not yours to see";
     case "https://stackable.tech/metastore/problems/not-found":
     case "https://stackable.tech/metastore/problems/not-yet":
       return "nothing here";
@@ -78,6 +80,7 @@ function advice(problem: Problem): string {
     case "https://stackable.tech/metastore/problems/too-many-requests":
     case "https://stackable.tech/metastore/problems/unavailable":
     case "https://stackable.tech/metastore/problems/issuer-unavailable":
+    case "https://stackable.tech/metastore/problems/authorization-unavailable":
     case "https://stackable.tech/metastore/problems/read-models-rebuilding":
     case "https://stackable.tech/metastore/problems/internal":
       return "retry later";
