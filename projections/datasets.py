@@ -230,7 +230,8 @@ INSERT_FIELDS = (
     TOUCHED_FIELDS
     + """
 INSERT INTO dataset_fields (dataset_id, name, description)
-SELECT t.id, f.value->>'name', nullif(f.value->>'description', '')
+SELECT DISTINCT ON (t.id, f.value->>'name') t.id, f.value->>'name',
+       nullif(f.value->>'description', '')
 FROM touched t
 CROSS JOIN LATERAL (
     SELECT v.fields FROM dataset_versions v WHERE v.dataset_id = t.id

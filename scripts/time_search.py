@@ -18,6 +18,8 @@ tree whose DDL has the trigram indexes too. A shared machine drifts: read the pa
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -74,6 +76,20 @@ def time_side(src: Path, url: str, searches: list[tuple[str, str]], log_dir: Pat
         api.stop()
 
 
+# A field name's part shared by a quarter of the fields, a prefix of a tenth, a word of a
+# description alone, a whole field name, a field no other has (bench/search_store.py).
+FIELD_WORDS = ["_id", "total", "remark", "total_sales", "col_7_2"]
+
+
+def _versions(src: Path) -> dict[str, int]:
+    """The projection versions the API of the tree `src` reads."""
+    code = "import json; from metastore.api.readmodels import EXPECTED; print(json.dumps(EXPECTED))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=src, check=True, capture_output=True, text=True
+    )
+    return dict(json.loads(out.stdout))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--other", type=Path, required=True, help="the source tree to compare")
@@ -82,6 +98,12 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=90)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=20241017)
+    parser.add_argument("--fields", type=int, default=0, help="fields per dataset (schemas)")
+    parser.add_argument(
+        "--other-has-trigrams",
+        action="store_true",
+        help="the other tree's DDL makes the name trigram indexes too: keep them for its turn",
+    )
     parser.add_argument("--url", help="search this store as it is (no seeding, no index drops)")
     args = parser.parse_args()
     data = Path(tempfile.mkdtemp(prefix="time-search-", dir="/tmp"))
@@ -93,15 +115,21 @@ def main() -> None:
                 apply_migrations(url)
                 create_readmodel_tables(conn)
                 started = time.monotonic()
-                search_store.seed(conn, args.datasets, args.jobs)
+                search_store.seed(conn, args.datasets, args.jobs, args.fields)
                 print(
-                    f"{2 * args.datasets:,} dataset names, {args.jobs:,} jobs written in "
+                    f"{2 * args.datasets:,} dataset names, {args.datasets * args.fields:,} "
+                    f"fields, {args.jobs:,} jobs written in "
                     f"{time.monotonic() - started:.0f} s",
                     flush=True,
                 )
             names = [r[0] for r in conn.execute(NAMES, {"n": args.searches * 10})]
             trigrams = conn.execute(TRIGRAM_INDEXES).fetchall() if pg is not None else []
+            if args.other_has_trigrams:
+                trigrams = []
+            ours = dict(conn.execute("SELECT name, version FROM projection_state").fetchall())
         searches = terms(names, args.searches, args.seed)
+        if args.fields:  # words the fields have and the names have not, in turn
+            searches += [("field", FIELD_WORDS[i % len(FIELD_WORDS)]) for i in range(args.searches)]
         for round_ in range(args.rounds):
             order = [("this", ROOT), ("other", args.other.resolve())]
             for side, src in order if round_ % 2 == 0 else order[::-1]:
@@ -111,6 +139,13 @@ def main() -> None:
                             conn.execute(f"DROP INDEX IF EXISTS {index}")
                         else:
                             conn.execute(definition.replace("INDEX", "INDEX IF NOT EXISTS", 1))
+                    # each tree's API reads the read models as of its own projection versions
+                    versions = ours if side == "this" else _versions(src)
+                    for name, version in versions.items():
+                        conn.execute(
+                            "UPDATE projection_state SET version = %s WHERE name = %s",
+                            (version, name),
+                        )
                 result = time_side(src, url, searches, data)
                 figures = ", ".join(f"{k} {v:.1f}" for k, v in result.items())
                 print(f"round {round_ + 1} {side}: p95 ms {figures}", flush=True)

@@ -14,8 +14,9 @@ a sample of the hits when there are more, bound where the page of substring hits
 only the hits up to that bound are sorted and looked up.
 
 Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
-every name hit, those none of whose names match: one statement, through the fields' trigram
-indexes, ranks and counts the fields that match (FIELD_PAGE); the names' total adds theirs.
+every name hit, those none of whose names match (api/search_fields.py): counted up to
+FIELD_CAP field hits (a lower bound beyond), their page read along the fields' name index;
+the names' total adds theirs.
 
 Restricted (api/visibility.py): only readable names match (a dataset by its readable
 names, the best-ranked among them, under its display name among them; jobs and
@@ -35,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import models, params
+from metastore.api import models, params, search_fields
 from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
@@ -53,7 +54,7 @@ from metastore.api.visibility import (
 
 HitType = Literal["dataset", "job", "namespace"]
 MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
-FIRST_FIELD_RANK = 3  # field hits' ranks: 3 to 6, after the names' 0 to 2
+FIRST_FIELD_RANK = search_fields.FIRST_FIELD_RANK  # field hits' ranks: 3 to 6
 # How a lowercased name `{n}` matches `q`, by rank (the ranks exclude each other).
 RANK_TESTS = (
     "{n} = %(exact)s",
@@ -106,88 +107,6 @@ NAMESPACE_TIER = """
     ORDER BY lower(ns.name) USING ~<~, ns.name COLLATE "C" LIMIT %(limit)s"""
 
 
-# Datasets by the fields of their current schema (readmodel.dataset_fields), those none of
-# whose (readable) names match: ranked after every name hit, 3 a field named `q`, 4 one
-# starting with it, 5 one containing it, 6 a field whose description alone contains it;
-# within a rank by the field's lowercase name. A dataset answers once, under its best
-# field. Read through the fields' trigram indexes: the fields that contain `q`, not JSON.
-FIELD_RANK = """CASE WHEN lower(f.name) = %(exact)s THEN 3 WHEN lower(f.name) LIKE %(prefix)s
-    THEN 4 WHEN lower(f.name) LIKE %(pattern)s THEN 5 ELSE 6 END"""
-FIELD_HITS = (
-    """
-    SELECT f.dataset_id, f.name, f.description, lower(f.name) AS low, """
-    + FIELD_RANK
-    + """ AS rank
-    FROM readmodel.dataset_fields f
-    WHERE {matches}
-      {namespace}
-      AND NOT EXISTS (
-          SELECT 1 FROM readmodel.dataset_names m
-          WHERE m.dataset_id = f.dataset_id AND lower(m.name) LIKE %(pattern)s """
-    + mark("name", "m")
-    + """)
-      /*readable*/"""
-)
-FIELD_NAMESPACE = (
-    "AND f.dataset_id IN (SELECT x.dataset_id FROM readmodel.dataset_names x"
-    " WHERE x.namespace = %(namespace)s)"
-)
-# Restricted: a dataset with a readable name only (as its name hits).
-FIELD_READABLE = (
-    "AND EXISTS (SELECT 1 FROM readmodel.dataset_names r"
-    " WHERE r.dataset_id = f.dataset_id AND r.namespace = ANY(%(readable)s::text[]))"
-)
-# The datasets found by a field, counted, and their page (one row: the count alone when the
-# page is empty), from one read of the fields that match. The page is cut before the
-# datasets are joined for their display names (as DATASET_TIER's).
-FIELD_PAGE = """
-    WITH best AS MATERIALIZED (
-        SELECT DISTINCT ON (h.dataset_id) h.*
-        FROM ({hits}) h
-        ORDER BY h.dataset_id, h.rank, h.low COLLATE "C", h.name COLLATE "C"
-    )
-    SELECT c.found, 'dataset', b.dataset_id::text, b.dataset_id, {shown}, b.rank, b.low,
-           b.name, b.description
-    FROM (SELECT count(*) AS found FROM best) c
-    LEFT JOIN LATERAL (
-        SELECT * FROM best b WHERE true {after}
-        ORDER BY b.rank, b.low COLLATE "C", b.dataset_id::text COLLATE "C" LIMIT %(limit)s
-    ) b ON true
-    LEFT JOIN readmodel.datasets d ON d.id = b.dataset_id"""
-FIELD_AFTER = """AND (b.rank, b.low COLLATE "C", 'dataset' COLLATE "C",
-            b.dataset_id::text COLLATE "C")
-        > (%(after_rank)s, %(after_name)s COLLATE "C", %(after_type)s COLLATE "C",
-           %(after_key)s COLLATE "C")"""
-
-# A `q` of fewer than 3 characters has no trigram to look up: every field would be read, so
-# it matches field names from their start only (a range of the name index).
-SHORT_Q = 3
-FIELD_MATCHES = "(lower(f.name) LIKE %(pattern)s OR lower(f.description) LIKE %(pattern)s)"
-SHORT_FIELD_MATCHES = "lower(f.name) LIKE %(prefix)s"
-
-
-def _field_hits(restricted: bool, ns: bool, short: bool) -> str:
-    return (
-        for_access(FIELD_HITS, restricted)
-        .format(
-            matches=SHORT_FIELD_MATCHES if short else FIELD_MATCHES,
-            namespace=FIELD_NAMESPACE if ns else "",
-        )
-        .replace("/*readable*/", FIELD_READABLE if restricted else "")
-    )
-
-
-def _field_page_of(restricted: bool, ns: bool, short: bool, after: bool) -> str:
-    shown = (
-        f"({_VISIBLE_DISPLAY_B})[1], ({_VISIBLE_DISPLAY_B})[2]"
-        if restricted
-        else "d.namespace, d.name"
-    )
-    return FIELD_PAGE.format(
-        shown=shown, hits=_field_hits(restricted, ns, short), after=FIELD_AFTER if after else ""
-    )
-
-
 class Tier(NamedTuple):
     """Where the hits of one type are: its statement, its names' table under an alias (each
     has a `name` column), the key that orders equal names, the condition of `namespace=`
@@ -225,7 +144,6 @@ _TIERS: dict[HitType, Tier] = {
 }
 # Restricted, a dataset hit answers under its display name among its readable names.
 _VISIBLE_DISPLAY = visible_display_name("p.dataset_id")
-_VISIBLE_DISPLAY_B = visible_display_name("b.dataset_id")
 _SHOWN = "p.dataset_id, d.namespace, d.name,"
 assert _SHOWN in DATASET_TIER
 # The tiers by Access.restricted.
@@ -363,23 +281,6 @@ async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: A
     return await rows(conn, "\n UNION ALL".join(f"({p})" for p in parts), args)
 
 
-async def _field_page(
-    conn: AsyncConnection[Any],
-    plan: str,
-    restricted: bool,
-    q: str,
-    ns: bool,
-    cursor: tuple[int, str, str, str] | None,
-    args: dict[str, Any],
-) -> tuple[int, list[Any]]:
-    """How many datasets a field finds, and their page."""
-    if cursor is not None:
-        args["after_rank"], _, args["after_type"], _ = cursor
-    statement = _field_page_of(restricted, ns, len(q) < SHORT_Q, cursor is not None)
-    found = await _read(conn, plan, [statement], args)
-    return found[0][0], [r[1:] for r in found if r[2] is not None]
-
-
 class SearchQuery(msgspec.Struct, frozen=True):
     q: Annotated[
         str,
@@ -414,6 +315,7 @@ SEARCH_OP = Operation(
     "Search jobs, datasets and namespaces by name, datasets by field",
     models.SearchPage,
     tag="search",
+    etag_from_position=True,
     query=SearchQuery,
     description="Jobs, datasets and namespaces whose name contains `q` "
     "(case-insensitive), ranked: exact names, then names starting with `q`, then the rest, "
@@ -427,6 +329,8 @@ SEARCH_OP = Operation(
     "exact, prefix, substring), then one whose description alone contains it (`substring`), "
     "each by the field's name (lowercase, in byte order), a dataset under its best field; "
     "a `q` of fewer than 3 characters matches field names from their start only. "
+    "The datasets found by a field are counted up to 1,000 fields that match: past that, "
+    "`total` is a lower bound and `total_is_exact` false, and the page is still exact. "
     "With authorization configured, only names in the "
     "namespaces the caller may read match (a dataset answers under its display name among "
     "those; by a field only with a readable name), and `total` counts those hits alone.",
@@ -502,17 +406,33 @@ async def search(request: Request) -> Response:
         substring = [r for r in substring if r[0] not in short]
         unbounded = [t for k in short if (t := _tier(tiers[k], k, 2, cursor, ns))]
         found += substring + await _read(conn, by_trigram_plan, unbounded, args)
-        fields, field_rows = 0, list[Any]()
+        fields = search_fields.Found(0, True, [])
         if "dataset" in kinds:
-            fields, field_rows = await _field_page(
-                conn, by_trigram_plan, access.restricted, query.q, ns, cursor, args
+
+            async def read(plan: str, parts: list[str], args: Any) -> list[Any]:
+                return await _read(
+                    conn, plan if trigrams or plan != "trigram" else "any", parts, args
+                )
+
+            fields = await search_fields.field_hits(
+                read,
+                access.restricted,
+                query.q,
+                ns,
+                cursor,
+                args,
+                names_fill_page=len(found) > query.limit,
             )
-        found += field_rows
+        found += fields.rows
     # each type's page is in order: merged by (rank, name's bytes, type, key)
     found.sort(key=lambda r: (r[5], r[6].encode(), r[0], r[1]))
     items, next_cursor = page(found[: query.limit + 1], query.limit, kind, _cursor_key)
-    count = sum(hits for _, _, hits, _ in counted) + fields
-    exact = count <= TOTAL_CAP and all(names <= TOTAL_CAP for _, names, _, _ in counted)
+    count = sum(hits for _, _, hits, _ in counted) + fields.count
+    exact = (
+        count <= TOTAL_CAP
+        and fields.exact
+        and all(names <= TOTAL_CAP for _, names, _, _ in counted)
+    )
     return json_response(
         request,
         models.SearchPage(

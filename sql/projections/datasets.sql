@@ -106,7 +106,7 @@ CREATE TABLE version_sightings (
 CREATE INDEX version_sightings_run ON version_sightings (run_id);
 
 -- The fields of each dataset's current schema (its version last seen), top level, one row
--- a field: /search matches `q` on their names and descriptions through these indexes
+-- a field name (the first of a name given twice): /search matches `q` on their names and descriptions through these indexes
 -- instead of reading schemas' JSON. Rewritten for the datasets a batch's versions touch.
 CREATE TABLE dataset_fields (
     dataset_id      uuid        NOT NULL,
@@ -114,7 +114,8 @@ CREATE TABLE dataset_fields (
     description     text
 );
 CREATE INDEX dataset_fields_dataset ON dataset_fields (dataset_id);
-CREATE INDEX dataset_fields_name ON dataset_fields (lower(name) text_pattern_ops);
+-- (a field named or starting with `q` is a range of it, read in /search's order)
+CREATE INDEX dataset_fields_name ON dataset_fields (lower(name) text_pattern_ops, dataset_id);
 DO $$
 DECLARE trgm_schema name := (SELECT n.nspname FROM pg_extension e
                              JOIN pg_namespace n ON n.oid = e.extnamespace
