@@ -116,8 +116,8 @@ def test_the_first_pages_of_a_field_word_are_in_the_documented_order(
             assert search_fields.FIELD_CAP // FIELDS <= answer["total"] <= len(expected)
 
 
-def test_a_restricted_namespace_narrows_the_field_hits(store: tuple[str, str]) -> None:
-    url, base_url = store
+def test_namespace_narrows_the_field_hits(store: tuple[str, str]) -> None:
+    _, base_url = store
     answer = httpx.get(
         f"{base_url}/api/v1/search",
         params={"q": "total_sales", "namespace": "nowhere"},

@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from metastore import export
 from metastore.api import (
+    changes,
     column_lineage,
     datasets,
     facets,
@@ -64,6 +65,7 @@ API_RESOURCES = (
     impact,
     search,
     status,
+    changes,
 )
 
 DESCRIPTION = """\
@@ -80,8 +82,11 @@ opaque `cursor`, with the same filters and sort: it is bound to them; it is null
 last page), stable under concurrent ingest; `/runs`, `/jobs`, `/datasets`, `/search` and
 `/namespaces` add `total`, exact up to 10,000 (`total_is_exact`; beyond, 10,000 and
 false: at least that many). Every answer carries an `ETag` and honours `If-None-Match`
-(304). Errors are RFC 9457 `application/problem+json` whose `type` (an enum) tells them
-apart (`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
+(304). The ETags of search, namespaces, runs and the lineage graphs are weak ones made from
+the read models' position: their 304 reads no read model, so polling them with
+`If-None-Match` is cheap; `/changes?since=` tells a screen whether anything changed at
+all. Errors are RFC 9457 `application/problem+json` whose `type` (an enum) tells them apart
+(`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
 `.../invalid-request`, `.../invalid-cursor`, ...); every member of a problem is sent,
 null when it does not apply. Times are RFC 3339 in UTC (`Z`), whatever the database
 server's time zone.

@@ -427,7 +427,7 @@ async def search(request: Request) -> Response:
     # each type's page is in order: merged by (rank, name's bytes, type, key)
     found.sort(key=lambda r: (r[5], r[6].encode(), r[0], r[1]))
     items, next_cursor = page(found[: query.limit + 1], query.limit, kind, _cursor_key)
-    count = sum(hits for _, _, hits, _ in counted) + fields.count
+    count = sum(hits for _, _, hits, _ in counted) + fields.datasets
     exact = (
         count <= TOTAL_CAP
         and fields.exact

@@ -101,7 +101,7 @@ Read = Any  # async (plan, statements, args) -> rows: search._read
 
 
 class Found(NamedTuple):
-    count: int  # datasets found by a field (FIELD_CAP or fewer counted: see `exact`)
+    datasets: int  # found by a field (FIELD_CAP or fewer counted: see `exact`)
     exact: bool
     rows: list[Any]  # search.py's hit rows, a page past the cursor in rank order
 
