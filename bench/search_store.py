@@ -60,6 +60,12 @@ FROM generate_series(0, %(datasets)s - 1) i, generate_series(0, %(fields)s - 1) 
 """
 
 
+# Words the fields have and the names have not: a field name's part shared by a quarter of
+# the fields, a prefix of a tenth, a word of a description alone, a whole field name, a
+# field no other has.
+FIELD_WORDS = ["_id", "total", "remark", "total_sales", "col_7_2"]
+
+
 def seed(conn: psycopg.Connection[Any], datasets: int, jobs: int, fields: int = 0) -> None:
     """Writes `datasets` datasets (two names each, `fields` fields each) and `jobs` jobs into
     empty read models."""

@@ -76,11 +76,6 @@ def time_side(src: Path, url: str, searches: list[tuple[str, str]], log_dir: Pat
         api.stop()
 
 
-# A field name's part shared by a quarter of the fields, a prefix of a tenth, a word of a
-# description alone, a whole field name, a field no other has (bench/search_store.py).
-FIELD_WORDS = ["_id", "total", "remark", "total_sales", "col_7_2"]
-
-
 def _versions(src: Path) -> dict[str, int]:
     """The projection versions the API of the tree `src` reads."""
     code = "import json; from metastore.api.readmodels import EXPECTED; print(json.dumps(EXPECTED))"
@@ -129,7 +124,7 @@ def main() -> None:
             ours = dict(conn.execute("SELECT name, version FROM projection_state").fetchall())
         searches = terms(names, args.searches, args.seed)
         if args.fields:  # words the fields have and the names have not, in turn
-            searches += [("field", FIELD_WORDS[i % len(FIELD_WORDS)]) for i in range(args.searches)]
+            searches += [("field", search_store.FIELD_WORDS[i % 5]) for i in range(args.searches)]
         for round_ in range(args.rounds):
             order = [("this", ROOT), ("other", args.other.resolve())]
             for side, src in order if round_ % 2 == 0 else order[::-1]:
