@@ -502,6 +502,16 @@ _ETAG = {
         "schema": {"type": "string"},
     }
 }
+# Operations whose answer the read models' position determines (Operation.etag_from_position).
+_POSITION_ETAG = {
+    "ETag": {
+        "description": "A weak validator of the read models' position, this request and "
+        'what you may see (`W/"p..."`): send it as If-None-Match to poll; while the '
+        "projector folds nothing, the answer is a 304 that reads no read model. Any folded "
+        "event changes it, whatever it is about (the body may then be the same).",
+        "schema": {"type": "string"},
+    }
+}
 _IF_NONE_MATCH = {
     "name": "If-None-Match",
     "in": "header",
@@ -537,9 +547,10 @@ def _refusals(scope: str, not_found: str | None) -> dict[str, Any]:
 def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
     parameters = _parameters(op.path_params, "path") + _parameters(op.query, "query")
     body = _json({"$ref": REF.format(name=schema_name)}, "OK.")
+    etag = _POSITION_ETAG if op.etag_from_position else _ETAG
     responses: dict[str, Any] = {
-        "200": {**body, "headers": _ETAG},
-        "304": {"description": "Not modified (the If-None-Match ETag matches).", "headers": _ETAG},
+        "200": {**body, "headers": etag},
+        "304": {"description": "Not modified (the If-None-Match ETag matches).", "headers": etag},
     }
     responses["400"] = _problem(
         (
