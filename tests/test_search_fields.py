@@ -9,7 +9,6 @@ best field (`matched_field`), after every name hit.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ import psycopg
 import pytest
 
 from projections.runner import catch_up
-from tests.apiserver import scenario_api
+from tests.apiserver import policy_clients
 from tests.logdata import append
 from tests.support import run_event, running, schema_facet
 
@@ -88,30 +87,8 @@ def clients(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, httpx.Client]]:
     folder = tmp_path_factory.mktemp("search_fields")
-    tokens = [
-        {"name": user, "scopes": ["read"], "token": f"token-of-{user}", "groups": groups}
-        for user, groups in USERS.items()
-    ]
-    (folder / "tokens.json").write_text(json.dumps(tokens))
-    (folder / "policy.json").write_text(json.dumps(POLICY))
-    env = {
-        "METASTORE_TOKENS_FILE": str(folder / "tokens.json"),
-        "METASTORE_POLICY_FILE": str(folder / "policy.json"),
-    }
-    with scenario_api(pg_server, template_db, folder, events(), env=env) as (url, _):
-        made = {
-            user: httpx.Client(
-                base_url=url + "/api/v1",
-                headers={"Authorization": f"Bearer token-of-{user}"},
-                timeout=30,
-            )
-            for user in USERS
-        }
-        try:
-            yield made
-        finally:
-            for client in made.values():
-                client.close()
+    with policy_clients(pg_server, template_db, folder, events(), USERS, POLICY) as made:
+        yield made
 
 
 def _search(client: httpx.Client, **params: Any) -> tuple[list[dict[str, Any]], set[Any]]:
