@@ -422,6 +422,7 @@ async def search(request: Request) -> Response:
                 cursor,
                 args,
                 names_fill_page=len(found) > query.limit,
+                names_past_cap=sum(hits for _, _, hits, _ in counted) > TOTAL_CAP,
             )
         found += fields.rows
     # each type's page is in order: merged by (rank, name's bytes, type, key)

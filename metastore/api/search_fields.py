@@ -199,9 +199,13 @@ async def field_hits(
     cursor: Cursor | None,
     args: dict[str, Any],
     names_fill_page: bool,
+    names_past_cap: bool = False,
 ) -> Found:
     """The datasets a field of theirs finds: counted, and their page past `cursor` (none
-    when the names' hits fill it)."""
+    when the names' hits fill it). Neither is read when the names fill the page and their
+    hits are past the total's cap already (the total cannot tell more)."""
+    if names_fill_page and names_past_cap:
+        return Found(0, False, [])
     short = len(q) < SHORT_Q
     sample = await read("trigram", [_sample(restricted, ns, short)], args)
     exact = len(sample) <= FIELD_CAP
