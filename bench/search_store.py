@@ -50,7 +50,7 @@ SELECT unnest(ARRAY[%(spark)s, %(hive)s, %(job_ns)s]), now(), now()
 FIELDS = """
 INSERT INTO readmodel.dataset_fields (dataset_id, name, description)
 SELECT md5('d' || i)::uuid,
-       CASE k %% 4 WHEN 0 THEN (%(words)s::text[])[1 + (i + k) %% 10] || '_id'
+       CASE k %% 4 WHEN 0 THEN (%(words)s::text[])[1 + (i + k + 3) %% 10] || '_id'
                    WHEN 1 THEN 'total_' || (%(words)s::text[])[1 + (i / 10 + k) %% 10]
                    WHEN 2 THEN 'col_' || i || '_' || k
                    ELSE 'note_' || k END,

@@ -67,17 +67,26 @@ SAMPLE = f"""
     LIMIT {FIELD_CAP + 1}"""
 # One rank's page past the cursor, in the name index's order: a field that a better field
 # of the same dataset (or an equal one ahead) outranks is left out, so a dataset answers once.
+# The fields are read and sorted first, and tested (a probe each) in that order until a page
+# passes (OFFSET 0 keeps the tests out of the read; the outer query keeps the read's order,
+# which an ORDER BY there would sort again after testing all): tested while read, every
+# field up to the bound was probed twice.
 TIER = """
-    SELECT f.dataset_id, f.name, f.description, lower(f.name), {rank}
-    FROM readmodel.dataset_fields f
-    WHERE {test} {after} {filters}
+    SELECT f.dataset_id, f.name, f.description, f.low, {rank}
+    FROM (
+        SELECT f.dataset_id, f.name, f.description, lower(f.name) AS low
+        FROM readmodel.dataset_fields f
+        WHERE {test} {after}
+        ORDER BY lower(f.name) USING ~<~, f.dataset_id OFFSET 0
+    ) f
+    WHERE true {filters}
       AND NOT EXISTS (
           SELECT 1 FROM readmodel.dataset_fields b
           WHERE b.dataset_id = f.dataset_id AND {matches_b}
             AND ({rank_b}, lower(b.name) COLLATE "C", b.name COLLATE "C")
-              < ({rank}, lower(f.name) COLLATE "C", f.name COLLATE "C")
+              < ({rank}, f.low COLLATE "C", f.name COLLATE "C")
           OFFSET 0)
-    ORDER BY lower(f.name) USING ~<~, f.dataset_id LIMIT %(limit)s"""
+    LIMIT %(limit)s"""
 AFTER = (
     """AND lower(f.name) ~>=~ %(after_name)s"""
     """ AND (lower(f.name) ~>~ %(after_name)s OR f.dataset_id::text COLLATE "C" > %(after_key)s)"""
@@ -85,8 +94,11 @@ AFTER = (
 # At or before the page's bound in the order (a field's name, then its dataset): two ranges
 # of the name index, ANDed with the trigram indexes' bitmap, so only the hits up to it are
 # read.
+# (`~>=~ and ~<=~`, not `=`: the trigram index takes `=` too, and then every field of that
+# name was read to test its dataset)
 UPPER = """AND (lower(f.name) ~<~ %(field_upper)s
-           OR lower(f.name) = %(field_upper)s AND f.dataset_id <= %(field_upper_id)s)"""
+           OR lower(f.name) ~>=~ %(field_upper)s AND lower(f.name) ~<=~ %(field_upper)s
+              AND f.dataset_id <= %(field_upper_id)s)"""
 # The page's datasets, joined for their display names once the page is cut.
 DISPLAY = """
     SELECT x.id, {shown} FROM unnest(%(field_ids)s::uuid[]) x(id)
