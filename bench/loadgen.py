@@ -162,6 +162,7 @@ class HttpConnection:
     def __init__(self, host: str, port: int, token: str | None = None) -> None:
         self.host, self.port = host, port
         self.authorization = f"Authorization: Bearer {token}\r\n" if token else ""
+        self.last_headers: dict[str, str] = {}
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -175,13 +176,17 @@ class HttpConnection:
                 await self.writer.wait_closed()
             self.writer = None
 
-    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    async def request(
+        self, method: str, path: str, body: bytes = b"", extra: str = ""
+    ) -> tuple[int, bytes]:
+        """`extra`: more header lines, each ending in CRLF; the answer's headers are kept
+        in `last_headers` (lowercase names)."""
         if self.writer is None:
             await self.open()
         assert self.reader is not None and self.writer is not None
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-            f"Content-Length: {len(body)}\r\n{self.authorization}"
+            f"Content-Length: {len(body)}\r\n{self.authorization}{extra}"
         )
         if body:
             head += "Content-Type: application/json\r\n"
@@ -202,6 +207,7 @@ class HttpConnection:
             payload = b""
         if headers.get("connection", "").lower() == "close":
             await self.close()
+        self.last_headers = headers
         return status, payload
 
     async def _chunked(self) -> bytes:
@@ -379,14 +385,20 @@ class Session:
             self.loop = asyncio.new_event_loop()
         self.conn = HttpConnection(*_host_port(base_url), token)
 
-    async def _get(self, path: str) -> tuple[float, int, bytes]:
+    async def _get(self, path: str, extra: str) -> tuple[float, int, bytes]:
         t0 = time.perf_counter()
-        status, body = await self.conn.request("GET", path)
+        status, body = await self.conn.request("GET", path, extra=extra)
         return (time.perf_counter() - t0) * 1000, status, body
 
-    def get(self, path: str) -> tuple[float, int, bytes]:
-        """(latency ms, status, body) of one GET."""
-        return self.loop.run_until_complete(self._get(path))
+    def get(self, path: str, if_none_match: str | None = None) -> tuple[float, int, bytes]:
+        """(latency ms, status, body) of one GET (conditional with `if_none_match`)."""
+        extra = f"If-None-Match: {if_none_match}\r\n" if if_none_match else ""
+        return self.loop.run_until_complete(self._get(path, extra))
+
+    @property
+    def etag(self) -> str:
+        """The ETag of the last answer."""
+        return self.conn.last_headers.get("etag", "")
 
     def close(self) -> None:
         self.loop.run_until_complete(self.conn.close())

@@ -2,7 +2,7 @@
 
     python -m bench.run            # the full run (17-22 minutes on 2 cores)
     python -m bench.run --quick    # tiny sizes, seconds (the smoke test)
-    python -m bench.run --only ingest,batch,lag,log,bounded,chain,authz
+    python -m bench.run --only ingest,batch,lag,log,bounded,chain,authz,search
     python -m bench.run --scale    # a platform's year at growing sizes (bench/scale.py)
 
 Every figure gets a row even when it cannot be measured (a piece not landed, a process
@@ -26,6 +26,7 @@ from bench import (
     fig_batch,
     fig_bounded,
     fig_chain,
+    fig_find,
     fig_ingest,
     fig_lag,
     fig_log,
@@ -37,7 +38,7 @@ from bench.report import Report, Row, load_average, machine, now, render
 from bench.sizes import FULL, QUICK, SEED
 from metastore.embedded_pg import EmbeddedPostgresError, find_bindir
 
-GROUPS = ("ingest", "batch", "lag", "log", "bounded", "chain", "authz")
+GROUPS = ("ingest", "batch", "lag", "log", "bounded", "chain", "authz", "search")
 
 
 def _postgres_version() -> str:
@@ -136,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "bounded": (fig_bounded.rows(ctx), lambda rows: fig_bounded.measure(ctx, rows)),
         "chain": (fig_chain.rows(ctx), lambda rows: fig_chain.measure(ctx, rows)),
         "authz": (fig_authz.rows(ctx), lambda rows: fig_authz.measure(ctx, rows)),
+        "search": (fig_find.rows(ctx), lambda rows: fig_find.measure(ctx, rows)),
     }
     for name in GROUPS:
         rows, measure = groups[name]

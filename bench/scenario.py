@@ -30,6 +30,7 @@ from pathlib import Path
 SCENARIOS = {
     "reads": "bench.scenarios.reads",
     "search": "bench.scenarios.search",
+    "field-search-buffers": "bench.scenarios.field_search_buffers",
     "fold": "bench.scenarios.fold",
     "graph": "bench.scenarios.graph",
     "list-freshness": "bench.scenarios.list_freshness",

@@ -45,10 +45,31 @@ SELECT unnest(ARRAY[%(spark)s, %(hive)s, %(job_ns)s]), now(), now()
 """,
     "ANALYZE",
 ]
+# Fields of dataset i's current schema, `fields` of them (k = 0, 1, ...) in turn: `{word}_id`,
+# `total_{word}`, `col_{i}_{k}` (a field no other has), `note_{k}` described "The {word}
+# remark": a word is in about a tenth of each kind, as names share a vocabulary.
+FIELDS = """
+INSERT INTO readmodel.dataset_fields (dataset_id, name, description)
+SELECT md5('d' || i)::uuid,
+       CASE k %% 4 WHEN 0 THEN (%(words)s::text[])[1 + (i + k + 3) %% 10] || '_id'
+                   WHEN 1 THEN 'total_' || (%(words)s::text[])[1 + (i / 10 + k) %% 10]
+                   WHEN 2 THEN 'col_' || i || '_' || k
+                   ELSE 'note_' || k END,
+       CASE WHEN k %% 4 = 3
+            THEN 'The ' || (%(words)s::text[])[1 + (i / 100 + k) %% 10] || ' remark' END
+FROM generate_series(0, %(datasets)s - 1) i, generate_series(0, %(fields)s - 1) k
+"""
 
 
-def seed(conn: psycopg.Connection[Any], datasets: int, jobs: int) -> None:
-    """Writes `datasets` datasets (two names each) and `jobs` jobs into empty read models."""
+# Words the fields have and the names have not: a field name's part shared by a quarter of
+# the fields, a prefix of a tenth, a word of a description alone, a whole field name, a
+# field no other has.
+FIELD_WORDS = ["_id", "total", "remark", "total_sales", "col_7_2"]
+
+
+def seed(conn: psycopg.Connection[Any], datasets: int, jobs: int, fields: int = 0) -> None:
+    """Writes `datasets` datasets (two names each, `fields` fields each) and `jobs` jobs into
+    empty read models."""
     args = {
         "words": WORDS,
         "datasets": datasets,
@@ -56,6 +77,7 @@ def seed(conn: psycopg.Connection[Any], datasets: int, jobs: int) -> None:
         "spark": SPARK_NAMESPACE,
         "hive": HIVE_NAMESPACE,
         "job_ns": JOB_NAMESPACE,
+        "fields": fields,
     }
-    for statement in SEED:
+    for statement in [*SEED[:-1], FIELDS, SEED[-1]] if fields else SEED:
         conn.execute(statement, args if "%(" in statement else None)

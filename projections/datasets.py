@@ -75,8 +75,9 @@ NAME = "datasets"
 # 11: a dataset counts in every namespace it has a name in: names by (namespace, dataset)
 # 12: a run that ends FAIL or ABORT makes no version whatever the batches
 # (version_sightings); another job's events reusing a runId are left out
-VERSION = 12
-TABLES = ("datasets", "dataset_names", "dataset_versions", "version_sightings")
+# 13: the current schema's fields in dataset_fields (/search by field)
+VERSION = 13
+TABLES = ("datasets", "dataset_names", "dataset_versions", "version_sightings", "dataset_fields")
 
 DATASET_COLUMNS = (
     "id",
@@ -209,6 +210,36 @@ REPOINT_NAMES = """
 UPDATE dataset_names SET dataset_id = m.survivor
 FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE dataset_id = m.loser
 """
+# The current schema's fields (the version last seen) of the datasets whose versions this
+# batch wrote, merged or settled (a run's end folded now: the datasets its sightings name),
+# rewritten after the versions are (two statements: an INSERT's CTE deleting the same rows
+# would not be seen by it).
+TOUCHED_FIELDS = """
+WITH touched (id) AS (
+    SELECT x.id FROM unnest(%(ids)b::uuid[]) AS x(id)
+    UNION
+    SELECT n.dataset_id FROM version_sightings s
+    JOIN dataset_names n ON n.namespace = s.namespace AND n.name = s.name
+    WHERE s.run_id = ANY(%(runs)b::uuid[]))"""
+DELETE_FIELDS = (
+    TOUCHED_FIELDS
+    + """
+DELETE FROM dataset_fields f USING touched t WHERE f.dataset_id = t.id"""
+)
+INSERT_FIELDS = (
+    TOUCHED_FIELDS
+    + """
+INSERT INTO dataset_fields (dataset_id, name, description)
+SELECT DISTINCT ON (t.id, f.value->>'name') t.id, f.value->>'name',
+       nullif(f.value->>'description', '')
+FROM touched t
+CROSS JOIN LATERAL (
+    SELECT v.fields FROM dataset_versions v WHERE v.dataset_id = t.id
+    ORDER BY v.last_event_time DESC, v.last_seq DESC LIMIT 1) c
+CROSS JOIN LATERAL jsonb_array_elements(
+    CASE WHEN jsonb_typeof(c.fields) = 'array' THEN c.fields ELSE '[]' END) f
+WHERE jsonb_typeof(f.value->'name') = 'string'"""
+)
 REPOINT_MERGED = """
 UPDATE datasets SET merged_into = m.survivor
 FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE merged_into = m.loser
@@ -610,6 +641,18 @@ class Fold:
                 )
         ends = {run: facts.failed for run, facts in self.facts.items()}
         dataset_writes.write(cur, self.sightings, ends)
+        self.write_fields(list(ends))
+
+    def write_fields(self, runs: list[Any]) -> None:
+        """Rewrites dataset_fields for the datasets whose current schema may have changed."""
+        ids = {did for did, _ in self.changed_version_keys} | self.emptied
+        ids |= {self.find(loser) for loser in self.merged}
+        if not ids and not runs:
+            return
+        # (nothing fetched: the fold's pipeline does not wait)
+        params = {"ids": uuid_array(ids), "runs": uuid_array(runs)}
+        self.cur.execute(DELETE_FIELDS, params)
+        self.cur.execute(INSERT_FIELDS, params)
 
 
 def _combine(version: dict[str, Any], other: dict[str, Any]) -> None:

@@ -6,11 +6,13 @@ The events go into the log the way ingest puts them there, the real projector fo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 from psycopg import sql
 
@@ -45,3 +47,40 @@ def scenario_api(
         catch_up(url)
         with running("api", url, log_dir, env=env) as api:
             yield api.base_url, url
+
+
+@contextmanager
+def policy_clients(
+    pg_server: Any,
+    template_db: str,
+    folder: Path,
+    events: list[dict[str, Any]],
+    users: dict[str, list[str]],
+    policy: dict[str, Any],
+) -> Iterator[dict[str, httpx.Client]]:
+    """A client of /api/v1 for each of `users` (name: groups), each with a read token of its
+    own, over an API with METASTORE_POLICY_FILE `policy` and the folded `events`."""
+    tokens = [
+        {"name": user, "scopes": ["read"], "token": f"token-of-{user}", "groups": groups}
+        for user, groups in users.items()
+    ]
+    (folder / "tokens.json").write_text(json.dumps(tokens))
+    (folder / "policy.json").write_text(json.dumps(policy))
+    env = {
+        "METASTORE_TOKENS_FILE": str(folder / "tokens.json"),
+        "METASTORE_POLICY_FILE": str(folder / "policy.json"),
+    }
+    with scenario_api(pg_server, template_db, folder, events, env=env) as (url, _):
+        made = {
+            user: httpx.Client(
+                base_url=url + "/api/v1",
+                headers={"Authorization": f"Bearer token-of-{user}"},
+                timeout=30,
+            )
+            for user in users
+        }
+        try:
+            yield made
+        finally:
+            for client in made.values():
+                client.close()

@@ -456,6 +456,17 @@ def plans_logged(url: str, log_file: Path) -> Iterator[Callable[[], list[dict[st
             conn.execute(sql.SQL("ALTER DATABASE {} RESET ALL").format(database))
 
 
+def rows_read(plans: list[dict[str, Any]], bitmaps: bool = True) -> Iterator[tuple[int, str]]:
+    """(rows a node read in a loop, the node and its statement, shortened) for every node of
+    `plans` (plans_logged's); `bitmaps`: Bitmap Index Scans' index entries too."""
+    for plan in plans:
+        for node in plan_nodes(plan["Plan"]):
+            if not bitmaps and node["Node Type"] == "Bitmap Index Scan":
+                continue
+            read = node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
+            yield read, json.dumps(node)[:300] + plan["Query Text"][:300]
+
+
 def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A plan node and every node below it."""
     yield node

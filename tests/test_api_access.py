@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.apiserver import scenario_api
+from tests.apiserver import policy_clients
 from tests.support import run_event
 
 SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark"
@@ -112,30 +112,8 @@ def clients(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, httpx.Client]]:
     folder = tmp_path_factory.mktemp("access")
-    tokens = [
-        {"name": user, "scopes": ["read"], "token": f"token-of-{user}", "groups": groups}
-        for user, groups in USERS.items()
-    ]
-    (folder / "tokens.json").write_text(json.dumps(tokens))
-    (folder / "policy.json").write_text(json.dumps(POLICY))
-    env = {
-        "METASTORE_TOKENS_FILE": str(folder / "tokens.json"),
-        "METASTORE_POLICY_FILE": str(folder / "policy.json"),
-    }
-    with scenario_api(pg_server, template_db, folder, events(), env=env) as (url, _):
-        made = {
-            user: httpx.Client(
-                base_url=url + "/api/v1",
-                headers={"Authorization": f"Bearer token-of-{user}"},
-                timeout=30,
-            )
-            for user in USERS
-        }
-        try:
-            yield made
-        finally:
-            for client in made.values():
-                client.close()
+    with policy_clients(pg_server, template_db, folder, events(), USERS, POLICY) as made:
+        yield made
 
 
 def get(client: httpx.Client, path: str, **params: Any) -> Any:

@@ -290,6 +290,8 @@ def test_every_get_of_every_object_matches_the_document(
     with httpx.Client(base_url=base_url + "/api/v1", timeout=60) as client:
         crawl = Crawler(client)
         crawl.get("getStatus", "/status")
+        position = crawl.get("getChanges", "/changes")["position"]
+        crawl.get("getChanges", "/changes", since=position)
         for namespace in crawl.pages("listNamespaces", "/namespaces", limit=7):
             crawl.pages("listJobs", "/jobs", namespace=namespace["name"], limit=200)
             crawl.pages("listDatasets", "/datasets", namespace=namespace["name"], limit=200)

@@ -17,6 +17,9 @@ shared machine drifts: read the pairs.
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -60,12 +63,27 @@ def time_side(tree: Path, url: str, searches: list[tuple[str, str]], log_dir: Pa
         }
 
 
+def _versions(tree: Path) -> dict[str, int]:
+    """The projection versions the API of the tree `tree` reads."""
+    code = "import json; from metastore.api.readmodels import EXPECTED; print(json.dumps(EXPECTED))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tree, check=True, capture_output=True, text=True
+    )
+    return dict(json.loads(out.stdout))
+
+
 def main(argv: list[str]) -> int:
     cli = parser("search", __doc__, rounds=2)
     cli.add_argument("--datasets", type=int, default=500_000)
     cli.add_argument("--jobs", type=int, default=200_000)
     cli.add_argument("--searches", type=int, default=90)
     cli.add_argument("--seed", type=int, default=20241017)
+    cli.add_argument("--fields", type=int, default=0, help="fields per dataset (schemas)")
+    cli.add_argument(
+        "--other-has-trigrams",
+        action="store_true",
+        help="the other tree's DDL makes the name trigram indexes too: keep them for its turn",
+    )
     cli.add_argument("--url", help="search this store as it is (no seeding, no index drops)")
     args = cli.parse_args(argv)
     with (
@@ -81,15 +99,21 @@ def main(argv: list[str]) -> int:
         with psycopg.connect(url, autocommit=True) as conn:
             if seeded:
                 started = time.monotonic()
-                search_store.seed(conn, args.datasets, args.jobs)
+                search_store.seed(conn, args.datasets, args.jobs, args.fields)
                 print(
-                    f"{2 * args.datasets:,} dataset names, {args.jobs:,} jobs written in "
+                    f"{2 * args.datasets:,} dataset names, {args.datasets * args.fields:,} "
+                    f"fields, {args.jobs:,} jobs written in "
                     f"{time.monotonic() - started:.0f} s",
                     flush=True,
                 )
             names = [r[0] for r in conn.execute(NAMES, {"n": args.searches * 10})]
             trigrams = conn.execute(TRIGRAM_INDEXES).fetchall() if seeded else []
+            if args.other_has_trigrams:
+                trigrams = []
+            ours = dict(conn.execute("SELECT name, version FROM projection_state").fetchall())
         searches = terms(names, args.searches, args.seed)
+        if args.fields:  # words the fields have and the names have not, in turn
+            searches += [("field", search_store.FIELD_WORDS[i % 5]) for i in range(args.searches)]
         for round_, (side, tree) in turns(sides, args.rounds):
             with psycopg.connect(url, autocommit=True) as conn:
                 for index, definition in trigrams:
@@ -97,6 +121,13 @@ def main(argv: list[str]) -> int:
                         conn.execute(f"DROP INDEX IF EXISTS {index}")
                     else:
                         conn.execute(definition.replace("INDEX", "INDEX IF NOT EXISTS", 1))
+                # each tree's API reads the read models as of its own projection versions
+                versions = ours if side == "this" else _versions(tree)
+                for name, version in versions.items():
+                    conn.execute(
+                        "UPDATE projection_state SET version = %s WHERE name = %s",
+                        (version, name),
+                    )
             result = time_side(tree, url, searches, Path(log_dir))
             figures = ", ".join(f"{k} {v:.1f}" for k, v in result.items())
             print(f"round {round_ + 1} {side}: p95 ms {figures}", flush=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from metastore.api import (
+    changes,
     column_lineage,
     datasets,
     impact,
@@ -38,5 +39,6 @@ routes: list[BaseRoute] = [
     *run_lineage.resource.routes,
     *search.resource.routes,
     *status.resource.routes,
+    *changes.resource.routes,
     *openapi.routes,
 ]

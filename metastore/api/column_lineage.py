@@ -216,6 +216,7 @@ COLUMN_OP = Operation(
     "The field-level lineage of a dataset",
     models.ColumnLineage,
     tag="lineage",
+    etag_from_position=True,
     path_params=DatasetPath,
     query=ColumnLineageQuery,
     not_found=True,

@@ -372,6 +372,7 @@ LINEAGE_OP = Operation(
     "The lineage graph around a job or dataset",
     models.LineageGraph,
     tag="lineage",
+    etag_from_position=True,
     query=LineageQuery,
     not_found=True,
     description="Jobs and datasets within `depth` jobs of `node`, following the data flow "

@@ -1393,15 +1393,36 @@ class JobHit(Struct, tag_field="type", tag="job"):
     match: Match
 
 
-class DatasetHit(Struct, tag_field="type", tag="dataset"):
+class MatchedField(Struct, omit_defaults=True):
+    name: Annotated[str, Meta(description="The field's name.")]
+    description: Annotated[str | None, Meta(description="The field's description.")] = None
+
+
+class DatasetHit(Struct, tag_field="type", tag="dataset", omit_defaults=True):
     id: uuid.UUID
     namespace: Annotated[str, Meta(description="Namespace of its display name.")]
     name: Annotated[str, Meta(description="Its display name.")]
-    matched_name: Annotated[
-        MatchedName,
-        Meta(description="The name that matched `q` (maybe not its display name)."),
+    match: Annotated[
+        Match,
+        Meta(
+            description="How the name (or, with `matched_field`, the field's name) matched "
+            "`q`; `substring` also when only the field's description contains it."
+        ),
     ]
-    match: Match
+    matched_name: Annotated[
+        MatchedName | None,
+        Meta(
+            description="The name that matched `q` (maybe not its display name); absent when "
+            "none of its names did and a field of its current schema did (`matched_field`)."
+        ),
+    ] = None
+    matched_field: Annotated[
+        MatchedField | None,
+        Meta(
+            description="The top-level field of its current schema whose name or description "
+            "contains `q`, when none of its names does (its best-ranked such field)."
+        ),
+    ] = None
 
 
 class NamespaceHit(Struct, tag_field="type", tag="namespace"):

@@ -60,6 +60,7 @@ LIST = Operation(
     "List namespaces",
     models.NamespacePage,
     tag="namespaces",
+    etag_from_position=True,
     query=ListQuery,
     description="Every namespace seen in an event, for jobs, datasets or both, by name, "
     "with how many jobs and datasets it has, and how many namespaces there are in all. A "

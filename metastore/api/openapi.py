@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from metastore import export
 from metastore.api import (
+    changes,
     column_lineage,
     datasets,
     facets,
@@ -64,6 +65,7 @@ API_RESOURCES = (
     impact,
     search,
     status,
+    changes,
 )
 
 DESCRIPTION = """\
@@ -80,8 +82,11 @@ opaque `cursor`, with the same filters and sort: it is bound to them; it is null
 last page), stable under concurrent ingest; `/runs`, `/jobs`, `/datasets`, `/search` and
 `/namespaces` add `total`, exact up to 10,000 (`total_is_exact`; beyond, 10,000 and
 false: at least that many). Every answer carries an `ETag` and honours `If-None-Match`
-(304). Errors are RFC 9457 `application/problem+json` whose `type` (an enum) tells them
-apart (`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
+(304). The ETags of search, namespaces, runs and the lineage graphs are weak ones made from
+the read models' position: their 304 reads no read model, so polling them with
+`If-None-Match` is cheap; `/changes?since=` tells a screen whether anything changed at
+all. Errors are RFC 9457 `application/problem+json` whose `type` (an enum) tells them apart
+(`.../not-found`: no such id; `.../not-yet`: not yet at `as_of`;
 `.../invalid-request`, `.../invalid-cursor`, ...); every member of a problem is sent,
 null when it does not apply. Times are RFC 3339 in UTC (`Z`), whatever the database
 server's time zone.
@@ -497,6 +502,16 @@ _ETAG = {
         "schema": {"type": "string"},
     }
 }
+# Operations whose answer the read models' position determines (Operation.etag_from_position).
+_POSITION_ETAG = {
+    "ETag": {
+        "description": "A weak validator of the read models' position, this request and "
+        'what you may see (`W/"p..."`): send it as If-None-Match to poll; while the '
+        "projector folds nothing, the answer is a 304 that reads no read model. Any folded "
+        "event changes it, whatever it is about (the body may then be the same).",
+        "schema": {"type": "string"},
+    }
+}
 _IF_NONE_MATCH = {
     "name": "If-None-Match",
     "in": "header",
@@ -532,9 +547,10 @@ def _refusals(scope: str, not_found: str | None) -> dict[str, Any]:
 def _api_operation(op: Operation, schema_name: str) -> dict[str, Any]:
     parameters = _parameters(op.path_params, "path") + _parameters(op.query, "query")
     body = _json({"$ref": REF.format(name=schema_name)}, "OK.")
+    etag = _POSITION_ETAG if op.etag_from_position else _ETAG
     responses: dict[str, Any] = {
-        "200": {**body, "headers": _ETAG},
-        "304": {"description": "Not modified (the If-None-Match ETag matches).", "headers": _ETAG},
+        "200": {**body, "headers": etag},
+        "304": {"description": "Not modified (the If-None-Match ETag matches).", "headers": etag},
     }
     responses["400"] = _problem(
         (

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from metastore.api import read_position
 from metastore.problems import InvalidParam, ProblemError
 from metastore.timeparam import plus_for_space
 
@@ -47,6 +48,10 @@ class Operation:
     description: str = ""
     not_found: bool = False  # answers 404 for an unknown id
     scope: str = "read"
+    # Its answer is a function of the read models, the request and the caller's access
+    # alone (not of the clock): its ETag is made from the read models' position, and an
+    # unchanged answer's 304 reads no read model (api/read_position.py).
+    etag_from_position: bool = False
 
     def parse_query(self, request: Request) -> Any:
         given: dict[str, str] = {}
@@ -84,6 +89,10 @@ class Operation:
     def route(self, handler: Handler) -> Route:
         async def checked(request: Request) -> Response:
             self.check_names(request)
+            if self.etag_from_position:
+                unchanged = await read_position.not_modified(request)
+                if unchanged is not None:
+                    return unchanged
             return await handler(request)
 
         return Route(self.path, checked, methods=[self.method], name=self.operation_id)

@@ -2,7 +2,9 @@
 
 The ETag covers the request's Access when its read decided one (access_of): two users
 who may see different things never share a validator, even for equal bodies (a 304 to one
-must not confirm what the other's cached answer holds).
+must not confirm what the other's cached answer holds). An operation whose answer the read
+models' position determines has its ETag made from that position instead
+(api/read_position.py), set before its handler runs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import ACCESS_KEY, Access
+from metastore.api.read_position import ETAG_KEY, matches
 
 _encoder = msgspec.json.Encoder()
 
@@ -27,25 +30,16 @@ def etag_of(body: bytes, access_part: str = "") -> str:
     return '"' + digest.hexdigest() + '"'
 
 
-def _matches(if_none_match: str, etag: str) -> bool:
-    """RFC 9110 weak comparison against a list of entity tags or `*`."""
-    if if_none_match.strip() == "*":
-        return True
-    bare = etag.removeprefix("W/")
-    for candidate in if_none_match.split(","):
-        if candidate.strip().removeprefix("W/") == bare:
-            return True
-    return False
-
-
 def json_response(
     request: Request, value: Any, *, media_type: str = "application/json"
 ) -> Response:
     body = value if isinstance(value, bytes) else _encoder.encode(value)
     access = request.scope.get(ACCESS_KEY)
-    etag = etag_of(body, access.etag_part() if isinstance(access, Access) else "")
+    etag = request.scope.get(ETAG_KEY) or etag_of(
+        body, access.etag_part() if isinstance(access, Access) else ""
+    )
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if_none_match = request.headers.get("if-none-match")
-    if if_none_match is not None and _matches(if_none_match, etag):
+    if if_none_match is not None and matches(if_none_match, etag):
         return Response(status_code=304, headers=headers)
     return Response(body, media_type=media_type, headers=headers)

@@ -218,6 +218,7 @@ OP = Operation(
     "Run-level lineage: which runs produced what a run read",
     models.RunLineage,
     tag="lineage",
+    etag_from_position=True,
     query=RunLineageQuery,
     not_found=True,
     description="Upstream, for each dataset `run_id` read, the run that last wrote it "

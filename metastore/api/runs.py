@@ -227,6 +227,7 @@ LIST = Operation(
     "List runs",
     models.RunPage,
     tag="runs",
+    etag_from_position=True,
     query=ListQuery,
     description="Runs, newest first (by the earliest eventTime of their events, or as "
     "`sort` says); `since` and `until` bound that time (since <= t < until), or with "
@@ -241,6 +242,7 @@ GET = Operation(
     "A run",
     models.Run,
     tag="runs",
+    etag_from_position=True,
     path_params=RunPath,
     not_found=True,
     description="A run by its OpenLineage runId: state, times, duration, nominal time, "

@@ -13,6 +13,11 @@ and, when those hold fewer hits, on the keys alone until TOTAL_CAP hits; the nam
 a sample of the hits when there are more, bound where the page of substring hits ends, and
 only the hits up to that bound are sorted and looked up.
 
+Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
+every name hit, those none of whose names match (api/search_fields.py): counted up to
+FIELD_CAP field hits (a lower bound beyond), their page read along the fields' name index;
+the names' total adds theirs.
+
 Restricted (api/visibility.py): only readable names match (a dataset by its readable
 names, the best-ranked among them, under its display name among them; jobs and
 namespaces in readable namespaces), and the total counts those hits alone.
@@ -31,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import models, params
+from metastore.api import models, params, search_fields
 from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
@@ -49,6 +54,7 @@ from metastore.api.visibility import (
 
 HitType = Literal["dataset", "job", "namespace"]
 MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
+FIRST_FIELD_RANK = search_fields.FIRST_FIELD_RANK  # field hits' ranks: 3 to 6
 # How a lowercased name `{n}` matches `q`, by rank (the ranks exclude each other).
 RANK_TESTS = (
     "{n} = %(exact)s",
@@ -282,7 +288,8 @@ class SearchQuery(msgspec.Struct, frozen=True):
             pattern=params.NO_NUL,
             min_length=1,
             max_length=200,
-            description="Part of a job, dataset or namespace name.",
+            description="Part of a job, dataset or namespace name, or of a dataset's field "
+            "name or description.",
         ),
     ]
     type: Annotated[
@@ -305,18 +312,28 @@ SEARCH_OP = Operation(
     "GET",
     "/search",
     "search",
-    "Search jobs, datasets and namespaces by name",
+    "Search jobs, datasets and namespaces by name, datasets by field",
     models.SearchPage,
     tag="search",
+    etag_from_position=True,
     query=SearchQuery,
     description="Jobs, datasets and namespaces whose name contains `q` "
     "(case-insensitive), ranked: exact names, then names starting with `q`, then the rest, "
     "each by the name that matched (lowercase, in byte order). A dataset matches on any of "
     "its names, answers once under its display name, with its best-ranked name that "
     "matched in `matched_name`. `type` and `namespace` narrow "
-    "the hits; `total` counts them. With authorization configured, only names in the "
+    "the hits; `total` counts them. A dataset none of whose names matches but a top-level "
+    "field of its current schema does (the field's name, or its description alone) answers "
+    "after every name hit, with that field in `matched_field` instead of `matched_name`: "
+    "ranked a field named `q`, then one starting with it, then one containing it (`match` "
+    "exact, prefix, substring), then one whose description alone contains it (`substring`), "
+    "each by the field's name (lowercase, in byte order), a dataset under its best field; "
+    "a `q` of fewer than 3 characters matches field names from their start only. "
+    "The datasets found by a field are counted up to 1,000 fields that match: past that, "
+    "`total` is a lower bound and `total_is_exact` false, and the page is still exact. "
+    "With authorization configured, only names in the "
     "namespaces the caller may read match (a dataset answers under its display name among "
-    "those), and `total` counts those hits alone.",
+    "those; by a field only with a readable name), and `total` counts those hits alone.",
 )
 resource = Resource()
 
@@ -326,6 +343,14 @@ def _cursor_key(r: Any) -> tuple[int, str, str, str]:
 
 
 def _hit(r: Any) -> models.SearchHit:
+    if r[5] >= FIRST_FIELD_RANK:
+        return models.DatasetHit(
+            id=r[2],
+            namespace=r[3],
+            name=r[4],
+            match=MATCH[min(r[5] - FIRST_FIELD_RANK, 2)],
+            matched_field=models.MatchedField(name=r[7], description=r[8]),
+        )
     match = MATCH[r[5]]
     if r[0] == "namespace":
         return models.NamespaceHit(name=r[4], match=match)
@@ -381,11 +406,34 @@ async def search(request: Request) -> Response:
         substring = [r for r in substring if r[0] not in short]
         unbounded = [t for k in short if (t := _tier(tiers[k], k, 2, cursor, ns))]
         found += substring + await _read(conn, by_trigram_plan, unbounded, args)
+        fields = search_fields.Found(0, True, [])
+        if "dataset" in kinds:
+
+            async def read(plan: str, parts: list[str], args: Any) -> list[Any]:
+                return await _read(
+                    conn, plan if trigrams or plan != "trigram" else "any", parts, args
+                )
+
+            fields = await search_fields.field_hits(
+                read,
+                access.restricted,
+                query.q,
+                ns,
+                cursor,
+                args,
+                names_fill_page=len(found) > query.limit,
+                names_past_cap=sum(hits for _, _, hits, _ in counted) > TOTAL_CAP,
+            )
+        found += fields.rows
     # each type's page is in order: merged by (rank, name's bytes, type, key)
     found.sort(key=lambda r: (r[5], r[6].encode(), r[0], r[1]))
     items, next_cursor = page(found[: query.limit + 1], query.limit, kind, _cursor_key)
-    count = sum(hits for _, _, hits, _ in counted)
-    exact = count <= TOTAL_CAP and all(names <= TOTAL_CAP for _, names, _, _ in counted)
+    count = sum(hits for _, _, hits, _ in counted) + fields.datasets
+    exact = (
+        count <= TOTAL_CAP
+        and fields.exact
+        and all(names <= TOTAL_CAP for _, names, _, _ in counted)
+    )
     return json_response(
         request,
         models.SearchPage(

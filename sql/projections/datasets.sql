@@ -54,7 +54,22 @@ CREATE INDEX dataset_names_dataset ON dataset_names (dataset_id);
 -- distinct in index order, no sort, no heap
 CREATE INDEX dataset_names_namespace_dataset ON dataset_names (namespace, dataset_id);
 CREATE INDEX dataset_names_name ON dataset_names (lower(name) text_pattern_ops);
--- substrings of names (/search): by trigram where pg_trgm is installed (migration 0004)
+
+-- The fields of each dataset's current schema (its version last seen), top level, one row
+-- a field name (the first of a name given twice): /search matches `q` on their names and
+-- descriptions through these indexes instead of reading schemas' JSON. Rewritten for the
+-- datasets a batch's versions touch.
+CREATE TABLE dataset_fields (
+    dataset_id      uuid        NOT NULL,
+    name            text        NOT NULL,
+    description     text
+);
+CREATE INDEX dataset_fields_dataset ON dataset_fields (dataset_id);
+-- (a field named or starting with `q` is a range of it, read in /search's order)
+CREATE INDEX dataset_fields_name ON dataset_fields (lower(name) text_pattern_ops, dataset_id);
+
+-- substrings of names and fields (/search): by trigram where pg_trgm is installed
+-- (migration 0004)
 DO $$
 DECLARE trgm_schema name := (SELECT n.nspname FROM pg_extension e
                              JOIN pg_namespace n ON n.oid = e.extnamespace
@@ -62,6 +77,10 @@ DECLARE trgm_schema name := (SELECT n.nspname FROM pg_extension e
 BEGIN
     IF trgm_schema IS NOT NULL THEN
         EXECUTE format('CREATE INDEX dataset_names_name_trigrams ON dataset_names USING gin (lower(name) %I.gin_trgm_ops)',
+                       trgm_schema);
+        EXECUTE format('CREATE INDEX dataset_fields_name_trgm ON dataset_fields USING gin (lower(name) %I.gin_trgm_ops)',
+                       trgm_schema);
+        EXECUTE format('CREATE INDEX dataset_fields_description_trgm ON dataset_fields USING gin (lower(description) %I.gin_trgm_ops)',
                        trgm_schema);
     END IF;
 END

@@ -298,7 +298,10 @@ async function search(base: string, q: string) {
         case "namespace":
           return `namespace ${hit.name}`;
         case "dataset":
-          return `dataset ${hit.namespace}/${hit.name} (as ${hit.matched_name.name})`;
+          // a dataset found by a field of its schema has no matched name
+          return hit.matched_name
+            ? `dataset ${hit.namespace}/${hit.name} (as ${hit.matched_name.name})`
+            : `dataset ${hit.namespace}/${hit.name} (field ${hit.matched_field?.name})`;
         case "job":
           return `job ${hit.namespace}/${hit.name}`;
       }
