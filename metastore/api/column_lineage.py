@@ -204,6 +204,15 @@ class ColumnLineageQuery(msgspec.Struct, frozen=True):
             "it derives from; downstream, those derived from it (no edges: a field without).",
         ),
     ] = None
+    max_nodes: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=limits.NODE_LIMIT,
+            description="Field limit: the walk keeps at most this many fields at the far "
+            "ends of its edges; past it `truncated` is set.",
+        ),
+    ] = limits.NODE_LIMIT
     as_of: asof.AsOf = None
     view: asof.View = "latest"
     since: asof.Since = None
@@ -224,7 +233,8 @@ COLUMN_OP = Operation(
     "derived from its fields. Each edge names its datasets (display name) and the job of "
     "its latest report (`job`), and the jobs whose reports hold it (`jobs`: up to "
     f"{limits.EDGE_JOBS} of them, by name; `job_count`: all of them). The walk expands "
-    f"each field once, nearest first, and stops at {limits.EDGE_LIMIT:,} edges or "
+    f"each field once, nearest first, and stops at {limits.EDGE_LIMIT:,} edges, `max_nodes` "
+    f"fields at the far ends of its edges, or "
     f"{limits.VISIT_LIMIT:,} edges looked at (counting only the edges that hold), with "
     "`truncated` true. The field edges each job's latest run started by `as_of` (else now) "
     "reported (in its latest `columnLineage` facet for the dataset), and those of the job's "
@@ -251,10 +261,14 @@ class _Edge:
 
 
 @dataclass
-class _Walk:
-    """The edges found so far (least depth each) and what the walk has looked at."""
+class Walk:
+    """The edges found so far (least depth each), the fields at their far ends (at most
+    `max_fields`), the datasets of the names met, and what the walk has looked at."""
 
+    max_fields: int = limits.NODE_LIMIT
     edges: dict[EdgeKey, _Edge] = field(default_factory=dict)
+    fields: set[tuple[str, str, str]] = field(default_factory=set)
+    datasets: dict[tuple[str, str], uuid.UUID] = field(default_factory=dict)
     visited: int = 0
     truncated: bool = False
 
@@ -322,24 +336,26 @@ async def _count_jobs(
         several[i].job_count = count
 
 
-async def _walk(
+async def walk_fields(
     conn: AsyncConnection[Any],
-    start: uuid.UUID,
+    starts: list[tuple[uuid.UUID, str | None]],
     direction: str,
     depth: int,
-    start_field: str | None,
     as_of: dt.datetime,
-    walk: _Walk,
+    walk: Walk,
     window: tuple[str, dt.datetime | None] = ("latest", None),
     access: Access = EVERYTHING,
 ) -> None:
-    """Adds the edges within `depth` of dataset `start` (of its field `start_field`, else
-    of every field) in `direction` to `walk`, as of `as_of` by the rule and window of
-    `window` (asof.window). Restricted by `access`, an edge counts only when both names it
-    was reported under are readable: the walk never passes through a hidden dataset, and
-    no edge names a hidden name (`reported_as`)."""
-    frontier: list[tuple[uuid.UUID, str | None]] = [(start, start_field)]
-    seen: set[tuple[uuid.UUID, str]] = set()
+    """Adds the edges within `depth` of `starts` (dataset, field: None for every field of
+    the dataset, then the only start) in `direction` to `walk`, as of `as_of` by the rule
+    and window of `window` (asof.window). Restricted by `access`, an edge counts only when
+    both names it was reported under are readable: the walk never passes through a hidden
+    dataset, and no edge names a hidden name (`reported_as`). The walk keeps at most
+    `walk.max_fields` fields at the far ends of its edges (`truncated` past them)."""
+    frontier = list(starts)
+    start_datasets = {d for d, _ in starts}
+    every_field = any(f is None for _, f in starts)
+    seen: set[tuple[uuid.UUID, str]] = {(d, f) for d, f in starts if f is not None}
     names: dict[uuid.UUID, list[tuple[str, str]]] = {}  # a dataset's names with edges
     for level in range(1, depth + 1):
         unknown = list({d for d, _ in frontier if d not in names})
@@ -356,7 +372,7 @@ async def _walk(
         cap = limits.VISIT_LIMIT - walk.visited
         found = await rows(
             conn,
-            LEVELS[(direction, level == 1 and start_field is None, window[0])],
+            LEVELS[(direction, level == 1 and every_field, window[0])],
             {
                 "namespaces": [k[0] for k in lookups],
                 "names": [k[1] for k in lookups],
@@ -376,28 +392,34 @@ async def _walk(
         await _count_jobs(conn, pairs, as_of, window)
         walk.visited += len(pairs)
         far_names = {(k[3], k[4]) if direction == "up" else (k[0], k[1]) for k in pairs}
-        datasets = {
+        unseen = [n for n in far_names if n not in walk.datasets]
+        walk.datasets |= {
             (ns, name): d
             for ns, name, d in await rows(
                 conn,
                 DATASETS_OF,
-                {"namespaces": [n[0] for n in far_names], "names": [n[1] for n in far_names]},
+                {"namespaces": [n[0] for n in unseen], "names": [n[1] for n in unseen]},
             )
         }
         next_frontier: dict[tuple[uuid.UUID, str], None] = {}
         for key, pair in pairs.items():
             transformations, job = pair.transformations, pair.job
-            if key not in walk.edges:  # (found before: at a lesser depth, or the other way)
-                if len(walk.edges) >= limits.EDGE_LIMIT:
-                    walk.truncated = True
-                    continue
-                jobs = pair.jobs[: limits.EDGE_JOBS]
-                walk.edges[key] = _Edge(level, transformations, job, jobs, pair.job_count)
             far_name, far_field = (
                 ((key[3], key[4]), key[5]) if direction == "up" else ((key[0], key[1]), key[2])
             )
-            far = datasets.get(far_name)
-            if far is None or far == start or (far, far_field) in seen:
+            if key not in walk.edges:  # (found before: at a lesser depth, or the other way)
+                far_key = (*far_name, far_field)
+                new_field = far_key not in walk.fields
+                if len(walk.edges) >= limits.EDGE_LIMIT or (
+                    new_field and len(walk.fields) >= walk.max_fields
+                ):
+                    walk.truncated = True
+                    continue
+                walk.fields.add(far_key)
+                jobs = pair.jobs[: limits.EDGE_JOBS]
+                walk.edges[key] = _Edge(level, transformations, job, jobs, pair.job_count)
+            far = walk.datasets.get(far_name)
+            if far is None or far in start_datasets or (far, far_field) in seen:
                 continue
             seen.add((far, far_field))
             next_frontier[(far, far_field)] = None
@@ -410,61 +432,82 @@ async def _walk(
 async def get_column_lineage(request: Request) -> Response:
     path: DatasetPath = COLUMN_OP.parse_path(request)
     query: ColumnLineageQuery = COLUMN_OP.parse_query(request)
-    walk = _Walk()
-    display = DISPLAY_NOW if query.as_of is None else DISPLAY_AS_OF
+    walk = Walk(max_fields=query.max_nodes)
     moment = asof.NOW if query.as_of is None else query.as_of  # (now: as of now)
     window = asof.window(query.view, query.since)
     access = await access_of(request)
-    readable = access.sql_params() if access.restricted else {}
-    if access.restricted:
-        display = DISPLAY_RESTRICTED
     async with connection(request) as conn:
-        found = await rows(
-            conn,
-            DATASET_REF_RESTRICTED if access.restricted else DATASET_REF.format(**display),
-            {"id": path.dataset_id, "as_of": query.as_of} | readable,
-        )
-        if not found:  # (restricted: a dataset without a readable name is hidden)
-            raise not_found("dataset", path.dataset_id)
-        dataset = found[0]
-        asof.check_seen("dataset", path.dataset_id, dataset[3], query.as_of)
+        dataset = await dataset_ref(conn, path.dataset_id, query.as_of, access)
         for direction in _DIRS[query.direction]:
-            await _walk(
+            await walk_fields(
                 conn,
-                dataset[0],
+                [(dataset.id, query.field)],
                 direction,
                 query.depth,
-                query.field,
                 moment,
                 walk,
                 window,
                 access,
             )
-        names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
-        refs = {
-            (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])
-            for r in await rows(
-                conn,
-                NAME_REFS.format(**display),
-                {
-                    "namespaces": [n[0] for n in names],
-                    "names": [n[1] for n in names],
-                    "as_of": query.as_of,
-                }
-                | readable,
-            )
-        }
-        job_ids = {e.job for e in walk.edges.values() if e.job} | {
-            j for e in walk.edges.values() for j in e.jobs
-        }
-        jobs = {
-            r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2])
-            for r in await rows(
-                conn,
-                JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
-                {"ids": list(job_ids)} | readable,
-            )
-        }
+        edges = await column_edges(conn, walk, query.as_of, access)
+    return json_response(
+        request, models.ColumnLineage(dataset=dataset, edges=edges, truncated=walk.truncated)
+    )
+
+
+def _display(as_of: dt.datetime | None, access: Access) -> dict[str, str]:
+    """How the answer names datasets: now, as of a moment, or among readable names."""
+    if access.restricted:
+        return DISPLAY_RESTRICTED
+    return DISPLAY_NOW if as_of is None else DISPLAY_AS_OF
+
+
+async def dataset_ref(
+    conn: AsyncConnection[Any], dataset_id: uuid.UUID, as_of: dt.datetime | None, access: Access
+) -> models.DatasetRef:
+    """The dataset a walk starts at, under its display name (the dataset it was merged
+    into); 404 when unknown or hidden, `not-yet` when first seen after `as_of`."""
+    readable = access.sql_params() if access.restricted else {}
+    found = await rows(
+        conn,
+        DATASET_REF_RESTRICTED
+        if access.restricted
+        else DATASET_REF.format(**_display(as_of, access)),
+        {"id": dataset_id, "as_of": as_of} | readable,
+    )
+    if not found:  # (restricted: a dataset without a readable name is hidden)
+        raise not_found("dataset", dataset_id)
+    asof.check_seen("dataset", dataset_id, found[0][3], as_of)
+    return models.DatasetRef(id=found[0][0], namespace=found[0][1], name=found[0][2])
+
+
+async def column_edges(
+    conn: AsyncConnection[Any], walk: Walk, as_of: dt.datetime | None, access: Access
+) -> list[models.ColumnEdge]:
+    """The walk's edges as the answer shows them, nearest first: each name under its
+    dataset's display name, its jobs named (restricted: the visible ones)."""
+    readable = access.sql_params() if access.restricted else {}
+    names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
+    refs = {
+        (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])
+        for r in await rows(
+            conn,
+            NAME_REFS.format(**_display(as_of, access)),
+            {"namespaces": [n[0] for n in names], "names": [n[1] for n in names], "as_of": as_of}
+            | readable,
+        )
+    }
+    job_ids = {e.job for e in walk.edges.values() if e.job} | {
+        j for e in walk.edges.values() for j in e.jobs
+    }
+    jobs = {
+        r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2])
+        for r in await rows(
+            conn,
+            JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
+            {"ids": list(job_ids)} | readable,
+        )
+    }
     edges = []
     for key, e in sorted(walk.edges.items(), key=lambda item: (item[1].depth, item[0])):
         job_count = e.job_count
@@ -483,14 +526,7 @@ async def get_column_lineage(request: Request) -> Response:
                 depth=e.depth,
             )
         )
-    return json_response(
-        request,
-        models.ColumnLineage(
-            dataset=models.DatasetRef(id=dataset[0], namespace=dataset[1], name=dataset[2]),
-            edges=edges,
-            truncated=walk.truncated,
-        ),
-    )
+    return edges
 
 
 def _column(

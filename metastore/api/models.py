@@ -1211,6 +1211,17 @@ class Impact(Struct):
     truncated: Annotated[
         bool, Meta(description="True when the node limit cut the graph short of `depth`.")
     ]
+    columns: Annotated[
+        list[ColumnEdge],
+        Meta(
+            description="From fields (`node=field:...`): every field edge downstream of "
+            "them within `depth` field hops, nearest first (`depth` counts hops from a field "
+            "asked; `to` is a dependent field). `nodes` are then the datasets of the fields "
+            "asked (depth 0) and every dataset holding a dependent field (at the depth of its "
+            "nearest), with owners and freshness, `beyond` zero; `edges` is empty. Empty for "
+            "other nodes."
+        ),
+    ] = []
 
 
 class FieldType(Struct):
