@@ -289,3 +289,48 @@ def test_unknown_and_malformed_nodes_are_problems_naming_them(
         assert answer.status_code == 400, (bad, answer.text)
         assert answer.headers["content-type"].startswith("application/problem+json")
         assert [p["name"] for p in answer.json()["invalid-params"]] == ["node"]
+
+
+def test_the_diff_marks_breaking_changes_and_the_columns_they_reach(
+    users: dict[str, httpx.Client],
+) -> None:
+    """raw.orders v1 -> v2: `amount` removed, `qty` int -> smallint (narrowed), `note`
+    string -> int (changed) break readers; `id` int -> bigint (widened) and `region`
+    (added) do not. Each breaking change lists the fields downstream it reaches."""
+    admin = users["admin"]
+    raw = _id(admin, LAKE, "raw.orders")
+    answer = admin.get(
+        "/lineage/diff",
+        params={"node": f"dataset:{raw}", "from": _time(0.5), "direction": "downstream"},
+    )
+    assert answer.status_code == 200, answer.text
+    (change,) = [c for c in answer.json()["schema_changes"] if c["dataset"]["id"] == raw]
+    breaking = {b["field"]: b for b in change["breaking"]}
+    assert {f: b["change"] for f, b in breaking.items()} == {
+        "amount": "removed",
+        "qty": "narrowed",
+        "note": "type_changed",
+    }
+    assert {(t["name"], t["breaking"]) for t in change["type_changed"]} == {
+        ("id", False),
+        ("qty", True),
+        ("note", True),
+    }
+    assert [f["name"] for f in change["added"]] == ["region"]
+    reaches = {(r["name"], r["field"]): r["depth"] for r in breaking["amount"]["reaches"]}
+    assert reaches == {
+        ("staging.orders", "amount"): 1,
+        ("mart.revenue", "total"): 2,
+        ("mart.revenue", "avg"): 2,
+        ("audit.amounts", "amount"): 2,
+        ("report.daily", "total_fmt"): 3,
+    }
+    assert breaking["note"]["reaches"] == [] and breaking["qty"]["reaches"] == []
+    # the analyst's diff reaches only what it may read
+    seen = users["analyst"].get(
+        "/lineage/diff",
+        params={"node": f"dataset:{raw}", "from": _time(0.5), "direction": "downstream"},
+    )
+    (mine,) = [c for c in seen.json()["schema_changes"] if c["dataset"]["id"] == raw]
+    (amount,) = [b for b in mine["breaking"] if b["field"] == "amount"]
+    assert ("audit.amounts", "amount") not in {(r["name"], r["field"]) for r in amount["reaches"]}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -338,7 +339,7 @@ async def _count_jobs(
 
 async def walk_fields(
     conn: AsyncConnection[Any],
-    starts: list[tuple[uuid.UUID, str | None]],
+    starts: Sequence[tuple[uuid.UUID, str | None]],
     direction: str,
     depth: int,
     as_of: dt.datetime,

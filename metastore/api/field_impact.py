@@ -79,9 +79,7 @@ async def walk(
     starts = [(refs[d].id, f) for d, f in fields]
     found = column_lineage.Walk(max_fields=max_nodes)
     moment = asof.NOW if as_of is None else as_of  # (now: as of now)
-    await column_lineage.walk_fields(
-        conn, list(starts), "down", depth, moment, found, window, access
-    )
+    await column_lineage.walk_fields(conn, starts, "down", depth, moment, found, window, access)
     await _check_known(conn, fields, refs, found)
     columns = await column_lineage.column_edges(conn, found, as_of, access)
     depths = {d: 0 for d, _ in starts}
