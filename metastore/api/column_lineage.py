@@ -57,16 +57,15 @@ COUNTED_IN_WINDOW = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_se
                ELSE EXISTS (SELECT 1 FROM readmodel.lineage_runs lr
                             WHERE lr.run_id = r.run_id AND lr.started_at <= %(as_of)s
                               AND lr.started_at >= %(since)s) END"""
-# The pairs of a level: the reports that count (COUNTED) under the names bound as arrays
-# (so the planner knows how many lookups there are: a dataset's names once came from a
-# subquery it guessed at 2,001 rows, and it scanned the table), each once with the jobs
-# that sent it, its pairs expanded by the server and kept when they touch a name (and
-# field, bound as (name's ordinal, field) pairs: none for every field of the start
-# dataset) asked about. The limit counts these pairs alone: a walk as of a moment spent it
-# on every pair ever reported before it filtered them (issue 48). A row per pair and
-# report that has it: the six names, the pair's transformations, the job and run of the
-# report's latest event and its time, the first EDGE_JOBS jobs that sent the report and
-# how many did, when it was first sent, and the report.
+# The reports of a level: those that count (COUNTED) under the names bound as arrays (so
+# the planner knows how many lookups there are: a dataset's names once came from a
+# subquery it guessed at 2,001 rows, and it scanned the table), each once per name with the
+# jobs that sent it. A row per name and report: the name's ordinal and the name, the
+# report's output name, the job and run of its latest event and its time, the first
+# EDGE_JOBS jobs that sent it and how many did, when it was first sent, the report, and its
+# pairs as stored, unless the walk has them (`%(known)s`) or an earlier row of the level
+# carries them: a walk reads each report's pairs once, and expands and filters them itself
+# (the server parsed each pair's JSON once per member it read: 3,000 pairs cost 40 ms).
 LEVEL = f"""
 WITH counted AS MATERIALIZED (
     SELECT k.i, k.namespace AS k_namespace, k.name AS k_name, r.out_namespace, r.out_name,
@@ -81,15 +80,15 @@ WITH counted AS MATERIALIZED (
     {{reports}}
     WHERE {{counted}}
     GROUP BY k.i, k.namespace, k.name, r.out_namespace, r.out_name, r.report
+    LIMIT %(cap)s
 )
-SELECT c.out_namespace, c.out_name, p->>0, p->>1, p->>2, p->>3, (p->4)::text,
+SELECT c.i, c.k_namespace, c.k_name, c.out_namespace, c.out_name,
        c.latest[1][1], c.latest[1][2], c.jobs, c.job_count,
-       c.last_seen, c.last_seq, c.first_seen, c.report
+       c.last_seen, c.last_seq, c.first_seen, c.report,
+       CASE WHEN c.report = ANY(%(known)s::bytea[])
+                 OR row_number() OVER (PARTITION BY c.report ORDER BY c.i) > 1 THEN NULL
+            ELSE {PAIRS_OF.format(report="c.report")}::text END
 FROM counted c
-CROSS JOIN LATERAL json_array_elements({PAIRS_OF.format(report="c.report")}) p
-{{field}}
-{{where}}
-LIMIT %(cap)s
 """
 UP_REPORTS = """JOIN readmodel.column_lineage_runs r
       ON r.out_namespace = k.namespace AND r.out_name = k.name"""
@@ -99,9 +98,6 @@ DOWN_REPORTS = """JOIN readmodel.column_inputs ci
     JOIN readmodel.column_lineage o ON o.report = ci.report
     JOIN readmodel.column_lineage_runs r
       ON r.out_namespace = o.out_namespace AND r.out_name = o.out_name AND r.report = o.report"""
-FIELD = """JOIN unnest(%(field_of)s::bigint[], %(fields)s::text[]) AS f(i, field)
-  ON f.i = c.i AND f.field = p->>{index}"""
-DOWN_WHERE = "WHERE p->>1 = c.k_namespace AND p->>2 = c.k_name"
 # How many jobs sent any of the reports of each pair, counting at `%(as_of)s` (when a
 # pair is in several reports and one of them has more jobs than the level read).
 JOB_COUNTS = """
@@ -129,23 +125,13 @@ def _counted(rule: str) -> str:
     return COUNTED_IN_WINDOW if rule == "cumulative" else COUNTED
 
 
-def _level(direction: str, start: bool, rule: str) -> str:
+def _level(direction: str, rule: str) -> str:
     up = direction == "up"
-    return LEVEL.format(
-        reports=UP_REPORTS if up else DOWN_REPORTS,
-        counted=_counted(rule),
-        field="" if start else FIELD.format(index=0 if up else 3),
-        where="" if up else DOWN_WHERE,
-    )
+    return LEVEL.format(reports=UP_REPORTS if up else DOWN_REPORTS, counted=_counted(rule))
 
 
-# By (direction, from every field of the start dataset, rule).
-LEVELS = {
-    (d, start, rule): _level(d, start, rule)
-    for d in ("up", "down")
-    for start in (True, False)
-    for rule in asof.RULES
-}
+# By (direction, rule).
+LEVELS = {(d, rule): _level(d, rule) for d in ("up", "down") for rule in asof.RULES}
 JOB_COUNTS_BY_RULE = {rule: JOB_COUNTS.format(counted=_counted(rule)) for rule in asof.RULES}
 NAMES = {
     "up": NAMES_WITH_EDGES.format(table="column_lineage", near="out"),
@@ -270,6 +256,7 @@ class Walk:
     edges: dict[EdgeKey, _Edge] = field(default_factory=dict)
     fields: set[tuple[str, str, str]] = field(default_factory=set)
     datasets: dict[tuple[str, str], uuid.UUID] = field(default_factory=dict)
+    reports: dict[bytes, list[tuple[str, str, str, str, msgspec.Raw]]] = field(default_factory=dict)
     visited: int = 0
     truncated: bool = False
 
@@ -286,6 +273,40 @@ class _Pair:
     job_count: int
     reports: list[tuple[str, str, bytes]] = field(default_factory=list)
     partial: bool = False  # a report's jobs were more than the level read
+
+
+_report_pairs = msgspec.json.Decoder(list[tuple[str, str, str, str, msgspec.Raw]])
+
+
+def _level_pairs(
+    reports: list[Any], direction: str, asked: dict[int, set[str]] | None, walk: Walk
+) -> list[Any]:
+    """A level's report rows (LEVEL) as a row per pair and report that touches a field
+    asked (`asked`: by the name's ordinal; None: every field of the names): the six names,
+    the pair's transformations, then the report's columns. Each report's pairs are decoded
+    once per walk (`walk.reports`)."""
+    for r in reports:
+        if r[13] is not None:  # (the first row of the report)
+            try:
+                walk.reports[bytes(r[12])] = _report_pairs.decode(r[13])
+            except msgspec.DecodeError:  # (never written so; left out rather than a 500)
+                walk.reports[bytes(r[12])] = []
+    found = []
+    for r in reports:
+        pairs = walk.reports.get(bytes(r[12]), [])
+        fields = None if asked is None else asked.get(r[0], set())
+        rest = (r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12])
+        out_ns, out_name = r[3], r[4]
+        if direction == "up":
+            for p in pairs:
+                if fields is None or p[0] in fields:
+                    found.append((out_ns, out_name, *p[:4], bytes(p[4]).decode(), *rest))
+        else:
+            k_ns, k_name = r[1], r[2]
+            for p in pairs:
+                if p[1] == k_ns and p[2] == k_name and (fields is None or p[3] in fields):
+                    found.append((out_ns, out_name, *p[:4], bytes(p[4]).decode(), *rest))
+    return found
 
 
 def _pairs(found: list[Any]) -> dict[EdgeKey, _Pair]:
@@ -371,20 +392,25 @@ async def walk_fields(
         ordinal = {name: i for i, name in enumerate(lookups, 1)}
         fields = [(ordinal[n], f) for d, f in frontier if f is not None for n in names[d]]
         cap = limits.VISIT_LIMIT - walk.visited
-        found = await rows(
+        reports = await rows(
             conn,
-            LEVELS[(direction, level == 1 and every_field, window[0])],
+            LEVELS[(direction, window[0])],
             {
                 "namespaces": [k[0] for k in lookups],
                 "names": [k[1] for k in lookups],
-                "field_of": [f[0] for f in fields],
-                "fields": [f[1] for f in fields],
                 "cap": cap + 1,
+                "known": list(walk.reports),
                 "as_of": as_of,
                 "since": window[1],
             },
         )
-        if len(found) > cap:
+        asked: dict[int, set[str]] | None = None  # (None: every field)
+        if not (level == 1 and every_field):
+            asked = {}
+            for i, f in fields:
+                asked.setdefault(i, set()).add(f)
+        found = _level_pairs(reports, direction, asked, walk)
+        if len(found) > cap or len(reports) > cap:
             walk.truncated = True
             found = found[:cap]
         if access.restricted:
