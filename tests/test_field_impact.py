@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from metastore.api import limits
 from tests.support import open_service, ownership_facet, run_event, schema_facet, wait_until_folded
 
 PRODUCER = "https://github.com/stackabletech/metastore/tests/field-impact"
@@ -127,6 +128,24 @@ def history() -> list[dict[str, Any]]:
     ]
 
 
+CHAIN_FIELDS, CHAIN_HOPS = 400, 8
+
+
+def chain() -> list[dict[str, Any]]:
+    """Issue 46's column lineage of 400 columns over 8 hops: chain.c1 .. c8, each field
+    derived from the same field of the one before."""
+    fields = [f"f_{i:03d}" for i in range(CHAIN_FIELDS)]
+    events = []
+    for hop in range(1, CHAIN_HOPS + 1):
+        source = (LAKE, f"chain.c{hop - 1}")
+        target = _dataset(
+            LAKE, f"chain.c{hop}", columnLineage=_lineage({f: (*source, f) for f in fields})
+        )
+        job = ("lake", f"chain_{hop}")
+        events += _run(job, f"chain-{hop}", 6 + hop, [_dataset(*source)], [target], "COMPLETE")
+    return events
+
+
 @pytest.fixture(scope="module")
 def users(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
@@ -152,7 +171,7 @@ def users(
             for name in USERS
         }
         admin = clients["admin"]
-        answer = admin.post("/lineage/batch", json=history())
+        answer = admin.post("/lineage/batch", json=history() + chain())
         assert answer.status_code == 200, answer.text
         wait_until_folded(httpx.Client(base_url=api.base_url, headers=admin.headers))
         yield clients
@@ -334,3 +353,36 @@ def test_the_diff_marks_breaking_changes_and_the_columns_they_reach(
     (mine,) = [c for c in seen.json()["schema_changes"] if c["dataset"]["id"] == raw]
     (amount,) = [b for b in mine["breaking"] if b["field"] == "amount"]
     assert ("audit.amounts", "amount") not in {(r["name"], r["field"]) for r in amount["reaches"]}
+
+
+def test_400_columns_over_8_hops_stay_within_max_nodes_and_the_answer_cap(
+    users: dict[str, httpx.Client],
+) -> None:
+    """Issue 46: the column lineage of chain.c8 upstream over 8 hops is 3,200 field edges
+    (3.3 MB, 1.1-2.1 s); the walk now keeps `max_nodes` fields and says it stopped short."""
+    admin = users["admin"]
+    last = _id(admin, LAKE, f"chain.c{CHAIN_HOPS}")
+    for max_nodes in (limits.NODE_LIMIT, 50):
+        answer = admin.get(
+            f"/datasets/{last}/column-lineage",
+            params={"depth": CHAIN_HOPS, "max_nodes": max_nodes},
+        )
+        assert answer.status_code == 200, answer.text
+        lineage = answer.json()
+        assert lineage["truncated"] is True
+        assert len(lineage["edges"]) == max_nodes  # (a field each)
+        assert len(answer.content) < limits.MAX_ANSWER_BYTES
+        assert lineage["edges"][0]["depth"] == 1
+    whole = admin.get(f"/datasets/{last}/column-lineage", params={"depth": 2})
+    assert whole.json()["truncated"] is False and len(whole.json()["edges"]) == 800
+    first = _id(admin, LAKE, "chain.c0")
+    hundred = [(first, f"f_{i:03d}") for i in range(100)]
+    impact = _impact(admin, *hundred, depth=CHAIN_HOPS)
+    assert impact["truncated"] is False and len(_reached(impact)) == 800
+    assert {n["depth"] for n in impact["nodes"]} == set(range(CHAIN_HOPS + 1))
+    cut = _impact(admin, *hundred, depth=CHAIN_HOPS, max_nodes=300)
+    assert cut["truncated"] is True and len(_reached(cut)) == 300
+    too_many = admin.get(
+        "/impact", params={"node": ",".join(f"field:{first}:f_{i:03d}" for i in range(101))}
+    )
+    assert too_many.status_code == 400 and "at most 100" in too_many.text
