@@ -321,7 +321,14 @@ def test_every_get_of_every_object_matches_the_document(
             crawl.get("getDataset", ref, as_of=AS_OF)
             crawl.pages("listDatasetVersions", ref + "/versions", limit=100)
             crawl.pages("listDatasetRuns", ref + "/runs", limit=100)
-            crawl.get("getColumnLineage", ref + "/column-lineage", direction="both", depth=10)
+            columns = crawl.get(
+                "getColumnLineage", ref + "/column-lineage", direction="both", depth=10
+            )
+            for edge in (columns or {}).get("edges", [])[:1]:  # (a field with dependents)
+                source = edge["from"]
+                if source["dataset"] is not None:
+                    node = f"field:{source['dataset']['id']}:{source['field']}"
+                    crawl.get("getImpact", "/impact", node=node, depth=10)
             crawl.get("getColumnLineage", ref + "/column-lineage", direction="both", as_of=AS_OF)
             crawl.get("getLineage", "/lineage", node=f"dataset:{dataset['id']}")
             crawl.get("getImpact", "/impact", node=f"dataset:{dataset['id']}", as_of=AS_OF)
