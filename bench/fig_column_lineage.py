@@ -82,21 +82,13 @@ def measure(ctx: Context, out: list[Row], url: str, middle: dt.datetime, api: Se
     paths = [f"/api/v1/datasets/{d}/column-lineage?direction=both&depth={depth}" for d in starts]
     stamp = urllib.parse.quote(middle.isoformat())
     for row, variant in ((current, paths), (as_of, [p + f"&as_of={stamp}" for p in paths])):
-        loadgen.get_many(api.base_url, variant[:10])  # warm-up
-        answers = loadgen.get_many(api.base_url, variant)
-        ok = [
-            msgspec.json.decode(b, type=Answer)
-            for st, b in zip(answers.statuses, answers.bodies, strict=True)
-            if st == 200
-        ]
+        answers, ok = loadgen.get_warm(api.base_url, variant, Answer)
         later = sum(1 for st in answers.statuses if st == 404)  # first seen after as_of
         bad = len(variant) - len(ok) - later
-        row.value = loadgen.percentile(answers.latencies_ms, 95)
         edges = sum(len(a.edges) for a in ok) / max(1, len(ok))
         row.note = (
             f"{len(variant)} datasets drawn at random (seed) from the {len(candidates):,} "
-            f"with column lineage, one request at a time after 10 warm-up requests; "
-            f"p50 {loadgen.percentile(answers.latencies_ms, 50):.2f} ms; {bad} answers "
+            f"with column lineage, {_timed(row, answers)}; {bad} answers "
             f"neither 200 nor 404; {edges:,.1f} field edges per 200 answer "
             f"({sum(a.truncated for a in ok)} truncated)"
             + (
@@ -127,21 +119,23 @@ def _measure_impact(ctx: Context, row: Row, url: str, api: Service) -> None:
     paths = [
         "/api/v1/impact?depth=5&node=" + urllib.parse.quote(f"field:{d}:{f}") for d, f in starts
     ]
-    loadgen.get_many(api.base_url, paths[:10])  # warm-up
-    answers = loadgen.get_many(api.base_url, paths)
-    ok = [
-        msgspec.json.decode(b, type=Impact)
-        for st, b in zip(answers.statuses, answers.bodies, strict=True)
-        if st == 200
-    ]
-    row.value = loadgen.percentile(answers.latencies_ms, 95)
-    columns = sum(len(a.columns) for a in ok) / max(1, len(ok))
-    datasets = sum(len(a.nodes) for a in ok) / max(1, len(ok))
-    row.note = (
-        f"{len(paths)} fields drawn at random (seed) from the {len(candidates):,} that some "
-        f"column lineage derives from, one request at a time after 10 warm-up requests; p50 "
-        f"{loadgen.percentile(answers.latencies_ms, 50):.2f} ms; {len(paths) - len(ok)} "
-        f"answers not 200; {columns:,.1f} field edges and {datasets:,.1f} datasets (owners, "
-        f"freshness) per answer ({sum(a.truncated for a in ok)} truncated)."
+    answers, ok = loadgen.get_warm(api.base_url, paths, Impact)
+    drawn = f"{len(paths)} fields drawn at random (seed) from the {len(candidates):,}"
+    answered = max(1, len(ok))
+    row.note = "; ".join(
+        [
+            f"{drawn} that some column lineage derives from, {_timed(row, answers)}",
+            f"{len(paths) - len(ok)} answers not 200",
+            f"per answer {sum(len(a.columns) for a in ok) / answered:,.1f} field edges",
+            f"{sum(len(a.nodes) for a in ok) / answered:,.1f} datasets (owners, freshness)",
+            f"{sum(a.truncated for a in ok)} truncated.",
+        ]
     )
     row.measured_at = now()
+
+
+def _timed(row: Row, answers: loadgen.Answers) -> str:
+    """Sets the row's p95; how it was timed, for its note."""
+    row.value = loadgen.percentile(answers.latencies_ms, 95)
+    p50 = loadgen.percentile(answers.latencies_ms, 50)
+    return f"one request at a time after 10 warm-up requests; p50 {p50:.2f} ms"

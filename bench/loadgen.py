@@ -23,6 +23,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+import msgspec
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 # How the report names each client (the `client` column of docs/BENCHMARKS.md).
@@ -385,6 +388,22 @@ class Session:
     def close(self) -> None:
         self.loop.run_until_complete(self.conn.close())
         self.loop.close()
+
+
+T = TypeVar("T")
+
+
+def get_warm(base_url: str, paths: Sequence[str], kind: type[T]) -> tuple[Answers, list[T]]:
+    """GETs the first 10 paths (a warm-up), then all of them timed; with the 200 answers
+    decoded as `kind`."""
+    get_many(base_url, paths[:10])
+    answers = get_many(base_url, paths)
+    ok = [
+        msgspec.json.decode(b, type=kind)
+        for st, b in zip(answers.statuses, answers.bodies, strict=True)
+        if st == 200
+    ]
+    return answers, ok
 
 
 def get_many(base_url: str, paths: Sequence[str], token: str | None = None) -> Answers:

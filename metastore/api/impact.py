@@ -171,17 +171,7 @@ async def get_impact(request: Request) -> Response:
                 (models.DatasetRef(d, x.namespace or "", x.name or ""), x.freshness)
                 for d, x in sorted(details.items())
             ]
-    return json_response(
-        request,
-        models.Impact(
-            node=query.node,
-            run=run,
-            causes=causes(fresh),
-            nodes=graph.nodes,
-            edges=graph.edges,
-            truncated=graph.truncated,
-        ),
-    )
+    return _answer(request, query, run, fresh, graph)
 
 
 async def _field_impact(request: Request, query: ImpactQuery) -> Response:
@@ -198,16 +188,28 @@ async def _field_impact(request: Request, query: ImpactQuery) -> Response:
             access,
         )
     fresh = [(models.DatasetRef(n.id, n.namespace, n.name), n.freshness) for n in found.start]
+    graph = models.LineageGraph(nodes=list(found.nodes), edges=[], truncated=found.truncated)
+    return _answer(request, query, None, fresh, graph, found.columns)
+
+
+def _answer(
+    request: Request,
+    query: ImpactQuery,
+    run: models.RunRef | None,
+    fresh: list[tuple[models.DatasetRef, models.DatasetFreshness]],
+    graph: models.LineageGraph,
+    columns: list[models.ColumnEdge] | None = None,
+) -> Response:
     return json_response(
         request,
         models.Impact(
             node=query.node,
-            run=None,
+            run=run,
             causes=causes(fresh),
-            nodes=list[models.LineageNode](found.nodes),
-            edges=[],
-            truncated=found.truncated,
-            columns=found.columns,
+            nodes=graph.nodes,
+            edges=graph.edges,
+            truncated=graph.truncated,
+            columns=columns or [],
         ),
     )
 
