@@ -41,6 +41,8 @@ def _decimal(kind: str) -> tuple[int, int] | None:
 
 def widens(old: str, new: str) -> bool:
     """Whether canonical type `new` holds every value of canonical type `old`."""
+    if old.startswith("char(") and new == "string":  # (a char of any length)
+        return True
     if old == new or (old, new) in _WIDER:
         return True
     if old in _LADDER and new in _LADDER:
