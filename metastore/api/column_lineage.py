@@ -67,8 +67,15 @@ COUNTED_IN_WINDOW = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_se
 # carries them: a walk reads each report's pairs once, and expands and filters them itself
 # (the server parsed each pair's JSON once per member it read: 3,000 pairs cost 40 ms).
 LEVEL = f"""
-WITH counted AS MATERIALIZED (
+WITH candidates AS MATERIALIZED (
     SELECT k.i, k.namespace AS k_namespace, k.name AS k_name, r.out_namespace, r.out_name,
+           r.report, r.first_seen, r.job_id, r.run_id, r.last_seen, r.last_seq
+    FROM unnest(%(namespaces)s::text[], %(names)s::text[]) WITH ORDINALITY AS k(namespace, name, i)
+    {{reports}}
+),
+counted_runs AS MATERIALIZED ({{runs}}),
+counted AS MATERIALIZED (
+    SELECT r.i, r.k_namespace, r.k_name, r.out_namespace, r.out_name,
            r.report, min(r.first_seen) AS first_seen,
            (array_agg(r.job_id ORDER BY r.first_seen, r.job_id))[1:{limits.EDGE_JOBS}] AS jobs,
            count(DISTINCT r.job_id) AS job_count,
@@ -76,10 +83,9 @@ WITH counted AS MATERIALIZED (
                AS latest,
            max(r.last_seen) AS last_seen,
            (array_agg(r.last_seq ORDER BY r.last_seen DESC, r.last_seq DESC))[1] AS last_seq
-    FROM unnest(%(namespaces)s::text[], %(names)s::text[]) WITH ORDINALITY AS k(namespace, name, i)
-    {{reports}}
+    FROM candidates r LEFT JOIN counted_runs lj ON lj.job_id = r.job_id
     WHERE {{counted}}
-    GROUP BY k.i, k.namespace, k.name, r.out_namespace, r.out_name, r.report
+    GROUP BY r.i, r.k_namespace, r.k_name, r.out_namespace, r.out_name, r.report
     LIMIT %(cap)s
 )
 SELECT c.i, c.k_namespace, c.k_name, c.out_namespace, c.out_name,
@@ -125,9 +131,24 @@ def _counted(rule: str) -> str:
     return COUNTED_IN_WINDOW if rule == "cumulative" else COUNTED
 
 
+# A level's rows count by their job's run found once per job (`counted_runs` as `lj`), not
+# once per row: a daily job's output has a row per run, each probing the same latest run.
+LEVEL_COUNTED = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
+               ELSE r.run_id = lj.run_id END"""
+LATEST_RUNS = """SELECT j.job_id, {run} AS run_id
+    FROM (SELECT DISTINCT c.job_id FROM candidates c) j"""
+NO_RUNS = "SELECT NULL::uuid AS job_id, NULL::uuid AS run_id WHERE false"
+
+
 def _level(direction: str, rule: str) -> str:
     up = direction == "up"
-    return LEVEL.format(reports=UP_REPORTS if up else DOWN_REPORTS, counted=_counted(rule))
+    if rule == "cumulative":  # (every run of the window: checked row by row)
+        runs, counted = NO_RUNS, COUNTED_IN_WINDOW
+    else:
+        run = asof.latest_run("j.job_id", since=rule == "recent")
+        runs, counted = LATEST_RUNS.format(run=run), LEVEL_COUNTED
+    reports = UP_REPORTS if up else DOWN_REPORTS
+    return LEVEL.format(reports=reports, runs=runs, counted=counted)
 
 
 # By (direction, rule).
