@@ -1217,7 +1217,8 @@ class Impact(Struct):
         Meta(
             description="From fields (`node=field:...`): every field edge downstream of "
             "them within `depth` field hops, nearest first (`depth` counts hops from a field "
-            "asked; `to` is a dependent field). `nodes` are then the datasets of the fields "
+            "asked; `to` is a dependent field; `max_nodes` bounds the dependent fields kept, "
+            "nearest first, `truncated` then). `nodes` are then the datasets of the fields "
             "asked (depth 0) and every dataset holding a dependent field (at the depth of its "
             "nearest), with owners and freshness, `beyond` zero; `edges` is empty. Empty for "
             "other nodes."
