@@ -107,7 +107,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for round_, name in turns(list(sides), args.rounds):
             out = Path(tmp) / f"{sides[name]}-{round_}.md"
             results[name].append(_run(checkouts[name], args.only, args.quick, out))
-    figures = [f for f in results[args.before][0] if results[args.before][0][f]["value"] != "n/a"]
+    # (the before side's figures, then those only the after side has: a new row)
+    first = {name: runs[0] for name, runs in results.items()}
+    figures = [f for f in first[args.before] if first[args.before][f]["value"] != "n/a"]
+    figures += [
+        f
+        for f in first[args.after]
+        if f not in first[args.before] and first[args.after][f]["value"] != "n/a"
+    ]
     for figure in figures:
         print(f"{figure}:")
         for name, commit in sides.items():

@@ -1,4 +1,5 @@
-"""Column lineage from 200 random datasets, end to end through the API, now and as of a moment.
+"""Column lineage from 200 random datasets, end to end through the API, now and as of a
+moment; and the impact of a change to 200 random fields (`/impact?node=field:...`).
 
 `GET /api/v1/datasets/{id}/column-lineage?direction=both&depth=5`: the field edges
 around every field of a dataset that has column lineage (from the `columnLineage` facets
@@ -32,6 +33,15 @@ ORDER BY 1
 """
 
 
+# Fields that some column lineage derives from (each report's first pair's input), under
+# the id of their dataset.
+FIELDS_WITH_DEPENDENTS = """
+SELECT DISTINCT n.dataset_id, r.pairs->0->>3 FROM readmodel.column_reports r
+JOIN readmodel.dataset_names n ON n.namespace = r.pairs->0->>1 AND n.name = r.pairs->0->>2
+ORDER BY 1, 2
+"""
+
+
 class Answer(msgspec.Struct):
     edges: list[msgspec.Raw]
     truncated: bool = False
@@ -50,12 +60,20 @@ def rows(ctx: Context) -> list[Row]:
             command=cmd,
             client=loadgen.ASYNCIO_CLIENT,
         ),
+        Row(
+            "field impact depth 5 p95, ms",
+            "ms",
+            target="< 25",
+            check=below(25),
+            command=cmd,
+            client=loadgen.ASYNCIO_CLIENT,
+        ),
     ]
 
 
 def measure(ctx: Context, out: list[Row], url: str, middle: dt.datetime, api: Service) -> None:
     """Times the column lineage of random datasets, now and as of `middle`."""
-    current, as_of = out
+    current, as_of, impact = out[0], out[1], out[2] if len(out) > 2 else None
     s = ctx.sizes
     depth = s.lineage_depth
     with psycopg.connect(url) as conn:
@@ -68,12 +86,10 @@ def measure(ctx: Context, out: list[Row], url: str, middle: dt.datetime, api: Se
         ok = loadgen.decoded(answers, Answer)
         later = sum(1 for st in answers.statuses if st == 404)  # first seen after as_of
         bad = len(variant) - len(ok) - later
-        row.value = loadgen.percentile(answers.latencies_ms, 95)
         edges = sum(len(a.edges) for a in ok) / max(1, len(ok))
         row.note = (
             f"{len(variant)} datasets drawn at random (seed) from the {len(candidates):,} "
-            f"with column lineage, one request at a time after 10 warm-up requests; "
-            f"p50 {loadgen.percentile(answers.latencies_ms, 50):.2f} ms; {bad} answers "
+            f"with column lineage, {_timed(row, answers)}; {bad} answers "
             f"neither 200 nor 404; {edges:,.1f} field edges per 200 answer "
             f"({sum(a.truncated for a in ok)} truncated)"
             + (
@@ -84,3 +100,44 @@ def measure(ctx: Context, out: list[Row], url: str, middle: dt.datetime, api: Se
             )
         )
         row.measured_at = now()
+    if impact is not None:
+        _measure_impact(ctx, impact, url, api)
+
+
+class Impact(msgspec.Struct):
+    columns: list[msgspec.Raw]
+    nodes: list[msgspec.Raw]
+    truncated: bool = False
+
+
+def _measure_impact(ctx: Context, row: Row, url: str, api: Service) -> None:
+    """Times the field impact (depth 5, now) of random fields that have dependents."""
+    with psycopg.connect(url) as conn:
+        candidates = [(r[0], r[1]) for r in conn.execute(FIELDS_WITH_DEPENDENTS)]
+    starts = random.Random(ctx.seed + 11).sample(
+        candidates, min(len(candidates), ctx.sizes.lineage_queries)
+    )
+    paths = [
+        "/api/v1/impact?depth=5&node=" + urllib.parse.quote(f"field:{d}:{f}") for d, f in starts
+    ]
+    answers = loadgen.timed(api.base_url, paths)
+    ok = loadgen.decoded(answers, Impact)
+    drawn = f"{len(paths)} fields drawn at random (seed) from the {len(candidates):,}"
+    answered = max(1, len(ok))
+    row.note = "; ".join(
+        [
+            f"{drawn} that some column lineage derives from, {_timed(row, answers)}",
+            f"{len(paths) - len(ok)} answers not 200",
+            f"per answer {sum(len(a.columns) for a in ok) / answered:,.1f} field edges",
+            f"{sum(len(a.nodes) for a in ok) / answered:,.1f} datasets (owners, freshness)",
+            f"{sum(a.truncated for a in ok)} truncated.",
+        ]
+    )
+    row.measured_at = now()
+
+
+def _timed(row: Row, answers: loadgen.Answers) -> str:
+    """Sets the row's p95; how it was timed, for its note."""
+    row.value = loadgen.percentile(answers.latencies_ms, 95)
+    p50 = loadgen.percentile(answers.latencies_ms, 50)
+    return f"one request at a time after 10 warm-up requests; p50 {p50:.2f} ms"

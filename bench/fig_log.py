@@ -47,7 +47,7 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
     fold_rows, rest = out[:1], out[1:]
     storage_rows, rest = rest[:1], rest[1:]
     lineage_rows, rest = rest[:5], rest[5:]
-    column_rows, rest = rest[:2], rest[2:]
+    column_rows, rest = rest[:3], rest[3:]
     reads_rows, rest = rest[:4], rest[4:]
     health_rows, replay_rows = rest[:3], rest[3:]
     s = ctx.sizes

@@ -33,6 +33,7 @@ SCENARIOS = {
     "field-search-buffers": "bench.scenarios.field_search_buffers",
     "fold": "bench.scenarios.fold",
     "graph": "bench.scenarios.graph",
+    "column-walk": "bench.scenarios.column_walk",
     "list-freshness": "bench.scenarios.list_freshness",
     "namespace-counts": "bench.scenarios.namespace_counts",
     "fold-index-cost": "bench.scenarios.fold_index_cost",

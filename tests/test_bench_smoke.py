@@ -31,6 +31,7 @@ FIGURES = {
     "lineage diff depth 5 p95, ms": True,
     "column lineage depth 5 p95, ms": False,
     "as-of column lineage depth 5 p95, ms": False,
+    "field impact depth 5 p95, ms": False,
     "list jobs p95, ms": False,
     "list runs p95, ms": False,
     "list datasets p95, ms": False,

@@ -144,9 +144,9 @@ def test_the_column_walk_stops_at_the_edges_it_may_visit(
     monkeypatch.setattr(limits, "VISIT_LIMIT", 7)
 
     async def walk() -> Any:
-        found = column_lineage._Walk()
+        found = column_lineage.Walk()
         async with await psycopg.AsyncConnection.connect(url) as conn:
-            await column_lineage._walk(conn, target, "up", 3, None, asof.NOW, found)
+            await column_lineage.walk_fields(conn, [(target, None)], "up", 3, asof.NOW, found)
         return found
 
     walked = asyncio.run(walk())

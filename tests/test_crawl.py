@@ -317,13 +317,23 @@ def test_every_get_of_every_object_matches_the_document(
                 crawl.pages("listRunDatasets", ref + "/datasets", direction=direction)
             crawl.get("getRunLineage", "/lineage/runs", run_id=run["id"], direction="both")
             crawl.get("getImpact", "/impact", node=f"run:{run['id']}")
+        fields_crawled = False
         for dataset in crawl.pages("listDatasets", "/datasets", limit=500):
             ref = f"/datasets/{dataset['id']}"
             crawl.get("getDataset", ref)
             crawl.get("getDataset", ref, as_of=AS_OF)
             crawl.pages("listDatasetVersions", ref + "/versions", limit=100)
             crawl.pages("listDatasetRuns", ref + "/runs", limit=100)
-            crawl.get("getColumnLineage", ref + "/column-lineage", direction="both", depth=10)
+            columns = crawl.get(
+                "getColumnLineage", ref + "/column-lineage", direction="both", depth=10
+            )
+            edges = (columns or {}).get("edges", [])
+            if edges and edges[0]["from"]["dataset"] and not fields_crawled:
+                # (once: a field with dependents; the walk is column lineage's, crawled above)
+                source = edges[0]["from"]
+                node = f"field:{source['dataset']['id']}:{source['field']}"
+                crawl.get("getImpact", "/impact", node=node, depth=10)
+                fields_crawled = True
             crawl.get("getColumnLineage", ref + "/column-lineage", direction="both", as_of=AS_OF)
             crawl.get("getLineage", "/lineage", node=f"dataset:{dataset['id']}")
             crawl.get("getImpact", "/impact", node=f"dataset:{dataset['id']}", as_of=AS_OF)

@@ -516,10 +516,11 @@ def test_a_schema_change_lists_nested_fields_and_type_changes() -> None:
     change = schema_change((ident, "ns", "t", 1, before, 3, after))
     assert [(f.name, f.type) for f in change.added] == [("address.city", None), ("note", None)]
     assert change.removed == []
-    assert [(t.name, t.from_type, t.to_type) for t in change.type_changed] == [
-        ("id", "int", "bigint"),
-        ("address.zip", "int", "string"),
+    assert [(t.name, t.from_type, t.to_type, t.breaking) for t in change.type_changed] == [
+        ("id", "int", "bigint", False),  # (widened)
+        ("address.zip", "int", "string", True),
     ]
+    assert [(b.field, b.change) for b in change.breaking] == [("address.zip", "type_changed")]
 
 
 def test_names_as_of_a_moment(served: tuple[httpx.Client, str, str]) -> None:

@@ -110,7 +110,9 @@ def main(argv: list[str]) -> int:
             trigrams = conn.execute(TRIGRAM_INDEXES).fetchall() if seeded else []
             if args.other_has_trigrams:
                 trigrams = []
-            ours = dict(conn.execute("SELECT name, version FROM projection_state").fetchall())
+            ours: dict[str, int] = dict(
+                conn.execute("SELECT name, version FROM projection_state").fetchall()
+            )
         searches = terms(names, args.searches, args.seed)
         if args.fields:  # words the fields have and the names have not, in turn
             searches += [("field", search_store.FIELD_WORDS[i % 5]) for i in range(args.searches)]

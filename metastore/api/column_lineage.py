@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -56,19 +57,25 @@ COUNTED_IN_WINDOW = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_se
                ELSE EXISTS (SELECT 1 FROM readmodel.lineage_runs lr
                             WHERE lr.run_id = r.run_id AND lr.started_at <= %(as_of)s
                               AND lr.started_at >= %(since)s) END"""
-# The pairs of a level: the reports that count (COUNTED) under the names bound as arrays
-# (so the planner knows how many lookups there are: a dataset's names once came from a
-# subquery it guessed at 2,001 rows, and it scanned the table), each once with the jobs
-# that sent it, its pairs expanded by the server and kept when they touch a name (and
-# field, bound as (name's ordinal, field) pairs: none for every field of the start
-# dataset) asked about. The limit counts these pairs alone: a walk as of a moment spent it
-# on every pair ever reported before it filtered them (issue 48). A row per pair and
-# report that has it: the six names, the pair's transformations, the job and run of the
-# report's latest event and its time, the first EDGE_JOBS jobs that sent the report and
-# how many did, when it was first sent, and the report.
+# The reports of a level: those that count (COUNTED) under the names bound as arrays (so
+# the planner knows how many lookups there are: a dataset's names once came from a
+# subquery it guessed at 2,001 rows, and it scanned the table), each once per name with the
+# jobs that sent it. A row per name and report: the name's ordinal and the name, the
+# report's output name, the job and run of its latest event and its time, the first
+# EDGE_JOBS jobs that sent it and how many did, when it was first sent, the report, and its
+# pairs as stored, unless the walk has them (`%(known)s`) or an earlier row of the level
+# carries them: a walk reads each report's pairs once, and expands and filters them itself
+# (the server parsed each pair's JSON once per member it read: 3,000 pairs cost 40 ms).
 LEVEL = f"""
-WITH counted AS MATERIALIZED (
+WITH candidates AS MATERIALIZED (
     SELECT k.i, k.namespace AS k_namespace, k.name AS k_name, r.out_namespace, r.out_name,
+           r.report, r.first_seen, r.job_id, r.run_id, r.last_seen, r.last_seq
+    FROM unnest(%(namespaces)s::text[], %(names)s::text[]) WITH ORDINALITY AS k(namespace, name, i)
+    {{reports}}
+),
+counted_runs AS MATERIALIZED ({{runs}}),
+counted AS MATERIALIZED (
+    SELECT r.i, r.k_namespace, r.k_name, r.out_namespace, r.out_name,
            r.report, min(r.first_seen) AS first_seen,
            (array_agg(r.job_id ORDER BY r.first_seen, r.job_id))[1:{limits.EDGE_JOBS}] AS jobs,
            count(DISTINCT r.job_id) AS job_count,
@@ -76,19 +83,18 @@ WITH counted AS MATERIALIZED (
                AS latest,
            max(r.last_seen) AS last_seen,
            (array_agg(r.last_seq ORDER BY r.last_seen DESC, r.last_seq DESC))[1] AS last_seq
-    FROM unnest(%(namespaces)s::text[], %(names)s::text[]) WITH ORDINALITY AS k(namespace, name, i)
-    {{reports}}
+    FROM candidates r LEFT JOIN counted_runs lj ON lj.job_id = r.job_id
     WHERE {{counted}}
-    GROUP BY k.i, k.namespace, k.name, r.out_namespace, r.out_name, r.report
+    GROUP BY r.i, r.k_namespace, r.k_name, r.out_namespace, r.out_name, r.report
+    LIMIT %(cap)s
 )
-SELECT c.out_namespace, c.out_name, p->>0, p->>1, p->>2, p->>3, (p->4)::text,
+SELECT c.i, c.k_namespace, c.k_name, c.out_namespace, c.out_name,
        c.latest[1][1], c.latest[1][2], c.jobs, c.job_count,
-       c.last_seen, c.last_seq, c.first_seen, c.report
+       c.last_seen, c.last_seq, c.first_seen, c.report,
+       CASE WHEN c.report = ANY(%(known)s::bytea[])
+                 OR row_number() OVER (PARTITION BY c.report ORDER BY c.i) > 1 THEN NULL
+            ELSE {PAIRS_OF.format(report="c.report")}::text END
 FROM counted c
-CROSS JOIN LATERAL json_array_elements({PAIRS_OF.format(report="c.report")}) p
-{{field}}
-{{where}}
-LIMIT %(cap)s
 """
 UP_REPORTS = """JOIN readmodel.column_lineage_runs r
       ON r.out_namespace = k.namespace AND r.out_name = k.name"""
@@ -98,9 +104,6 @@ DOWN_REPORTS = """JOIN readmodel.column_inputs ci
     JOIN readmodel.column_lineage o ON o.report = ci.report
     JOIN readmodel.column_lineage_runs r
       ON r.out_namespace = o.out_namespace AND r.out_name = o.out_name AND r.report = o.report"""
-FIELD = """JOIN unnest(%(field_of)s::bigint[], %(fields)s::text[]) AS f(i, field)
-  ON f.i = c.i AND f.field = p->>{index}"""
-DOWN_WHERE = "WHERE p->>1 = c.k_namespace AND p->>2 = c.k_name"
 # How many jobs sent any of the reports of each pair, counting at `%(as_of)s` (when a
 # pair is in several reports and one of them has more jobs than the level read).
 JOB_COUNTS = """
@@ -128,23 +131,28 @@ def _counted(rule: str) -> str:
     return COUNTED_IN_WINDOW if rule == "cumulative" else COUNTED
 
 
-def _level(direction: str, start: bool, rule: str) -> str:
+# A level's rows count by their job's run found once per job (`counted_runs` as `lj`), not
+# once per row: a daily job's output has a row per run, each probing the same latest run.
+LEVEL_COUNTED = f"""CASE WHEN r.run_id = '{asof.STATIC_RUN}' THEN r.first_seen <= %(as_of)s
+               ELSE r.run_id = lj.run_id END"""
+LATEST_RUNS = """SELECT j.job_id, {run} AS run_id
+    FROM (SELECT DISTINCT c.job_id FROM candidates c) j"""
+NO_RUNS = "SELECT NULL::uuid AS job_id, NULL::uuid AS run_id WHERE false"
+
+
+def _level(direction: str, rule: str) -> str:
     up = direction == "up"
-    return LEVEL.format(
-        reports=UP_REPORTS if up else DOWN_REPORTS,
-        counted=_counted(rule),
-        field="" if start else FIELD.format(index=0 if up else 3),
-        where="" if up else DOWN_WHERE,
-    )
+    if rule == "cumulative":  # (every run of the window: checked row by row)
+        runs, counted = NO_RUNS, COUNTED_IN_WINDOW
+    else:
+        run = asof.latest_run("j.job_id", since=rule == "recent")
+        runs, counted = LATEST_RUNS.format(run=run), LEVEL_COUNTED
+    reports = UP_REPORTS if up else DOWN_REPORTS
+    return LEVEL.format(reports=reports, runs=runs, counted=counted)
 
 
-# By (direction, from every field of the start dataset, rule).
-LEVELS = {
-    (d, start, rule): _level(d, start, rule)
-    for d in ("up", "down")
-    for start in (True, False)
-    for rule in asof.RULES
-}
+# By (direction, rule).
+LEVELS = {(d, rule): _level(d, rule) for d in ("up", "down") for rule in asof.RULES}
 JOB_COUNTS_BY_RULE = {rule: JOB_COUNTS.format(counted=_counted(rule)) for rule in asof.RULES}
 NAMES = {
     "up": NAMES_WITH_EDGES.format(table="column_lineage", near="out"),
@@ -204,6 +212,15 @@ class ColumnLineageQuery(msgspec.Struct, frozen=True):
             "it derives from; downstream, those derived from it (no edges: a field without).",
         ),
     ] = None
+    max_nodes: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=limits.NODE_LIMIT,
+            description="Field limit: the walk keeps at most this many fields at the far "
+            "ends of its edges; past it `truncated` is set.",
+        ),
+    ] = limits.NODE_LIMIT
     as_of: asof.AsOf = None
     view: asof.View = "latest"
     since: asof.Since = None
@@ -225,7 +242,8 @@ COLUMN_OP = Operation(
     "derived from its fields. Each edge names its datasets (display name) and the job of "
     "its latest report (`job`), and the jobs whose reports hold it (`jobs`: up to "
     f"{limits.EDGE_JOBS} of them, by name; `job_count`: all of them). The walk expands "
-    f"each field once, nearest first, and stops at {limits.EDGE_LIMIT:,} edges or "
+    f"each field once, nearest first, and stops at {limits.EDGE_LIMIT:,} edges, `max_nodes` "
+    f"fields at the far ends of its edges, or "
     f"{limits.VISIT_LIMIT:,} edges looked at (counting only the edges that hold), with "
     "`truncated` true. The field edges each job's latest run started by `as_of` (else now) "
     "reported (in its latest `columnLineage` facet for the dataset), and those of the job's "
@@ -252,10 +270,15 @@ class _Edge:
 
 
 @dataclass
-class _Walk:
-    """The edges found so far (least depth each) and what the walk has looked at."""
+class Walk:
+    """The edges found so far (least depth each), the fields at their far ends (at most
+    `max_fields`), the datasets of the names met, and what the walk has looked at."""
 
+    max_fields: int = limits.NODE_LIMIT
     edges: dict[EdgeKey, _Edge] = field(default_factory=dict)
+    fields: set[tuple[str, str, str]] = field(default_factory=set)
+    datasets: dict[tuple[str, str], uuid.UUID] = field(default_factory=dict)
+    reports: dict[bytes, list[tuple[str, str, str, str, msgspec.Raw]]] = field(default_factory=dict)
     visited: int = 0
     truncated: bool = False
 
@@ -272,6 +295,40 @@ class _Pair:
     job_count: int
     reports: list[tuple[str, str, bytes]] = field(default_factory=list)
     partial: bool = False  # a report's jobs were more than the level read
+
+
+_report_pairs = msgspec.json.Decoder(list[tuple[str, str, str, str, msgspec.Raw]])
+
+
+def _level_pairs(
+    reports: list[Any], direction: str, asked: dict[int, set[str]] | None, walk: Walk
+) -> list[Any]:
+    """A level's report rows (LEVEL) as a row per pair and report that touches a field
+    asked (`asked`: by the name's ordinal; None: every field of the names): the six names,
+    the pair's transformations, then the report's columns. Each report's pairs are decoded
+    once per walk (`walk.reports`)."""
+    for r in reports:
+        if r[13] is not None:  # (the first row of the report)
+            try:
+                walk.reports[bytes(r[12])] = _report_pairs.decode(r[13])
+            except msgspec.DecodeError:  # (never written so; left out rather than a 500)
+                walk.reports[bytes(r[12])] = []
+    found = []
+    for r in reports:
+        pairs = walk.reports.get(bytes(r[12]), [])
+        fields = None if asked is None else asked.get(r[0], set())
+        rest = (r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12])
+        out_ns, out_name = r[3], r[4]
+        if direction == "up":
+            for p in pairs:
+                if fields is None or p[0] in fields:
+                    found.append((out_ns, out_name, *p[:4], bytes(p[4]).decode(), *rest))
+        else:
+            k_ns, k_name = r[1], r[2]
+            for p in pairs:
+                if p[1] == k_ns and p[2] == k_name and (fields is None or p[3] in fields):
+                    found.append((out_ns, out_name, *p[:4], bytes(p[4]).decode(), *rest))
+    return found
 
 
 def _pairs(found: list[Any]) -> dict[EdgeKey, _Pair]:
@@ -323,24 +380,26 @@ async def _count_jobs(
         several[i].job_count = count
 
 
-async def _walk(
+async def walk_fields(
     conn: AsyncConnection[Any],
-    start: uuid.UUID,
+    starts: Sequence[tuple[uuid.UUID, str | None]],
     direction: str,
     depth: int,
-    start_field: str | None,
     as_of: dt.datetime,
-    walk: _Walk,
+    walk: Walk,
     window: tuple[str, dt.datetime | None] = ("latest", None),
     access: Access = EVERYTHING,
 ) -> None:
-    """Adds the edges within `depth` of dataset `start` (of its field `start_field`, else
-    of every field) in `direction` to `walk`, as of `as_of` by the rule and window of
-    `window` (asof.window). Restricted by `access`, an edge counts only when both names it
-    was reported under are readable: the walk never passes through a hidden dataset, and
-    no edge names a hidden name (`reported_as`)."""
-    frontier: list[tuple[uuid.UUID, str | None]] = [(start, start_field)]
-    seen: set[tuple[uuid.UUID, str]] = set()
+    """Adds the edges within `depth` of `starts` (dataset, field: None for every field of
+    the dataset, then the only start) in `direction` to `walk`, as of `as_of` by the rule
+    and window of `window` (asof.window). Restricted by `access`, an edge counts only when
+    both names it was reported under are readable: the walk never passes through a hidden
+    dataset, and no edge names a hidden name (`reported_as`). The walk keeps at most
+    `walk.max_fields` fields at the far ends of its edges (`truncated` past them)."""
+    frontier = list(starts)
+    start_datasets = {d for d, _ in starts}
+    every_field = any(f is None for _, f in starts)
+    seen: set[tuple[uuid.UUID, str]] = {(d, f) for d, f in starts if f is not None}
     names: dict[uuid.UUID, list[tuple[str, str]]] = {}  # a dataset's names with edges
     for level in range(1, depth + 1):
         unknown = list({d for d, _ in frontier if d not in names})
@@ -355,20 +414,25 @@ async def _walk(
         ordinal = {name: i for i, name in enumerate(lookups, 1)}
         fields = [(ordinal[n], f) for d, f in frontier if f is not None for n in names[d]]
         cap = limits.VISIT_LIMIT - walk.visited
-        found = await rows(
+        reports = await rows(
             conn,
-            LEVELS[(direction, level == 1 and start_field is None, window[0])],
+            LEVELS[(direction, window[0])],
             {
                 "namespaces": [k[0] for k in lookups],
                 "names": [k[1] for k in lookups],
-                "field_of": [f[0] for f in fields],
-                "fields": [f[1] for f in fields],
                 "cap": cap + 1,
+                "known": list(walk.reports),
                 "as_of": as_of,
                 "since": window[1],
             },
         )
-        if len(found) > cap:
+        asked: dict[int, set[str]] | None = None  # (None: every field)
+        if not (level == 1 and every_field):
+            asked = {}
+            for i, f in fields:
+                asked.setdefault(i, set()).add(f)
+        found = _level_pairs(reports, direction, asked, walk)
+        if len(found) > cap or len(reports) > cap:
             walk.truncated = True
             found = found[:cap]
         if access.restricted:
@@ -377,28 +441,34 @@ async def _walk(
         await _count_jobs(conn, pairs, as_of, window)
         walk.visited += len(pairs)
         far_names = {(k[3], k[4]) if direction == "up" else (k[0], k[1]) for k in pairs}
-        datasets = {
+        unseen = [n for n in far_names if n not in walk.datasets]
+        walk.datasets |= {
             (ns, name): d
             for ns, name, d in await rows(
                 conn,
                 DATASETS_OF,
-                {"namespaces": [n[0] for n in far_names], "names": [n[1] for n in far_names]},
+                {"namespaces": [n[0] for n in unseen], "names": [n[1] for n in unseen]},
             )
         }
         next_frontier: dict[tuple[uuid.UUID, str], None] = {}
         for key, pair in pairs.items():
             transformations, job = pair.transformations, pair.job
-            if key not in walk.edges:  # (found before: at a lesser depth, or the other way)
-                if len(walk.edges) >= limits.EDGE_LIMIT:
-                    walk.truncated = True
-                    continue
-                jobs = pair.jobs[: limits.EDGE_JOBS]
-                walk.edges[key] = _Edge(level, transformations, job, jobs, pair.job_count)
             far_name, far_field = (
                 ((key[3], key[4]), key[5]) if direction == "up" else ((key[0], key[1]), key[2])
             )
-            far = datasets.get(far_name)
-            if far is None or far == start or (far, far_field) in seen:
+            if key not in walk.edges:  # (found before: at a lesser depth, or the other way)
+                far_key = (*far_name, far_field)
+                new_field = far_key not in walk.fields
+                if len(walk.edges) >= limits.EDGE_LIMIT or (
+                    new_field and len(walk.fields) >= walk.max_fields
+                ):
+                    walk.truncated = True
+                    continue
+                walk.fields.add(far_key)
+                jobs = pair.jobs[: limits.EDGE_JOBS]
+                walk.edges[key] = _Edge(level, transformations, job, jobs, pair.job_count)
+            far = walk.datasets.get(far_name)
+            if far is None or far in start_datasets or (far, far_field) in seen:
                 continue
             seen.add((far, far_field))
             next_frontier[(far, far_field)] = None
@@ -411,61 +481,82 @@ async def _walk(
 async def get_column_lineage(request: Request) -> Response:
     path: DatasetPath = COLUMN_OP.parse_path(request)
     query: ColumnLineageQuery = COLUMN_OP.parse_query(request)
-    walk = _Walk()
-    display = DISPLAY_NOW if query.as_of is None else DISPLAY_AS_OF
+    walk = Walk(max_fields=query.max_nodes)
     moment = asof.NOW if query.as_of is None else query.as_of  # (now: as of now)
     window = asof.window(query.view, query.since)
     access = await access_of(request)
-    readable = access.sql_params() if access.restricted else {}
-    if access.restricted:
-        display = DISPLAY_RESTRICTED
     async with connection(request) as conn:
-        found = await rows(
-            conn,
-            DATASET_REF_RESTRICTED if access.restricted else DATASET_REF.format(**display),
-            {"id": path.dataset_id, "as_of": query.as_of} | readable,
-        )
-        if not found:  # (restricted: a dataset without a readable name is hidden)
-            raise not_found("dataset", path.dataset_id)
-        dataset = found[0]
-        asof.check_seen("dataset", path.dataset_id, dataset[3], query.as_of)
+        dataset = await dataset_ref(conn, path.dataset_id, query.as_of, access)
         for direction in _DIRS[query.direction]:
-            await _walk(
+            await walk_fields(
                 conn,
-                dataset[0],
+                [(dataset.id, query.field)],
                 direction,
                 query.depth,
-                query.field,
                 moment,
                 walk,
                 window,
                 access,
             )
-        names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
-        refs = {
-            (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])
-            for r in await rows(
-                conn,
-                NAME_REFS.format(**display),
-                {
-                    "namespaces": [n[0] for n in names],
-                    "names": [n[1] for n in names],
-                    "as_of": query.as_of,
-                }
-                | readable,
-            )
-        }
-        job_ids = {e.job for e in walk.edges.values() if e.job} | {
-            j for e in walk.edges.values() for j in e.jobs
-        }
-        jobs = {
-            r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2])
-            for r in await rows(
-                conn,
-                JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
-                {"ids": list(job_ids)} | readable,
-            )
-        }
+        edges = await column_edges(conn, walk, query.as_of, access)
+    return json_response(
+        request, models.ColumnLineage(dataset=dataset, edges=edges, truncated=walk.truncated)
+    )
+
+
+def _display(as_of: dt.datetime | None, access: Access) -> dict[str, str]:
+    """How the answer names datasets: now, as of a moment, or among readable names."""
+    if access.restricted:
+        return DISPLAY_RESTRICTED
+    return DISPLAY_NOW if as_of is None else DISPLAY_AS_OF
+
+
+async def dataset_ref(
+    conn: AsyncConnection[Any], dataset_id: uuid.UUID, as_of: dt.datetime | None, access: Access
+) -> models.DatasetRef:
+    """The dataset a walk starts at, under its display name (the dataset it was merged
+    into); 404 when unknown or hidden, `not-yet` when first seen after `as_of`."""
+    readable = access.sql_params() if access.restricted else {}
+    found = await rows(
+        conn,
+        DATASET_REF_RESTRICTED
+        if access.restricted
+        else DATASET_REF.format(**_display(as_of, access)),
+        {"id": dataset_id, "as_of": as_of} | readable,
+    )
+    if not found:  # (restricted: a dataset without a readable name is hidden)
+        raise not_found("dataset", dataset_id)
+    asof.check_seen("dataset", dataset_id, found[0][3], as_of)
+    return models.DatasetRef(id=found[0][0], namespace=found[0][1], name=found[0][2])
+
+
+async def column_edges(
+    conn: AsyncConnection[Any], walk: Walk, as_of: dt.datetime | None, access: Access
+) -> list[models.ColumnEdge]:
+    """The walk's edges as the answer shows them, nearest first: each name under its
+    dataset's display name, its jobs named (restricted: the visible ones)."""
+    readable = access.sql_params() if access.restricted else {}
+    names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
+    refs = {
+        (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])
+        for r in await rows(
+            conn,
+            NAME_REFS.format(**_display(as_of, access)),
+            {"namespaces": [n[0] for n in names], "names": [n[1] for n in names], "as_of": as_of}
+            | readable,
+        )
+    }
+    job_ids = {e.job for e in walk.edges.values() if e.job} | {
+        j for e in walk.edges.values() for j in e.jobs
+    }
+    jobs = {
+        r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2])
+        for r in await rows(
+            conn,
+            JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
+            {"ids": list(job_ids)} | readable,
+        )
+    }
     edges = []
     for key, e in sorted(walk.edges.items(), key=lambda item: (item[1].depth, item[0])):
         job_count = e.job_count
@@ -484,14 +575,7 @@ async def get_column_lineage(request: Request) -> Response:
                 depth=e.depth,
             )
         )
-    return json_response(
-        request,
-        models.ColumnLineage(
-            dataset=models.DatasetRef(id=dataset[0], namespace=dataset[1], name=dataset[2]),
-            edges=edges,
-            truncated=walk.truncated,
-        ),
-    )
+    return edges
 
 
 def _column(

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import Access, access_of
-from metastore.api import asof, dataset_nodes, lineage, models, visibility
+from metastore.api import asof, dataset_nodes, examples, field_impact, lineage, models, visibility
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -73,9 +73,13 @@ class ImpactQuery(msgspec.Struct, frozen=True):
     node: Annotated[
         str,
         Meta(
-            pattern=f"^(run|job|dataset):{UUID}$",
-            description="Where the failure or change is: `run:<runId>`, `job:<id>` or "
-            "`dataset:<id>`.",
+            pattern=f"^(run|job|dataset):{UUID}$|{field_impact.NODE_PATTERN}",
+            description="Where the failure or change is: `run:<runId>`, `job:<id>`, "
+            "`dataset:<id>`, or one or more fields: `field:<dataset id>:<field>`, several "
+            "joined by commas (`field:<id>:amount,field:<id>:currency`; a comma is part of "
+            f"a field's name unless `field:<uuid>:` follows it), at most "
+            f"{field_impact.MAX_FIELDS}.",
+            examples=[f"field:{examples.RUN_ID}:amount"],
         ),
     ]
     depth: lineage.JobHops = DEFAULT_DEPTH
@@ -117,6 +121,8 @@ _run_ref = msgspec.json.Decoder(models.RunRef)
 @resource.add(OP)
 async def get_impact(request: Request) -> Response:
     query: ImpactQuery = OP.parse_query(request)
+    if query.node.startswith("field:"):
+        return await _field_impact(request, query)
     kind, start = lineage.parse_node(query.node, "`run:<uuid>`, `job:<uuid>` or `dataset:<uuid>`")
     run = None
     outputs: list[uuid.UUID] | None = None
@@ -165,6 +171,35 @@ async def get_impact(request: Request) -> Response:
                 (models.DatasetRef(d, x.namespace or "", x.name or ""), x.freshness)
                 for d, x in sorted(details.items())
             ]
+    return _answer(request, query, run, fresh, graph)
+
+
+async def _field_impact(request: Request, query: ImpactQuery) -> Response:
+    """The impact of a change to fields: their dependent fields and datasets."""
+    access = await access_of(request)
+    async with connection(request) as conn:
+        found = await field_impact.walk(
+            conn,
+            field_impact.parse(query.node),
+            query.depth,
+            query.max_nodes,
+            query.as_of,
+            asof.window(query.view, query.since),
+            access,
+        )
+    fresh = [(models.DatasetRef(n.id, n.namespace, n.name), n.freshness) for n in found.start]
+    graph = models.LineageGraph(nodes=list(found.nodes), edges=[], truncated=found.truncated)
+    return _answer(request, query, None, fresh, graph, found.columns)
+
+
+def _answer(
+    request: Request,
+    query: ImpactQuery,
+    run: models.RunRef | None,
+    fresh: list[tuple[models.DatasetRef, models.DatasetFreshness]],
+    graph: models.LineageGraph,
+    columns: list[models.ColumnEdge] | None = None,
+) -> Response:
     return json_response(
         request,
         models.Impact(
@@ -174,6 +209,7 @@ async def get_impact(request: Request) -> Response:
             nodes=graph.nodes,
             edges=graph.edges,
             truncated=graph.truncated,
+            columns=columns or [],
         ),
     )
 

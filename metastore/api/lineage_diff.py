@@ -20,8 +20,10 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.access import access_of
-from metastore.api import asof, dataset_nodes, lineage, models, visibility
+from metastore import schema_compat
+from metastore.access import Access, access_of
+from metastore.api import asof, column_lineage, dataset_nodes, lineage, models, visibility
+from metastore.api.breaking_models import BreakingChange, DependentField
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -120,7 +122,17 @@ OP = Operation(
     "the nodes and edges added and removed (an edge names the run that holds it, "
     "`last_run`), and for each dataset in either graph whose "
     "schema version at `from` and at `to` differ, the fields added, removed and changed in "
-    "type (a failed or aborted run's schema is no version: it changes nothing). `from` is "
+    "type (a failed or aborted run's schema is no version: it changes nothing), and the "
+    "changes that can break a reader (`breaking`), each with the fields downstream it "
+    "reaches by column lineage as of `to` (within `depth` field hops; the walk of "
+    "`/impact?node=field:...`). Breaking: a field removed; narrowed (a widening reversed); "
+    "its type changed to one that does not hold the old one's values (`string` -> `int`, "
+    "`int` -> `string`); `nullable` true (or absent) become false. Not breaking: a field "
+    "added; widened, types compared engine-neutrally (`long` is `bigint`): tinyint < "
+    "smallint < integer < bigint, an integer to a decimal with as many integer digits, up "
+    "to integer to `double` (smallint to `real`), `real` to `double`, `decimal(p,s)` to one "
+    "with no fewer integer digits and decimals, `date` to `timestamp`, `char` to `string`, "
+    "an array's or map value's element widened; a type unknown on one side. `from` is "
     "usually the earlier moment; the same moment twice is no change. A node "
     "first seen after `from` makes the graph at `from` empty; first seen after `to`, 404 "
     "of type `not-yet`. " + models.WRITE_RULE + lineage.HIDDEN_NODES,
@@ -128,32 +140,96 @@ OP = Operation(
 resource = Resource()
 
 
-def _fields(fields: Any, prefix: str = "") -> Iterator[tuple[str, str | None]]:
-    """(path, type) of each field of a `schema` facet, nested ones as `parent.child`."""
+def _fields(fields: Any, prefix: str = "") -> Iterator[tuple[str, str | None, bool | None]]:
+    """(path, type, nullable) of each field of a `schema` facet, nested ones as
+    `parent.child` (nullable: the `nullable` key some producers add, else None)."""
     for field in fields if isinstance(fields, list) else ():
         if not isinstance(field, dict) or not isinstance(field.get("name"), str):
             continue
         path = prefix + field["name"]
-        kind = field.get("type")
-        yield path, kind if isinstance(kind, str) else None
+        kind, nullable = field.get("type"), field.get("nullable")
+        yield (
+            path,
+            kind if isinstance(kind, str) else None,
+            nullable if isinstance(nullable, bool) else None,
+        )
         yield from _fields(field.get("fields"), path + ".")
 
 
 def schema_change(r: Any) -> models.SchemaChange:
-    before = dict(_fields(msgspec.json.decode(r[4])))
-    after = dict(_fields(msgspec.json.decode(r[6])))
+    """The change between two versions' fields, each breaking change marked (its `reaches`
+    left empty: `reach` fills them)."""
+    before = {p: (t, n) for p, t, n in _fields(msgspec.json.decode(r[4]))}
+    after = {p: (t, n) for p, t, n in _fields(msgspec.json.decode(r[6]))}
+    breaking = [
+        BreakingChange(field=p, change="removed", from_type=t, to_type=None, reaches=[],
+                       reaches_truncated=False)
+        for p, (t, _) in before.items()
+        if p not in after
+    ]  # fmt: skip
+    changed = []
+    for p, (t, nullable) in after.items():
+        if p not in before:
+            continue
+        old_type, old_nullable = before[p]
+        how = schema_compat.type_change(old_type, t)
+        if not same_type(old_type, t):
+            changed.append(models.TypeChange(p, old_type, t, breaking=how is not None))
+        if how is None and schema_compat.made_required(old_nullable, nullable):
+            how = "made_required"
+        if how is not None:
+            breaking.append(BreakingChange(p, how, old_type, t, [], False))  # type: ignore[arg-type]
     return models.SchemaChange(
         dataset=models.DatasetRef(id=r[0], namespace=r[1], name=r[2]),
         from_version=r[3],
         to_version=r[5],
-        added=[models.FieldType(name=n, type=t) for n, t in after.items() if n not in before],
-        removed=[models.FieldType(name=n, type=t) for n, t in before.items() if n not in after],
-        type_changed=[
-            models.TypeChange(name=n, from_type=before[n], to_type=t)
-            for n, t in after.items()
-            if n in before and not same_type(before[n], t)
+        added=[models.FieldType(name=n, type=t) for n, (t, _) in after.items() if n not in before],
+        removed=[
+            models.FieldType(name=n, type=t) for n, (t, _) in before.items() if n not in after
         ],
+        type_changed=changed,
+        breaking=breaking,
     )
+
+
+async def reach(
+    conn: AsyncConnection[Any],
+    change: models.SchemaChange,
+    depth: int,
+    moment: dt.datetime,
+    window: tuple[str, dt.datetime | None],
+    access: Access,
+) -> None:
+    """Fills each breaking change's `reaches`: one column walk downstream from all of the
+    dataset's breaking fields (as `/impact?node=field:...` walks), then each field's share
+    of it traced in memory."""
+    if not change.breaking:
+        return
+    start = change.dataset.id
+    walk = column_lineage.Walk()
+    starts = [(start, b.field) for b in change.breaking]
+    await column_lineage.walk_fields(conn, starts, "down", depth, moment, walk, window, access)
+    edges = await column_lineage.column_edges(conn, walk, moment, access)
+    below: dict[tuple[Any, str], list[models.ColumnRef]] = {}
+    for e in edges:
+        source = e.from_.dataset.id if e.from_.dataset else (e.from_.namespace, e.from_.name)
+        below.setdefault((source, e.from_.field), []).append(e.to)
+    for b in change.breaking:
+        found: dict[tuple[Any, str], DependentField] = {}
+        frontier: list[tuple[Any, str]] = [(start, b.field)]
+        for hops in range(1, depth + 1):
+            reached = []
+            for node in frontier:
+                for to in below.get(node, ()):
+                    key = (to.dataset.id if to.dataset else (to.namespace, to.name), to.field)
+                    if key in found or key == (start, b.field):
+                        continue
+                    dataset_id = to.dataset.id if to.dataset else None
+                    found[key] = DependentField(dataset_id, to.namespace, to.name, to.field, hops)
+                    reached.append(key)
+            frontier = reached
+        b.reaches = list(found.values())
+        b.reaches_truncated = walk.truncated
 
 
 def _edge_rows(walk: lineage.Walk) -> set[tuple[str, Any, Any]]:
@@ -218,6 +294,9 @@ async def get_lineage_diff(request: Request) -> Response:
             {"datasets": sorted(datasets), "from": query.from_, "as_of": to}
             | (access.sql_params() if access.restricted else {}),
         )
+        schema_changes = [schema_change(r) for r in changes]
+        for change in schema_changes:
+            await reach(conn, change, query.depth, to, window, access)
     graph_before, graph_after = lineage.graph_of(before, removed), lineage.graph_of(after, added)
     edges_before = {_edge(e): e for e in graph_before.edges}
     edges_after = {_edge(e): e for e in graph_after.edges}
@@ -230,7 +309,7 @@ async def get_lineage_diff(request: Request) -> Response:
             nodes_removed=graph_before.nodes,
             edges_added=[e for k, e in edges_after.items() if k not in edges_before],
             edges_removed=[e for k, e in edges_before.items() if k not in edges_after],
-            schema_changes=[schema_change(r) for r in changes],
+            schema_changes=schema_changes,
             truncated=graph_before.truncated or graph_after.truncated,
         ),
     )

@@ -18,6 +18,7 @@ import msgspec
 from msgspec import Meta
 
 from metastore.api import limits
+from metastore.api.breaking_models import BreakingChange
 
 REF = "#/components/schemas/{name}"
 
@@ -1211,6 +1212,18 @@ class Impact(Struct):
     truncated: Annotated[
         bool, Meta(description="True when the node limit cut the graph short of `depth`.")
     ]
+    columns: Annotated[
+        list[ColumnEdge],
+        Meta(
+            description="From fields (`node=field:...`): every field edge downstream of "
+            "them within `depth` field hops, nearest first (`depth` counts hops from a field "
+            "asked; `to` is a dependent field; `max_nodes` bounds the dependent fields kept, "
+            "nearest first, `truncated` then). `nodes` are then the datasets of the fields "
+            "asked (depth 0) and every dataset holding a dependent field (at the depth of its "
+            "nearest), with owners and freshness, `beyond` zero; `edges` is empty. Empty for "
+            "other nodes."
+        ),
+    ] = []
 
 
 class FieldType(Struct):
@@ -1224,6 +1237,14 @@ class TypeChange(Struct):
     name: Annotated[str, Meta(description="The field's path (nested fields as `parent.child`).")]
     from_type: Annotated[str | None, Meta(description="Its type at `from`.")]
     to_type: Annotated[str | None, Meta(description="Its type at `to`.")]
+    breaking: Annotated[
+        bool,
+        Meta(
+            description="True when the new type does not hold every value of the old one "
+            "(narrowed or changed; see `breaking` of the schema change); false for a "
+            "widening (`int` -> `bigint`) or a type unknown on one side."
+        ),
+    ] = False
 
 
 class SchemaChange(Struct):
@@ -1235,6 +1256,14 @@ class SchemaChange(Struct):
     added: Annotated[list[FieldType], Meta(description="Fields at `to`, not at `from`.")]
     removed: Annotated[list[FieldType], Meta(description="Fields at `from`, not at `to`.")]
     type_changed: Annotated[list[TypeChange], Meta(description="Fields whose type changed.")]
+    breaking: Annotated[
+        list[BreakingChange],
+        Meta(
+            description="The changes that can break a reader (a field removed, narrowed, its "
+            "type changed incompatibly, made required), each with the downstream fields it "
+            "reaches; widened and added fields are not in it."
+        ),
+    ] = []
 
 
 class LineageDiff(Struct):
