@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,8 +20,9 @@ from projections.common import dataset_id
 from projections.replay import rebuild
 from projections.runner import catch_up
 from projections.schema import PROJECTIONS, REPLAY_LOCK
+from tests.apiserver import get
 from tests.logdata import append, dump_readmodel
-from tests.support import conformance_events, running
+from tests.support import conformance_events, projector_at_start, running
 
 Conn = psycopg.Connection[Any]
 
@@ -141,18 +139,7 @@ def test_a_bad_map_file_is_an_error_naming_its_line(
 def test_a_bad_map_file_stops_the_projector_at_start_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "catalogs.yaml"
     path.write_text(MAP.replace("    catalog: lakehouse\n", "    catalog: [lakehouse]\n"))
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "metastore", "projector"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **clean,
-            "METASTORE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
-            "METASTORE_CATALOGS_FILE": str(path),
-        },
-    )
+    done = projector_at_start({"METASTORE_CATALOGS_FILE": str(path)})
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert lines == [
@@ -445,12 +432,6 @@ def seed_api(
             httpx.Client(base_url=api.base_url + "/api/v1", timeout=10) as client,
         ):
             yield client
-
-
-def get(api: httpx.Client, path: str, **params: Any) -> Any:
-    response = api.get(path, params=params)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
