@@ -99,26 +99,25 @@ def test_the_map_is_read_with_globs_and_thrift_uris_as_hive_namespaces(tmp_path:
     assert the_map(tmp_path, "catalogs: []\n").fingerprint == ""
 
 
+# Two entries, the second with a misspelt key; two entries for one catalog of one engine.
+MISSPELT = (
+    "catalogs:\n  - engine: t\n    catalog: c\n    metastore: hive://m:9083\n"
+    "  - engine: t\n    catalgo: c\n    metastore: hive://m:9083\n"
+)
+REPEATED = (
+    "catalogs:\n  - {engine: t, catalog: c, metastore: m}\n"
+    "  - {engine: t, catalog: c, metastore: n}\n"
+)
 BAD_FILES = [
     ("catalogs:\n  - engine: [\n", 3, "not valid YAML"),
     ("- engine: x\n", 1, "expected a mapping with a `catalogs` list"),
     ("catalog:\n  - engine: x\n", 1, "unknown key 'catalog'"),
     ("catalogs:\n  engine: x\n", 2, "catalogs: expected a list"),
-    (
-        "catalogs:\n  - engine: t\n    catalog: c\n    metastore: hive://m:9083\n"
-        "  - engine: t\n    catalgo: c\n    metastore: hive://m:9083\n",
-        6,
-        "catalogs[1]: unknown key 'catalgo'",
-    ),
+    (MISSPELT, 6, "catalogs[1]: unknown key 'catalgo'"),
     ("catalogs:\n  - engine: t\n    catalog: c\n", 2, "catalogs[0]: metastore missing"),
     ("catalogs:\n  - engine: t\n    catalog: 7\n    metastore: m\n", 3, "catalogs[0].catalog"),
     ("catalogs:\n  - engine: t\n    catalog: a.b\n    metastore: m\n", 2, "has no '.'"),
-    (
-        "catalogs:\n  - {engine: t, catalog: c, metastore: m}\n"
-        "  - {engine: t, catalog: c, metastore: n}\n",
-        3,
-        "repeat the entry of line 2",
-    ),
+    (REPEATED, 3, "repeat the entry of line 2"),
     ("catalogs:\n  - engine: ''\n    catalog: c\n    metastore: m\n", 2, "non-empty string"),
 ]
 
