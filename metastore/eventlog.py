@@ -243,17 +243,19 @@ async def catch_up_order_async(conn: psycopg.AsyncConnection[Any]) -> int:
     return _caught_up(row)
 
 
-# ORDER BY names the table's columns: a bare `tx` would mean the output column
-# `tx::text::bigint`, which no index has, and every read would sort the whole log.
-READ_AFTER = f"""
-SELECT tx::text::bigint, seq, {{times}}, kind, event_type, run_id,
-       job_namespace, job_name, {{event}}
-FROM event_log
+# The committed events past a cursor, in log order (`{filters}`: more conditions). ORDER BY
+# names the table's columns: a bare `tx` would mean the output column `tx::text::bigint`,
+# which no index has, and every read would sort the whole log.
+_PAST_CURSOR = f"""FROM event_log
 WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
   AND tx < {HORIZON}
   {{filters}}
 ORDER BY event_log.tx, event_log.seq
-LIMIT %(limit)s
+"""
+READ_AFTER = f"""
+SELECT tx::text::bigint, seq, {{times}}, kind, event_type, run_id,
+       job_namespace, job_name, {{event}}
+{_PAST_CURSOR}LIMIT %(limit)s
 """
 
 
@@ -266,23 +268,25 @@ class Filters(msgspec.Struct, frozen=True):
     since: dt.datetime | None = None
 
 
+# Each filter's condition on its column, its value the parameter `f_<filter>`.
+_FILTER_CONDITIONS = {
+    "namespace": "job_namespace =",
+    "job": "job_name =",
+    "run_id": "run_id =",
+    "since": "event_time >=",
+}
+
+
 def _filter_sql(filters: Filters | None) -> tuple[str, dict[str, Any]]:
     if filters is None:
         return "", {}
     clauses: list[str] = []
     params: dict[str, Any] = {}
-    if filters.namespace is not None:
-        clauses.append("AND job_namespace = %(f_namespace)s")
-        params["f_namespace"] = filters.namespace
-    if filters.job is not None:
-        clauses.append("AND job_name = %(f_job)s")
-        params["f_job"] = filters.job
-    if filters.run_id is not None:
-        clauses.append("AND run_id = %(f_run_id)s")
-        params["f_run_id"] = filters.run_id
-    if filters.since is not None:
-        clauses.append("AND event_time >= %(f_since)s")
-        params["f_since"] = filters.since
+    for name, condition in _FILTER_CONDITIONS.items():
+        value = getattr(filters, name)
+        if value is not None:
+            clauses.append(f"AND {condition} %(f_{name})s")
+            params[f"f_{name}"] = value
     return "\n  ".join(clauses), params
 
 
@@ -415,12 +419,7 @@ async def read_events_after_async(
 # stored value can fail the read.
 READ_SIZES_AFTER = f"""
 SELECT tx::text::bigint, seq, size_bytes
-FROM event_log
-WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < {HORIZON}
-  {{filters}}
-ORDER BY event_log.tx, event_log.seq
-LIMIT %(limit)s
+{_PAST_CURSOR}LIMIT %(limit)s
 """
 READ_TEXTS_AFTER = """
 SELECT tx::text::bigint, seq, event::text
@@ -514,12 +513,7 @@ async def watermark_async(conn: psycopg.AsyncConnection[Any]) -> Position:
 # events would end, known before any of them is sent (the export stream announces it).
 NTH_AFTER = f"""
 SELECT tx::text::bigint, seq
-FROM event_log
-WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-  AND tx < {HORIZON}
-  {{filters}}
-ORDER BY event_log.tx, event_log.seq
-OFFSET %(offset)s LIMIT 1
+{_PAST_CURSOR}OFFSET %(offset)s LIMIT 1
 """
 
 

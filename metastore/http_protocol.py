@@ -33,11 +33,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import msgspec
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from metastore.problems import Problem, problem_response, type_uri
+from metastore.problems import problem_body, problem_response
 
 log = logging.getLogger("metastore.access")
 
@@ -60,16 +59,7 @@ LINGER_S = 2.0
 
 def closing_answer(status: int, reason: str, detail: str) -> bytes:
     """A whole problem+json answer that closes the connection, written by the protocol."""
-    problem = Problem(
-        type=type_uri(status),
-        title=reason,
-        status=status,
-        detail=detail,
-        instance=None,
-        pointer=None,
-        invalid_params=None,
-    )
-    body = msgspec.json.encode(problem)
+    body = problem_body(status, detail, title=reason)
     return (
         b"HTTP/1.1 %d %b\r\n"
         b"content-type: application/problem+json\r\n"

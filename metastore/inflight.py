@@ -15,20 +15,20 @@ giving back need no lock (measured: under 0.1 µs a request).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from metastore.problems import ProblemError
 
 # Bytes in flight drain as fast as requests commit (a maximal batch in about a second).
 RETRY_AFTER_S = "1"
 
 
+@dataclass(slots=True, eq=False)
 class InflightBudget:
     """Bytes of request bodies held by this process's requests, against a limit."""
 
-    __slots__ = ("held", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.held = 0
+    limit: int
+    held: int = 0
 
     def take(self, size: int) -> None:
         """Holds `size` more bytes, or raises the 503 ProblemError when they do not fit."""
@@ -46,14 +46,12 @@ class InflightBudget:
         self.held -= size
 
 
+@dataclass(slots=True, eq=False)
 class Claim:
     """What one request holds of the budget; it grows with the body, and is given back once."""
 
-    __slots__ = ("budget", "size")
-
-    def __init__(self, budget: InflightBudget) -> None:
-        self.budget = budget
-        self.size = 0
+    budget: InflightBudget
+    size: int = 0
 
     def cover(self, size: int) -> None:
         """Holds `size` bytes in all (more than before, or nothing changes)."""

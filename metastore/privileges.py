@@ -227,28 +227,33 @@ def _let_api_read_models(
         statement = (
             f"ALTER DEFAULT PRIVILEGES FOR ROLE {q(owner)} GRANT SELECT ON TABLES TO {q(api_role)}"
         )
-        if not acts_as(conn, owner):
-            raise MissingPrivilege(
-                f"role {q(api_role)} (the API's) could not read the tables role {q(owner)} (the "
-                f"projector's) creates; as a superuser, connected to database {q(database)}, "
-                f"run: {statement};"
-            )
-        conn.execute(statement)
-        ran.append(statement)
+        refusal = (
+            f"role {q(api_role)} (the API's) could not read the tables role {q(owner)} (the "
+            f"projector's) creates; as a superuser, connected to database {q(database)}, "
+            f"run: {statement};"
+        )
+        ran.append(_run_as(conn, owner, statement, refusal))
     unreadable = [
         row[0] for row in conn.execute(UNREADABLE_READ_MODELS, {**reads, "schema": READMODEL})
     ]
     if unreadable:
         statement = f"GRANT SELECT ON ALL TABLES IN SCHEMA {READMODEL} TO {q(api_role)}"
-        if not acts_as(conn, owner):
-            raise MissingPrivilege(
-                f"role {q(api_role)} (the API's) may not read {len(unreadable)} read-model "
-                f"table(s) of role {q(owner)} (first {READMODEL}.{unreadable[0]}); as "
-                f"{q(owner)} or a superuser run: {statement};"
-            )
-        conn.execute(statement)
-        ran.append(statement)
+        refusal = (
+            f"role {q(api_role)} (the API's) may not read {len(unreadable)} read-model "
+            f"table(s) of role {q(owner)} (first {READMODEL}.{unreadable[0]}); as "
+            f"{q(owner)} or a superuser run: {statement};"
+        )
+        ran.append(_run_as(conn, owner, statement, refusal))
     return ran
+
+
+def _run_as(conn: psycopg.Connection[Any], owner: str, statement: str, refusal: str) -> str:
+    """Runs `statement`, which only `owner` (or a superuser) may; without being it, stops
+    with `refusal`, which says what to run instead."""
+    if not acts_as(conn, owner):
+        raise MissingPrivilege(refusal)
+    conn.execute(statement)
+    return statement
 
 
 def acts_as(conn: psycopg.Connection[Any], role: str) -> bool:

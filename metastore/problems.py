@@ -137,6 +137,30 @@ class ProblemError(Exception):
         self.headers = dict(headers or {})
 
 
+def problem_body(
+    status: int,
+    detail: str | None,
+    *,
+    title: str | None = None,
+    kind: str | None = None,
+    instance: str | None = None,
+    pointer: str | None = None,
+    invalid_params: list[InvalidParam] | None = None,
+) -> bytes:
+    """The encoded problem document; `title` defaults to the status's own."""
+    return msgspec.json.encode(
+        Problem(
+            type=type_uri(status, kind),
+            title=TITLES.get(status, "Error") if title is None else title,
+            status=status,
+            detail=detail,
+            instance=instance,
+            pointer=pointer,
+            invalid_params=invalid_params,
+        )
+    )
+
+
 def problem_response(
     status: int,
     detail: str | None = None,
@@ -149,17 +173,16 @@ def problem_response(
 ) -> Response:
     if invalid_params is None and pointer is not None:
         invalid_params = [InvalidParam(name=pointer, reason=detail or "")]
-    body = Problem(
-        type=type_uri(status, kind),
-        title=TITLES.get(status, "Error"),
-        status=status,
-        detail=detail,
+    body = problem_body(
+        status,
+        detail,
+        kind=kind,
         instance=instance,
         pointer=pointer,
         invalid_params=invalid_params,
     )
     return Response(
-        msgspec.json.encode(body),
+        body,
         status_code=status,
         media_type=PROBLEM_JSON,
         headers=dict(headers or {}),

@@ -84,3 +84,22 @@ def policy_clients(
         finally:
             for client in made.values():
                 client.close()
+
+
+@contextmanager
+def scenario_client(
+    pg_server: Any, template_db: str, log_dir: Path, timeout: float = 30
+) -> Iterator[httpx.Client]:
+    """A client of the read API (/api/v1) over the folded scenario events."""
+    with (
+        scenario_api(pg_server, template_db, log_dir) as (url, _),
+        httpx.Client(base_url=url + "/api/v1", timeout=timeout) as client,
+    ):
+        yield client
+
+
+def get(api: httpx.Client, path: str, **params: Any) -> Any:
+    """The JSON of a 200 answer to GET `path` (anything else fails the test)."""
+    response = api.get(path, params=params)
+    assert response.status_code == 200, response.text
+    return response.json()

@@ -22,7 +22,7 @@ from pytest_postgresql.janitor import DatabaseJanitor
 
 from metastore.embedded_pg import EmbeddedPostgres
 from metastore.migrations import apply_migrations
-from tests.support import ReadmeInstall
+from tests.support import Process, ReadmeInstall, running
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT.parent / "shared" / "conformance"
@@ -116,6 +116,20 @@ def database_url(pg_server: Server, template_db: str) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def module_database(pg_server: Server, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database the tests of one module share."""
+    with pg_server.database("m", template_db) as url:
+        yield url
+
+
+@pytest.fixture
+def api(database_url: str, tmp_path: Path) -> Iterator[Process]:
+    """`metastore api` on this test's database, no tokens (a module may define its own)."""
+    with running("api", database_url, tmp_path) as process:
+        yield process
+
+
 @pytest.fixture
 def conn(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(database_url, autocommit=True) as connection:
@@ -133,7 +147,5 @@ def empty_database_url(pg_server: Server) -> Iterator[str]:
 def readme_install(pg_server: Server) -> Iterator[ReadmeInstall]:
     """The README's roles and database ("Install on Kubernetes"), dropped after the test."""
     setup = ReadmeInstall(pg_server)
-    try:
-        yield setup
-    finally:
-        setup.drop()
+    yield setup
+    setup.drop()  # pytest runs this however the test ended

@@ -9,9 +9,9 @@ from typing import Any
 
 
 class JsonHandler(BaseHTTPRequestHandler):
-    def send_json(self, body: Any) -> None:
+    def send_json(self, body: Any, code: int = 200) -> None:
         data = json.dumps(body).encode()
-        self.send_response(200)
+        self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -77,13 +77,18 @@ class Evaluator:
         self.at += 1
         return text
 
-    def or_expr(self) -> Vector:
-        left = self.compare()
-        while self.peek() == "or":
+    def left_assoc(
+        self, op: str, operand: Callable[[], Vector], apply: Callable[[Vector, Vector], Vector]
+    ) -> Vector:
+        """`operand (op operand)*`, folded from the left."""
+        left = operand()
+        while self.peek() == op:
             self.take()
-            right = self.compare()
-            left = {**right, **left}
+            left = apply(left, operand())
         return left
+
+    def or_expr(self) -> Vector:
+        return self.left_assoc("or", self.compare, lambda left, right: {**right, **left})
 
     def compare(self) -> Vector:
         vector = self.divide()
@@ -94,12 +99,11 @@ class Evaluator:
         return vector
 
     def divide(self) -> Vector:
-        left = self.unary()
-        while self.peek() == "/":
-            self.take()
-            right = self.unary()
-            left = {k: v / right[k] for k, v in left.items() if right.get(k)}
-        return left
+        return self.left_assoc(
+            "/",
+            self.unary,
+            lambda left, right: {k: v / right[k] for k, v in left.items() if right.get(k)},
+        )
 
     def unary(self) -> Vector:
         word = self.peek()

@@ -12,15 +12,18 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import psycopg
+import pytest
 from psycopg import sql
 
 from metastore.embedded_pg import free_port
+from projections.runner import catch_up
+from tests.logdata import append
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT.parent / "shared" / "conformance"
@@ -52,6 +55,23 @@ def all_scenario_events() -> list[dict[str, Any]]:
     for scenario in sorted(p.name for p in (CONFORMANCE / "scenarios").iterdir()):
         events += conformance_events(f"scenarios/{scenario}")
     return events
+
+
+@contextmanager
+def folded_scenarios(pg_server: Any, template_db: str, prefix: str) -> Iterator[str]:
+    """A new database holding every conformance scenario, folded; its URL."""
+    with pg_server.database(prefix, template_db) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            append(conn, all_scenario_events())
+        catch_up(url)
+        yield url
+
+
+def skip_or_fail_in_ci(message: str) -> NoReturn:
+    """What a test needs is missing: skipped on a developer's machine, failed when CI is set."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 class Process:
@@ -144,23 +164,73 @@ def running(command: str, database_url: str, log_dir: Path, **kwargs: Any) -> It
 
 
 @contextmanager
+def serving(
+    pg_server: Any,
+    template_db: str,
+    log_dir: Path,
+    prefix: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    projector: bool = True,
+    path: str = "",
+    catalogs: str | None = None,
+) -> Iterator[tuple[str, Process, httpx.Client]]:
+    """A fresh migrated database with `metastore api` (and `metastore projector`, unless
+    not wanted) on it, no tokens unless `env` says, the catalog map `catalogs` if given,
+    and a client of the API below `path`: (database URL, api, client)."""
+    env = {"METASTORE_AUTH": "disabled", **(env or {})}
+    if catalogs is not None:
+        env |= catalogs_env(log_dir, catalogs)
+    with ExitStack() as stack:
+        url = stack.enter_context(pg_server.database(prefix, template_db))
+        api = stack.enter_context(running("api", url, log_dir, env=env))
+        if projector:
+            stack.enter_context(running("projector", url, log_dir, env=env))
+        client = stack.enter_context(httpx.Client(base_url=api.base_url + path, timeout=30))
+        yield url, api, client
+
+
+@contextmanager
 def open_service(
     pg_server: Any,
     template_db: str,
     log_dir: Path,
     prefix: str,
     env: Mapping[str, str] | None = None,
+    catalogs: str | None = None,
 ) -> Iterator[tuple[Process, httpx.Client]]:
-    """A fresh migrated database with `metastore api` and `metastore projector` on it (no
-    tokens, and `env`), and a client of the API."""
-    env = {"METASTORE_AUTH": "disabled", **(env or {})}
-    with (
-        pg_server.database(prefix, template_db) as url,
-        running("api", url, log_dir, env=env) as api,
-        running("projector", url, log_dir, env=env),
-        httpx.Client(base_url=api.base_url, timeout=30) as client,
+    """`serving` with its projector: the api and a client of it."""
+    with serving(pg_server, template_db, log_dir, prefix, env, catalogs=catalogs) as (
+        _,
+        api,
+        client,
     ):
         yield api, client
+
+
+def catalogs_env(folder: Path, text: str) -> dict[str, str]:
+    """The environment that points the projector at a catalog map of `text`, written to
+    `folder`/catalogs.yaml."""
+    path = folder / "catalogs.yaml"
+    path.write_text(text)
+    return {"METASTORE_CATALOGS_FILE": str(path)}
+
+
+def projector_at_start(
+    env: Mapping[str, str], unset: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`metastore projector` with `env` on a database nobody answers at, and none of this
+    process's METASTORE_ variables (nor those starting with `unset`): what it says and how
+    it exits before it would connect."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", *unset))}
+    return subprocess.run(
+        [sys.executable, "-m", "metastore", "projector"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean, "METASTORE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", **env},
+        check=False,
+    )
 
 
 class Api:
@@ -227,7 +297,8 @@ DBT_RUN = "0191a430-55a1-7d3e-8c21-6a9e0b4f7d13"
 RUN_EVENT = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 
 
-def _facet(producer: str, schema: str, **body: Any) -> dict[str, Any]:
+def facet(producer: str, schema: str, **body: Any) -> dict[str, Any]:
+    """A facet as producers write it: who wrote it, its schema under the facets' spec, its body."""
     return {
         "_producer": producer,
         "_schemaURL": f"https://openlineage.io/spec/facets/{schema}",
@@ -237,7 +308,7 @@ def _facet(producer: str, schema: str, **body: Any) -> dict[str, Any]:
 
 def schema_facet(producer: str, fields: list[tuple[str, str]]) -> dict[str, Any]:
     """A `schema` dataset facet of (name, type) fields."""
-    return _facet(
+    return facet(
         producer,
         "1-1-1/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
         fields=[{"name": n, "type": t} for n, t in fields],
@@ -246,7 +317,7 @@ def schema_facet(producer: str, fields: list[tuple[str, str]]) -> dict[str, Any]
 
 def ownership_facet(producer: str, owner: str) -> dict[str, Any]:
     """An `ownership` dataset facet naming one maintainer."""
-    return _facet(
+    return facet(
         producer,
         "1-0-1/OwnershipDatasetFacet.json#/$defs/OwnershipDatasetFacet",
         owners=[{"name": owner, "type": "MAINTAINER"}],
@@ -302,7 +373,7 @@ def failed_trino_events() -> list[dict[str, Any]]:
     dbt = ("dbt://prod", "analytics.revenue_by_region")
     failed = ("prod-lineage", "20260903_101500_00051_cm7qz")
     attempted = {**summary, "facets": {"schema": schema_facet(TRINO_PRODUCER, SUMMARY_V2)}}
-    error = _facet(
+    error = facet(
         TRINO_PRODUCER,
         "1-0-1/ErrorMessageRunFacet.json#/$defs/ErrorMessageRunFacet",
         message="Query exceeded per-node memory limit of 8GB",

@@ -24,8 +24,10 @@ SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spar
 TRINO = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/trino"
 SALES_JOB = ("spark-sales", "orders_etl.execute_insert_into_hadoop_fs_relation_command")
 FINANCE_JOB = ("trino-finance", "20260902_101500_00042_ab3kd")
-SALES_RUN = "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9a01"
-FINANCE_RUN = "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9a02"
+SALES_RUN, FINANCE_RUN = (
+    "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9a01",
+    "0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9a02",
+)
 QUERY = "SELECT region, sum(amount) FROM lakehouse.sales.orders_daily GROUP BY region"
 PLAN = "InsertIntoHadoopFsRelationCommand s3a://sales/orders_daily, Filter (secret_col > 1)"
 

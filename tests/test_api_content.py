@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from projections.runner import catch_up
-from tests.apiserver import scenario_api
+from tests.apiserver import get, scenario_api, scenario_client
 from tests.support import all_scenario_events, conformance_events, running
 
 SPARK = ("s3a://warehouse", "sales.db/orders_daily")
@@ -36,17 +36,8 @@ BQ_TASK_RUNS = {
 def api(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[httpx.Client]:
-    with (
-        scenario_api(pg_server, template_db, tmp_path_factory.mktemp("api")) as (url, _),
-        httpx.Client(base_url=url + "/api/v1", timeout=10) as client,
-    ):
+    with scenario_client(pg_server, template_db, tmp_path_factory.mktemp("api"), 10) as client:
         yield client
-
-
-def get(api: httpx.Client, path: str, **params: Any) -> Any:
-    response = api.get(path, params=params)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def lookup(api: httpx.Client, name: tuple[str, str]) -> dict[str, Any]:

@@ -152,10 +152,13 @@ def job(client: Counting, name: tuple[str, str]) -> dict[str, Any]:
     return next(j for j in items if j["name"] == name[1])  # type: ignore[no-any-return]
 
 
-def every(client: Counting, path: str, **params: Any) -> list[dict[str, Any]]:
+def every(client: Counting, path: str, page_size: int = 500, **params: Any) -> list[dict[str, Any]]:
+    """Every item of a list, page by page."""
     items, cursor = [], None
     while True:
-        page = client.get_json(path, limit=500, **params, **({"cursor": cursor} if cursor else {}))
+        page = client.get_json(
+            path, limit=page_size, **params, **({"cursor": cursor} if cursor else {})
+        )
         items += page["items"]
         cursor = page["next_cursor"]
         if cursor is None:
@@ -485,20 +488,10 @@ def test_sorts(helper: Counting) -> None:
     ]
     assert started == sorted(started, reverse=True)
     # Page by page, a sorted list is the same list.
-    paged = every_small(helper, "/jobs", sort="failed_first")
+    paged = every(helper, "/jobs", page_size=3, sort="failed_first")
     assert [j["id"] for j in paged] == [
         j["id"] for j in helper.get_json("/jobs", sort="failed_first", limit=500)["items"]
     ]
-
-
-def every_small(client: Counting, path: str, **params: Any) -> list[dict[str, Any]]:
-    items, cursor = [], None
-    while True:
-        page = client.get_json(path, limit=3, **params, **({"cursor": cursor} if cursor else {}))
-        items += page["items"]
-        cursor = page["next_cursor"]
-        if cursor is None:
-            return items
 
 
 def test_a_cursor_is_bound_to_its_filters_and_sort(helper: Counting) -> None:
@@ -539,13 +532,13 @@ def test_job_inputs_and_outputs_come_with_their_counts(helper: Counting) -> None
 def test_the_whole_list_behind_the_capped_inputs_and_outputs(helper: Counting) -> None:
     etl = helper.get_json(f"/jobs/{job(helper, ORDERS_ETL)['id']}")
     for direction in ("input", "output"):
-        listed = every_small(helper, f"/jobs/{etl['id']}/datasets", direction=direction)
+        listed = every(helper, f"/jobs/{etl['id']}/datasets", page_size=3, direction=direction)
         assert listed == etl[f"{direction}s"]
-        of_run = every_small(helper, f"/runs/{ETL_RUN}/datasets", direction=direction)
+        of_run = every(helper, f"/runs/{ETL_RUN}/datasets", page_size=3, direction=direction)
         assert of_run == listed
     airflow = every(helper, "/jobs", namespace="airflow")
     outputs = {
-        j["name"]: every_small(helper, f"/jobs/{j['id']}/datasets", direction="output")
+        j["name"]: every(helper, f"/jobs/{j['id']}/datasets", page_size=3, direction="output")
         for j in airflow
     }
     assert sum(len(o) for o in outputs.values()) >= 3

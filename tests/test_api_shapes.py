@@ -14,7 +14,7 @@ import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from tests.apiserver import scenario_api
+from tests.apiserver import get, scenario_client
 
 COMPOSE_RUN = "01936898-5bd1-7511-9abf-a140907e6cb3"  # Airflow gcs_hook.compose_task: 5 runs
 
@@ -23,18 +23,8 @@ COMPOSE_RUN = "01936898-5bd1-7511-9abf-a140907e6cb3"  # Airflow gcs_hook.compose
 def api(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[httpx.Client]:
-    folder = tmp_path_factory.mktemp("shapes")
-    with (
-        scenario_api(pg_server, template_db, folder) as (url, _),
-        httpx.Client(base_url=url + "/api/v1", timeout=30) as client,
-    ):
+    with scenario_client(pg_server, template_db, tmp_path_factory.mktemp("shapes")) as client:
         yield client
-
-
-def get(api: httpx.Client, path: str, **params: Any) -> Any:
-    response = api.get(path, params=params)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def at(text: str) -> dt.datetime:

@@ -88,6 +88,18 @@ def dataset_event(n: int, namespace: str) -> dict[str, Any]:
     }
 
 
+def ingest(
+    api: Process, n: int, job_namespace: str, *outputs: str, by: str = SPARK
+) -> httpx.Response:
+    """One run event posted to the ingest path with `by`'s token."""
+    return httpx.post(
+        api.base_url + "/ingest/openlineage",
+        json=event(n, job_namespace, *outputs),
+        headers=token(by),
+        timeout=30,
+    )
+
+
 def logged_run_ids(api: Process) -> list[str]:
     answer = httpx.get(api.base_url + FEED, headers=token("root"), timeout=30)
     assert answer.status_code == 200, answer.text
@@ -193,12 +205,7 @@ def test_one_decision_per_request_and_cached(
 
         # Decided within the last 30 s: OPA is not asked again, even when it is down.
         opa.stop()
-        again = httpx.post(
-            api.base_url + "/ingest/openlineage",
-            json=event(11, SPARK, WAREHOUSE),
-            headers=token(SPARK),
-            timeout=30,
-        )
+        again = ingest(api, 11, SPARK, WAREHOUSE)
         assert again.status_code == 200, again.text
         assert not opa.asked
         assert metric(api, 'metastore_authz_cache_lookups_total{result="hit"}') >= 2
@@ -230,12 +237,7 @@ def test_opa_slow_or_down_is_a_503_and_nothing_is_stored(
     env = policy_env(tmp_path, METASTORE_OPA_URL=opa.url, METASTORE_OPA_TIMEOUT="0.3")
     with running("api", database_url, tmp_path, env=env) as api:
         opa.delay = 1.0
-        slow = httpx.post(
-            api.base_url + "/ingest/openlineage",
-            json=event(1, SPARK, WAREHOUSE),
-            headers=token(SPARK),
-            timeout=30,
-        )
+        slow = ingest(api, 1, SPARK, WAREHOUSE)
         assert slow.status_code == 503, slow.text
         assert slow.json()["type"].endswith("/authorization-unavailable")
         assert "0.3 s" in slow.json()["detail"]
@@ -245,12 +247,7 @@ def test_opa_slow_or_down_is_a_503_and_nothing_is_stored(
         assert metric(api, 'metastore_authz_opa_failures_total{reason="timeout"}') == 2
 
         opa.stop()
-        down = httpx.post(
-            api.base_url + "/ingest/openlineage",
-            json=event(2, SPARK, WAREHOUSE),
-            headers=token(SPARK),
-            timeout=30,
-        )
+        down = ingest(api, 2, SPARK, WAREHOUSE)
         assert down.status_code == 503, down.text
         assert down.json()["type"].endswith("/authorization-unavailable")
         assert metric(api, 'metastore_authz_opa_failures_total{reason="error"}') == 1
@@ -258,12 +255,7 @@ def test_opa_slow_or_down_is_a_503_and_nothing_is_stored(
         # Once OPA answers again, the emitter's retry is stored, and only it.
         opa.delay = 0
         opa.start()
-        retried = httpx.post(
-            api.base_url + "/ingest/openlineage",
-            json=event(1, SPARK, WAREHOUSE),
-            headers=token(SPARK),
-            timeout=30,
-        )
+        retried = ingest(api, 1, SPARK, WAREHOUSE)
         assert retried.status_code == 200, retried.text
         assert logged_run_ids(api) == [str(uuid.UUID(int=2))]
 
@@ -272,12 +264,7 @@ def test_opa_answering_undefined_denies(database_url: str, tmp_path: Path, opa: 
     # A package OPA has no rules in: every decision is undefined, so nothing is allowed.
     env = policy_env(tmp_path, METASTORE_OPA_URL=opa.url, METASTORE_OPA_PACKAGE="not.there")
     with running("api", database_url, tmp_path, env=env) as api:
-        refused = httpx.post(
-            api.base_url + "/ingest/openlineage",
-            json=event(1, SPARK, WAREHOUSE),
-            headers=token(SPARK),
-            timeout=30,
-        )
+        refused = ingest(api, 1, SPARK, WAREHOUSE)
         assert refused.status_code == 403, refused.text
         assert httpx.get(api.base_url + FEED, headers=token("root"), timeout=30).status_code == 403
         assert metric(api, 'metastore_authz_opa_failures_total{reason="undefined"}') == 2
@@ -288,17 +275,7 @@ def test_groups_from_the_user_info_fetcher(database_url: str, tmp_path: Path) ->
     with opa_server(POLICY, userinfo={SPARK: ["/trino"]}) as opa:
         env = policy_env(tmp_path, METASTORE_OPA_URL=opa.url)
         with running("api", database_url, tmp_path, env=env) as api:
-            answer = httpx.post(
-                api.base_url + "/ingest/openlineage",
-                json=event(1, TRINO),
-                headers=token(SPARK),
-                timeout=30,
-            )
+            answer = ingest(api, 1, TRINO)
             assert answer.status_code == 200, answer.text
-            other = httpx.post(
-                api.base_url + "/ingest/openlineage",
-                json=event(2, "elsewhere"),
-                headers=token(SPARK),
-                timeout=30,
-            )
+            other = ingest(api, 2, "elsewhere")
             assert other.status_code == 403, other.text

@@ -20,7 +20,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import BRIEF_CATALOGS, TRINO, open_service, run_event, wait_until_folded
+from tests.support import (
+    BRIEF_CATALOGS,
+    TRINO,
+    catalogs_env,
+    open_service,
+    run_event,
+    wait_until_folded,
+)
 
 PRODUCER = "https://github.com/stackabletech/metastore/tests/authz"
 WAREHOUSE, HIVE, MARKETING = "s3a://warehouse", "hive://hive-metastore:9083", "s3a://marketing"
@@ -69,33 +76,31 @@ def _column_lineage(fields: dict[str, tuple[str, str, str]]) -> dict[str, Any]:
     )
 
 
+def _dataset(namespace: str, name: str, **facets: Any) -> dict[str, Any]:
+    return {"namespace": namespace, "name": name, "facets": facets}
+
+
 def _events() -> list[dict[str, Any]]:
     raw = {"namespace": WAREHOUSE, "name": "raw.db/orders"}
-    daily = {
-        "namespace": WAREHOUSE,
-        "name": "sales.db/orders_daily",
-        "facets": {
-            "symlinks": _facet(
-                "1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
-                identifiers=[{"namespace": HIVE, "name": "sales.orders_daily", "type": "TABLE"}],
-            ),
-            "columnLineage": _column_lineage({"amount": (WAREHOUSE, "raw.db/orders", "amount")}),
-        },
-    }
+    daily = _dataset(
+        WAREHOUSE,
+        "sales.db/orders_daily",
+        symlinks=_facet(
+            "1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
+            identifiers=[{"namespace": HIVE, "name": "sales.orders_daily", "type": "TABLE"}],
+        ),
+        columnLineage=_column_lineage({"amount": (WAREHOUSE, "raw.db/orders", "amount")}),
+    )
     spark_facets = {
         "spark_properties": _facet("spark", properties={"spark.app.name": "orders_etl"}),
         "spark.logicalPlan": _facet("spark", plan=[{"class": "InsertIntoHadoopFsRelation"}]),
     }
     trino_daily = {"namespace": TRINO, "name": "lakehouse.sales.orders_daily"}
-    revenue = {
-        "namespace": TRINO,
-        "name": "iceberg.finance.revenue",
-        "facets": {
-            "columnLineage": _column_lineage(
-                {"total": (TRINO, "lakehouse.sales.orders_daily", "amount")}
-            )
-        },
-    }
+    revenue = _dataset(
+        TRINO,
+        "iceberg.finance.revenue",
+        columnLineage=_column_lineage({"total": (TRINO, "lakehouse.sales.orders_daily", "amount")}),
+    )
     campaigns = {"namespace": MARKETING, "name": "campaigns"}
     spark, trino = ("spark-sales", "orders_etl"), ("trino-finance", "revenue_query")
     airflow = ("airflow-marketing", "campaigns.build")
@@ -136,7 +141,6 @@ def users(
 ) -> Iterator[dict[str, httpx.Client]]:
     """A client per principal of the running service, after the three teams' events."""
     log_dir = tmp_path_factory.mktemp("authz-graphs")
-    (log_dir / "catalogs.yaml").write_text(BRIEF_CATALOGS)
     (log_dir / "policy.json").write_text(json.dumps(POLICY))
     tokens = [
         {"name": name, "scopes": ["ingest", "read", "export"], "token": f"t-{name}", "groups": g}
@@ -144,7 +148,7 @@ def users(
     ]
     (log_dir / "tokens.json").write_text(json.dumps(tokens))
     env = {
-        "METASTORE_CATALOGS_FILE": str(log_dir / "catalogs.yaml"),
+        **catalogs_env(log_dir, BRIEF_CATALOGS),
         "METASTORE_POLICY_FILE": str(log_dir / "policy.json"),
         "METASTORE_TOKENS_FILE": str(log_dir / "tokens.json"),
     }

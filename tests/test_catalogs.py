@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,8 +20,9 @@ from projections.common import dataset_id
 from projections.replay import rebuild
 from projections.runner import catch_up
 from projections.schema import PROJECTIONS, REPLAY_LOCK
+from tests.apiserver import get
 from tests.logdata import append, dump_readmodel
-from tests.support import conformance_events, running
+from tests.support import conformance_events, projector_at_start, running
 
 Conn = psycopg.Connection[Any]
 
@@ -101,26 +99,25 @@ def test_the_map_is_read_with_globs_and_thrift_uris_as_hive_namespaces(tmp_path:
     assert the_map(tmp_path, "catalogs: []\n").fingerprint == ""
 
 
+# Two entries, the second with a misspelt key; two entries for one catalog of one engine.
+MISSPELT = (
+    "catalogs:\n  - engine: t\n    catalog: c\n    metastore: hive://m:9083\n"
+    "  - engine: t\n    catalgo: c\n    metastore: hive://m:9083\n"
+)
+REPEATED = (
+    "catalogs:\n  - {engine: t, catalog: c, metastore: m}\n"
+    "  - {engine: t, catalog: c, metastore: n}\n"
+)
 BAD_FILES = [
     ("catalogs:\n  - engine: [\n", 3, "not valid YAML"),
     ("- engine: x\n", 1, "expected a mapping with a `catalogs` list"),
     ("catalog:\n  - engine: x\n", 1, "unknown key 'catalog'"),
     ("catalogs:\n  engine: x\n", 2, "catalogs: expected a list"),
-    (
-        "catalogs:\n  - engine: t\n    catalog: c\n    metastore: hive://m:9083\n"
-        "  - engine: t\n    catalgo: c\n    metastore: hive://m:9083\n",
-        6,
-        "catalogs[1]: unknown key 'catalgo'",
-    ),
+    (MISSPELT, 6, "catalogs[1]: unknown key 'catalgo'"),
     ("catalogs:\n  - engine: t\n    catalog: c\n", 2, "catalogs[0]: metastore missing"),
     ("catalogs:\n  - engine: t\n    catalog: 7\n    metastore: m\n", 3, "catalogs[0].catalog"),
     ("catalogs:\n  - engine: t\n    catalog: a.b\n    metastore: m\n", 2, "has no '.'"),
-    (
-        "catalogs:\n  - {engine: t, catalog: c, metastore: m}\n"
-        "  - {engine: t, catalog: c, metastore: n}\n",
-        3,
-        "repeat the entry of line 2",
-    ),
+    (REPEATED, 3, "repeat the entry of line 2"),
     ("catalogs:\n  - engine: ''\n    catalog: c\n    metastore: m\n", 2, "non-empty string"),
 ]
 
@@ -141,18 +138,7 @@ def test_a_bad_map_file_is_an_error_naming_its_line(
 def test_a_bad_map_file_stops_the_projector_at_start_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "catalogs.yaml"
     path.write_text(MAP.replace("    catalog: lakehouse\n", "    catalog: [lakehouse]\n"))
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "metastore", "projector"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **clean,
-            "METASTORE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
-            "METASTORE_CATALOGS_FILE": str(path),
-        },
-    )
+    done = projector_at_start({"METASTORE_CATALOGS_FILE": str(path)})
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert lines == [
@@ -445,12 +431,6 @@ def seed_api(
             httpx.Client(base_url=api.base_url + "/api/v1", timeout=10) as client,
         ):
             yield client
-
-
-def get(api: httpx.Client, path: str, **params: Any) -> Any:
-    response = api.get(path, params=params)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(

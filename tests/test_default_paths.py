@@ -15,10 +15,9 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 
-from tests.conftest import Server
+from tests.emitter import openlineage_client
 from tests.support import Process, running, wait_until_folded
 
 MARQUEZ = Path(__file__).resolve().parent / "fixtures" / "marquez"
@@ -45,13 +44,7 @@ def run_event(**changes: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def database(pg_server: Server, template_db: str) -> Iterator[str]:
-    with pg_server.database("paths", template_db) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def api(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+def api(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     env = {
         "METASTORE_AUTH": "enabled",
         "METASTORE_INGEST_TOKENS": INGEST,
@@ -59,7 +52,10 @@ def api(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pro
         "METASTORE_EXPORT_TOKENS": EXPORT,
     }
     log_dir = tmp_path_factory.mktemp("paths")
-    with running("api", database, log_dir, env=env) as api, running("projector", database, log_dir):
+    with (
+        running("api", module_database, log_dir, env=env) as api,
+        running("projector", module_database, log_dir),
+    ):
         yield api
 
 
@@ -69,8 +65,8 @@ def client(api: Process) -> Iterator[httpx.Client]:
         yield http
 
 
-def stored(database: str, document: Any) -> int:
-    with psycopg.connect(database) as conn:
+def stored(url: str, document: Any) -> int:
+    with psycopg.connect(url) as conn:
         row = conn.execute(
             "SELECT count(*) FROM event_log WHERE event::jsonb = %s::jsonb", (json.dumps(document),)
         ).fetchone()
@@ -85,7 +81,7 @@ def read(client: httpx.Client, path: str, **params: Any) -> Any:
 
 
 def test_marquez_fixtures_without_schema_url_are_stored_and_folded(
-    client: httpx.Client, database: str
+    client: httpx.Client, module_database: str
 ) -> None:
     documents = [json.loads(p.read_bytes()) for p in (*APPLES, *OTHERS)]
     assert documents and not any("schemaURL" in d for d in documents)
@@ -96,7 +92,7 @@ def test_marquez_fixtures_without_schema_url_are_stored_and_folded(
     answer = client.post("/api/v1/lineage/batch", content=batch, headers=bearer(INGEST))
     assert answer.json()["summary"]["successful"] == len(OTHERS), answer.text
     for document in documents:
-        assert stored(database, document) == 1, document["run"]["runId"]
+        assert stored(module_database, document) == 1, document["run"]["runId"]
     wait_until_folded(client, bearer(READ))
 
     jobs = read(client, "/jobs", namespace="grandmas.kitchen")["items"]
@@ -133,12 +129,12 @@ def test_marquez_fixtures_without_schema_url_are_stored_and_folded(
     assert listener["latest_run"]["state"] == "COMPLETE"
 
 
-def test_the_default_path_is_the_same_ingest(client: httpx.Client, database: str) -> None:
+def test_the_default_path_is_the_same_ingest(client: httpx.Client, module_database: str) -> None:
     event = run_event()
     for path in ("/api/v1/lineage", "/ingest/openlineage"):  # a retry at the other path
         answer = client.post(path, json=event, headers=bearer(INGEST))
         assert answer.json() == {"status": "success"}, answer.text
-    assert stored(database, event) == 1
+    assert stored(module_database, event) == 1
     for path in ("/api/v1/lineage", "/api/v1/lineage/batch"):
         refused = client.post(path, content=b"{", headers=bearer(INGEST))
         assert refused.status_code == 400
@@ -157,81 +153,65 @@ def test_get_on_the_default_path_is_still_the_read_api(client: httpx.Client) -> 
     assert "job" in answer.json()["detail"]
 
 
-def test_the_python_client_at_its_defaults_delivers(api: Process, database: str) -> None:
+def client_event(state: RunState, run_id: str, job: str) -> RunEvent:
+    return RunEvent(
+        eventType=state,
+        eventTime="2024-05-01T10:00:00Z",
+        run=Run(runId=run_id),
+        job=Job(namespace="python-client", name=job),
+        producer="https://example.com/metastore-tests",
+    )
+
+
+def logged(url: str, run_id: str) -> int:
+    """How many events of the run the log holds."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM event_log WHERE run_id = %s", (run_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_python_client_at_its_defaults_delivers(api: Process, module_database: str) -> None:
     """openlineage-python with nothing but the URL and the API key: it posts to
     api/v1/lineage."""
-    client = OpenLineageClient(
-        config={
-            "transport": {
-                "type": "http",
-                "url": api.base_url,
-                "auth": {"type": "api_key", "apiKey": INGEST},
-            }
-        }
-    )
+    client = openlineage_client(api.base_url, INGEST)
     run_id = str(uuid.uuid4())
-    client.emit(
-        RunEvent(
-            eventType=RunState.COMPLETE,
-            eventTime="2024-05-01T10:00:00Z",
-            run=Run(runId=run_id),
-            job=Job(namespace="python-client", name="defaults"),
-            producer="https://example.com/metastore-tests",
-        )
-    )
-    with psycopg.connect(database) as conn:
-        row = conn.execute("SELECT count(*) FROM event_log WHERE run_id = %s", (run_id,)).fetchone()
-    assert row == (1,)
+    client.emit(client_event(RunState.COMPLETE, run_id, "defaults"))
+    assert logged(module_database, run_id) == 1
     assert "path=/api/v1/lineage status=200" in api.output()
 
 
-def test_the_async_client_with_gzip_at_its_defaults_delivers(api: Process, database: str) -> None:
-    client = OpenLineageClient(
-        config={
-            "transport": {
-                "type": "async_http",
-                "url": api.base_url,
-                "compression": "gzip",
-                "auth": {"type": "api_key", "apiKey": INGEST},
-            }
-        }
-    )
+def test_the_async_client_with_gzip_at_its_defaults_delivers(
+    api: Process, module_database: str
+) -> None:
+    client = openlineage_client(api.base_url, INGEST, "async_http", compression="gzip")
     run_id = str(uuid.uuid4())
     for state in (RunState.START, RunState.COMPLETE):
-        client.emit(
-            RunEvent(
-                eventType=state,
-                eventTime="2024-05-01T10:00:00Z",
-                run=Run(runId=run_id),
-                job=Job(namespace="python-client", name="async-defaults"),
-                producer="https://example.com/metastore-tests",
-            )
-        )
+        client.emit(client_event(state, run_id, "async-defaults"))
     transport = client.transport
     assert transport.wait_for_completion(30)
     stats = transport.get_stats()  # type: ignore[attr-defined]
     transport.close(10)
     assert (stats["failed"], stats["success"]) == (0, 2), stats
-    with psycopg.connect(database) as conn:
-        row = conn.execute("SELECT count(*) FROM event_log WHERE run_id = %s", (run_id,)).fetchone()
-    assert row == (2,)
+    assert logged(module_database, run_id) == 2
+
+
+# (method, token, status, paths)
+WRONG_WAYS: list[tuple[str, str | None, int, list[str]]] = [
+    ("POST", None, 404, ["/lineage", "/api/lineage", "/v1/lineage", "/", "/openlineage"]),
+    ("POST", INGEST, 404, ["/ingest/openlineage/events", "/ingest"]),
+    ("POST", READ, 405, ["/api/v1/jobs", "/api/v1/lineage/runs"]),
+    ("POST", READ, 404, ["/api/v1/namespaces/x/jobs/y/runs"]),
+    ("GET", INGEST, 405, ["/ingest/openlineage", "/ingest/openlineage/batch"]),
+]
 
 
 @pytest.mark.parametrize(
     ("method", "path", "token", "status"),
     [
-        ("POST", "/lineage", None, 404),
-        ("POST", "/api/lineage", None, 404),
-        ("POST", "/v1/lineage", None, 404),
-        ("POST", "/", None, 404),
-        ("POST", "/openlineage", None, 404),
-        ("POST", "/ingest/openlineage/events", INGEST, 404),
-        ("POST", "/ingest", INGEST, 404),
-        ("POST", "/api/v1/jobs", READ, 405),
-        ("POST", "/api/v1/lineage/runs", READ, 405),
-        ("POST", "/api/v1/namespaces/x/jobs/y/runs", READ, 404),
-        ("GET", "/ingest/openlineage", INGEST, 405),
-        ("GET", "/ingest/openlineage/batch", INGEST, 405),
+        (method, path, token, status)
+        for method, token, status, paths in WRONG_WAYS
+        for path in paths
     ],
 )
 def test_a_wrong_path_answers_with_the_way_in(
@@ -257,7 +237,12 @@ def test_a_wrong_path_answers_with_the_way_in(
     ],
 )
 def test_a_token_of_another_scope_is_told_where_it_belongs(
-    client: httpx.Client, database: str, method: str, path: str, token: str, token_is_for: str
+    client: httpx.Client,
+    module_database: str,
+    method: str,
+    path: str,
+    token: str,
+    token_is_for: str,
 ) -> None:
     event = run_event()
     body = event if method == "POST" else None
@@ -267,4 +252,4 @@ def test_a_token_of_another_scope_is_told_where_it_belongs(
     assert token_is_for in detail, detail
     assert f"{method} {path} needs a token of scope" in detail, detail
     assert 'error="insufficient_scope"' in answer.headers["www-authenticate"]
-    assert stored(database, event) == 0
+    assert stored(module_database, event) == 0

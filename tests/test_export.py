@@ -9,7 +9,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,12 +96,6 @@ def read_all(base_url: str, cursor: str = "", limit: int = 100, **params: str) -
         if not body["events"]:
             return events
         cursor = body["next_cursor"]
-
-
-@pytest.fixture
-def api(database_url: str, tmp_path: Path) -> Iterator[Process]:
-    with running("api", database_url, tmp_path) as process:
-        yield process
 
 
 def test_pages_return_the_events_as_stored_in_log_order_with_a_cursor_to_go_on(

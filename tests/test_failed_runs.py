@@ -410,10 +410,10 @@ def brief(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Api]:
     log_dir = tmp_path_factory.mktemp("brief-failed")
-    catalogs = Path(log_dir) / "catalogs.yaml"
-    catalogs.write_text(BRIEF_CATALOGS)
-    env = {"METASTORE_CATALOGS_FILE": str(catalogs)}
-    with open_service(pg_server, template_db, log_dir, "brief", env) as (_, client):
+    with open_service(pg_server, template_db, log_dir, "brief", catalogs=BRIEF_CATALOGS) as (
+        _,
+        client,
+    ):
         api = Api(client, NS, DS_NS)
         api.post(failed_trino_events())
         yield api

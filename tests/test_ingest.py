@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import os
 import socket
 import tempfile
 import time
@@ -20,7 +19,6 @@ import pytest
 
 from metastore.embedded_pg import EmbeddedPostgres
 from metastore.migrations import apply_migrations
-from tests.conftest import Server
 from tests.support import CONFORMANCE, Process, conformance_files, running, start_process
 
 MAX_BYTES = 2 * 1024 * 1024  # the server's METASTORE_MAX_EVENT_BYTES in this module
@@ -41,17 +39,6 @@ def run_event(**changes: Any) -> dict[str, Any]:
     }
     event.update(changes)
     return event
-
-
-@pytest.fixture(scope="module")
-def module_database(pg_server: Server, template_db: str) -> Iterator[str]:
-    name = f"ingest_{os.getpid()}"
-    janitor = pg_server.janitor(name, template_dbname=template_db)
-    janitor.init()
-    try:
-        yield pg_server.url(name)
-    finally:
-        janitor.drop()
 
 
 @pytest.fixture(scope="module")

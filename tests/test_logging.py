@@ -22,22 +22,24 @@ REQUESTS = [
 ]
 
 
-def _make_requests(base_url: str) -> None:
-    for method, path, status in REQUESTS:
-        headers = {"Authorization": "Bearer export-token"} if path.startswith("/export") else {}
-        assert httpx.request(method, base_url + path, headers=headers).status_code == status
+def _log_of_requests(database_url: str, tmp_path: Path, log_format: str) -> str:
+    """What the api, logging in `log_format`, printed while it answered REQUESTS."""
+    env = {"METASTORE_LOG_FORMAT": log_format, "METASTORE_EXPORT_TOKENS": "export-token"}
+    api = start_process("api", database_url, tmp_path, env=env)
+    try:
+        for method, path, status in REQUESTS:
+            headers = {"Authorization": "Bearer export-token"} if path.startswith("/export") else {}
+            assert httpx.request(method, api.base_url + path, headers=headers).status_code == status
+    finally:
+        api.stop()
+    return api.output()
 
 
 def test_json_logs_are_one_object_a_line_with_every_request(
     database_url: str, tmp_path: Path
 ) -> None:
-    env = {"METASTORE_LOG_FORMAT": "json", "METASTORE_EXPORT_TOKENS": "export-token"}
-    api = start_process("api", database_url, tmp_path, env=env)
-    try:
-        _make_requests(api.base_url)
-    finally:
-        api.stop()
-    lines = [json.loads(line) for line in api.output().splitlines() if line.strip()]
+    output = _log_of_requests(database_url, tmp_path, "json")
+    lines = [json.loads(line) for line in output.splitlines() if line.strip()]
     assert all({"time", "level", "logger", "message"} <= set(doc) for doc in lines)
     requests = [doc for doc in lines if doc["logger"] == "metastore.access"]
     seen = {(doc["method"], doc["path"], doc["status"]) for doc in requests}
@@ -49,13 +51,7 @@ def test_json_logs_are_one_object_a_line_with_every_request(
 
 
 def test_text_logs_are_readable_lines_with_every_request(database_url: str, tmp_path: Path) -> None:
-    env = {"METASTORE_LOG_FORMAT": "text", "METASTORE_EXPORT_TOKENS": "export-token"}
-    api = start_process("api", database_url, tmp_path, env=env)
-    try:
-        _make_requests(api.base_url)
-    finally:
-        api.stop()
-    output = api.output()
+    output = _log_of_requests(database_url, tmp_path, "text")
     assert not output.lstrip().startswith("{")
     for method, path, status in REQUESTS:
         pattern = (

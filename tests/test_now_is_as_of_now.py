@@ -16,7 +16,6 @@ import datetime as dt
 import itertools
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import httpx
@@ -28,7 +27,7 @@ from hypothesis import strategies as st
 from projections.runner import catch_up
 from tests.conftest import Server
 from tests.logdata import append
-from tests.support import RUN_EVENT, running
+from tests.support import RUN_EVENT, serving
 
 PRODUCER = "https://github.com/stackabletech/metastore/tests"
 JOB_EVENT = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent"
@@ -92,11 +91,11 @@ def served(
     pg_server: Server, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, httpx.Client]]:
     """(database url, client) of an API over a store the tests add their events to."""
-    log_dir: Path = tmp_path_factory.mktemp("now")
-    with (
-        pg_server.database("now", template_db) as url,
-        running("api", url, log_dir) as api,
-        httpx.Client(base_url=api.base_url + "/api/v1", timeout=30) as client,
+    log_dir = tmp_path_factory.mktemp("now")
+    with serving(pg_server, template_db, log_dir, "now", projector=False, path="/api/v1") as (
+        url,
+        _,
+        client,
     ):
         yield url, client
 

@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 import psycopg
-from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import (
     DatasetEvent,
     InputDataset,
@@ -22,6 +21,7 @@ from openlineage.client.event_v2 import (
 from openlineage.client.facet_v2 import parent_run, schema_dataset
 
 from metastore.eventlog import START, read_events_after
+from tests.emitter import openlineage_client
 from tests.support import running
 
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
@@ -31,16 +31,8 @@ def test_the_python_client_delivers_run_job_and_dataset_events(
     database_url: str, tmp_path: Path
 ) -> None:
     with running("api", database_url, tmp_path) as api:
-        client = OpenLineageClient(
-            config={
-                "transport": {
-                    "type": "http",
-                    "url": api.base_url,
-                    "endpoint": "ingest/openlineage",
-                    "compression": "gzip",
-                    "auth": {"type": "api_key", "apiKey": "an-ingest-token"},
-                }
-            }
+        client = openlineage_client(
+            api.base_url, "an-ingest-token", endpoint="ingest/openlineage", compression="gzip"
         )
         now = dt.datetime.now(dt.UTC).isoformat()
         parent_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())

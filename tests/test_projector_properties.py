@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -195,6 +195,15 @@ arrivals = st.permutations(range(len(EVENTS))).flatmap(
 Arrival = tuple[list[int], list[int], list[int], int]
 
 
+def any_arrival(examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The test run on `examples` generated arrivals, each given the same fixtures."""
+    return lambda test: settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )(given(arrival=arrivals)(test))
+
+
 def check_arrival(
     arrival: Arrival, url: str, baseline: dict[str, Any], catalogs: CatalogMap
 ) -> None:
@@ -216,24 +225,14 @@ def check_arrival(
         assert dump_readmodel(conn) == incremental
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(arrival=arrivals)
+@any_arrival(25)
 def test_any_arrival_order_gives_the_same_read_models(
     arrival: Arrival, fresh_database: Any, baseline: dict[str, Any]
 ) -> None:
     check_arrival(arrival, fresh_database(), baseline, NO_CATALOGS)
 
 
-@settings(
-    max_examples=8,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(arrival=arrivals)
+@any_arrival(8)
 def test_with_a_catalog_map_any_arrival_order_gives_the_same_read_models(
     arrival: Arrival, fresh_database: Any, baseline_with_map: dict[str, Any]
 ) -> None:

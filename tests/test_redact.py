@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +21,13 @@ import pytest
 from metastore.envelope import EnvelopeError, parse_event
 from metastore.redact import FACET, MARKER, may_hold_secrets, redact
 from tests.conftest import Server
-from tests.support import CONFORMANCE, conformance_files, run_event, running, wait_until_folded
+from tests.support import (
+    CONFORMANCE,
+    conformance_files,
+    run_event,
+    serving,
+    wait_until_folded,
+)
 
 SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark"
 PROPERTIES = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunFacet"
@@ -229,13 +234,8 @@ def test_the_digest_is_of_the_event_as_stored() -> None:
 def service(
     pg_server: Server, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, httpx.Client]]:
-    log_dir: Path = tmp_path_factory.mktemp("redact")
-    with (
-        pg_server.database("redact", template_db) as url,
-        running("api", url, log_dir) as api,
-        running("projector", url, log_dir),
-        httpx.Client(base_url=api.base_url, timeout=30) as client,
-    ):
+    log_dir = tmp_path_factory.mktemp("redact")
+    with serving(pg_server, template_db, log_dir, "redact") as (url, _, client):
         yield url, client
 
 

@@ -21,13 +21,13 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 
 from metastore.config import ConfigError, load_settings
 from metastore.tls import RELOAD_CHECK_S
 from projections.runner import catch_up
 from tests.certs import Pair, issue, make_ca
+from tests.emitter import openlineage_client
 from tests.support import running
 
 INGEST_TOKEN = "tls-ingest-token-0123456789"
@@ -101,16 +101,11 @@ def test_https_ingest_read_and_export_with_a_client_that_trusts_the_ca(
             )
             assert answer.status_code == 200, answer.text
             # The real OpenLineage client, trusting the CA as an emitter would (caCertPath).
-            OpenLineageClient(
-                config={
-                    "transport": {
-                        "type": "http",
-                        "url": api.base_url,
-                        "endpoint": "ingest/openlineage",
-                        "auth": {"type": "api_key", "apiKey": INGEST_TOKEN},
-                        "sslContext": {"caCertPath": str(pki["ca"].cert)},
-                    }
-                }
+            openlineage_client(
+                api.base_url,
+                INGEST_TOKEN,
+                endpoint="ingest/openlineage",
+                sslContext={"caCertPath": str(pki["ca"].cert)},
             ).emit(
                 RunEvent(
                     eventType=RunState.COMPLETE,

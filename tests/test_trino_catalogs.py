@@ -4,12 +4,9 @@ read over real HTTP from a stand-in Kubernetes API that answers with recorded ob
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +22,9 @@ from metastore.trino_catalogs import (
     with_discovered,
 )
 from projections.runner import catch_up
+from tests.json_handler import JsonHandler
 from tests.logdata import append
-from tests.support import conformance_events
+from tests.support import conformance_events, projector_at_start
 
 OBJECTS = Path(__file__).parent / "data" / "kubernetes"
 TOKEN = "recorded-service-account-token"
@@ -70,7 +68,7 @@ def kubernetes_api() -> Iterator[FakeApi]:
     """A stand-in API server: the recorded objects at their paths, 404 for anything else,
     401 without the ServiceAccount's token."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             server.requests.append((self.path, self.headers.get("Authorization")))
             name = ROUTES.get(self.path)
@@ -80,15 +78,7 @@ def kubernetes_api() -> Iterator[FakeApi]:
                 code, body = 404, {"kind": "Status", "code": 404, "reason": "NotFound"}
             else:
                 code, body = 200, recorded(name)
-            payload = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.send_json(body, code)
 
     server = FakeApi(("127.0.0.1", 0), Handler)
     server.requests = []
@@ -187,21 +177,8 @@ def test_the_seed_joins_with_the_map_the_trino_catalogs_give(
 
 
 def test_outside_a_pod_the_projector_stops_with_one_line(tmp_path: Path) -> None:
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("METASTORE_", "KUBERNETES_SERVICE_"))
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "metastore", "projector"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **clean,
-            "METASTORE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
-            "METASTORE_CATALOGS_FROM_KUBERNETES": "prod",
-        },
+    done = projector_at_start(
+        {"METASTORE_CATALOGS_FROM_KUBERNETES": "prod"}, unset=("KUBERNETES_SERVICE_",)
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [

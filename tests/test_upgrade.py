@@ -30,9 +30,15 @@ import pytest
 from metastore import __version__
 from metastore.api.readmodels import RETRY_AFTER_S
 from metastore.problems import PROBLEM_BASE, PROBLEM_JSON
-from projections.runner import catch_up
-from tests.logdata import append
-from tests.support import DBT_PRODUCER, ROOT, all_scenario_events, run_event, running
+from tests.support import (
+    DBT_PRODUCER,
+    ROOT,
+    all_scenario_events,
+    folded_scenarios,
+    run_event,
+    running,
+    skip_or_fail_in_ci,
+)
 
 REBUILDING = PROBLEM_BASE + "read-models-rebuilding"
 # The reads issue 43 saw fail (500) during an upgrade, and the other lists.
@@ -103,9 +109,7 @@ def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     if archive.returncode != 0:
         message = f"the history lacks {PREVIOUS_RELEASE_COMMIT}: {archive.stderr.decode()}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail_in_ci(message)
     root = tmp_path_factory.mktemp("previous-release")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(root, filter="data")
@@ -131,10 +135,7 @@ def release_process(
 @pytest.fixture
 def store(pg_server: Any, template_db: str) -> Iterator[str]:
     """A store with the conformance scenarios folded by this release."""
-    with pg_server.database("upgrade", template_db) as url:
-        with psycopg.connect(url, autocommit=True) as conn:
-            append(conn, all_scenario_events())
-        catch_up(url)
+    with folded_scenarios(pg_server, template_db, "upgrade") as url:
         yield url
 
 

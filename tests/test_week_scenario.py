@@ -12,7 +12,6 @@ job nodes carry their owners (item 7).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -44,12 +43,9 @@ class Api:
 def api(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Api]:
-    log_dir = tmp_path_factory.mktemp("week")
-    catalogs = Path(log_dir) / "catalogs.yaml"
-    catalogs.write_text(CATALOGS)
-    env = {"METASTORE_CATALOGS_FILE": str(catalogs)}
     scenario = week()
-    with open_service(pg_server, template_db, log_dir, "week", env) as (_, client):
+    log_dir = tmp_path_factory.mktemp("week")
+    with open_service(pg_server, template_db, log_dir, "week", catalogs=CATALOGS) as (_, client):
         for start in range(0, len(scenario.events), BATCH):
             batch = scenario.events[start : start + BATCH]
             answer = client.post("/ingest/openlineage/batch", json=batch)

@@ -25,7 +25,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support import BRIEF_CATALOGS, DBT_PRODUCER, TRINO, TRINO_PRODUCER, run_event
+from tests.support import (
+    BRIEF_CATALOGS,
+    DBT_PRODUCER,
+    TRINO,
+    TRINO_PRODUCER,
+    facet,
+    run_event,
+    schema_facet,
+)
 
 SPARK_PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/spark"
 AIRFLOW_PRODUCER = "https://github.com/apache/airflow/tree/providers-openlineage/2.1.0"
@@ -133,25 +141,9 @@ def _iso(t: dt.datetime) -> str:
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _facet(producer: str, schema: str, **body: Any) -> dict[str, Any]:
-    return {
-        "_producer": producer,
-        "_schemaURL": f"https://openlineage.io/spec/facets/{schema}",
-        **body,
-    }
-
-
-def _schema(producer: str, fields: list[tuple[str, str]]) -> dict[str, Any]:
-    return _facet(
-        producer,
-        "1-1-1/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
-        fields=[{"name": n, "type": t} for n, t in fields],
-    )
-
-
 def _ownership(namespace: str, producer: str) -> dict[str, Any]:
     return {
-        "ownership": _facet(
+        "ownership": facet(
             producer,
             "1-0-1/OwnershipJobFacet.json#/$defs/OwnershipJobFacet",
             owners=[{"name": OWNERS[namespace], "type": "MAINTAINER"}],
@@ -193,7 +185,7 @@ class _Generator:
         run = self.run_id()
         facets: dict[str, Any] = {}
         if parent is not None:
-            facets["parent"] = _facet(
+            facets["parent"] = facet(
                 producer,
                 "1-1-0/ParentRunFacet.json#/$defs/ParentRunFacet",
                 run={"runId": parent[0]},
@@ -208,7 +200,7 @@ class _Generator:
         for kind, at in kinds:
             run_facets = dict(facets)
             if kind == "FAIL":
-                run_facets["errorMessage"] = _facet(
+                run_facets["errorMessage"] = facet(
                     producer,
                     "1-0-1/ErrorMessageRunFacet.json#/$defs/ErrorMessageRunFacet",
                     message=f"{job[1]} failed",
@@ -253,7 +245,7 @@ class _Generator:
             raw = (WAREHOUSE, f"raw.db/{source}")
             task(
                 i,
-                [_dataset(src, schema=_schema(AIRFLOW_PRODUCER, SOURCES[source]))],
+                [_dataset(src, schema=schema_facet(AIRFLOW_PRODUCER, SOURCES[source]))],
                 [_dataset(raw)],
             )
         # Spark, triggered by run_spark
@@ -266,12 +258,12 @@ class _Generator:
             table = (WAREHOUSE, path)
             week.datasets.setdefault(path.split("/")[-1], table)
             week.datasets.setdefault(f"{path.split('/')[-1]}_hive", (HIVE, hive))
-            symlinks = _facet(
+            symlinks = facet(
                 SPARK_PRODUCER,
                 "1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
                 identifiers=[{"namespace": HIVE, "name": hive, "type": "TABLE"}],
             )
-            output = _dataset(table, schema=_schema(SPARK_PRODUCER, fields), symlinks=symlinks)
+            output = _dataset(table, schema=schema_facet(SPARK_PRODUCER, fields), symlinks=symlinks)
             start = at + dt.timedelta(minutes=16 + n * 2)
             failed = (last and job_name == "customers_etl") or self.fails(day)
             run = self.run(
@@ -305,8 +297,8 @@ class _Generator:
         failed = last or self.fails(day)
         run = self.run(
             TRINO_PRODUCER, query, query_at, 40,
-            [_dataset(daily, schema=_schema(TRINO_PRODUCER, daily_fields))],
-            [_dataset(summary, schema=_schema(TRINO_PRODUCER, SUMMARY_FIELDS))],
+            [_dataset(daily, schema=schema_facet(TRINO_PRODUCER, daily_fields))],
+            [_dataset(summary, schema=schema_facet(TRINO_PRODUCER, SUMMARY_FIELDS))],
             failed=failed,
         )  # fmt: skip
         if last:
@@ -323,7 +315,7 @@ class _Generator:
             job = (DBT_NS, f"analytics.{model}")
             week.jobs.setdefault(model, job)
             fields = [("id", "bigint"), ("value", "double")]
-            lineage = _facet(
+            lineage = facet(
                 DBT_PRODUCER,
                 "1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet",
                 fields={
@@ -341,7 +333,7 @@ class _Generator:
                     for f, _ in fields
                 },
             )
-            output = _dataset(out, schema=_schema(DBT_PRODUCER, fields), columnLineage=lineage)
+            output = _dataset(out, schema=schema_facet(DBT_PRODUCER, fields), columnLineage=lineage)
             self.run(
                 DBT_PRODUCER, job, at + dt.timedelta(minutes=40, seconds=30 * n), 25,
                 inputs, [output], failed=self.fails(day),

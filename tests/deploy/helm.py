@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+
+from tests.support import skip_or_fail_in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "metastore"
@@ -49,10 +50,7 @@ def helm_or_skip() -> str:
     """helm's path; without one the test is skipped, or fails when CI is set."""
     path = find_helm()
     if path is None:
-        message = "helm not available (set METASTORE_HELM or run scripts/fetch-helm.sh)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail_in_ci("helm not available (set METASTORE_HELM or run scripts/fetch-helm.sh)")
     return path
 
 
@@ -69,3 +67,11 @@ def template(helm: str, *args: str, values: Path | None = None) -> list[Manifest
     result = run_helm(helm, *cmd, *args)
     assert result.returncode == 0, result.stderr
     return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def install_notes(helm: str, *args: str) -> str:
+    """The NOTES a (dry-run) `helm install` of the chart with `args` prints."""
+    cmd = ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"]
+    result = run_helm(helm, *cmd, *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split("NOTES:", 1)[1]

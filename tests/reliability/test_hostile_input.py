@@ -39,11 +39,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metastore.eventlog import START, Position
-from projections.runner import catch_up
 from tests.conftest import Server
 from tests.logdata import append
 from tests.reliability.conftest import PRODUCER, RUN_SCHEMA, log_size, run_event
-from tests.support import Process, all_scenario_events, running
+from tests.support import Process, folded_scenarios, running
 
 pytestmark = pytest.mark.reliability
 
@@ -59,10 +58,7 @@ MAX_BYTES = 32 * 1024 * 1024  # the default METASTORE_MAX_EVENT_BYTES
 @pytest.fixture(scope="module")
 def hostile_db(pg_server: Server, template_db: str) -> Iterator[str]:
     """A database holding the folded conformance scenarios (so reads have rows to find)."""
-    with pg_server.database("hostile", template_db) as url:
-        with psycopg.connect(url, autocommit=True) as conn:
-            append(conn, all_scenario_events())
-        catch_up(url)
+    with folded_scenarios(pg_server, template_db, "hostile") as url:
         yield url
 
 

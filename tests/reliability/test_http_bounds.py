@@ -27,7 +27,6 @@ from metastore.auth import BearerAuth
 from metastore.config import load_settings
 from metastore.http_protocol import HEAD_LIMIT
 from metastore.problems import type_uri
-from tests.conftest import Server
 from tests.reliability.conftest import log_size, rss_bytes, run_event
 from tests.support import Process, running
 
@@ -42,19 +41,13 @@ BUDGET = 2 * MiB  # two maximal requests at once
 
 
 @pytest.fixture(scope="module")
-def bounds_db(pg_server: Server, template_db: str) -> Iterator[str]:
-    with pg_server.database("bounds", template_db) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def api(bounds_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+def api(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     env = {
         "METASTORE_MAX_EVENT_BYTES": str(MAX_EVENT_BYTES),
         "METASTORE_MAX_INFLIGHT_BYTES": str(BUDGET),
         "METASTORE_REQUEST_TIMEOUT": "20",
     }
-    with running("api", bounds_db, tmp_path_factory.mktemp("bounds"), env=env) as process:
+    with running("api", module_database, tmp_path_factory.mktemp("bounds"), env=env) as process:
         yield process
 
 
@@ -197,11 +190,11 @@ def test_a_200_mb_header_is_refused_431_at_the_limit_without_reading_it_into_mem
 
 @pytest.mark.parametrize("coding", ["gzip, chunked", "deflate,chunked", "identity, chunked"])
 def test_a_transfer_coding_other_than_chunked_is_501_and_stores_nothing(
-    api: Process, bounds_db: str, coding: str
+    api: Process, module_database: str, coding: str
 ) -> None:
     body = event_body()
     chunked = b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body)
-    before = log_size(bounds_db)
+    before = log_size(module_database)
     request = post_head(EVENT, extra=f"Transfer-Encoding: {coding}\r\n").replace(
         b"Transfer-Encoding: chunked\r\n", b"", 1
     )
@@ -212,15 +205,15 @@ def test_a_transfer_coding_other_than_chunked_is_501_and_stores_nothing(
         # the body was dropped by its chunked framing: the connection serves on
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert read_answer(sock).status == 200
-    assert log_size(bounds_db) == before
+    assert log_size(module_database) == before
 
 
-def test_a_plain_chunked_body_is_stored(api: Process, bounds_db: str) -> None:
+def test_a_plain_chunked_body_is_stored(api: Process, module_database: str) -> None:
     body = event_body()
-    before = log_size(bounds_db)
+    before = log_size(module_database)
     answer = exchange(api, post_head(EVENT) + b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body))
     assert answer.status == 200, answer.body
-    assert log_size(bounds_db) == before + 1
+    assert log_size(module_database) == before + 1
 
 
 def test_malformed_http_is_a_problem_json_400(api: Process) -> None:
@@ -244,10 +237,10 @@ def test_a_stray_trailing_slash_is_404_and_never_points_at_the_clients_host(
 
 
 def test_a_websocket_upgrade_is_plain_http_behind_the_token_check(
-    bounds_db: str, tmp_path: Path
+    module_database: str, tmp_path: Path
 ) -> None:
     env = {"METASTORE_READ_TOKENS": "a-read-token", "METASTORE_EXPORT_TOKENS": "an-export-token"}
-    with running("api", bounds_db, tmp_path, env=env) as api:
+    with running("api", module_database, tmp_path, env=env) as api:
         for path in ("/api/v1/jobs", "/export/openlineage/events", "/healthz"):
             upgrade = (
                 f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
@@ -291,20 +284,20 @@ NEARLY = MAX_EVENT_BYTES - 200
 
 
 def test_past_the_budget_ingest_answers_503_with_retry_after_and_stores_nothing(
-    api: Process, bounds_db: str
+    api: Process, module_database: str
 ) -> None:
     wait_for_inflight(api, 0)
     held = [HeldRequest(api, MAX_EVENT_BYTES, NEARLY) for _ in range(2)]
     try:
         wait_for_inflight(api, 2 * NEARLY)  # the bytes that arrived
-        before = log_size(bounds_db)
+        before = log_size(module_database)
         body = event_body()
         refused = httpx.post(api.base_url + EVENT, content=body, timeout=30)
         assert refused.status_code == 503, refused.text
         assert refused.headers["content-type"] == PROBLEM
         assert refused.headers["retry-after"] == "1"
         assert "METASTORE_MAX_INFLIGHT_BYTES" in refused.json()["detail"]
-        assert log_size(bounds_db) == before
+        assert log_size(module_database) == before
         # Reads need no budget.
         assert httpx.get(api.base_url + "/api/v1/jobs", timeout=30).status_code == 200
     finally:
@@ -313,21 +306,21 @@ def test_past_the_budget_ingest_answers_503_with_retry_after_and_stores_nothing(
     # A client that went away gives its bytes back: the same event is taken now.
     wait_for_inflight(api, 0)
     assert httpx.post(api.base_url + EVENT, content=body, timeout=30).status_code == 200
-    assert log_size(bounds_db) == before + 1
+    assert log_size(module_database) == before + 1
 
 
-def test_headers_alone_hold_no_budget(api: Process, bounds_db: str) -> None:
+def test_headers_alone_hold_no_budget(api: Process, module_database: str) -> None:
     """Four clients that send a head declaring a maximal body and then nothing (each could
     hold it until the request timeout, and again after reconnecting) hold nothing of the
     budget: the bytes are taken as they arrive, and other ingest requests get through."""
     wait_for_inflight(api, 0)
     stalled = [HeldRequest(api, MAX_EVENT_BYTES, 0) for _ in range(4)]
     try:
-        before = log_size(bounds_db)
+        before = log_size(module_database)
         for _ in range(3):
             posted = httpx.post(api.base_url + EVENT, content=event_body(), timeout=30)
             assert posted.status_code == 200, posted.text
-        assert log_size(bounds_db) == before + 3
+        assert log_size(module_database) == before + 3
         assert inflight_bytes(api) == 0
     finally:
         for request in stalled:
@@ -374,7 +367,7 @@ def test_a_gzip_body_takes_its_bytes_as_they_inflate(api: Process) -> None:
     wait_for_inflight(api, 0)
 
 
-def test_a_completed_request_gives_its_bytes_back(api: Process, bounds_db: str) -> None:
+def test_a_completed_request_gives_its_bytes_back(api: Process, module_database: str) -> None:
     wait_for_inflight(api, 0)
     batch = json.dumps([run_event(job="bounds", padding=2000) for _ in range(200)]).encode()
     results: list[int] = []

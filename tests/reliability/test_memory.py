@@ -26,7 +26,7 @@ from metastore.config import load_settings
 from metastore.envelope import MAX_BATCH_EVENTS
 from metastore.eventlog import append_events
 from tests.logdata import log_record
-from tests.reliability.conftest import log_size, rss_bytes, run_event
+from tests.reliability.conftest import all_at_once, log_size, rss_bytes, run_event, sampled
 from tests.support import start_process
 
 pytestmark = pytest.mark.reliability
@@ -74,28 +74,14 @@ def test_api_memory_stays_flat_while_ingesting(database_url: str, tmp_path: Path
                     else:
                         failures.append(f"{response.status_code}: {response.text[:200]}")
 
-    samples: list[tuple[int, int]] = []  # (bytes sent so far, RSS)
-    done = threading.Event()
-
-    def sampler() -> None:
-        while not done.is_set():
-            samples.append((sent_bytes, rss_bytes(api.pid)))
-            time.sleep(0.05)
-
     baseline = rss_bytes(api.pid)
-    watcher = threading.Thread(target=sampler)
-    watcher.start()
     started = time.monotonic()
     try:
-        threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.monotonic() - started
+        # (bytes sent so far, RSS)
+        with sampled(lambda: (sent_bytes, rss_bytes(api.pid)), every=0.05) as samples:
+            all_at_once(client, CLIENTS)
+            elapsed = time.monotonic() - started
     finally:
-        done.set()
-        watcher.join()
         api.stop()
 
     found = log_size(database_url)
@@ -182,11 +168,7 @@ def test_concurrent_maximal_batches_keep_the_api_within_its_budget(
         )
         baseline = rss_bytes(api.pid)
         started = time.monotonic()
-        threads = [threading.Thread(target=client) for _ in range(MAXIMAL_CLIENTS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        all_at_once(client, MAXIMAL_CLIENTS)
         elapsed = time.monotonic() - started
         peak = peak_rss_bytes(api.pid)
     finally:
@@ -235,21 +217,14 @@ def test_api_memory_is_bounded_by_bytes_while_exporting_maximal_events(
                 append_events(conn, [record])
             del event, record
     api = start_process("api", database_url, tmp_path)
-    samples: list[int] = []
-    done = threading.Event()
-
-    def sampler() -> None:
-        while not done.is_set():
-            samples.append(rss_bytes(api.pid))
-            time.sleep(0.01)
-
     baseline = rss_bytes(api.pid)
-    watcher = threading.Thread(target=sampler)
-    watcher.start()
     pages = lines = 0
     started = time.monotonic()
     try:
-        with httpx.Client(base_url=api.base_url, timeout=120) as client:
+        with (
+            sampled(lambda: rss_bytes(api.pid), every=0.01) as samples,
+            httpx.Client(base_url=api.base_url, timeout=120) as client,
+        ):
             cursor: str | None = None
             while True:
                 params: dict[str, Any] = {"limit": 10, **({"cursor": cursor} if cursor else {})}
@@ -271,8 +246,6 @@ def test_api_memory_is_bounded_by_bytes_while_exporting_maximal_events(
                     lines += 1
         elapsed = time.monotonic() - started
     finally:
-        done.set()
-        watcher.join()
         api.stop()
     peak = max(samples)
     mib = 2**20

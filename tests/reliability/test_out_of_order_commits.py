@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import httpx
 import psycopg
@@ -23,7 +22,7 @@ from projections.runner import catch_up
 from projections.schema import PROJECTIONS
 from tests.logdata import log_record
 from tests.reliability.conftest import run_event
-from tests.support import Process, running
+from tests.support import Process
 
 pytestmark = pytest.mark.reliability
 
@@ -59,12 +58,6 @@ class FeedReader:
             self.cursor = body["next_cursor"]
             if not body["events"]:
                 return
-
-
-@pytest.fixture
-def api(database_url: str, tmp_path: Path) -> Iterator[Process]:
-    with running("api", database_url, tmp_path) as process:
-        yield process
 
 
 def test_appends_committed_out_of_order_are_all_read_folded_and_exported_once(
