@@ -20,6 +20,7 @@ from starlette.responses import Response
 from metastore.access import Access, access_of
 from metastore.api import asof, dataset_nodes, facets, lateness, limits, models, params, parts
 from metastore.api.db import connection, not_found, row, rows
+from metastore.api.listing import Filter, Listing, Sort
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import (
     bound_kind,
@@ -27,7 +28,6 @@ from metastore.api.pagination import (
     decode_cursor,
     page,
     page_of_bytes,
-    page_with_total,
 )
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
@@ -76,7 +76,6 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) d
 WHERE true {filters}"""
-DISPLAY_KEY = "n.namespace, n.name"
 NAMESPACE_WALK = """
 FROM readmodel.dataset_names n
 CROSS JOIN LATERAL (
@@ -87,7 +86,7 @@ WHERE n.namespace = %(namespace)s
   AND n.name = (SELECT min(f.name) FROM readmodel.dataset_names f
                 WHERE f.dataset_id = n.dataset_id AND f.namespace = n.namespace)
   {filters}"""
-NAMESPACE_KEY = "n.namespace, n.name"
+DISPLAY_KEY = "n.namespace, n.name"
 # A namespace's datasets unfiltered, counted each once in the (namespace, dataset_id)
 # index's order.
 COUNT_IN_NAMESPACE = count_capped(
@@ -109,7 +108,6 @@ FILTER_EXACT_NAME = f"""AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
     WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s{mark("name", "n")})"""
 AFTER = "AND ({key}) > (%(after_namespace)s, %(after_name)s)"
-# The name that matched: of `q`, else of `name`, else its (first) name in `namespace`.
 MATCHED_IN_NAMESPACE = NAME_JSON.format(n="n")
 MATCHED_BY = (
     """(SELECT {json} FROM readmodel.dataset_names m
@@ -179,6 +177,46 @@ LOOKUPS = {
     )
     for restricted in (False, True)
 }
+
+
+def _select(query: Any, restricted: bool, filters: str, order: str) -> str:
+    summary, display_walk = LISTING[restricted][:2]
+    walk = NAMESPACE_WALK if query.namespace is not None else display_walk
+    # The name that matched: of `q`, else of `name`, else its (first) name in `namespace`.
+    matched = "NULL::json"
+    if query.q:
+        matched = for_access(MATCHED_Q, restricted)
+    elif query.name is not None:
+        matched = for_access(MATCHED_NAME, restricted)
+    elif query.namespace is not None:
+        matched = MATCHED_IN_NAMESPACE
+    where = walk.format(filters=filters)
+    return LIST_DATASETS.format(summary=summary, walk=where, key=order, matched=matched)
+
+
+def _count(query: Any, restricted: bool, filters: str) -> str:
+    if query.name is not None or query.q:
+        walk = NAMESPACE_WALK if query.namespace is not None else LISTING[restricted][1]
+        return count_capped("SELECT 1" + walk.format(filters=filters))
+    return LISTING[restricted][4 if query.namespace is not None else 3]
+
+
+# (both walks are keyed by the walked name: DISPLAY_KEY)
+DATASETS = Listing(
+    "datasets",
+    _select,
+    _count,
+    {"": Sort(DISPLAY_KEY, AFTER.format(key=DISPLAY_KEY), [str, str], lambda r: (r[7], r[8]))},
+    filters=(
+        # (restricted, a namespace's walk keeps to its readable names)
+        Filter("namespace", lambda query, restricted: LISTING[restricted][5], bind=None),
+        Filter("name", FILTER_EXACT_NAME),
+        Filter(
+            "q", lambda query, restricted: LISTING[restricted][2], "pattern", like_substring, False
+        ),
+    ),
+    extra_args=lambda query: {"namespace": query.namespace},
+)
 
 # The jobs that wrote any of its names: when last successfully (a run that COMPLETEd),
 # and the lifecycle change they last reported; now from job_edges, as of T from the run
@@ -726,9 +764,6 @@ async def list_datasets(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     access = await access_of(request)
     restricted = access.restricted
-    summary, display_walk, filter_name, count_all, count_in_namespace, in_namespace = LISTING[
-        restricted
-    ]
     if query.name is not None and query.namespace is not None:
         async with connection(request) as conn:
             found = await rows(
@@ -746,51 +781,16 @@ async def list_datasets(request: Request) -> Response:
                 total_is_exact=True,
             ),
         )
-    filters: list[str] = []
-    args: dict[str, Any] = {
-        "limit": query.limit + 1,
-        "namespace": query.namespace,
-        **access.sql_params(),
-    }
-    matched = "NULL::json"
-    walk, key = display_walk, DISPLAY_KEY
-    if query.namespace is not None:
-        walk, key = NAMESPACE_WALK, NAMESPACE_KEY
-        matched = MATCHED_IN_NAMESPACE
-        if in_namespace:
-            filters.append(in_namespace)
-    if query.name is not None:
-        filters.append(for_access(FILTER_EXACT_NAME, restricted))
-        args["name"] = query.name
-        matched = for_access(MATCHED_NAME, restricted)
-    if query.q:
-        filters.append(filter_name)
-        args["pattern"] = like_substring(query.q)
-        matched = for_access(MATCHED_Q, restricted)
-    if query.name is not None or query.q:
-        counted = count_capped("SELECT 1" + walk.format(filters="\n  ".join(filters)))
-    elif query.namespace is not None:
-        counted = count_in_namespace
-    else:
-        counted = count_all
-    kind = bound_kind("datasets", query)
-    if query.cursor is not None:
-        args["after_namespace"], args["after_name"] = decode_cursor(query.cursor, kind, [str, str])
-        filters.append(AFTER.format(key=key))
-    where = walk.format(filters="\n  ".join(filters))
-    sql = LIST_DATASETS.format(summary=summary, walk=where, key=key, matched=matched)
     async with connection(request) as conn:
-        items, next_cursor, count, exact = await page_with_total(
-            conn, sql, counted, args, query, kind, lambda r: (r[7], r[8])
-        )
-        summaries = await _summaries(conn, access, items)
+        listed = await DATASETS.read(conn, query, access)
+        summaries = await _summaries(conn, access, listed.rows)
     return json_response(
         request,
         models.DatasetPage(
             items=summaries,
-            next_cursor=next_cursor,
-            total=count,
-            total_is_exact=exact,
+            next_cursor=listed.next_cursor,
+            total=listed.total,
+            total_is_exact=listed.total_is_exact,
         ),
     )
 

@@ -18,8 +18,9 @@ from starlette.responses import Response
 from metastore.access import access_of
 from metastore.api import asof, facets, lateness, models, params
 from metastore.api.db import connection, not_found, row, rows
+from metastore.api.listing import Filter, Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
+from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     DATASETS_PAGE,
@@ -27,6 +28,7 @@ from metastore.api.sqlparts import (
     JOB_EDGES_OF,
     description,
     duration,
+    failed_first,
     job_datasets_at,
     job_datasets_now,
     jobs_with_runs,
@@ -46,12 +48,13 @@ LATEST_RUN = f"r.id, r.state, r.state_time, {started('r')}, r.ended_at, {duratio
 # last, at the year 1); failed_first (a latest run that failed or aborted first, then as
 # latest_run).
 NEVER = "'0001-01-01T00:00:00Z'::timestamptz"
+_TIME = f"coalesce({started('r')}, {NEVER})"
+_FAILED = failed_first("r")
 LIST_JOBS = f"""
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {description("j.facets")}, p.id, p.namespace, p.name, j.first_seen, j.last_seen,
        {LATEST_RUN},
-       coalesce({started("r")}, {NEVER}) AS sort_time,
-       CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END AS sort_failed,
+       {_TIME} AS sort_time, {_FAILED} AS sort_failed,
        {latest_run("pr")}::text, {lateness.of_job("j.id")}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
@@ -66,32 +69,48 @@ LISTS_JOBS = both(LIST_JOBS)
 COUNT_JOBS = count_capped("""SELECT 1 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE true {filters}""")
-FILTER_NAMESPACE = "AND j.namespace = %(namespace)s"
-FILTER_NAME = "AND lower(j.name) LIKE %(pattern)s"
-FILTER_STATE = "AND r.state = ANY(%(state)s)"
-SORTS: dict[str, tuple[str, str, list[type]]] = {
-    "name": (
+SORTS = {
+    "name": Sort(
         "j.namespace, j.name",
         "AND (j.namespace, j.name) > (%(a0)s, %(a1)s)",
         [str, str],
+        lambda r: (r[1], r[2]),
     ),
-    "latest_run": (
+    "latest_run": Sort(
         "sort_time DESC, j.namespace, j.name",
-        f"""AND (coalesce({started("r")}, {NEVER}) < %(a0)s
-             OR (coalesce({started("r")}, {NEVER}) = %(a0)s
+        f"""AND ({_TIME} < %(a0)s
+             OR ({_TIME} = %(a0)s
                  AND (j.namespace, j.name) > (%(a1)s, %(a2)s)))""",
         [dt.datetime, str, str],
+        lambda r: (r[18], r[1], r[2]),
     ),
-    "failed_first": (
+    "failed_first": Sort(
         "sort_failed, sort_time DESC, j.namespace, j.name",
-        f"""AND (CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END > %(a0)s
-             OR (CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END = %(a0)s
-                 AND (coalesce({started("r")}, {NEVER}) < %(a1)s
-                      OR (coalesce({started("r")}, {NEVER}) = %(a1)s
+        f"""AND ({_FAILED} > %(a0)s
+             OR ({_FAILED} = %(a0)s
+                 AND ({_TIME} < %(a1)s
+                      OR ({_TIME} = %(a1)s
                           AND (j.namespace, j.name) > (%(a2)s, %(a3)s)))))""",
         [int, dt.datetime, str, str],
+        lambda r: (r[19], r[18], r[1], r[2]),
     ),
 }
+JOBS = Listing(
+    "jobs",
+    *templates(LISTS_JOBS, COUNT_JOBS),
+    SORTS,
+    filters=(
+        Filter("namespace", "AND j.namespace = %(namespace)s"),
+        Filter("q", "AND lower(j.name) LIKE %(pattern)s", "pattern", like_substring, empty=False),
+        Filter("state", "AND r.state = ANY(%(state)s)"),
+        Filter(
+            "late",
+            lambda query, _: lateness.FILTER_LATE if query.late else lateness.FILTER_NOT_LATE,
+            bind=None,
+        ),
+    ),
+    visible=job_visible,
+)
 
 # Its parent (a list of one or none) and its first EMBEDDED_REFS children by name, each
 # with its latest run, and how many children there are.
@@ -282,36 +301,8 @@ def _parent(r: Any) -> models.JobRefWithRun | None:
 async def list_jobs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     access = await access_of(request)
-    filters: list[str] = [job_visible(access)] if access.restricted else []
-    args: dict[str, Any] = {"limit": query.limit + 1, **access.sql_params()}
-    if query.namespace is not None:
-        filters.append(FILTER_NAMESPACE)
-        args["namespace"] = query.namespace
-    if query.q:
-        filters.append(FILTER_NAME)
-        args["pattern"] = like_substring(query.q)
-    if query.state is not None:
-        filters.append(FILTER_STATE)
-        args["state"] = query.state
-    if query.late is not None:
-        filters.append(lateness.FILTER_LATE if query.late else lateness.FILTER_NOT_LATE)
-    counted = COUNT_JOBS.format(filters="\n  ".join(filters))
-    order, after, key_types = SORTS[query.sort]
-    kind = bound_kind("jobs", query)
-    if query.cursor is not None:
-        key = decode_cursor(query.cursor, kind, key_types)
-        args.update({f"a{i}": v for i, v in enumerate(key)})
-        filters.append(after)
-    sort_key = {
-        "name": lambda r: (r[1], r[2]),
-        "latest_run": lambda r: (r[18], r[1], r[2]),
-        "failed_first": lambda r: (r[19], r[18], r[1], r[2]),
-    }[query.sort]
-    sql = LISTS_JOBS[access.restricted].format(filters="\n  ".join(filters), order=order)
     async with connection(request) as conn:
-        items, next_cursor, count, exact = await page_with_total(
-            conn, sql, counted, args, query, kind, sort_key
-        )
+        listed = await JOBS.read(conn, query, access)
     return json_response(
         request,
         models.JobPage(
@@ -330,11 +321,11 @@ async def list_jobs(request: Request) -> Response:
                     latest_run=_latest_run(r[12:18]),
                     lateness=lateness.decode_lateness(r[21]),
                 )
-                for r in items
+                for r in listed.rows
             ],
-            next_cursor=next_cursor,
-            total=count,
-            total_is_exact=exact,
+            next_cursor=listed.next_cursor,
+            total=listed.total,
+            total_is_exact=listed.total_is_exact,
         ),
     )
 
