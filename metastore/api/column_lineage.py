@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import EVERYTHING, Access, access_of
-from metastore.api import asof, limits, models, params, parts, visibility
+from metastore.api import asof, limits, models, models_lineage, params, parts, visibility
 from metastore.api.datasets import DatasetPath
 from metastore.api.db import connection, not_found, rows
 from metastore.api.lineage import HIDDEN_NODES, SHAPES
@@ -214,7 +214,7 @@ COLUMN_OP = Operation(
     "/datasets/{dataset_id}/column-lineage",
     "getColumnLineage",
     "The field-level lineage of a dataset",
-    models.ColumnLineage,
+    models_lineage.ColumnLineage,
     tag="lineage",
     path_params=DatasetPath,
     query=ColumnLineageQuery,
@@ -471,7 +471,7 @@ async def get_column_lineage(request: Request) -> Response:
         if access.restricted:  # (the jobs it may see, of the first EDGE_JOBS)
             job_count = sum(j in jobs for j in e.jobs)
         edges.append(
-            models.ColumnEdge(
+            models_lineage.ColumnEdge(
                 from_=_column(refs, key[3], key[4], key[5]),
                 to=_column(refs, key[0], key[1], key[2]),
                 transformations=parts.transformations(e.transformations),
@@ -485,7 +485,7 @@ async def get_column_lineage(request: Request) -> Response:
         )
     return json_response(
         request,
-        models.ColumnLineage(
+        models_lineage.ColumnLineage(
             dataset=models.DatasetRef(id=dataset[0], namespace=dataset[1], name=dataset[2]),
             edges=edges,
             truncated=walk.truncated,
@@ -495,11 +495,11 @@ async def get_column_lineage(request: Request) -> Response:
 
 def _column(
     refs: dict[tuple[str, str], models.DatasetRef], namespace: str, name: str, field: str
-) -> models.ColumnRef:
+) -> models_lineage.ColumnRef:
     """A field under its dataset's display name (`refs`, by the name the facet used)."""
     dataset = refs.get((namespace, name))
     shown = dataset or models.NameKey(namespace=namespace, name=name)
-    return models.ColumnRef(
+    return models_lineage.ColumnRef(
         dataset=dataset,
         namespace=shown.namespace,
         name=shown.name,

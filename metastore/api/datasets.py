@@ -18,7 +18,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import Access, access_of
-from metastore.api import asof, dataset_nodes, facets, lateness, limits, models, params, parts
+from metastore.api import (
+    asof,
+    dataset_nodes,
+    facets,
+    lateness,
+    limits,
+    models,
+    models_datasets,
+    params,
+    parts,
+)
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.listing import Filter, Listing, Sort
 from metastore.api.operation import Operation, Resource
@@ -107,7 +117,6 @@ FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
 FILTER_EXACT_NAME = f"""AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
     WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s{mark("name", "n")})"""
-AFTER = "AND ({key}) > (%(after_namespace)s, %(after_name)s)"
 MATCHED_IN_NAMESPACE = NAME_JSON.format(n="n")
 MATCHED_BY = (
     """(SELECT {json} FROM readmodel.dataset_names m
@@ -206,7 +215,14 @@ DATASETS = Listing(
     "datasets",
     _select,
     _count,
-    {"": Sort(DISPLAY_KEY, AFTER.format(key=DISPLAY_KEY), [str, str], lambda r: (r[7], r[8]))},
+    {
+        "": Sort(
+            DISPLAY_KEY,
+            f"AND ({DISPLAY_KEY}) > (%(a0)s, %(a1)s)",
+            [str, str],
+            lambda r: (r[7], r[8]),
+        )
+    },
     filters=(
         # (restricted, a namespace's walk keeps to its readable names)
         Filter("namespace", lambda query, restricted: LISTING[restricted][5], bind=None),
@@ -625,7 +641,7 @@ LIST = Operation(
     "/datasets",
     "listDatasets",
     "List or look up datasets",
-    models.DatasetPage,
+    models_datasets.DatasetPage,
     tag="datasets",
     query=ListQuery,
     description="Datasets by their display name (its most table-like name). `namespace` "
@@ -646,7 +662,7 @@ GET = Operation(
     "/datasets/{dataset_id}",
     "getDataset",
     "A dataset",
-    models.Dataset,
+    models_datasets.Dataset,
     tag="datasets",
     path_params=DatasetPath,
     query=DatasetQuery,
@@ -668,7 +684,7 @@ VERSIONS = Operation(
     "/datasets/{dataset_id}/versions",
     "listDatasetVersions",
     "The schema history of a dataset",
-    models.DatasetVersionPage,
+    models_datasets.DatasetVersionPage,
     tag="datasets",
     path_params=DatasetPath,
     query=PageQuery,
@@ -683,7 +699,7 @@ RUNS = Operation(
     "/datasets/{dataset_id}/runs",
     "listDatasetRuns",
     "The runs that read or wrote a dataset",
-    models.RunOfDatasetPage,
+    models_datasets.RunOfDatasetPage,
     tag="datasets",
     path_params=DatasetPath,
     query=RunsQuery,
@@ -697,10 +713,10 @@ RUNS = Operation(
 )
 resource = Resource()
 
-_name = msgspec.json.Decoder(models.DatasetName)
-_names = msgspec.json.Decoder(list[models.DatasetName])
-_writers = msgspec.json.Decoder(list[models.DatasetWriter])
-_readers = msgspec.json.Decoder(list[models.DatasetReader])
+_name = msgspec.json.Decoder(models_datasets.DatasetName)
+_names = msgspec.json.Decoder(list[models_datasets.DatasetName])
+_writers = msgspec.json.Decoder(list[models_datasets.DatasetWriter])
+_readers = msgspec.json.Decoder(list[models_datasets.DatasetReader])
 _owners = msgspec.json.Decoder(list[models.Owner])
 _tags = msgspec.json.Decoder(list[models.Tag])
 _run_ref = msgspec.json.Decoder(models.RunRef | None)
@@ -739,12 +755,12 @@ def _freshness_shown(fresh: models.DatasetFreshness, access: Access) -> models.D
 
 async def _summaries(
     conn: AsyncConnection[Any], access: Access, found: list[Any]
-) -> list[models.DatasetSummary]:
+) -> list[models_datasets.DatasetSummary]:
     """The list items of a page's rows, each with its freshness: one statement for the
     page (dataset_nodes.py), not one per row."""
     fresh = await dataset_nodes.freshness_of(conn, [r[0] for r in found], None)
     return [
-        models.DatasetSummary(
+        models_datasets.DatasetSummary(
             id=r[0],
             namespace=r[1],
             name=r[2],
@@ -774,7 +790,7 @@ async def list_datasets(request: Request) -> Response:
             items = await _summaries(conn, access, found)
         return json_response(
             request,
-            models.DatasetPage(
+            models_datasets.DatasetPage(
                 items=items,
                 next_cursor=None,
                 total=len(found),
@@ -786,7 +802,7 @@ async def list_datasets(request: Request) -> Response:
         summaries = await _summaries(conn, access, listed.rows)
     return json_response(
         request,
-        models.DatasetPage(
+        models_datasets.DatasetPage(
             items=summaries,
             next_cursor=listed.next_cursor,
             total=listed.total,
@@ -802,7 +818,7 @@ async def _versions(
     query: PageQuery,
     kind: str,
     page_bytes: int = limits.PAGE_BYTES,
-) -> models.DatasetVersionPage:
+) -> models_datasets.DatasetVersionPage:
     """A page of versions: `query.limit` at most, ending early once it holds `page_bytes`
     of fields (always its first)."""
     after: tuple[Any, ...] = (None, None)
@@ -819,9 +835,9 @@ async def _versions(
     }
     found = await rows(conn, LISTS_VERSIONS[access.restricted], args)
     items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[1], r[2]), 3)
-    return models.DatasetVersionPage(
+    return models_datasets.DatasetVersionPage(
         items=[
-            models.DatasetVersion(
+            models_datasets.DatasetVersion(
                 version=r[0], event_time=r[1], fields=parts.fields(r[3]), run=_run_ref.decode(r[4])
             )
             for r in items
@@ -832,7 +848,7 @@ async def _versions(
 
 async def _runs(
     conn: AsyncConnection[Any], access: Access, dataset: uuid.UUID, query: RunsQuery, kind: str
-) -> models.RunOfDatasetPage:
+) -> models_datasets.RunOfDatasetPage:
     columns, types = RUN_SORTS[query.sort]
     # Index probes whatever the tables' sizes (a small schema_observations, now that
     # readers' schemas are not in it, was scanned whole once per name and per run): no seq
@@ -859,9 +875,9 @@ async def _runs(
     await conn.execute("SET LOCAL enable_seqscan = on")
     at = {"run_id": 0, "direction": 1, "started_at": 2}
     items, next_cursor = page(found, query.limit, kind, lambda r: [r[at[c]] for c in columns])
-    return models.RunOfDatasetPage(
+    return models_datasets.RunOfDatasetPage(
         items=[
-            models.RunOfDataset(
+            models_datasets.RunOfDataset(
                 id=r[0],
                 job=models.JobRef(id=r[3], namespace=r[4], name=r[5]),
                 role=r[1],
@@ -923,13 +939,13 @@ async def get_dataset(request: Request) -> Response:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])
     return json_response(
         request,
-        models.Dataset(
+        models_datasets.Dataset(
             id=r[0],
             namespace=display[0],
             name=display[1],
             fields=parts.fields(r[3]) if r[3] is not None else None,
             reader_schemas=[
-                models.ReaderSchema(
+                models_datasets.ReaderSchema(
                     fields=parts.fields(s[0]),
                     first_seen=s[1],
                     last_seen=s[2],

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import Access, access_of
-from metastore.api import asof, dataset_nodes, lineage, models, visibility
+from metastore.api import asof, dataset_nodes, lineage, models, models_lineage, visibility
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -93,7 +93,7 @@ OP = Operation(
     "/impact",
     "getImpact",
     "What a failed run, or a changed job or dataset, reaches downstream",
-    models.Impact,
+    models_lineage.Impact,
     tag="lineage",
     query=ImpactQuery,
     not_found=True,
@@ -157,7 +157,7 @@ async def get_impact(request: Request) -> Response:
         )
         if kind == "dataset":  # (its freshness is the start node's)
             node = graph.nodes[0]
-            assert isinstance(node, models.DatasetNode)
+            assert isinstance(node, models_lineage.DatasetNode)
             fresh = [(models.DatasetRef(node.id, node.namespace, node.name), node.freshness)]
         else:
             details = await dataset_nodes.of(conn, read, query.as_of, access)
@@ -167,7 +167,7 @@ async def get_impact(request: Request) -> Response:
             ]
     return json_response(
         request,
-        models.Impact(
+        models_lineage.Impact(
             node=query.node,
             run=run,
             causes=causes(fresh),
@@ -180,13 +180,13 @@ async def get_impact(request: Request) -> Response:
 
 def causes(
     fresh: list[tuple[models.DatasetRef, models.DatasetFreshness]],
-) -> list[models.UpstreamFailure]:
+) -> list[models_lineage.UpstreamFailure]:
     """The root failed runs behind these datasets' freshness, each once, through the
     dataset (its writer failed, or a failure upstream of it reached it)."""
-    found: dict[uuid.UUID, models.UpstreamFailure] = {}
+    found: dict[uuid.UUID, models_lineage.UpstreamFailure] = {}
     for dataset, freshness in fresh:
         for why in freshness.stale_reasons:
             if why.run is not None and why.reason != "input_rewritten":
-                failure = models.UpstreamFailure(run=why.run, at=why.at, via=dataset)
+                failure = models_lineage.UpstreamFailure(run=why.run, at=why.at, via=dataset)
                 found.setdefault(why.run.id, failure)
     return sorted(found.values(), key=lambda c: (c.at, str(c.run.id)), reverse=True)

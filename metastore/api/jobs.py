@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import asof, facets, lateness, models, params
+from metastore.api import asof, facets, lateness, models, models_jobs, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.listing import Filter, Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
@@ -220,7 +220,7 @@ LIST = Operation(
     "/jobs",
     "listJobs",
     "List jobs",
-    models.JobPage,
+    models_jobs.JobPage,
     tag="jobs",
     query=ListQuery,
     description="Jobs with their latest run (state, start, end, duration), by namespace "
@@ -232,7 +232,7 @@ GET = Operation(
     "/jobs/{job_id}",
     "getJob",
     "A job",
-    models.Job,
+    models_jobs.Job,
     tag="jobs",
     path_params=JobPath,
     query=JobQuery,
@@ -262,7 +262,7 @@ DATASETS = Operation(
     "/jobs/{job_id}/datasets",
     "listJobDatasets",
     "The datasets a job reads or writes",
-    models.DatasetRefPage,
+    models_jobs.DatasetRefPage,
     tag="jobs",
     path_params=JobPath,
     query=DatasetsQuery,
@@ -305,9 +305,9 @@ async def list_jobs(request: Request) -> Response:
         listed = await JOBS.read(conn, query, access)
     return json_response(
         request,
-        models.JobPage(
+        models_jobs.JobPage(
             items=[
-                models.JobSummary(
+                models_jobs.JobSummary(
                     id=r[0],
                     namespace=r[1],
                     name=r[2],
@@ -351,7 +351,7 @@ async def get_job(request: Request) -> Response:
     asof.check_seen("job", path.job_id, r[7], query.as_of)
     return json_response(
         request,
-        models.Job(
+        models_jobs.Job(
             id=r[0],
             namespace=r[1],
             name=r[2],
@@ -403,7 +403,7 @@ async def datasets_page(
     id_: uuid.UUID,
     query: Any,
     kind: str,
-) -> models.DatasetRefPage:
+) -> models_jobs.DatasetRefPage:
     """A page of the datasets of a job or run (404 when the job or run is unknown or
     hidden: `exists` holds its visibility condition)."""
     access = await access_of(request)
@@ -425,7 +425,7 @@ async def datasets_page(
             raise not_found(what, id_)
         found = await rows(conn, sql, args)
     items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2], r[0]))
-    return models.DatasetRefPage(
+    return models_jobs.DatasetRefPage(
         items=[models.DatasetRef(id=r[0], namespace=r[1], name=r[2]) for r in items],
         next_cursor=next_cursor,
     )

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import EVERYTHING, Access, access_of
-from metastore.api import asof, dataset_nodes, limits, models, visibility
+from metastore.api import asof, dataset_nodes, limits, models, models_lineage, visibility
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -370,7 +370,7 @@ LINEAGE_OP = Operation(
     "/lineage",
     "getLineage",
     "The lineage graph around a job or dataset",
-    models.LineageGraph,
+    models_lineage.LineageGraph,
     tag="lineage",
     query=LineageQuery,
     not_found=True,
@@ -392,7 +392,7 @@ LINEAGE_OP = Operation(
     + HIDDEN_NODES,
 )
 resource = Resource()
-LineageNode = models.JobNode | models.DatasetNode
+LineageNode = models_lineage.JobNode | models_lineage.DatasetNode
 _owners = msgspec.json.Decoder(list[models.Owner])
 
 
@@ -401,7 +401,7 @@ def _key(kind: str, id_: uuid.UUID) -> str:
 
 
 def node(
-    r: Any, beyond: models.Beyond, datasets: Mapping[uuid.UUID, dataset_nodes.Details]
+    r: Any, beyond: models_lineage.Beyond, datasets: Mapping[uuid.UUID, dataset_nodes.Details]
 ) -> LineageNode:
     """A graph node from a row of the walk, a dataset with its details from `datasets`
     (dataset_nodes.of)."""
@@ -416,7 +416,7 @@ def node(
                 ended_at=r[16],
                 duration_seconds=r[17],
             )
-        return models.JobNode(
+        return models_lineage.JobNode(
             key=_key("job", r[1]),
             id=r[1],
             namespace=r[3],
@@ -437,12 +437,12 @@ def dataset_node(
     depth: int,
     namespace: str,
     name: str,
-    beyond: models.Beyond,
+    beyond: models_lineage.Beyond,
     details: dataset_nodes.Details,
-) -> models.DatasetNode:
+) -> models_lineage.DatasetNode:
     """A dataset node: under its display name (as of a moment, then's, when it had one)."""
     fresh = details.freshness
-    return models.DatasetNode(
+    return models_lineage.DatasetNode(
         key=_key("dataset", id_),
         id=id_,
         namespace=details.namespace or namespace,
@@ -582,7 +582,7 @@ def node_key(r: Any) -> str:
     return _key(r[0], r[1])
 
 
-def node_refs(walked: Walk) -> dict[str, models.NodeRef]:
+def node_refs(walked: Walk) -> dict[str, models_lineage.NodeRef]:
     """Each node of a walk as an edge names it, by key: under the name its node shows."""
     refs = {}
     for r in walked.found:
@@ -591,11 +591,13 @@ def node_refs(walked: Walk) -> dict[str, models.NodeRef]:
         if details is not None:
             namespace, name = details.namespace or namespace, details.name or name
         key = node_key(r)
-        refs[key] = models.NodeRef(key=key, type=r[0], id=r[1], namespace=namespace, name=name)
+        refs[key] = models_lineage.NodeRef(
+            key=key, type=r[0], id=r[1], namespace=namespace, name=name
+        )
     return refs
 
 
-def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.LineageGraph:
+def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models_lineage.LineageGraph:
     """The graph of a walk: its nodes (those in `keep` alone, when given), with what lies
     beyond each, and all its edges."""
     # Neighbours left out, by node and side: upstream of a dataset are the jobs writing
@@ -617,7 +619,7 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
                     state=walked.run_states.get(run),  # type: ignore[arg-type]
                 )
             edges.append(
-                models.LineageEdge(
+                models_lineage.LineageEdge(
                     from_=ends[0],
                     to=ends[1],
                     lifecycle_state=lifecycle if direction == "output" else None,
@@ -638,7 +640,7 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
     nodes = [
         node(
             r,
-            models.Beyond(
+            models_lineage.Beyond(
                 upstream=left_out.get((r[0], r[1], "up"), 0),
                 downstream=left_out.get((r[0], r[1], "down"), 0),
             ),
@@ -651,7 +653,7 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
     if walked.found:
         reached, cut = walked.found[0][5], walked.found[0][6]
         truncated = truncated or reached > len(walked.found) or bool(cut)
-    return models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
+    return models_lineage.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
 
 
 async def walk(
@@ -667,7 +669,7 @@ async def walk(
     run_outputs: list[uuid.UUID] | None = None,
     window: tuple[str, dt.datetime | None] = ("latest", None),
     access: Access = EVERYTHING,
-) -> models.LineageGraph:
+) -> models_lineage.LineageGraph:
     """The graph around job or dataset `start` (walk_rows, then graph_of)."""
     walked = await walk_rows(
         conn,

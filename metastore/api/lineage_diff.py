@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import asof, dataset_nodes, lineage, models, visibility
+from metastore.api import asof, dataset_nodes, lineage, models, models_lineage, visibility
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -110,7 +110,7 @@ OP = Operation(
     "/lineage/diff",
     "getLineageDiff",
     "What changed in the lineage graph around a node between two moments",
-    models.LineageDiff,
+    models_lineage.LineageDiff,
     tag="lineage",
     query=DiffQuery,
     not_found=True,
@@ -139,17 +139,21 @@ def _fields(fields: Any, prefix: str = "") -> Iterator[tuple[str, str | None]]:
         yield from _fields(field.get("fields"), path + ".")
 
 
-def schema_change(r: Any) -> models.SchemaChange:
+def schema_change(r: Any) -> models_lineage.SchemaChange:
     before = dict(_fields(msgspec.json.decode(r[4])))
     after = dict(_fields(msgspec.json.decode(r[6])))
-    return models.SchemaChange(
+    return models_lineage.SchemaChange(
         dataset=models.DatasetRef(id=r[0], namespace=r[1], name=r[2]),
         from_version=r[3],
         to_version=r[5],
-        added=[models.FieldType(name=n, type=t) for n, t in after.items() if n not in before],
-        removed=[models.FieldType(name=n, type=t) for n, t in before.items() if n not in after],
+        added=[
+            models_lineage.FieldType(name=n, type=t) for n, t in after.items() if n not in before
+        ],
+        removed=[
+            models_lineage.FieldType(name=n, type=t) for n, t in before.items() if n not in after
+        ],
         type_changed=[
-            models.TypeChange(name=n, from_type=before[n], to_type=t)
+            models_lineage.TypeChange(name=n, from_type=before[n], to_type=t)
             for n, t in after.items()
             if n in before and not same_type(before[n], t)
         ],
@@ -161,7 +165,7 @@ def _edge_rows(walk: lineage.Walk) -> set[tuple[str, Any, Any]]:
     return {(x[1], x[2], x[3]) for x in walk.links if x[0] == "edge"}
 
 
-def _edge(e: models.LineageEdge) -> tuple[str, str]:
+def _edge(e: models_lineage.LineageEdge) -> tuple[str, str]:
     return e.from_.key, e.to.key
 
 
@@ -223,7 +227,7 @@ async def get_lineage_diff(request: Request) -> Response:
     edges_after = {_edge(e): e for e in graph_after.edges}
     return json_response(
         request,
-        models.LineageDiff(
+        models_lineage.LineageDiff(
             from_=query.from_,
             to=to,
             nodes_added=graph_after.nodes,

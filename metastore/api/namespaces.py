@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import EVERYTHING, access_of
-from metastore.api import models, params
+from metastore.api import models_namespaces, params
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import decode_cursor, page
@@ -58,7 +58,7 @@ LIST = Operation(
     "/namespaces",
     "listNamespaces",
     "List namespaces",
-    models.NamespacePage,
+    models_namespaces.NamespacePage,
     tag="namespaces",
     query=ListQuery,
     description="Every namespace seen in an event, for jobs, datasets or both, by name, "
@@ -84,9 +84,9 @@ async def list_namespaces(request: Request) -> Response:
     items, next_cursor = page(found, query.limit, "namespaces", lambda r: (r[0],))
     return json_response(
         request,
-        models.NamespacePage(
+        models_namespaces.NamespacePage(
             items=[
-                models.Namespace(
+                models_namespaces.Namespace(
                     name=r[0],
                     has_jobs=r[1],
                     has_datasets=r[2],

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import Access, access_of
-from metastore.api import facets, limits, models, params
+from metastore.api import facets, limits, models, models_jobs, models_runs, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.jobs import DATASETS_PAGES, DatasetsQuery, datasets_page
 from metastore.api.listing import Filter, Listing, Sort, templates
@@ -231,7 +231,7 @@ LIST = Operation(
     "/runs",
     "listRuns",
     "List runs",
-    models.RunPage,
+    models_runs.RunPage,
     tag="runs",
     query=ListQuery,
     description="Runs, newest first (by the earliest eventTime of their events, or as "
@@ -245,7 +245,7 @@ GET = Operation(
     "/runs/{run_id}",
     "getRun",
     "A run",
-    models.Run,
+    models_runs.Run,
     tag="runs",
     path_params=RunPath,
     not_found=True,
@@ -259,7 +259,7 @@ EVENTS = Operation(
     "/runs/{run_id}/events",
     "listRunEvents",
     "The raw events of a run",
-    models.RunEventPage,
+    models_runs.RunEventPage,
     tag="runs",
     path_params=RunPath,
     query=PageQuery,
@@ -271,7 +271,7 @@ DATASETS = Operation(
     "/runs/{run_id}/datasets",
     "listRunDatasets",
     "The datasets a run read or wrote",
-    models.DatasetRefPage,
+    models_jobs.DatasetRefPage,
     tag="runs",
     path_params=RunPath,
     query=DatasetsQuery,
@@ -331,8 +331,8 @@ async def list_runs(request: Request) -> Response:
         listed = await RUNS.read(conn, query, access)
     return json_response(
         request,
-        models.RunPage(
-            items=[models.RunSummary(**_summary(r, access)) for r in listed.rows],
+        models_runs.RunPage(
+            items=[models_runs.RunSummary(**_summary(r, access)) for r in listed.rows],
             next_cursor=listed.next_cursor,
             total=listed.total,
             total_is_exact=listed.total_is_exact,
@@ -356,7 +356,7 @@ async def get_run(request: Request) -> Response:
         merged = await _facets_from_log(conn, path.run_id, r[23], r[29])
     return json_response(
         request,
-        models.Run(
+        models_runs.Run(
             **_summary(r, access),
             facets=facets.served(merged, facets.RUN, sensitive=access.shows_sensitive(r[2])),
             children=_run_refs.decode(r[24]),
@@ -401,7 +401,7 @@ async def list_run_events(request: Request) -> Response:
     items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[0], r[1]), 2)
     return json_response(
         request,
-        models.RunEventPage(
+        models_runs.RunEventPage(
             items=[msgspec.Raw(facets.event_shown(r[2], access)) for r in items],
             next_cursor=next_cursor,
         ),

@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import models, params
+from metastore.api import models_search, params
 from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
@@ -306,7 +306,7 @@ SEARCH_OP = Operation(
     "/search",
     "search",
     "Search jobs, datasets and namespaces by name",
-    models.SearchPage,
+    models_search.SearchPage,
     tag="search",
     query=SearchQuery,
     description="Jobs, datasets and namespaces whose name contains `q` "
@@ -325,14 +325,18 @@ def _cursor_key(r: Any) -> tuple[int, str, str, str]:
     return (r[5], r[6], r[0], r[1])
 
 
-def _hit(r: Any) -> models.SearchHit:
+def _hit(r: Any) -> models_search.SearchHit:
     match = MATCH[r[5]]
     if r[0] == "namespace":
-        return models.NamespaceHit(name=r[4], match=match)
-    matched = models.MatchedName(namespace=r[7], name=r[8])
+        return models_search.NamespaceHit(name=r[4], match=match)
+    matched = models_search.MatchedName(namespace=r[7], name=r[8])
     if r[0] == "job":
-        return models.JobHit(id=r[2], namespace=r[3], name=r[4], matched_name=matched, match=match)
-    return models.DatasetHit(id=r[2], namespace=r[3], name=r[4], matched_name=matched, match=match)
+        return models_search.JobHit(
+            id=r[2], namespace=r[3], name=r[4], matched_name=matched, match=match
+        )
+    return models_search.DatasetHit(
+        id=r[2], namespace=r[3], name=r[4], matched_name=matched, match=match
+    )
 
 
 @resource.add(SEARCH_OP)
@@ -388,7 +392,7 @@ async def search(request: Request) -> Response:
     exact = count <= TOTAL_CAP and all(names <= TOTAL_CAP for _, names, _, _ in counted)
     return json_response(
         request,
-        models.SearchPage(
+        models_search.SearchPage(
             items=[_hit(r) for r in items],
             next_cursor=next_cursor,
             total=min(count, TOTAL_CAP),

@@ -1,0 +1,106 @@
+"""The response bodies of /jobs (and the dataset pages of a job or run).
+
+The shapes they share (references, freshness, times, totals) and the glossary: models.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from metastore.api import limits
+from metastore.api.models import (
+    MERGED,
+    Cursor,
+    DatasetRef,
+    Description,
+    JobRefWithRun,
+    LatenessField,
+    LatestRun,
+    Owners,
+    Struct,
+    Tags,
+    Time,
+    Total,
+    TotalIsExact,
+    facets_schema,
+)
+
+JOB_STANDARD_FACETS: dict[str, str] = {
+    "jobType": "JobTypeFacet",
+    "documentation": "DocumentationFacet",
+    "ownership": "OwnershipFacet",
+    "tags": "TagsFacet",
+    "sql": "SqlFacet",
+}
+
+JobFacets = Annotated[
+    msgspec.Raw,
+    Meta(description=MERGED, extra_json_schema=facets_schema(JOB_STANDARD_FACETS)),
+]
+
+
+class JobSummary(Struct):
+    id: uuid.UUID
+    namespace: str
+    name: str
+    job_type: str | None
+    processing_type: str | None
+    integration: str | None
+    description: Description
+    parent: JobRefWithRun | None
+    first_seen: Time
+    last_seen: Time
+    latest_run: LatestRun | None
+    lateness: LatenessField
+
+
+class JobPage(Struct):
+    items: list[JobSummary]
+    next_cursor: Cursor
+    total: Total
+    total_is_exact: TotalIsExact
+
+
+class Job(Struct):
+    id: uuid.UUID
+    namespace: str
+    name: str
+    job_type: str | None
+    processing_type: str | None
+    integration: str | None
+    description: Description
+    owners: Owners
+    tags: Tags
+    facets: JobFacets
+    first_seen: Time
+    last_seen: Time
+    parent: JobRefWithRun | None
+    children: Annotated[
+        list[JobRefWithRun],
+        Meta(
+            description="Its child jobs (jobs whose runs name this job's in their parent "
+            f"facet), each with its latest run: the first {limits.EMBEDDED_REFS} by name; "
+            "`child_count` counts them all."
+        ),
+    ]
+    child_count: Annotated[int, Meta(ge=0, description="How many child jobs it has.")]
+    latest_run: LatestRun | None
+    run_count: Annotated[int, Meta(ge=0, description="Its runs (all time).")]
+    inputs: Annotated[
+        list[DatasetRef], Meta(description="The first datasets it reads, by name (capped).")
+    ]
+    input_count: Annotated[int, Meta(ge=0, description="All the datasets it reads.")]
+    outputs: Annotated[
+        list[DatasetRef], Meta(description="The first datasets it writes, by name (capped).")
+    ]
+    output_count: Annotated[int, Meta(ge=0, description="All the datasets it writes.")]
+    lateness: LatenessField
+
+
+class DatasetRefPage(Struct):
+    items: list[DatasetRef]
+    next_cursor: Cursor
