@@ -804,9 +804,7 @@ async def list_datasets(request: Request) -> Response:
         request,
         models_datasets.DatasetPage(
             items=summaries,
-            next_cursor=listed.next_cursor,
-            total=listed.total,
-            total_is_exact=listed.total_is_exact,
+            **listed.page(),
         ),
     )
 

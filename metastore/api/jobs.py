@@ -323,9 +323,7 @@ async def list_jobs(request: Request) -> Response:
                 )
                 for r in listed.rows
             ],
-            next_cursor=listed.next_cursor,
-            total=listed.total,
-            total_is_exact=listed.total_is_exact,
+            **listed.page(),
         ),
     )
 

@@ -13,19 +13,37 @@ adding a list, one `Listing` and the handler that turns its rows into items.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import AsyncConnection
 
 from metastore.access import Access
-from metastore.api.pagination import bound_kind, decode_cursor, page_with_total
+from metastore.api.db import rows
+from metastore.api.pagination import bound_kind, decode_cursor, page, total
 from metastore.api.visibility import for_access
 
 # A fragment of SQL as the query (its parameters) and the access's kind (restricted or
 # not) choose it.
 Fragment = Callable[[Any, bool], str]
+# A list's (total, total_is_exact) from its `count` statement, its args, the rows the page
+# read (`limit + 1` at most) and the page when it is the whole list (else None).
+Total = Callable[
+    [AsyncConnection[Any], str, dict[str, Any], list[Any], list[Any] | None],
+    Awaitable[tuple[int, bool]],
+]
+
+
+async def capped_total(
+    conn: AsyncConnection[Any],
+    count: str,
+    args: dict[str, Any],
+    found: list[Any],
+    whole: list[Any] | None,
+) -> tuple[int, bool]:
+    """The total of most lists: the whole page's length, else counted to TOTAL_CAP."""
+    return await total(conn, count, args, whole)
 
 
 def _same(value: Any) -> Any:
@@ -75,6 +93,14 @@ class Listed:
     total: int
     total_is_exact: bool
 
+    def page(self) -> dict[str, Any]:
+        """The page's fields besides its items (a *Page struct's keywords)."""
+        return {
+            "next_cursor": self.next_cursor,
+            "total": self.total,
+            "total_is_exact": self.total_is_exact,
+        }
+
 
 @dataclass(frozen=True)
 class Listing:
@@ -86,11 +112,12 @@ class Listing:
 
     kind: str
     select: Callable[[Any, bool, str, str], str]
-    count: Callable[[Any, bool, str], str] | None
+    count: Callable[[Any, bool, str], str]
     sorts: dict[str, Sort]
     filters: tuple[Filter, ...] = ()
     visible: Callable[[Access], str] | None = None
     bound: bool = True
+    total: Total = capped_total
     extra_args: Callable[[Any], dict[str, Any]] = field(default=lambda query: {})
 
     def sort(self, query: Any) -> Sort:
@@ -113,7 +140,7 @@ class Listing:
                     filters.append(fragment)
                 if f.bind is not None:
                     args[f.arg or f.param] = f.bind(getattr(query, f.param))
-        counted = self.count(query, restricted, "\n  ".join(filters)) if self.count else ""
+        counted = self.count(query, restricted, "\n  ".join(filters))
         sort = self.sort(query)
         kind = bound_kind(self.kind, query) if self.bound else self.kind
         if query.cursor is not None:
@@ -121,10 +148,11 @@ class Listing:
             args.update({f"a{i}": v for i, v in enumerate(key)})
             filters.append(sort.after)
         sql = self.select(query, restricted, "\n  ".join(filters), sort.order)
-        found, next_cursor, total, exact = await page_with_total(
-            conn, sql, counted, args, query, kind, sort.key
-        )
-        return Listed(found, next_cursor, total, exact)
+        found = await rows(conn, sql, args)
+        items, next_cursor = page(found, query.limit, kind, sort.key)
+        whole = items if query.cursor is None and next_cursor is None else None
+        counted_total, exact = await self.total(conn, counted, args, found, whole)
+        return Listed(items, next_cursor, counted_total, exact)
 
 
 def templates(

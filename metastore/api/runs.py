@@ -333,9 +333,7 @@ async def list_runs(request: Request) -> Response:
         request,
         models_runs.RunPage(
             items=[models_runs.RunSummary(**_summary(r, access)) for r in listed.rows],
-            next_cursor=listed.next_cursor,
-            total=listed.total,
-            total_is_exact=listed.total_is_exact,
+            **listed.page(),
         ),
     )
 
