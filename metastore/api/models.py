@@ -28,15 +28,25 @@ JSONObject = Annotated[
 ]
 
 
-def facets_schema(standard: dict[str, str]) -> dict[str, Any]:
-    """A facets object's schema: the standard facets typed by name, any other a `Facet`."""
-    return {
+def facets_of(standard: dict[str, str]) -> Meta:
+    """A facets object's schema: the standard facets typed by name, any other a `Facet`;
+    merged the OpenLineage way (MERGED)."""
+    schema = {
         "type": "object",
         "properties": {
             name: {"$ref": REF.format(name=schema)} for name, schema in standard.items()
         },
         "additionalProperties": {"$ref": REF.format(name="Facet")},
     }
+    return Meta(description=MERGED, extra_json_schema=schema)
+
+
+def raw_list_of(component: str, description: str) -> Meta:
+    """Passed-through JSON (msgspec.Raw) documented as a list of `component`."""
+    return Meta(
+        description=description,
+        extra_json_schema={"type": "array", "items": {"$ref": REF.format(name=component)}},
+    )
 
 
 MERGED = (
@@ -263,6 +273,18 @@ class RunRef(Struct):
         ),
     ]
     state: RunState | None
+
+
+# The fields every run in an answer begins with, in this order (a run's page, a list item,
+# a node of the run graph).
+class RunBasics(Struct):
+    id: uuid.UUID
+    job: JobRef
+    state: RunState
+    state_time: Time
+    started_at: StartedAt
+    ended_at: Time | None
+    duration_seconds: Duration
 
 
 # --- writes and freshness -----------------------------------------------------------

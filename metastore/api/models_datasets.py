@@ -13,8 +13,6 @@ from msgspec import Meta
 
 from metastore.api import limits
 from metastore.api.models import (
-    MERGED,
-    REF,
     WRITE_RULE,
     Cursor,
     DatasetFreshness,
@@ -37,7 +35,8 @@ from metastore.api.models import (
     Time,
     Total,
     TotalIsExact,
-    facets_schema,
+    facets_of,
+    raw_list_of,
 )
 
 # The standard facets the document types, by name: their component schemas (api/facets.py
@@ -52,17 +51,11 @@ DATASET_STANDARD_FACETS: dict[str, str] = {
     "lifecycleStateChange": "LifecycleStateChangeFacet",
 }
 
-DatasetFacets = Annotated[
-    msgspec.Raw,
-    Meta(description=MERGED, extra_json_schema=facets_schema(DATASET_STANDARD_FACETS)),
-]
+DatasetFacets = Annotated[msgspec.Raw, facets_of(DATASET_STANDARD_FACETS)]
 
 SchemaFields = Annotated[
     msgspec.Raw,
-    Meta(
-        description="The `schema` facet's fields (nested fields in `fields`).",
-        extra_json_schema={"type": "array", "items": {"$ref": REF.format(name="SchemaField")}},
-    ),
+    raw_list_of("SchemaField", "The `schema` facet's fields (nested fields in `fields`)."),
 ]
 
 NameKind = Annotated[

@@ -13,7 +13,6 @@ from msgspec import Meta
 
 from metastore.api import limits
 from metastore.api.models import (
-    MERGED,
     Cursor,
     DatasetRef,
     Description,
@@ -26,7 +25,7 @@ from metastore.api.models import (
     Time,
     Total,
     TotalIsExact,
-    facets_schema,
+    facets_of,
 )
 
 JOB_STANDARD_FACETS: dict[str, str] = {
@@ -37,13 +36,11 @@ JOB_STANDARD_FACETS: dict[str, str] = {
     "sql": "SqlFacet",
 }
 
-JobFacets = Annotated[
-    msgspec.Raw,
-    Meta(description=MERGED, extra_json_schema=facets_schema(JOB_STANDARD_FACETS)),
-]
+JobFacets = Annotated[msgspec.Raw, facets_of(JOB_STANDARD_FACETS)]
 
 
-class JobSummary(Struct):
+# (the fields a job's list item and page begin with, in this order)
+class JobHead(Struct):
     id: uuid.UUID
     namespace: str
     name: str
@@ -51,6 +48,9 @@ class JobSummary(Struct):
     processing_type: str | None
     integration: str | None
     description: Description
+
+
+class JobSummary(JobHead):
     parent: JobRefWithRun | None
     first_seen: Time
     last_seen: Time
@@ -65,14 +65,7 @@ class JobPage(Struct):
     total_is_exact: TotalIsExact
 
 
-class Job(Struct):
-    id: uuid.UUID
-    namespace: str
-    name: str
-    job_type: str | None
-    processing_type: str | None
-    integration: str | None
-    description: Description
+class Job(JobHead):
     owners: Owners
     tags: Tags
     facets: JobFacets

@@ -13,9 +13,7 @@ from msgspec import Meta
 
 from metastore.api import limits
 from metastore.api.models import (
-    REF,
     DatasetRef,
-    Duration,
     FreshnessField,
     JobRef,
     LastWriteAt,
@@ -24,18 +22,17 @@ from metastore.api.models import (
     NameKey,
     Owner,
     Owners,
+    RunBasics,
     RunRef,
-    RunState,
-    StartedAt,
     Struct,
     Time,
+    raw_list_of,
 )
 
 Transformations = Annotated[
     msgspec.Raw,
-    Meta(
-        description="How the output field is made from the input field (columnLineage).",
-        extra_json_schema={"type": "array", "items": {"$ref": REF.format(name="Transformation")}},
+    raw_list_of(
+        "Transformation", "How the output field is made from the input field (columnLineage)."
     ),
 ]
 
@@ -275,14 +272,7 @@ class LineageDiff(Struct):
     ]
 
 
-class RunNode(Struct):
-    id: uuid.UUID
-    job: JobRef
-    state: RunState
-    state_time: Time
-    started_at: StartedAt
-    ended_at: Time | None
-    duration_seconds: Duration
+class RunNode(RunBasics):
     depth: Annotated[int, Meta(ge=0, description="Hops from the start run.")]
 
 

@@ -5,7 +5,6 @@ The shapes they share (references, freshness, times, totals) and the glossary: m
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
 import msgspec
@@ -13,19 +12,15 @@ from msgspec import Meta
 
 from metastore.api import limits
 from metastore.api.models import (
-    MERGED,
     Cursor,
     DatasetRef,
-    Duration,
-    JobRef,
+    RunBasics,
     RunRef,
-    RunState,
-    StartedAt,
     Struct,
     Time,
     Total,
     TotalIsExact,
-    facets_schema,
+    facets_of,
 )
 
 RUN_STANDARD_FACETS: dict[str, str] = {
@@ -35,28 +30,25 @@ RUN_STANDARD_FACETS: dict[str, str] = {
     "tags": "TagsFacet",
 }
 
-RunFacets = Annotated[
-    msgspec.Raw,
-    Meta(description=MERGED, extra_json_schema=facets_schema(RUN_STANDARD_FACETS)),
+RunFacets = Annotated[msgspec.Raw, facets_of(RUN_STANDARD_FACETS)]
+
+
+Root = Annotated[
+    RunRef | None,
+    Meta(description="The top of its parent chain; null for a run without a parent."),
 ]
 
 
-class RunSummary(Struct):
-    id: uuid.UUID
-    job: JobRef
-    state: RunState
-    state_time: Time
-    started_at: StartedAt
-    ended_at: Time | None
-    duration_seconds: Duration
+# (the fields a run's list item and page begin with, in this order)
+class RunHead(RunBasics):
     nominal_start: Time | None
     nominal_end: Time | None
     error_message: str | None
+
+
+class RunSummary(RunHead):
     parent: RunRef | None
-    root: Annotated[
-        RunRef | None,
-        Meta(description="The top of its parent chain; null for a run without a parent."),
-    ]
+    root: Root
     first_seen: Time
     last_seen: Time
 
@@ -68,25 +60,12 @@ class RunPage(Struct):
     total_is_exact: TotalIsExact
 
 
-class Run(Struct):
-    id: uuid.UUID
-    job: JobRef
-    state: RunState
-    state_time: Time
-    started_at: StartedAt
-    ended_at: Time | None
-    duration_seconds: Duration
-    nominal_start: Time | None
-    nominal_end: Time | None
-    error_message: str | None
+class Run(RunHead):
     facets: RunFacets
     first_seen: Time
     last_seen: Time
     parent: RunRef | None
-    root: Annotated[
-        RunRef | None,
-        Meta(description="The top of its parent chain; null for a run without a parent."),
-    ]
+    root: Root
     children: Annotated[list[RunRef], Meta(description="Its child runs (the first 1,000).")]
     inputs: Annotated[
         list[DatasetRef], Meta(description="The first datasets it read, by name (capped).")
