@@ -29,7 +29,7 @@ from metastore.access import EVERYTHING, Access, access_of
 from metastore.api import asof, limits, models, models_lineage, params, parts, visibility
 from metastore.api.datasets import DatasetPath
 from metastore.api.db import connection, not_found, rows
-from metastore.api.lineage import HIDDEN_NODES, SHAPES
+from metastore.api.lineage import HIDDEN_NODES
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 
@@ -171,7 +171,7 @@ DISPLAY_AS_OF = {
 }
 # Restricted to an Access's namespaces (binding `%(readable)s`): a dataset shows its most
 # table-like readable name (first seen by `%(as_of)s`, as of a moment), never a hidden one.
-_RESTRICTED = SHAPES[True]
+_RESTRICTED = visibility.RESTRICTED
 VISIBLE_DISPLAY = f"""(
     SELECT n.namespace, n.name FROM readmodel.dataset_names n
     WHERE n.dataset_id = d.id AND n.first_seen <= coalesce(%(as_of)s::timestamptz, 'infinity'){

@@ -11,7 +11,6 @@ owners.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Annotated
 
 import msgspec
@@ -19,7 +18,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.access import Access, access_of
+from metastore.access import access_of
 from metastore.api import asof, dataset_nodes, lineage, models, models_lineage, visibility
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
@@ -55,17 +54,13 @@ ORDER BY 1
 """
 
 
-def _by_shape(statement: str, visible: Callable[[Access], str]) -> dict[bool, str]:
-    """The statement unrestricted and restricted (bound `%(readable)s`)."""
-    return {r: statement.format(visible=visible(lineage.SHAPES[r])) for r in (False, True)}
-
-
-RUNS = _by_shape(RUN, lambda a: visibility.run_visible(a, "r"))
-RUNS_OUTPUTS = _by_shape(RUN_OUTPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
-RUNS_INPUTS = _by_shape(RUN_INPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
-JOBS_INPUTS = _by_shape(
-    JOB_INPUTS,
-    lambda a: " WHERE true" + visibility.dataset_visible(a, "n.dataset_id") if a.restricted else "",
+# (each unrestricted and restricted, binding `%(readable)s`)
+DATASET_VISIBLE = visibility.mark("dataset", "n.dataset_id")
+RUNS = visibility.both(RUN.format(visible=visibility.mark("run", "r")))
+RUNS_OUTPUTS = visibility.both(RUN_OUTPUTS.format(visible=DATASET_VISIBLE))
+RUNS_INPUTS = visibility.both(RUN_INPUTS.format(visible=DATASET_VISIBLE))
+JOBS_INPUTS = visibility.both(
+    JOB_INPUTS.format(visible=visibility.mark("dataset", "n.dataset_id", where=True))
 )
 
 

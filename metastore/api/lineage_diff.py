@@ -58,7 +58,7 @@ SCHEMA_CHANGES_BY_SHAPE = {
     False: SCHEMA_CHANGES.format(display=asof.display_name_at("d.id")),
     True: SCHEMA_CHANGES.format(
         display=VISIBLE_DISPLAY_AT.format(
-            visible=visibility.name_visible(lineage.SHAPES[True], "n")
+            visible=visibility.name_visible(visibility.RESTRICTED, "n")
         )
     ),
 }

@@ -13,7 +13,7 @@ adding a list, one `Listing` and the handler that turns its rows into items.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,23 +27,6 @@ from metastore.api.visibility import for_access
 # A fragment of SQL as the query (its parameters) and the access's kind (restricted or
 # not) choose it.
 Fragment = Callable[[Any, bool], str]
-# A list's (total, total_is_exact) from its `count` statement, its args, the rows the page
-# read (`limit + 1` at most) and the page when it is the whole list (else None).
-Total = Callable[
-    [AsyncConnection[Any], str, dict[str, Any], list[Any], list[Any] | None],
-    Awaitable[tuple[int, bool]],
-]
-
-
-async def capped_total(
-    conn: AsyncConnection[Any],
-    count: str,
-    args: dict[str, Any],
-    found: list[Any],
-    whole: list[Any] | None,
-) -> tuple[int, bool]:
-    """The total of most lists: the whole page's length, else counted to TOTAL_CAP."""
-    return await total(conn, count, args, whole)
 
 
 def _same(value: Any) -> Any:
@@ -117,7 +100,7 @@ class Listing:
     filters: tuple[Filter, ...] = ()
     visible: Callable[[Access], str] | None = None
     bound: bool = True
-    total: Total = capped_total
+    total_column: int | None = None
     extra_args: Callable[[Any], dict[str, Any]] = field(default=lambda query: {})
 
     def sort(self, query: Any) -> Sort:
@@ -151,7 +134,12 @@ class Listing:
         found = await rows(conn, sql, args)
         items, next_cursor = page(found, query.limit, kind, sort.key)
         whole = items if query.cursor is None and next_cursor is None else None
-        counted_total, exact = await self.total(conn, counted, args, found, whole)
+        if self.total_column is None:
+            counted_total, exact = await total(conn, counted, args, whole)
+        elif found:
+            counted_total, exact = found[0][self.total_column], True
+        else:
+            counted_total, exact = (await rows(conn, counted, args))[0][0], True
         return Listed(items, next_cursor, counted_total, exact)
 
 

@@ -6,16 +6,13 @@ of one need no filter, as what is in a readable namespace is visible.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
-from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
 from metastore.api import models_namespaces, params
-from metastore.api.db import connection, rows
+from metastore.api.db import connection
 from metastore.api.listing import Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -41,18 +38,6 @@ LIMIT %(limit)s
 TOTAL = "SELECT count(*) FROM readmodel.namespaces ns WHERE true {filters}"
 
 
-async def _total(
-    conn: AsyncConnection[Any],
-    count: str,
-    args: dict[str, Any],
-    found: list[Any],
-    whole: list[Any] | None,
-) -> tuple[int, bool]:
-    """Every namespace counted, exactly: read with the page (its last column), or alone
-    past the last page."""
-    return (found[0][7] if found else (await rows(conn, count, args))[0][0]), True
-
-
 # (a cursor names the list alone: it has no filters)
 NAMESPACES = Listing(
     "namespaces",
@@ -60,7 +45,7 @@ NAMESPACES = Listing(
     {"": Sort("ns.name", "AND ns.name > %(a0)s", [str], lambda r: (r[0],))},
     visible=namespace_visible,
     bound=False,
-    total=_total,
+    total_column=7,  # (every namespace counted exactly, with the page)
 )
 
 

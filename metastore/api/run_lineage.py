@@ -32,7 +32,6 @@ from metastore.api.lineage import (
     HIDDEN_NODES,
     MAX_DEPTH,
     NODE_LIMIT,
-    SHAPES,
     dataset_node,
 )
 from metastore.api.operation import Operation, Resource
@@ -128,7 +127,7 @@ RUN_KNOWN = "SELECT 1 FROM readmodel.lineage_runs WHERE run_id = %(run_id)s"
 # Restricted: a run of a hidden job is unknown (404).
 RUN_VISIBLE = f"""
 SELECT 1 FROM readmodel.runs r
-WHERE r.id = %(run_id)s{visibility.run_visible(SHAPES[True], "r")}"""
+WHERE r.id = %(run_id)s{visibility.run_visible(visibility.RESTRICTED, "r")}"""
 # Rows (run's position, run, dataset id, role, written) of what the runs read and wrote:
 # each run's first `max_edges` by name, in the order of the runs, `max_edges` in all (an
 # index range per run: a run that wrote 10,000 datasets costs what the answer holds).
