@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=100)
     parser.add_argument("--seed", type=int, default=20241017)
     args = parser.parse_args()
-    walk = datasets.DISPLAY_WALK.format(filters=datasets.AFTER.format(key=datasets.DISPLAY_KEY))
+    walk = datasets.DISPLAY_WALK.format(filters=datasets.DATASETS.sorts[""].after)
     listing = datasets.LIST_DATASETS.format(walk=walk, key=datasets.DISPLAY_KEY, matched="NULL")
     statements = {
         "page": listing,
@@ -64,7 +64,7 @@ def main() -> None:
             for namespace, name in starts:
                 found = conn.execute(
                     listing,
-                    {"limit": PAGE + 1, "after_namespace": namespace, "after_name": name},
+                    {"limit": PAGE + 1, "a0": namespace, "a1": name},
                 ).fetchall()
                 pages.append([r[0] for r in found[:PAGE]])
             times: dict[str, list[float]] = {k: [] for k in statements}
@@ -74,8 +74,8 @@ def main() -> None:
                     for kind in order:
                         params = {
                             "limit": PAGE + 1,
-                            "after_namespace": namespace,
-                            "after_name": name,
+                            "a0": namespace,
+                            "a1": name,
                             "datasets": ids,
                             "as_of": None,
                         }

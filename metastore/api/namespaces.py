@@ -36,12 +36,15 @@ ORDER BY {{order}}
 LIMIT %(limit)s
 """
 TOTAL = "SELECT count(*) FROM readmodel.namespaces ns WHERE true {filters}"
+# The statements by Access.restricted: the list (its {filters} and {order} to fill) and the
+# count past the last page.
+STATEMENTS = {restricted: (sql, TOTAL) for restricted, sql in both(LIST_NAMESPACES).items()}
 
 
 # (a cursor names the list alone: it has no filters)
 NAMESPACES = Listing(
     "namespaces",
-    *templates(both(LIST_NAMESPACES), TOTAL),
+    *templates({restricted: sql for restricted, (sql, _) in STATEMENTS.items()}, TOTAL),
     {"": Sort("ns.name", "AND ns.name > %(a0)s", [str], lambda r: (r[0],))},
     visible=namespace_visible,
     bound=False,
