@@ -987,23 +987,23 @@ async def _dataset_id(
     return ref[0]
 
 
-@resource.add(VERSIONS)
-async def list_versions(request: Request) -> Response:
-    path: DatasetPath = VERSIONS.parse_path(request)
-    query: PageQuery = VERSIONS.parse_query(request)
+async def _of_dataset(request: Request, op: Operation, read: Any, kind: Any) -> Response:
+    """A list of a dataset (`read`: _versions, _runs; `kind`: its cursor's), 404 when the
+    dataset is unknown or hidden."""
+    path: DatasetPath = op.parse_path(request)
+    query = op.parse_query(request)
     access = await access_of(request)
     async with connection(request) as conn:
         dataset = await _dataset_id(conn, access, path.dataset_id, query)
-        answer = await _versions(conn, access, dataset, query, _versions_kind(dataset, query))
+        answer = await read(conn, access, dataset, query, kind(dataset, query))
     return json_response(request, answer)
+
+
+@resource.add(VERSIONS)
+async def list_versions(request: Request) -> Response:
+    return await _of_dataset(request, VERSIONS, _versions, _versions_kind)
 
 
 @resource.add(RUNS)
 async def list_runs(request: Request) -> Response:
-    path: DatasetPath = RUNS.parse_path(request)
-    query: RunsQuery = RUNS.parse_query(request)
-    access = await access_of(request)
-    async with connection(request) as conn:
-        dataset = await _dataset_id(conn, access, path.dataset_id, query)
-        answer = await _runs(conn, access, dataset, query, _runs_kind(dataset, query))
-    return json_response(request, answer)
+    return await _of_dataset(request, RUNS, _runs, _runs_kind)

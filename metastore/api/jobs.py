@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -15,7 +16,7 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.access import access_of
+from metastore.access import Access, access_of
 from metastore.api import asof, facets, lateness, models, models_jobs, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.listing import Filter, Listing, Sort, templates
@@ -277,6 +278,19 @@ JOB_EXISTS = "SELECT 1 FROM readmodel.jobs j WHERE j.id = %(id)s"
 resource = Resource()
 
 
+def _head(r: Any) -> dict[str, Any]:
+    """A job's leading fields (JobHead but its description), the first columns of a list
+    row and a job's row alike."""
+    return {
+        "id": r[0],
+        "namespace": r[1],
+        "name": r[2],
+        "job_type": r[3],
+        "processing_type": r[4],
+        "integration": r[5],
+    }
+
+
 def _latest_run(r: Any) -> models.LatestRun | None:
     if r[0] is None:
         return None
@@ -308,12 +322,7 @@ async def list_jobs(request: Request) -> Response:
         models_jobs.JobPage(
             items=[
                 models_jobs.JobSummary(
-                    id=r[0],
-                    namespace=r[1],
-                    name=r[2],
-                    job_type=r[3],
-                    processing_type=r[4],
-                    integration=r[5],
+                    **_head(r),
                     description=r[6],
                     parent=_parent((*r[7:10], r[20])),
                     first_seen=r[10],
@@ -350,12 +359,7 @@ async def get_job(request: Request) -> Response:
     return json_response(
         request,
         models_jobs.Job(
-            id=r[0],
-            namespace=r[1],
-            name=r[2],
-            job_type=r[3],
-            processing_type=r[4],
-            integration=r[5],
+            **_head(r),
             facets=facets.served(r[6], facets.JOB, sensitive=access.shows_sensitive(r[1])),
             first_seen=r[7],
             last_seen=r[8],
@@ -376,54 +380,50 @@ async def get_job(request: Request) -> Response:
     )
 
 
-@resource.add(DATASETS)
-async def list_job_datasets(request: Request) -> Response:
-    path: JobPath = DATASETS.parse_path(request)
-    query: DatasetsQuery = DATASETS.parse_query(request)
-    access = await access_of(request)
-    answer = await datasets_page(
-        request,
-        DATASETS_PAGES[access.restricted].format(edges=JOB_EDGES_OF),
-        JOB_EXISTS + job_visible(access),
-        "job",
-        path.job_id,
-        query,
-        bound_kind("job-datasets", query, path.job_id),
-    )
-    return json_response(request, answer)
+def datasets_handler(
+    op: Operation, what: str, edges: str, exists: str, visible: Callable[[Access], str]
+) -> Callable[[Request], Awaitable[Response]]:
+    """The handler of `op`: a page of the datasets job or run (`what`) read or wrote, by
+    display name (`edges`: JOB_EDGES_OF, RUN_EDGES_OF), 404 when the job or run is unknown
+    or hidden (`exists` and its `visible` condition)."""
+
+    async def handler(request: Request) -> Response:
+        id_: uuid.UUID = getattr(op.parse_path(request), f"{what}_id")
+        query: DatasetsQuery = op.parse_query(request)
+        access = await access_of(request)
+        kind = bound_kind(f"{what}-datasets", query, id_)
+        after: tuple[Any, ...] = (None, None, None)
+        if query.cursor is not None:
+            after = decode_cursor(query.cursor, kind, [str, str, uuid.UUID])
+        args = {
+            "id": id_,
+            "direction": query.direction,
+            "after_namespace": after[0],
+            "after_name": after[1],
+            "after_id": after[2],
+            "limit": query.limit + 1,
+            "as_of": asof.NOW,
+            **access.sql_params(),
+        }
+        async with connection(request) as conn:
+            if (
+                await row(conn, exists + visible(access), {"id": id_, **access.sql_params()})
+                is None
+            ):
+                raise not_found(what, id_)
+            found = await rows(conn, DATASETS_PAGES[access.restricted].format(edges=edges), args)
+        items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2], r[0]))
+        return json_response(
+            request,
+            models_jobs.DatasetRefPage(
+                items=[models.DatasetRef(id=r[0], namespace=r[1], name=r[2]) for r in items],
+                next_cursor=next_cursor,
+            ),
+        )
+
+    return handler
 
 
-async def datasets_page(
-    request: Request,
-    sql: str,
-    exists: str,
-    what: str,
-    id_: uuid.UUID,
-    query: Any,
-    kind: str,
-) -> models_jobs.DatasetRefPage:
-    """A page of the datasets of a job or run (404 when the job or run is unknown or
-    hidden: `exists` holds its visibility condition)."""
-    access = await access_of(request)
-    after: tuple[Any, ...] = (None, None, None)
-    if query.cursor is not None:
-        after = decode_cursor(query.cursor, kind, [str, str, uuid.UUID])
-    args = {
-        "id": id_,
-        "direction": query.direction,
-        "after_namespace": after[0],
-        "after_name": after[1],
-        "after_id": after[2],
-        "limit": query.limit + 1,
-        "as_of": asof.NOW,
-        **access.sql_params(),
-    }
-    async with connection(request) as conn:
-        if await row(conn, exists, {"id": id_, **access.sql_params()}) is None:
-            raise not_found(what, id_)
-        found = await rows(conn, sql, args)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2], r[0]))
-    return models_jobs.DatasetRefPage(
-        items=[models.DatasetRef(id=r[0], namespace=r[1], name=r[2]) for r in items],
-        next_cursor=next_cursor,
-    )
+list_job_datasets = resource.add(DATASETS)(
+    datasets_handler(DATASETS, "job", JOB_EDGES_OF, JOB_EXISTS, job_visible)
+)

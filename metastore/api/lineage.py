@@ -651,34 +651,11 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models_lineag
 
 
 async def walk(
-    conn: AsyncConnection[Any],
-    kind: str,
-    start: uuid.UUID,
-    *,
-    up: bool,
-    down: bool,
-    depth: int,
-    max_nodes: int,
-    as_of: dt.datetime | None,
-    run_outputs: list[uuid.UUID] | None = None,
-    window: tuple[str, dt.datetime | None] = ("latest", None),
-    access: Access = EVERYTHING,
+    conn: AsyncConnection[Any], kind: str, start: uuid.UUID, **how: Any
 ) -> models_lineage.LineageGraph:
-    """The graph around job or dataset `start` (walk_rows, then graph_of)."""
-    walked = await walk_rows(
-        conn,
-        kind,
-        start,
-        up=up,
-        down=down,
-        depth=depth,
-        max_nodes=max_nodes,
-        as_of=as_of,
-        run_outputs=run_outputs,
-        window=window,
-        access=access,
-    )
-    return graph_of(walked)
+    """The graph around job or dataset `start`: walk_rows (`how`: its keywords), then
+    graph_of."""
+    return graph_of(await walk_rows(conn, kind, start, **how))
 
 
 @resource.add(LINEAGE_OP)

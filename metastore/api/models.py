@@ -287,6 +287,16 @@ class RunBasics(Struct):
     duration_seconds: Duration
 
 
+def first_datasets(verb: str) -> Meta:
+    """The description of a job's or run's embedded datasets (`verb`: reads, wrote)."""
+    return Meta(description=f"The first datasets it {verb}, by name (capped).")
+
+
+def all_datasets(verb: str) -> Meta:
+    """The description of how many datasets a job or run (`verb`: reads, wrote) has."""
+    return Meta(ge=0, description=f"All the datasets it {verb}.")
+
+
 # --- writes and freshness -----------------------------------------------------------
 
 

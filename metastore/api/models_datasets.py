@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from metastore.api import limits
+from metastore.api import limits, models
 from metastore.api.models import (
     WRITE_RULE,
     Cursor,
@@ -35,7 +35,6 @@ from metastore.api.models import (
     Time,
     Total,
     TotalIsExact,
-    facets_of,
     raw_list_of,
 )
 
@@ -51,7 +50,7 @@ DATASET_STANDARD_FACETS: dict[str, str] = {
     "lifecycleStateChange": "LifecycleStateChangeFacet",
 }
 
-DatasetFacets = Annotated[msgspec.Raw, facets_of(DATASET_STANDARD_FACETS)]
+DatasetFacets = Annotated[msgspec.Raw, models.facets_of(DATASET_STANDARD_FACETS)]
 
 SchemaFields = Annotated[
     msgspec.Raw,

@@ -11,7 +11,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from metastore.api import limits
+from metastore.api import limits, models
 from metastore.api.models import (
     Cursor,
     DatasetRef,
@@ -25,7 +25,6 @@ from metastore.api.models import (
     Time,
     Total,
     TotalIsExact,
-    facets_of,
 )
 
 JOB_STANDARD_FACETS: dict[str, str] = {
@@ -36,7 +35,7 @@ JOB_STANDARD_FACETS: dict[str, str] = {
     "sql": "SqlFacet",
 }
 
-JobFacets = Annotated[msgspec.Raw, facets_of(JOB_STANDARD_FACETS)]
+JobFacets = Annotated[msgspec.Raw, models.facets_of(JOB_STANDARD_FACETS)]
 
 
 # (the fields a job's list item and page begin with, in this order)
@@ -83,14 +82,10 @@ class Job(JobHead):
     child_count: Annotated[int, Meta(ge=0, description="How many child jobs it has.")]
     latest_run: LatestRun | None
     run_count: Annotated[int, Meta(ge=0, description="Its runs (all time).")]
-    inputs: Annotated[
-        list[DatasetRef], Meta(description="The first datasets it reads, by name (capped).")
-    ]
-    input_count: Annotated[int, Meta(ge=0, description="All the datasets it reads.")]
-    outputs: Annotated[
-        list[DatasetRef], Meta(description="The first datasets it writes, by name (capped).")
-    ]
-    output_count: Annotated[int, Meta(ge=0, description="All the datasets it writes.")]
+    inputs: Annotated[list[DatasetRef], models.first_datasets("reads")]
+    input_count: Annotated[int, models.all_datasets("reads")]
+    outputs: Annotated[list[DatasetRef], models.first_datasets("writes")]
+    output_count: Annotated[int, models.all_datasets("writes")]
     lateness: LatenessField
 
 

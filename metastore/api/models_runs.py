@@ -10,7 +10,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from metastore.api import limits
+from metastore.api import limits, models
 from metastore.api.models import (
     Cursor,
     DatasetRef,
@@ -20,7 +20,6 @@ from metastore.api.models import (
     Time,
     Total,
     TotalIsExact,
-    facets_of,
 )
 
 RUN_STANDARD_FACETS: dict[str, str] = {
@@ -30,7 +29,7 @@ RUN_STANDARD_FACETS: dict[str, str] = {
     "tags": "TagsFacet",
 }
 
-RunFacets = Annotated[msgspec.Raw, facets_of(RUN_STANDARD_FACETS)]
+RunFacets = Annotated[msgspec.Raw, models.facets_of(RUN_STANDARD_FACETS)]
 
 
 Root = Annotated[
@@ -67,14 +66,10 @@ class Run(RunHead):
     parent: RunRef | None
     root: Root
     children: Annotated[list[RunRef], Meta(description="Its child runs (the first 1,000).")]
-    inputs: Annotated[
-        list[DatasetRef], Meta(description="The first datasets it read, by name (capped).")
-    ]
-    input_count: Annotated[int, Meta(ge=0, description="All the datasets it read.")]
-    outputs: Annotated[
-        list[DatasetRef], Meta(description="The first datasets it wrote, by name (capped).")
-    ]
-    output_count: Annotated[int, Meta(ge=0, description="All the datasets it wrote.")]
+    inputs: Annotated[list[DatasetRef], models.first_datasets("read")]
+    input_count: Annotated[int, models.all_datasets("read")]
+    outputs: Annotated[list[DatasetRef], models.first_datasets("wrote")]
+    output_count: Annotated[int, models.all_datasets("wrote")]
 
 
 # The field type of a stored event in an answer: its text, described by StoredEvent.

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from metastore.access import Access, access_of
 from metastore.api import facets, limits, models, models_jobs, models_runs, params
 from metastore.api.db import connection, not_found, row, rows
-from metastore.api.jobs import DATASETS_PAGES, DatasetsQuery, datasets_page
+from metastore.api.jobs import DatasetsQuery, datasets_handler
 from metastore.api.listing import Filter, Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page_of_bytes
@@ -406,21 +406,9 @@ async def list_run_events(request: Request) -> Response:
     )
 
 
-@resource.add(DATASETS)
-async def list_run_datasets(request: Request) -> Response:
-    path: RunPath = DATASETS.parse_path(request)
-    query: DatasetsQuery = DATASETS.parse_query(request)
-    access = await access_of(request)
-    answer = await datasets_page(
-        request,
-        DATASETS_PAGES[access.restricted].format(edges=RUN_EDGES_OF),
-        RUN_EXISTS + run_visible(access),
-        "run",
-        path.run_id,
-        query,
-        bound_kind("run-datasets", query, path.run_id),
-    )
-    return json_response(request, answer)
+list_run_datasets = resource.add(DATASETS)(
+    datasets_handler(DATASETS, "run", RUN_EDGES_OF, RUN_EXISTS, run_visible)
+)
 
 
 async def _facets_from_log(conn: Any, run_id: uuid.UUID, stored: str, times: str) -> str:
