@@ -28,6 +28,13 @@ JSONObject = Annotated[
 ]
 
 
+def standard_facets(*names: str) -> dict[str, str]:
+    """The standard facets a document types, by name: each its component schema, named
+    after it (`datasetType`: DatasetTypeFacet; api/facets.py leaves out of an answer one
+    that breaks its schema)."""
+    return {name: f"{name[0].upper()}{name[1:]}Facet" for name in names}
+
+
 def facets_of(standard: dict[str, str]) -> Meta:
     """A facets object's schema: the standard facets typed by name, any other a `Facet`;
     merged the OpenLineage way (MERGED)."""

@@ -40,15 +40,15 @@ from metastore.api.models import (
 
 # The standard facets the document types, by name: their component schemas (api/facets.py
 # leaves out of an answer one that breaks its schema).
-DATASET_STANDARD_FACETS: dict[str, str] = {
-    "schema": "SchemaFacet",
-    "symlinks": "SymlinksFacet",
-    "documentation": "DocumentationFacet",
-    "ownership": "OwnershipFacet",
-    "tags": "TagsFacet",
-    "datasetType": "DatasetTypeFacet",
-    "lifecycleStateChange": "LifecycleStateChangeFacet",
-}
+DATASET_STANDARD_FACETS = models.standard_facets(
+    "schema",
+    "symlinks",
+    "documentation",
+    "ownership",
+    "tags",
+    "datasetType",
+    "lifecycleStateChange",
+)
 
 DatasetFacets = Annotated[msgspec.Raw, models.facets_of(DATASET_STANDARD_FACETS)]
 

@@ -27,13 +27,7 @@ from metastore.api.models import (
     TotalIsExact,
 )
 
-JOB_STANDARD_FACETS: dict[str, str] = {
-    "jobType": "JobTypeFacet",
-    "documentation": "DocumentationFacet",
-    "ownership": "OwnershipFacet",
-    "tags": "TagsFacet",
-    "sql": "SqlFacet",
-}
+JOB_STANDARD_FACETS = models.standard_facets("jobType", "documentation", "ownership", "tags", "sql")
 
 JobFacets = Annotated[msgspec.Raw, models.facets_of(JOB_STANDARD_FACETS)]
 

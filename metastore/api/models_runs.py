@@ -22,12 +22,7 @@ from metastore.api.models import (
     TotalIsExact,
 )
 
-RUN_STANDARD_FACETS: dict[str, str] = {
-    "nominalTime": "NominalTimeFacet",
-    "parent": "ParentFacet",
-    "errorMessage": "ErrorMessageFacet",
-    "tags": "TagsFacet",
-}
+RUN_STANDARD_FACETS = models.standard_facets("nominalTime", "parent", "errorMessage", "tags")
 
 RunFacets = Annotated[msgspec.Raw, models.facets_of(RUN_STANDARD_FACETS)]
 
