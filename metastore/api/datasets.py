@@ -797,8 +797,9 @@ async def list_datasets(request: Request) -> Response:
                 total_is_exact=True,
             ),
         )
+    planned = DATASETS.plan(query, access)
     async with connection(request) as conn:
-        listed = await DATASETS.read(conn, query, access)
+        listed = await planned.read(conn)
         summaries = await _summaries(conn, access, listed.rows)
     return json_response(
         request,

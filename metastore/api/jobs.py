@@ -315,8 +315,9 @@ def _parent(r: Any) -> models.JobRefWithRun | None:
 async def list_jobs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     access = await access_of(request)
+    planned = JOBS.plan(query, access)
     async with connection(request) as conn:
-        listed = await JOBS.read(conn, query, access)
+        listed = await planned.read(conn)
     return json_response(
         request,
         models_jobs.JobPage(

@@ -1,5 +1,6 @@
-"""One way to serve a list: a resource declares its filters, sorts and total once, and
-`Listing.read` parses the cursor, builds the statement, runs it, pages and totals.
+"""One way to serve a list: a resource declares its filters, sorts and total once;
+`Listing.plan` checks the cursor and builds the statements (before a connection is
+taken, as every bad parameter is refused), and `Planned.read` runs them, pages and totals.
 
 A declaration names, per query parameter, the SQL fragment it adds (`Filter`), per `sort`
 the order, the cursor's condition and key (`Sort`), the visibility fragment of a
@@ -91,7 +92,10 @@ class Listing:
     `count(query, restricted, filters)` give its statements (see `templates`); `sorts` by
     the query's `sort` (a list without one: its only sort under the key ""); `visible`: the
     first filter of a restricted access; `bound`: whether the cursor is bound to the
-    filters and sort (bound_kind) or only to the list's `kind`."""
+    filters and sort (bound_kind) or only to the list's `kind`; `total_column`: the
+    column of the list statement holding the whole list's exact total (`count` then counts
+    only past the last page), else the total is counted to pagination.TOTAL_CAP;
+    `extra_args`: what the statements bind whatever the filters."""
 
     kind: str
     select: Callable[[Any, bool, str, str], str]
@@ -106,8 +110,9 @@ class Listing:
     def sort(self, query: Any) -> Sort:
         return self.sorts[getattr(query, "sort", "")]
 
-    async def read(self, conn: AsyncConnection[Any], query: Any, access: Access) -> Listed:
-        """The page `query` asks for, as `access` sees it, read on `conn`."""
+    def plan(self, query: Any, access: Access) -> Planned:
+        """The statements of the page `query` asks for, as `access` sees it (400 for a
+        cursor this list did not hand out with these filters and sort)."""
         restricted = access.restricted
         visible = self.visible(access) if self.visible is not None and restricted else ""
         filters: list[str] = [visible] if visible else []
@@ -131,16 +136,34 @@ class Listing:
             args.update({f"a{i}": v for i, v in enumerate(key)})
             filters.append(sort.after)
         sql = self.select(query, restricted, "\n  ".join(filters), sort.order)
-        found = await rows(conn, sql, args)
-        items, next_cursor = page(found, query.limit, kind, sort.key)
-        whole = items if query.cursor is None and next_cursor is None else None
-        if self.total_column is None:
-            counted_total, exact = await total(conn, counted, args, whole)
+        return Planned(self, query, sql, counted, args, kind, sort)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A page's statements, bound: `read` runs them."""
+
+    listing: Listing
+    query: Any
+    sql: str
+    count: str
+    args: dict[str, Any]
+    kind: str
+    sort: Sort
+
+    async def read(self, conn: AsyncConnection[Any]) -> Listed:
+        """The page's rows and next cursor, and the list's total."""
+        found = await rows(conn, self.sql, self.args)
+        items, next_cursor = page(found, self.query.limit, self.kind, self.sort.key)
+        whole = items if self.query.cursor is None and next_cursor is None else None
+        column = self.listing.total_column
+        if column is None:
+            counted, exact = await total(conn, self.count, self.args, whole)
         elif found:
-            counted_total, exact = found[0][self.total_column], True
+            counted, exact = found[0][column], True
         else:
-            counted_total, exact = (await rows(conn, counted, args))[0][0], True
-        return Listed(items, next_cursor, counted_total, exact)
+            counted, exact = (await rows(conn, self.count, self.args))[0][0], True
+        return Listed(items, next_cursor, counted, exact)
 
 
 def templates(

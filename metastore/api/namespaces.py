@@ -77,8 +77,9 @@ resource = Resource()
 async def list_namespaces(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     access = await access_of(request)
+    planned = NAMESPACES.plan(query, access)
     async with connection(request) as conn:
-        listed = await NAMESPACES.read(conn, query, access)
+        listed = await planned.read(conn)
     return json_response(
         request,
         models_namespaces.NamespacePage(

@@ -327,8 +327,9 @@ def _summary(r: Any, access: Access) -> dict[str, Any]:
 async def list_runs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     access = await access_of(request)
+    planned = RUNS.plan(query, access)
     async with connection(request) as conn:
-        listed = await RUNS.read(conn, query, access)
+        listed = await planned.read(conn)
     return json_response(
         request,
         models_runs.RunPage(
