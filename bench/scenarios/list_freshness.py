@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
     cli.add_argument("--pages", type=int, default=100)
     cli.add_argument("--seed", type=int, default=20241017)
     args = cli.parse_args(argv)
-    walk = datasets.DISPLAY_WALK.format(filters=datasets.AFTER.format(key=datasets.DISPLAY_KEY))
+    walk = datasets.DISPLAY_WALK.format(filters=datasets.DATASETS.sorts[""].after)
     listing = datasets.LIST_DATASETS.format(
         summary=datasets.SUMMARY, walk=walk, key=datasets.DISPLAY_KEY, matched="NULL"
     )
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
             for namespace, name in starts:
                 found = conn.execute(
                     listing,
-                    {"limit": PAGE + 1, "after_namespace": namespace, "after_name": name},
+                    {"limit": PAGE + 1, "a0": namespace, "a1": name},
                 ).fetchall()
                 pages.append([r[0] for r in found[:PAGE]])
             times: dict[str, list[float]] = {k: [] for k in statements}
@@ -67,8 +67,8 @@ def main(argv: list[str]) -> int:
                     for kind in order:
                         params = {
                             "limit": PAGE + 1,
-                            "after_namespace": namespace,
-                            "after_name": name,
+                            "a0": namespace,
+                            "a1": name,
                             "datasets": ids,
                             "as_of": None,
                         }

@@ -1,6 +1,6 @@
 """The lineage diff's breaking schema changes and the fields downstream they reach.
 
-A module of its own (models.SchemaChange embeds it) that imports no other model: a
+A module of its own (models_lineage.SchemaChange embeds it) that imports no other model: a
 dependent field is named by its dataset's id and display name, as a ColumnRef's are.
 """
 

@@ -27,10 +27,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import EVERYTHING, Access, access_of
-from metastore.api import asof, limits, models, params, parts, visibility
+from metastore.api import asof, limits, models, models_lineage, params, parts, visibility
 from metastore.api.datasets import DatasetPath
 from metastore.api.db import connection, not_found, rows
-from metastore.api.lineage import HIDDEN_NODES, SHAPES
+from metastore.api.lineage import HIDDEN_NODES
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 
@@ -179,7 +179,7 @@ DISPLAY_AS_OF = {
 }
 # Restricted to an Access's namespaces (binding `%(readable)s`): a dataset shows its most
 # table-like readable name (first seen by `%(as_of)s`, as of a moment), never a hidden one.
-_RESTRICTED = SHAPES[True]
+_RESTRICTED = visibility.RESTRICTED
 VISIBLE_DISPLAY = f"""(
     SELECT n.namespace, n.name FROM readmodel.dataset_names n
     WHERE n.dataset_id = d.id AND n.first_seen <= coalesce(%(as_of)s::timestamptz, 'infinity'){
@@ -231,7 +231,7 @@ COLUMN_OP = Operation(
     "/datasets/{dataset_id}/column-lineage",
     "getColumnLineage",
     "The field-level lineage of a dataset",
-    models.ColumnLineage,
+    models_lineage.ColumnLineage,
     tag="lineage",
     etag_from_position=True,
     path_params=DatasetPath,
@@ -500,7 +500,8 @@ async def get_column_lineage(request: Request) -> Response:
             )
         edges = await column_edges(conn, walk, query.as_of, access)
     return json_response(
-        request, models.ColumnLineage(dataset=dataset, edges=edges, truncated=walk.truncated)
+        request,
+        models_lineage.ColumnLineage(dataset=dataset, edges=edges, truncated=walk.truncated),
     )
 
 
@@ -532,7 +533,7 @@ async def dataset_ref(
 
 async def column_edges(
     conn: AsyncConnection[Any], walk: Walk, as_of: dt.datetime | None, access: Access
-) -> list[models.ColumnEdge]:
+) -> list[models_lineage.ColumnEdge]:
     """The walk's edges as the answer shows them, nearest first: each name under its
     dataset's display name, its jobs named (restricted: the visible ones)."""
     readable = access.sql_params() if access.restricted else {}
@@ -563,7 +564,7 @@ async def column_edges(
         if access.restricted:  # (the jobs it may see, of the first EDGE_JOBS)
             job_count = sum(j in jobs for j in e.jobs)
         edges.append(
-            models.ColumnEdge(
+            models_lineage.ColumnEdge(
                 from_=_column(refs, key[3], key[4], key[5]),
                 to=_column(refs, key[0], key[1], key[2]),
                 transformations=parts.transformations(e.transformations),
@@ -580,11 +581,11 @@ async def column_edges(
 
 def _column(
     refs: dict[tuple[str, str], models.DatasetRef], namespace: str, name: str, field: str
-) -> models.ColumnRef:
+) -> models_lineage.ColumnRef:
     """A field under its dataset's display name (`refs`, by the name the facet used)."""
     dataset = refs.get((namespace, name))
     shown = dataset or models.NameKey(namespace=namespace, name=name)
-    return models.ColumnRef(
+    return models_lineage.ColumnRef(
         dataset=dataset,
         namespace=shown.namespace,
         name=shown.name,

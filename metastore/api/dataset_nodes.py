@@ -31,7 +31,6 @@ from metastore.access import EVERYTHING, Access
 from metastore.api import asof, limits, models, visibility
 from metastore.api.db import rows
 from metastore.api.sqlparts import dataset_type, lifecycle, lifecycle_now, owners
-from metastore.principal import ANONYMOUS
 
 # The names of the datasets in `%(datasets)s`: all now, those first seen by T as of T.
 NAMES = """
@@ -217,37 +216,37 @@ def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
     # Restricted to an Access's namespaces, a node counts and shows its readable names
     # alone (never a hidden display name); its freshness is still read from every name's
     # writes, and `hide` takes out the hidden writers and inputs it names.
-    shape = Access(ANONYMOUS, readable=frozenset(), sensitive=None) if restricted else EVERYTHING
-    visible = visibility.name_visible(shape, "n")
-    visible = f" WHERE true{visible}" if visible else ""
-    counted = visibility.name_visible(shape, "names")
-    counted = f" WHERE true{counted}" if counted else ""
+    visible = visibility.mark("name", "n", where=True)
+    counted = visibility.mark("name", "names", where=True)
     display = "dn.namespace, dn.name" if as_of else "d.namespace, d.name"
     display_join = DISPLAY_AS_OF.format(visible=visible) if as_of else ""
     if restricted and not as_of:
         display = "vd.shown[1], vd.shown[2]"
         shown = visibility.visible_display_name("d.id")
         display_join = f"\nLEFT JOIN LATERAL (SELECT {shown}) vd(shown) ON true"
-    return STATEMENT.format(
-        names=NAMES.format(seen=" AND n.first_seen <= %(as_of)s" if as_of else ""),
-        outs=OUTS_AS_OF if as_of else OUTS_NOW,
-        failed=FAILED_AS_OF if as_of else FAILED_NOW,
-        input_outs=INPUT_OUTS_AS_OF if as_of else INPUT_OUTS_NOW,
-        input_name=INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW,
-        run_state=RUN_STATE_AS_OF if as_of else "r.state",
-        run_at=RUN_AT if as_of else "",
-        node=node.format(
-            display=display,
-            counted=counted,
-            display_join=display_join,
-            dataset_type=dataset_type("df.facets"),
-            lifecycle=lifecycle("lc.lifecycle_state", "lc.lifecycle_time")
-            if as_of
-            else lifecycle_now("df.facets", "d.facet_times"),
-            lifecycle_join=LIFECYCLE_AS_OF if as_of else "",
-            owners=owners("df.facets"),
-            facets=NODE_FACETS,
+    return visibility.for_access(
+        STATEMENT.format(
+            names=NAMES.format(seen=" AND n.first_seen <= %(as_of)s" if as_of else ""),
+            outs=OUTS_AS_OF if as_of else OUTS_NOW,
+            failed=FAILED_AS_OF if as_of else FAILED_NOW,
+            input_outs=INPUT_OUTS_AS_OF if as_of else INPUT_OUTS_NOW,
+            input_name=INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW,
+            run_state=RUN_STATE_AS_OF if as_of else "r.state",
+            run_at=RUN_AT if as_of else "",
+            node=node.format(
+                display=display,
+                counted=counted,
+                display_join=display_join,
+                dataset_type=dataset_type("df.facets"),
+                lifecycle=lifecycle("lc.lifecycle_state", "lc.lifecycle_time")
+                if as_of
+                else lifecycle_now("df.facets", "d.facet_times"),
+                lifecycle_join=LIFECYCLE_AS_OF if as_of else "",
+                owners=owners("df.facets"),
+                facets=NODE_FACETS,
+            ),
         ),
+        restricted,
     )
 
 

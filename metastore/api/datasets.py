@@ -18,8 +18,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import Access, access_of
-from metastore.api import asof, dataset_nodes, facets, lateness, limits, models, params, parts
+from metastore.api import (
+    asof,
+    dataset_nodes,
+    facets,
+    lateness,
+    limits,
+    models,
+    models_datasets,
+    params,
+    parts,
+)
 from metastore.api.db import connection, not_found, row, rows
+from metastore.api.listing import Filter, Listing, Sort
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import (
     bound_kind,
@@ -27,7 +38,6 @@ from metastore.api.pagination import (
     decode_cursor,
     page,
     page_of_bytes,
-    page_with_total,
 )
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
@@ -76,7 +86,6 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) d
 WHERE true {filters}"""
-DISPLAY_KEY = "n.namespace, n.name"
 NAMESPACE_WALK = """
 FROM readmodel.dataset_names n
 CROSS JOIN LATERAL (
@@ -87,7 +96,7 @@ WHERE n.namespace = %(namespace)s
   AND n.name = (SELECT min(f.name) FROM readmodel.dataset_names f
                 WHERE f.dataset_id = n.dataset_id AND f.namespace = n.namespace)
   {filters}"""
-NAMESPACE_KEY = "n.namespace, n.name"
+DISPLAY_KEY = "n.namespace, n.name"
 # A namespace's datasets unfiltered, counted each once in the (namespace, dataset_id)
 # index's order.
 COUNT_IN_NAMESPACE = count_capped(
@@ -108,8 +117,6 @@ FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
 FILTER_EXACT_NAME = f"""AND d.id IN (
     SELECT n.dataset_id FROM readmodel.dataset_names n
     WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s{mark("name", "n")})"""
-AFTER = "AND ({key}) > (%(after_namespace)s, %(after_name)s)"
-# The name that matched: of `q`, else of `name`, else its (first) name in `namespace`.
 MATCHED_IN_NAMESPACE = NAME_JSON.format(n="n")
 MATCHED_BY = (
     """(SELECT {json} FROM readmodel.dataset_names m
@@ -179,6 +186,53 @@ LOOKUPS = {
     )
     for restricted in (False, True)
 }
+
+
+def _select(query: Any, restricted: bool, filters: str, order: str) -> str:
+    summary, display_walk = LISTING[restricted][:2]
+    walk = NAMESPACE_WALK if query.namespace is not None else display_walk
+    # The name that matched: of `q`, else of `name`, else its (first) name in `namespace`.
+    matched = "NULL::json"
+    if query.q:
+        matched = for_access(MATCHED_Q, restricted)
+    elif query.name is not None:
+        matched = for_access(MATCHED_NAME, restricted)
+    elif query.namespace is not None:
+        matched = MATCHED_IN_NAMESPACE
+    where = walk.format(filters=filters)
+    return LIST_DATASETS.format(summary=summary, walk=where, key=order, matched=matched)
+
+
+def _count(query: Any, restricted: bool, filters: str) -> str:
+    if query.name is not None or query.q:
+        walk = NAMESPACE_WALK if query.namespace is not None else LISTING[restricted][1]
+        return count_capped("SELECT 1" + walk.format(filters=filters))
+    return LISTING[restricted][4 if query.namespace is not None else 3]
+
+
+# (both walks are keyed by the walked name: DISPLAY_KEY)
+DATASETS = Listing(
+    "datasets",
+    _select,
+    _count,
+    {
+        "": Sort(
+            DISPLAY_KEY,
+            f"AND ({DISPLAY_KEY}) > (%(a0)s, %(a1)s)",
+            [str, str],
+            lambda r: (r[7], r[8]),
+        )
+    },
+    filters=(
+        # (restricted, a namespace's walk keeps to its readable names)
+        Filter("namespace", lambda query, restricted: LISTING[restricted][5], bind=None),
+        Filter("name", FILTER_EXACT_NAME),
+        Filter(
+            "q", lambda query, restricted: LISTING[restricted][2], "pattern", like_substring, False
+        ),
+    ),
+    extra_args=lambda query: {"namespace": query.namespace},
+)
 
 # The jobs that wrote any of its names: when last successfully (a run that COMPLETEd),
 # and the lifecycle change they last reported; now from job_edges, as of T from the run
@@ -587,7 +641,7 @@ LIST = Operation(
     "/datasets",
     "listDatasets",
     "List or look up datasets",
-    models.DatasetPage,
+    models_datasets.DatasetPage,
     tag="datasets",
     query=ListQuery,
     description="Datasets by their display name (its most table-like name). `namespace` "
@@ -608,7 +662,7 @@ GET = Operation(
     "/datasets/{dataset_id}",
     "getDataset",
     "A dataset",
-    models.Dataset,
+    models_datasets.Dataset,
     tag="datasets",
     path_params=DatasetPath,
     query=DatasetQuery,
@@ -630,7 +684,7 @@ VERSIONS = Operation(
     "/datasets/{dataset_id}/versions",
     "listDatasetVersions",
     "The schema history of a dataset",
-    models.DatasetVersionPage,
+    models_datasets.DatasetVersionPage,
     tag="datasets",
     path_params=DatasetPath,
     query=PageQuery,
@@ -645,7 +699,7 @@ RUNS = Operation(
     "/datasets/{dataset_id}/runs",
     "listDatasetRuns",
     "The runs that read or wrote a dataset",
-    models.RunOfDatasetPage,
+    models_datasets.RunOfDatasetPage,
     tag="datasets",
     path_params=DatasetPath,
     query=RunsQuery,
@@ -659,10 +713,10 @@ RUNS = Operation(
 )
 resource = Resource()
 
-_name = msgspec.json.Decoder(models.DatasetName)
-_names = msgspec.json.Decoder(list[models.DatasetName])
-_writers = msgspec.json.Decoder(list[models.DatasetWriter])
-_readers = msgspec.json.Decoder(list[models.DatasetReader])
+_name = msgspec.json.Decoder(models_datasets.DatasetName)
+_names = msgspec.json.Decoder(list[models_datasets.DatasetName])
+_writers = msgspec.json.Decoder(list[models_datasets.DatasetWriter])
+_readers = msgspec.json.Decoder(list[models_datasets.DatasetReader])
 _owners = msgspec.json.Decoder(list[models.Owner])
 _tags = msgspec.json.Decoder(list[models.Tag])
 _run_ref = msgspec.json.Decoder(models.RunRef | None)
@@ -701,12 +755,12 @@ def _freshness_shown(fresh: models.DatasetFreshness, access: Access) -> models.D
 
 async def _summaries(
     conn: AsyncConnection[Any], access: Access, found: list[Any]
-) -> list[models.DatasetSummary]:
+) -> list[models_datasets.DatasetSummary]:
     """The list items of a page's rows, each with its freshness: one statement for the
     page (dataset_nodes.py), not one per row."""
     fresh = await dataset_nodes.freshness_of(conn, [r[0] for r in found], None)
     return [
-        models.DatasetSummary(
+        models_datasets.DatasetSummary(
             id=r[0],
             namespace=r[1],
             name=r[2],
@@ -726,9 +780,6 @@ async def list_datasets(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     access = await access_of(request)
     restricted = access.restricted
-    summary, display_walk, filter_name, count_all, count_in_namespace, in_namespace = LISTING[
-        restricted
-    ]
     if query.name is not None and query.namespace is not None:
         async with connection(request) as conn:
             found = await rows(
@@ -739,58 +790,22 @@ async def list_datasets(request: Request) -> Response:
             items = await _summaries(conn, access, found)
         return json_response(
             request,
-            models.DatasetPage(
+            models_datasets.DatasetPage(
                 items=items,
                 next_cursor=None,
                 total=len(found),
                 total_is_exact=True,
             ),
         )
-    filters: list[str] = []
-    args: dict[str, Any] = {
-        "limit": query.limit + 1,
-        "namespace": query.namespace,
-        **access.sql_params(),
-    }
-    matched = "NULL::json"
-    walk, key = display_walk, DISPLAY_KEY
-    if query.namespace is not None:
-        walk, key = NAMESPACE_WALK, NAMESPACE_KEY
-        matched = MATCHED_IN_NAMESPACE
-        if in_namespace:
-            filters.append(in_namespace)
-    if query.name is not None:
-        filters.append(for_access(FILTER_EXACT_NAME, restricted))
-        args["name"] = query.name
-        matched = for_access(MATCHED_NAME, restricted)
-    if query.q:
-        filters.append(filter_name)
-        args["pattern"] = like_substring(query.q)
-        matched = for_access(MATCHED_Q, restricted)
-    if query.name is not None or query.q:
-        counted = count_capped("SELECT 1" + walk.format(filters="\n  ".join(filters)))
-    elif query.namespace is not None:
-        counted = count_in_namespace
-    else:
-        counted = count_all
-    kind = bound_kind("datasets", query)
-    if query.cursor is not None:
-        args["after_namespace"], args["after_name"] = decode_cursor(query.cursor, kind, [str, str])
-        filters.append(AFTER.format(key=key))
-    where = walk.format(filters="\n  ".join(filters))
-    sql = LIST_DATASETS.format(summary=summary, walk=where, key=key, matched=matched)
+    planned = DATASETS.plan(query, access)
     async with connection(request) as conn:
-        items, next_cursor, count, exact = await page_with_total(
-            conn, sql, counted, args, query, kind, lambda r: (r[7], r[8])
-        )
-        summaries = await _summaries(conn, access, items)
+        listed = await planned.read(conn)
+        summaries = await _summaries(conn, access, listed.rows)
     return json_response(
         request,
-        models.DatasetPage(
+        models_datasets.DatasetPage(
             items=summaries,
-            next_cursor=next_cursor,
-            total=count,
-            total_is_exact=exact,
+            **listed.page(),
         ),
     )
 
@@ -802,7 +817,7 @@ async def _versions(
     query: PageQuery,
     kind: str,
     page_bytes: int = limits.PAGE_BYTES,
-) -> models.DatasetVersionPage:
+) -> models_datasets.DatasetVersionPage:
     """A page of versions: `query.limit` at most, ending early once it holds `page_bytes`
     of fields (always its first)."""
     after: tuple[Any, ...] = (None, None)
@@ -819,9 +834,9 @@ async def _versions(
     }
     found = await rows(conn, LISTS_VERSIONS[access.restricted], args)
     items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[1], r[2]), 3)
-    return models.DatasetVersionPage(
+    return models_datasets.DatasetVersionPage(
         items=[
-            models.DatasetVersion(
+            models_datasets.DatasetVersion(
                 version=r[0], event_time=r[1], fields=parts.fields(r[3]), run=_run_ref.decode(r[4])
             )
             for r in items
@@ -832,7 +847,7 @@ async def _versions(
 
 async def _runs(
     conn: AsyncConnection[Any], access: Access, dataset: uuid.UUID, query: RunsQuery, kind: str
-) -> models.RunOfDatasetPage:
+) -> models_datasets.RunOfDatasetPage:
     columns, types = RUN_SORTS[query.sort]
     # Index probes whatever the tables' sizes (a small schema_observations, now that
     # readers' schemas are not in it, was scanned whole once per name and per run): no seq
@@ -859,9 +874,9 @@ async def _runs(
     await conn.execute("SET LOCAL enable_seqscan = on")
     at = {"run_id": 0, "direction": 1, "started_at": 2}
     items, next_cursor = page(found, query.limit, kind, lambda r: [r[at[c]] for c in columns])
-    return models.RunOfDatasetPage(
+    return models_datasets.RunOfDatasetPage(
         items=[
-            models.RunOfDataset(
+            models_datasets.RunOfDataset(
                 id=r[0],
                 job=models.JobRef(id=r[3], namespace=r[4], name=r[5]),
                 role=r[1],
@@ -923,13 +938,13 @@ async def get_dataset(request: Request) -> Response:
         lifecycle = models.Lifecycle(state=r[14], changed_at=r[15])
     return json_response(
         request,
-        models.Dataset(
+        models_datasets.Dataset(
             id=r[0],
             namespace=display[0],
             name=display[1],
             fields=parts.fields(r[3]) if r[3] is not None else None,
             reader_schemas=[
-                models.ReaderSchema(
+                models_datasets.ReaderSchema(
                     fields=parts.fields(s[0]),
                     first_seen=s[1],
                     last_seen=s[2],
@@ -973,23 +988,23 @@ async def _dataset_id(
     return ref[0]
 
 
-@resource.add(VERSIONS)
-async def list_versions(request: Request) -> Response:
-    path: DatasetPath = VERSIONS.parse_path(request)
-    query: PageQuery = VERSIONS.parse_query(request)
+async def _of_dataset(request: Request, op: Operation, read: Any, kind: Any) -> Response:
+    """A list of a dataset (`read`: _versions, _runs; `kind`: its cursor's), 404 when the
+    dataset is unknown or hidden."""
+    path: DatasetPath = op.parse_path(request)
+    query = op.parse_query(request)
     access = await access_of(request)
     async with connection(request) as conn:
         dataset = await _dataset_id(conn, access, path.dataset_id, query)
-        answer = await _versions(conn, access, dataset, query, _versions_kind(dataset, query))
+        answer = await read(conn, access, dataset, query, kind(dataset, query))
     return json_response(request, answer)
+
+
+@resource.add(VERSIONS)
+async def list_versions(request: Request) -> Response:
+    return await _of_dataset(request, VERSIONS, _versions, _versions_kind)
 
 
 @resource.add(RUNS)
 async def list_runs(request: Request) -> Response:
-    path: DatasetPath = RUNS.parse_path(request)
-    query: RunsQuery = RUNS.parse_query(request)
-    access = await access_of(request)
-    async with connection(request) as conn:
-        dataset = await _dataset_id(conn, access, path.dataset_id, query)
-        answer = await _runs(conn, access, dataset, query, _runs_kind(dataset, query))
-    return json_response(request, answer)
+    return await _of_dataset(request, RUNS, _runs, _runs_kind)

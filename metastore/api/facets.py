@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from metastore.access import Access
-from metastore.api import models
+from metastore.api import models, models_datasets, models_jobs, models_runs
 from metastore.metrics import MALFORMED_PARTS
 
 
@@ -44,9 +44,9 @@ def _decoders(standard: dict[str, str]) -> dict[str, msgspec.json.Decoder[object
     }
 
 
-DATASET = _decoders(models.DATASET_STANDARD_FACETS)
-JOB = _decoders(models.JOB_STANDARD_FACETS)
-RUN = _decoders(models.RUN_STANDARD_FACETS)
+DATASET = _decoders(models_datasets.DATASET_STANDARD_FACETS)
+JOB = _decoders(models_jobs.JOB_STANDARD_FACETS)
+RUN = _decoders(models_runs.RUN_STANDARD_FACETS)
 
 
 # Facets holding query text, plans or what an engine ran with (properties, environment

@@ -18,7 +18,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from metastore.access import Access
-from metastore.api import asof, column_lineage, dataset_nodes, lineage, models
+from metastore.api import asof, column_lineage, dataset_nodes, lineage, models, models_lineage
 from metastore.api.db import rows
 from metastore.problems import InvalidParam, ProblemError
 
@@ -28,7 +28,7 @@ UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{
 NODE_PATTERN = f"^field:{UUID}:.+$"
 _FIELD = re.compile(f"field:({UUID}):(.+?)(?=,field:{UUID}:|$)", re.S)
 MAX_FIELDS = 100  # fields in one call
-NOTHING_BEYOND = models.Beyond(upstream=0, downstream=0)
+NOTHING_BEYOND = models_lineage.Beyond(upstream=0, downstream=0)
 
 # Which of `%(fields)s` a schema version of dataset `%(id)s` ever had (a removed field is
 # still known: its impact is what a user asks about).
@@ -56,9 +56,9 @@ def parse(node: str) -> list[tuple[uuid.UUID, str]]:
 
 @dataclass
 class FieldImpact:
-    start: list[models.DatasetNode]  # the datasets of the fields asked (depth 0)
-    nodes: list[models.DatasetNode]  # the start's, then each dataset with a dependent field
-    columns: list[models.ColumnEdge]
+    start: list[models_lineage.DatasetNode]  # the datasets of the fields asked (depth 0)
+    nodes: list[models_lineage.DatasetNode]  # the start's, then each dataset with a dependent field
+    columns: list[models_lineage.ColumnEdge]
     truncated: bool
 
 

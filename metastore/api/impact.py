@@ -11,7 +11,6 @@ owners.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Annotated
 
 import msgspec
@@ -19,8 +18,17 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.access import Access, access_of
-from metastore.api import asof, dataset_nodes, examples, field_impact, lineage, models, visibility
+from metastore.access import access_of
+from metastore.api import (
+    asof,
+    dataset_nodes,
+    examples,
+    field_impact,
+    lineage,
+    models,
+    models_lineage,
+    visibility,
+)
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -55,17 +63,13 @@ ORDER BY 1
 """
 
 
-def _by_shape(statement: str, visible: Callable[[Access], str]) -> dict[bool, str]:
-    """The statement unrestricted and restricted (bound `%(readable)s`)."""
-    return {r: statement.format(visible=visible(lineage.SHAPES[r])) for r in (False, True)}
-
-
-RUNS = _by_shape(RUN, lambda a: visibility.run_visible(a, "r"))
-RUNS_OUTPUTS = _by_shape(RUN_OUTPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
-RUNS_INPUTS = _by_shape(RUN_INPUTS, lambda a: visibility.dataset_visible(a, "n.dataset_id"))
-JOBS_INPUTS = _by_shape(
-    JOB_INPUTS,
-    lambda a: " WHERE true" + visibility.dataset_visible(a, "n.dataset_id") if a.restricted else "",
+# (each unrestricted and restricted, binding `%(readable)s`)
+DATASET_VISIBLE = visibility.mark("dataset", "n.dataset_id")
+RUNS = visibility.both(RUN.format(visible=visibility.mark("run", "r")))
+RUNS_OUTPUTS = visibility.both(RUN_OUTPUTS.format(visible=DATASET_VISIBLE))
+RUNS_INPUTS = visibility.both(RUN_INPUTS.format(visible=DATASET_VISIBLE))
+JOBS_INPUTS = visibility.both(
+    JOB_INPUTS.format(visible=visibility.mark("dataset", "n.dataset_id", where=True))
 )
 
 
@@ -97,7 +101,7 @@ OP = Operation(
     "/impact",
     "getImpact",
     "What a failed run, or a changed job or dataset, reaches downstream",
-    models.Impact,
+    models_lineage.Impact,
     tag="lineage",
     query=ImpactQuery,
     not_found=True,
@@ -163,7 +167,7 @@ async def get_impact(request: Request) -> Response:
         )
         if kind == "dataset":  # (its freshness is the start node's)
             node = graph.nodes[0]
-            assert isinstance(node, models.DatasetNode)
+            assert isinstance(node, models_lineage.DatasetNode)
             fresh = [(models.DatasetRef(node.id, node.namespace, node.name), node.freshness)]
         else:
             details = await dataset_nodes.of(conn, read, query.as_of, access)
@@ -188,7 +192,9 @@ async def _field_impact(request: Request, query: ImpactQuery) -> Response:
             access,
         )
     fresh = [(models.DatasetRef(n.id, n.namespace, n.name), n.freshness) for n in found.start]
-    graph = models.LineageGraph(nodes=list(found.nodes), edges=[], truncated=found.truncated)
+    graph = models_lineage.LineageGraph(
+        nodes=list(found.nodes), edges=[], truncated=found.truncated
+    )
     return _answer(request, query, None, fresh, graph, found.columns)
 
 
@@ -197,12 +203,12 @@ def _answer(
     query: ImpactQuery,
     run: models.RunRef | None,
     fresh: list[tuple[models.DatasetRef, models.DatasetFreshness]],
-    graph: models.LineageGraph,
-    columns: list[models.ColumnEdge] | None = None,
+    graph: models_lineage.LineageGraph,
+    columns: list[models_lineage.ColumnEdge] | None = None,
 ) -> Response:
     return json_response(
         request,
-        models.Impact(
+        models_lineage.Impact(
             node=query.node,
             run=run,
             causes=causes(fresh),
@@ -216,13 +222,13 @@ def _answer(
 
 def causes(
     fresh: list[tuple[models.DatasetRef, models.DatasetFreshness]],
-) -> list[models.UpstreamFailure]:
+) -> list[models_lineage.UpstreamFailure]:
     """The root failed runs behind these datasets' freshness, each once, through the
     dataset (its writer failed, or a failure upstream of it reached it)."""
-    found: dict[uuid.UUID, models.UpstreamFailure] = {}
+    found: dict[uuid.UUID, models_lineage.UpstreamFailure] = {}
     for dataset, freshness in fresh:
         for why in freshness.stale_reasons:
             if why.run is not None and why.reason != "input_rewritten":
-                failure = models.UpstreamFailure(run=why.run, at=why.at, via=dataset)
+                failure = models_lineage.UpstreamFailure(run=why.run, at=why.at, via=dataset)
                 found.setdefault(why.run.id, failure)
     return sorted(found.values(), key=lambda c: (c.at, str(c.run.id)), reverse=True)

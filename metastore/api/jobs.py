@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -15,11 +16,12 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.access import access_of
-from metastore.api import asof, facets, lateness, models, params
+from metastore.access import Access, access_of
+from metastore.api import asof, facets, lateness, models, models_jobs, params
 from metastore.api.db import connection, not_found, row, rows
+from metastore.api.listing import Filter, Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page, page_with_total
+from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     DATASETS_PAGE,
@@ -27,6 +29,7 @@ from metastore.api.sqlparts import (
     JOB_EDGES_OF,
     description,
     duration,
+    failed_first,
     job_datasets_at,
     job_datasets_now,
     jobs_with_runs,
@@ -46,12 +49,13 @@ LATEST_RUN = f"r.id, r.state, r.state_time, {started('r')}, r.ended_at, {duratio
 # last, at the year 1); failed_first (a latest run that failed or aborted first, then as
 # latest_run).
 NEVER = "'0001-01-01T00:00:00Z'::timestamptz"
+_TIME = f"coalesce({started('r')}, {NEVER})"
+_FAILED = failed_first("r")
 LIST_JOBS = f"""
 SELECT j.id, j.namespace, j.name, j.job_type, j.processing_type, j.integration,
        {description("j.facets")}, p.id, p.namespace, p.name, j.first_seen, j.last_seen,
        {LATEST_RUN},
-       coalesce({started("r")}, {NEVER}) AS sort_time,
-       CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END AS sort_failed,
+       {_TIME} AS sort_time, {_FAILED} AS sort_failed,
        {latest_run("pr")}::text, {lateness.of_job("j.id")}
 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
@@ -66,32 +70,48 @@ LISTS_JOBS = both(LIST_JOBS)
 COUNT_JOBS = count_capped("""SELECT 1 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE true {filters}""")
-FILTER_NAMESPACE = "AND j.namespace = %(namespace)s"
-FILTER_NAME = "AND lower(j.name) LIKE %(pattern)s"
-FILTER_STATE = "AND r.state = ANY(%(state)s)"
-SORTS: dict[str, tuple[str, str, list[type]]] = {
-    "name": (
+SORTS = {
+    "name": Sort(
         "j.namespace, j.name",
         "AND (j.namespace, j.name) > (%(a0)s, %(a1)s)",
         [str, str],
+        lambda r: (r[1], r[2]),
     ),
-    "latest_run": (
+    "latest_run": Sort(
         "sort_time DESC, j.namespace, j.name",
-        f"""AND (coalesce({started("r")}, {NEVER}) < %(a0)s
-             OR (coalesce({started("r")}, {NEVER}) = %(a0)s
+        f"""AND ({_TIME} < %(a0)s
+             OR ({_TIME} = %(a0)s
                  AND (j.namespace, j.name) > (%(a1)s, %(a2)s)))""",
         [dt.datetime, str, str],
+        lambda r: (r[18], r[1], r[2]),
     ),
-    "failed_first": (
+    "failed_first": Sort(
         "sort_failed, sort_time DESC, j.namespace, j.name",
-        f"""AND (CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END > %(a0)s
-             OR (CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END = %(a0)s
-                 AND (coalesce({started("r")}, {NEVER}) < %(a1)s
-                      OR (coalesce({started("r")}, {NEVER}) = %(a1)s
+        f"""AND ({_FAILED} > %(a0)s
+             OR ({_FAILED} = %(a0)s
+                 AND ({_TIME} < %(a1)s
+                      OR ({_TIME} = %(a1)s
                           AND (j.namespace, j.name) > (%(a2)s, %(a3)s)))))""",
         [int, dt.datetime, str, str],
+        lambda r: (r[19], r[18], r[1], r[2]),
     ),
 }
+JOBS = Listing(
+    "jobs",
+    *templates(LISTS_JOBS, COUNT_JOBS),
+    SORTS,
+    filters=(
+        Filter("namespace", "AND j.namespace = %(namespace)s"),
+        Filter("q", "AND lower(j.name) LIKE %(pattern)s", "pattern", like_substring, empty=False),
+        Filter("state", "AND r.state = ANY(%(state)s)"),
+        Filter(
+            "late",
+            lambda query, _: lateness.FILTER_LATE if query.late else lateness.FILTER_NOT_LATE,
+            bind=None,
+        ),
+    ),
+    visible=job_visible,
+)
 
 # Its parent (a list of one or none) and its first EMBEDDED_REFS children by name, each
 # with its latest run, and how many children there are.
@@ -201,7 +221,7 @@ LIST = Operation(
     "/jobs",
     "listJobs",
     "List jobs",
-    models.JobPage,
+    models_jobs.JobPage,
     tag="jobs",
     query=ListQuery,
     description="Jobs with their latest run (state, start, end, duration), by namespace "
@@ -213,7 +233,7 @@ GET = Operation(
     "/jobs/{job_id}",
     "getJob",
     "A job",
-    models.Job,
+    models_jobs.Job,
     tag="jobs",
     path_params=JobPath,
     query=JobQuery,
@@ -243,7 +263,7 @@ DATASETS = Operation(
     "/jobs/{job_id}/datasets",
     "listJobDatasets",
     "The datasets a job reads or writes",
-    models.DatasetRefPage,
+    models_jobs.DatasetRefPage,
     tag="jobs",
     path_params=JobPath,
     query=DatasetsQuery,
@@ -256,6 +276,19 @@ DATASETS = Operation(
 DATASETS_PAGES = {False: DATASETS_PAGE, True: DATASETS_PAGE_VISIBLE}
 JOB_EXISTS = "SELECT 1 FROM readmodel.jobs j WHERE j.id = %(id)s"
 resource = Resource()
+
+
+def _head(r: Any) -> dict[str, Any]:
+    """A job's leading fields (JobHead but its description), the first columns of a list
+    row and a job's row alike."""
+    return {
+        "id": r[0],
+        "namespace": r[1],
+        "name": r[2],
+        "job_type": r[3],
+        "processing_type": r[4],
+        "integration": r[5],
+    }
 
 
 def _latest_run(r: Any) -> models.LatestRun | None:
@@ -282,47 +315,15 @@ def _parent(r: Any) -> models.JobRefWithRun | None:
 async def list_jobs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     access = await access_of(request)
-    filters: list[str] = [job_visible(access)] if access.restricted else []
-    args: dict[str, Any] = {"limit": query.limit + 1, **access.sql_params()}
-    if query.namespace is not None:
-        filters.append(FILTER_NAMESPACE)
-        args["namespace"] = query.namespace
-    if query.q:
-        filters.append(FILTER_NAME)
-        args["pattern"] = like_substring(query.q)
-    if query.state is not None:
-        filters.append(FILTER_STATE)
-        args["state"] = query.state
-    if query.late is not None:
-        filters.append(lateness.FILTER_LATE if query.late else lateness.FILTER_NOT_LATE)
-    counted = COUNT_JOBS.format(filters="\n  ".join(filters))
-    order, after, key_types = SORTS[query.sort]
-    kind = bound_kind("jobs", query)
-    if query.cursor is not None:
-        key = decode_cursor(query.cursor, kind, key_types)
-        args.update({f"a{i}": v for i, v in enumerate(key)})
-        filters.append(after)
-    sort_key = {
-        "name": lambda r: (r[1], r[2]),
-        "latest_run": lambda r: (r[18], r[1], r[2]),
-        "failed_first": lambda r: (r[19], r[18], r[1], r[2]),
-    }[query.sort]
-    sql = LISTS_JOBS[access.restricted].format(filters="\n  ".join(filters), order=order)
+    planned = JOBS.plan(query, access)
     async with connection(request) as conn:
-        items, next_cursor, count, exact = await page_with_total(
-            conn, sql, counted, args, query, kind, sort_key
-        )
+        listed = await planned.read(conn)
     return json_response(
         request,
-        models.JobPage(
+        models_jobs.JobPage(
             items=[
-                models.JobSummary(
-                    id=r[0],
-                    namespace=r[1],
-                    name=r[2],
-                    job_type=r[3],
-                    processing_type=r[4],
-                    integration=r[5],
+                models_jobs.JobSummary(
+                    **_head(r),
                     description=r[6],
                     parent=_parent((*r[7:10], r[20])),
                     first_seen=r[10],
@@ -330,11 +331,9 @@ async def list_jobs(request: Request) -> Response:
                     latest_run=_latest_run(r[12:18]),
                     lateness=lateness.decode_lateness(r[21]),
                 )
-                for r in items
+                for r in listed.rows
             ],
-            next_cursor=next_cursor,
-            total=count,
-            total_is_exact=exact,
+            **listed.page(),
         ),
     )
 
@@ -360,13 +359,8 @@ async def get_job(request: Request) -> Response:
     asof.check_seen("job", path.job_id, r[7], query.as_of)
     return json_response(
         request,
-        models.Job(
-            id=r[0],
-            namespace=r[1],
-            name=r[2],
-            job_type=r[3],
-            processing_type=r[4],
-            integration=r[5],
+        models_jobs.Job(
+            **_head(r),
             facets=facets.served(r[6], facets.JOB, sensitive=access.shows_sensitive(r[1])),
             first_seen=r[7],
             last_seen=r[8],
@@ -387,54 +381,50 @@ async def get_job(request: Request) -> Response:
     )
 
 
-@resource.add(DATASETS)
-async def list_job_datasets(request: Request) -> Response:
-    path: JobPath = DATASETS.parse_path(request)
-    query: DatasetsQuery = DATASETS.parse_query(request)
-    access = await access_of(request)
-    answer = await datasets_page(
-        request,
-        DATASETS_PAGES[access.restricted].format(edges=JOB_EDGES_OF),
-        JOB_EXISTS + job_visible(access),
-        "job",
-        path.job_id,
-        query,
-        bound_kind("job-datasets", query, path.job_id),
-    )
-    return json_response(request, answer)
+def datasets_handler(
+    op: Operation, what: str, edges: str, exists: str, visible: Callable[[Access], str]
+) -> Callable[[Request], Awaitable[Response]]:
+    """The handler of `op`: a page of the datasets job or run (`what`) read or wrote, by
+    display name (`edges`: JOB_EDGES_OF, RUN_EDGES_OF), 404 when the job or run is unknown
+    or hidden (`exists` and its `visible` condition)."""
+
+    async def handler(request: Request) -> Response:
+        id_: uuid.UUID = getattr(op.parse_path(request), f"{what}_id")
+        query: DatasetsQuery = op.parse_query(request)
+        access = await access_of(request)
+        kind = bound_kind(f"{what}-datasets", query, id_)
+        after: tuple[Any, ...] = (None, None, None)
+        if query.cursor is not None:
+            after = decode_cursor(query.cursor, kind, [str, str, uuid.UUID])
+        args = {
+            "id": id_,
+            "direction": query.direction,
+            "after_namespace": after[0],
+            "after_name": after[1],
+            "after_id": after[2],
+            "limit": query.limit + 1,
+            "as_of": asof.NOW,
+            **access.sql_params(),
+        }
+        async with connection(request) as conn:
+            if (
+                await row(conn, exists + visible(access), {"id": id_, **access.sql_params()})
+                is None
+            ):
+                raise not_found(what, id_)
+            found = await rows(conn, DATASETS_PAGES[access.restricted].format(edges=edges), args)
+        items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2], r[0]))
+        return json_response(
+            request,
+            models_jobs.DatasetRefPage(
+                items=[models.DatasetRef(id=r[0], namespace=r[1], name=r[2]) for r in items],
+                next_cursor=next_cursor,
+            ),
+        )
+
+    return handler
 
 
-async def datasets_page(
-    request: Request,
-    sql: str,
-    exists: str,
-    what: str,
-    id_: uuid.UUID,
-    query: Any,
-    kind: str,
-) -> models.DatasetRefPage:
-    """A page of the datasets of a job or run (404 when the job or run is unknown or
-    hidden: `exists` holds its visibility condition)."""
-    access = await access_of(request)
-    after: tuple[Any, ...] = (None, None, None)
-    if query.cursor is not None:
-        after = decode_cursor(query.cursor, kind, [str, str, uuid.UUID])
-    args = {
-        "id": id_,
-        "direction": query.direction,
-        "after_namespace": after[0],
-        "after_name": after[1],
-        "after_id": after[2],
-        "limit": query.limit + 1,
-        "as_of": asof.NOW,
-        **access.sql_params(),
-    }
-    async with connection(request) as conn:
-        if await row(conn, exists, {"id": id_, **access.sql_params()}) is None:
-            raise not_found(what, id_)
-        found = await rows(conn, sql, args)
-    items, next_cursor = page(found, query.limit, kind, lambda r: (r[1], r[2], r[0]))
-    return models.DatasetRefPage(
-        items=[models.DatasetRef(id=r[0], namespace=r[1], name=r[2]) for r in items],
-        next_cursor=next_cursor,
-    )
+list_job_datasets = resource.add(DATASETS)(
+    datasets_handler(DATASETS, "job", JOB_EDGES_OF, JOB_EXISTS, job_visible)
+)

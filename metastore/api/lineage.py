@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import EVERYTHING, Access, access_of
-from metastore.api import asof, dataset_nodes, limits, models, visibility
+from metastore.api import asof, dataset_nodes, limits, models, models_lineage, visibility
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -142,18 +142,16 @@ NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
 NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
-# An access of each shape, to build each statement once: the visibility fragments depend
-# only on whether an access is restricted (its namespaces are bound as `%(readable)s`).
-SHAPES = {False: EVERYTHING, True: visibility.RESTRICTED}
+# Each statement is built once with visibility marks and given for both kinds of access
+# by visibility.for_access (a restricted one binds its namespaces as `%(readable)s`).
 
 
-def _job_datasets(jobs: str, direction: str, rule: str, access: Access = EVERYTHING) -> str:
+def _job_datasets(jobs: str, direction: str, rule: str) -> str:
     """The datasets the jobs in array `jobs` read or wrote at `%(as_of)s` (asof.NOW: now)
     by `rule` (asof.window; cumulative: in any run of the window, once each); restricted,
     the visible ones (a hidden dataset is cut: the walk goes no further through it)."""
     edges = asof.job_edges_at("j.id", direction, rule=rule)
-    visible = visibility.dataset_visible(access, "dn.dataset_id")
-    where = f" WHERE true{visible}" if visible else ""
+    where = visibility.mark("dataset", "dn.dataset_id", where=True)
     return f"""SELECT {"DISTINCT " if rule == "cumulative" else ""}dn.dataset_id
               FROM unnest({jobs}) AS j(id)
               CROSS JOIN LATERAL {edges} e
@@ -161,7 +159,7 @@ def _job_datasets(jobs: str, direction: str, rule: str, access: Access = EVERYTH
                 ON dn.namespace = e.namespace AND dn.name = e.name{where}"""
 
 
-def _dataset_jobs(datasets: str, direction: str, rule: str, access: Access = EVERYTHING) -> str:
+def _dataset_jobs(datasets: str, direction: str, rule: str) -> str:
     """The jobs that read or wrote the datasets in array `datasets` at `%(as_of)s`;
     restricted, the visible ones."""
     return f"""SELECT e.job_id
@@ -169,7 +167,7 @@ def _dataset_jobs(datasets: str, direction: str, rule: str, access: Access = EVE
               JOIN readmodel.job_edges e
                 ON e.namespace = dn.namespace AND e.name = dn.name
               WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'
-                AND {asof.edge_held(rule=rule)}{visibility.job_id_visible(access, "e.job_id")}"""
+                AND {asof.edge_held(rule=rule)}{visibility.mark("job_id", "e.job_id")}"""
 
 
 # From a run (its job's node, kind 'job'): the first hop downstream goes to the datasets
@@ -180,8 +178,7 @@ RUN_OUTPUTS = """SELECT unnest(%(run_outputs)s::uuid[]) WHERE w.depth = 0
 
 
 def _walk(as_of: bool, rule: str, from_run: bool, restricted: bool = False) -> str:
-    access = SHAPES[restricted]
-    down_datasets = _job_datasets("w.down_jobs", "output", rule, access)
+    down_datasets = _job_datasets("w.down_jobs", "output", rule)
     if from_run:
         down_datasets = RUN_OUTPUTS.format(job_datasets=down_datasets)
     start = START
@@ -191,23 +188,24 @@ def _walk(as_of: bool, rule: str, from_run: bool, restricted: bool = False) -> s
         # a hidden start node is absent, as an unknown one: the walk finds nothing (404);
         # a dataset shows a readable name (a display name among its readable ones)
         visible = (
-            f"(s0.kind = 'job'{visibility.job_id_visible(access, 's0.id')}) OR (s0.kind = "
-            f"'dataset'{visibility.dataset_visible(access, 's0.id')})"
+            f"(s0.kind = 'job'{visibility.mark('job_id', 's0.id')}) OR (s0.kind = "
+            f"'dataset'{visibility.mark('dataset', 's0.id')})"
         )
         start = START_VISIBLE.format(start=START, visible=visible)
         dataset_namespace, dataset_name = "vd.shown[1]", "vd.shown[2]"
         node_joins += f"\nLEFT JOIN LATERAL (SELECT {SHOWN}) vd(shown) ON true"
-    return LINEAGE_WALK.format(
+    walk = LINEAGE_WALK.format(
         start=start,
         dataset_namespace=dataset_namespace,
         dataset_name=dataset_name,
         down_datasets=down_datasets,
-        down_jobs=_dataset_jobs("w.down_ds", "input", rule, access),
-        up_datasets=_job_datasets("w.up_jobs", "input", rule, access),
-        up_jobs=_dataset_jobs("w.up_ds", "output", rule, access),
+        down_jobs=_dataset_jobs("w.down_ds", "input", rule),
+        up_datasets=_job_datasets("w.up_jobs", "input", rule),
+        up_jobs=_dataset_jobs("w.up_ds", "output", rule),
         node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
         node_joins=node_joins,
     )
+    return visibility.for_access(walk, restricted)
 
 
 # The walks by (as_of given, rule, from a run, restricted): they differ in the job nodes'
@@ -271,17 +269,15 @@ JOIN readmodel.job_edges e ON e.namespace = dn.namespace AND e.name = dn.name
 WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {held}{visible}"""
 
 
-def _dataset_side(rule: str, access: Access = EVERYTHING) -> str:
+def _dataset_side(rule: str) -> str:
     return DATASET_SIDE.format(
-        held=asof.edge_held(rule=rule), visible=visibility.job_id_visible(access, "e.job_id")
+        held=asof.edge_held(rule=rule), visible=visibility.mark("job_id", "e.job_id")
     )
 
 
 def _links(rule: str, restricted: bool) -> str:
     # restricted, a node's `beyond` counts its visible neighbours alone: what expanding it
     # would add
-    access = SHAPES[restricted]
-    visible = visibility.dataset_visible(access, "n.dataset_id")
     job_side = JOB_SIDE.format(
         # its run and static rows (job_edges' key ends with the source)
         first_seen=asof.key_probe(
@@ -294,9 +290,10 @@ def _links(rule: str, restricted: bool) -> str:
         lifecycle=LATEST_LIFECYCLE,
         inputs=asof.job_edges_at("j.id", "input", rule=rule),
         outputs=asof.job_edges_at("j.id", "output", rule=rule),
-        visible=f" WHERE true{visible}" if visible else "",
+        visible=visibility.mark("dataset", "n.dataset_id", where=True),
     )
-    return LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(rule, access))
+    links = LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(rule))
+    return visibility.for_access(links, restricted)
 
 
 # By (rule (asof.window), restricted).
@@ -304,12 +301,9 @@ LINEAGE_EDGES = {key: _links(*key) for key in itertools.product(asof.RULES, (Fal
 # Rows (direction, dataset, count): the jobs of each dataset in `%(datasets)s` that are not
 # in `%(jobs)s`, by direction (the `beyond` of a graph that draws other nodes than jobs),
 # by restricted (then the visible jobs alone).
-DATASETS_BEYOND = {
-    restricted: f"""
-SELECT direction, dataset_id, count(*) FROM ({_dataset_side("latest", SHAPES[restricted])}) s
-WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id"""
-    for restricted in (False, True)
-}
+DATASETS_BEYOND = visibility.both(f"""
+SELECT direction, dataset_id, count(*) FROM ({_dataset_side("latest")}) s
+WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id""")
 
 Direction = Annotated[
     Literal["upstream", "downstream", "both"],
@@ -370,7 +364,7 @@ LINEAGE_OP = Operation(
     "/lineage",
     "getLineage",
     "The lineage graph around a job or dataset",
-    models.LineageGraph,
+    models_lineage.LineageGraph,
     tag="lineage",
     etag_from_position=True,
     query=LineageQuery,
@@ -393,7 +387,7 @@ LINEAGE_OP = Operation(
     + HIDDEN_NODES,
 )
 resource = Resource()
-LineageNode = models.JobNode | models.DatasetNode
+LineageNode = models_lineage.JobNode | models_lineage.DatasetNode
 _owners = msgspec.json.Decoder(list[models.Owner])
 
 
@@ -402,7 +396,7 @@ def _key(kind: str, id_: uuid.UUID) -> str:
 
 
 def node(
-    r: Any, beyond: models.Beyond, datasets: Mapping[uuid.UUID, dataset_nodes.Details]
+    r: Any, beyond: models_lineage.Beyond, datasets: Mapping[uuid.UUID, dataset_nodes.Details]
 ) -> LineageNode:
     """A graph node from a row of the walk, a dataset with its details from `datasets`
     (dataset_nodes.of)."""
@@ -417,7 +411,7 @@ def node(
                 ended_at=r[16],
                 duration_seconds=r[17],
             )
-        return models.JobNode(
+        return models_lineage.JobNode(
             key=_key("job", r[1]),
             id=r[1],
             namespace=r[3],
@@ -438,12 +432,12 @@ def dataset_node(
     depth: int,
     namespace: str,
     name: str,
-    beyond: models.Beyond,
+    beyond: models_lineage.Beyond,
     details: dataset_nodes.Details,
-) -> models.DatasetNode:
+) -> models_lineage.DatasetNode:
     """A dataset node: under its display name (as of a moment, then's, when it had one)."""
     fresh = details.freshness
-    return models.DatasetNode(
+    return models_lineage.DatasetNode(
         key=_key("dataset", id_),
         id=id_,
         namespace=details.namespace or namespace,
@@ -583,7 +577,7 @@ def node_key(r: Any) -> str:
     return _key(r[0], r[1])
 
 
-def node_refs(walked: Walk) -> dict[str, models.NodeRef]:
+def node_refs(walked: Walk) -> dict[str, models_lineage.NodeRef]:
     """Each node of a walk as an edge names it, by key: under the name its node shows."""
     refs = {}
     for r in walked.found:
@@ -592,11 +586,13 @@ def node_refs(walked: Walk) -> dict[str, models.NodeRef]:
         if details is not None:
             namespace, name = details.namespace or namespace, details.name or name
         key = node_key(r)
-        refs[key] = models.NodeRef(key=key, type=r[0], id=r[1], namespace=namespace, name=name)
+        refs[key] = models_lineage.NodeRef(
+            key=key, type=r[0], id=r[1], namespace=namespace, name=name
+        )
     return refs
 
 
-def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.LineageGraph:
+def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models_lineage.LineageGraph:
     """The graph of a walk: its nodes (those in `keep` alone, when given), with what lies
     beyond each, and all its edges."""
     # Neighbours left out, by node and side: upstream of a dataset are the jobs writing
@@ -618,7 +614,7 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
                     state=walked.run_states.get(run),  # type: ignore[arg-type]
                 )
             edges.append(
-                models.LineageEdge(
+                models_lineage.LineageEdge(
                     from_=ends[0],
                     to=ends[1],
                     lifecycle_state=lifecycle if direction == "output" else None,
@@ -639,7 +635,7 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
     nodes = [
         node(
             r,
-            models.Beyond(
+            models_lineage.Beyond(
                 upstream=left_out.get((r[0], r[1], "up"), 0),
                 downstream=left_out.get((r[0], r[1], "down"), 0),
             ),
@@ -652,38 +648,15 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models.Lineag
     if walked.found:
         reached, cut = walked.found[0][5], walked.found[0][6]
         truncated = truncated or reached > len(walked.found) or bool(cut)
-    return models.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
+    return models_lineage.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
 
 
 async def walk(
-    conn: AsyncConnection[Any],
-    kind: str,
-    start: uuid.UUID,
-    *,
-    up: bool,
-    down: bool,
-    depth: int,
-    max_nodes: int,
-    as_of: dt.datetime | None,
-    run_outputs: list[uuid.UUID] | None = None,
-    window: tuple[str, dt.datetime | None] = ("latest", None),
-    access: Access = EVERYTHING,
-) -> models.LineageGraph:
-    """The graph around job or dataset `start` (walk_rows, then graph_of)."""
-    walked = await walk_rows(
-        conn,
-        kind,
-        start,
-        up=up,
-        down=down,
-        depth=depth,
-        max_nodes=max_nodes,
-        as_of=as_of,
-        run_outputs=run_outputs,
-        window=window,
-        access=access,
-    )
-    return graph_of(walked)
+    conn: AsyncConnection[Any], kind: str, start: uuid.UUID, **how: Any
+) -> models_lineage.LineageGraph:
+    """The graph around job or dataset `start`: walk_rows (`how`: its keywords), then
+    graph_of."""
+    return graph_of(await walk_rows(conn, kind, start, **how))
 
 
 @resource.add(LINEAGE_OP)

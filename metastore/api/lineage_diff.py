@@ -22,7 +22,15 @@ from starlette.responses import Response
 
 from metastore import schema_compat
 from metastore.access import Access, access_of
-from metastore.api import asof, column_lineage, dataset_nodes, lineage, models, visibility
+from metastore.api import (
+    asof,
+    column_lineage,
+    dataset_nodes,
+    lineage,
+    models,
+    models_lineage,
+    visibility,
+)
 from metastore.api.breaking_models import BreakingChange, DependentField
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
@@ -60,7 +68,7 @@ SCHEMA_CHANGES_BY_SHAPE = {
     False: SCHEMA_CHANGES.format(display=asof.display_name_at("d.id")),
     True: SCHEMA_CHANGES.format(
         display=VISIBLE_DISPLAY_AT.format(
-            visible=visibility.name_visible(lineage.SHAPES[True], "n")
+            visible=visibility.name_visible(visibility.RESTRICTED, "n")
         )
     ),
 }
@@ -112,7 +120,7 @@ OP = Operation(
     "/lineage/diff",
     "getLineageDiff",
     "What changed in the lineage graph around a node between two moments",
-    models.LineageDiff,
+    models_lineage.LineageDiff,
     tag="lineage",
     query=DiffQuery,
     not_found=True,
@@ -156,7 +164,7 @@ def _fields(fields: Any, prefix: str = "") -> Iterator[tuple[str, str | None, bo
         yield from _fields(field.get("fields"), path + ".")
 
 
-def schema_change(r: Any) -> models.SchemaChange:
+def schema_change(r: Any) -> models_lineage.SchemaChange:
     """The change between two versions' fields, each breaking change marked (its `reaches`
     left empty: `reach` fills them)."""
     before = {p: (t, n) for p, t, n in _fields(msgspec.json.decode(r[4]))}
@@ -174,18 +182,24 @@ def schema_change(r: Any) -> models.SchemaChange:
         old_type, old_nullable = before[p]
         how = schema_compat.type_change(old_type, t)
         if not same_type(old_type, t):
-            changed.append(models.TypeChange(p, old_type, t, breaking=how is not None))
+            changed.append(models_lineage.TypeChange(p, old_type, t, breaking=how is not None))
         if how is None and schema_compat.made_required(old_nullable, nullable):
             how = "made_required"
         if how is not None:
             breaking.append(BreakingChange(p, how, old_type, t, [], False))  # type: ignore[arg-type]
-    return models.SchemaChange(
+    return models_lineage.SchemaChange(
         dataset=models.DatasetRef(id=r[0], namespace=r[1], name=r[2]),
         from_version=r[3],
         to_version=r[5],
-        added=[models.FieldType(name=n, type=t) for n, (t, _) in after.items() if n not in before],
+        added=[
+            models_lineage.FieldType(name=n, type=t)
+            for n, (t, _) in after.items()
+            if n not in before
+        ],
         removed=[
-            models.FieldType(name=n, type=t) for n, (t, _) in before.items() if n not in after
+            models_lineage.FieldType(name=n, type=t)
+            for n, (t, _) in before.items()
+            if n not in after
         ],
         type_changed=changed,
         breaking=breaking,
@@ -194,7 +208,7 @@ def schema_change(r: Any) -> models.SchemaChange:
 
 async def reach(
     conn: AsyncConnection[Any],
-    change: models.SchemaChange,
+    change: models_lineage.SchemaChange,
     depth: int,
     moment: dt.datetime,
     window: tuple[str, dt.datetime | None],
@@ -210,7 +224,7 @@ async def reach(
     starts = [(start, b.field) for b in change.breaking]
     await column_lineage.walk_fields(conn, starts, "down", depth, moment, walk, window, access)
     edges = await column_lineage.column_edges(conn, walk, moment, access)
-    below: dict[tuple[Any, str], list[models.ColumnRef]] = {}
+    below: dict[tuple[Any, str], list[models_lineage.ColumnRef]] = {}
     for e in edges:
         source = e.from_.dataset.id if e.from_.dataset else (e.from_.namespace, e.from_.name)
         below.setdefault((source, e.from_.field), []).append(e.to)
@@ -237,7 +251,7 @@ def _edge_rows(walk: lineage.Walk) -> set[tuple[str, Any, Any]]:
     return {(x[1], x[2], x[3]) for x in walk.links if x[0] == "edge"}
 
 
-def _edge(e: models.LineageEdge) -> tuple[str, str]:
+def _edge(e: models_lineage.LineageEdge) -> tuple[str, str]:
     return e.from_.key, e.to.key
 
 
@@ -302,7 +316,7 @@ async def get_lineage_diff(request: Request) -> Response:
     edges_after = {_edge(e): e for e in graph_after.edges}
     return json_response(
         request,
-        models.LineageDiff(
+        models_lineage.LineageDiff(
             from_=query.from_,
             to=to,
             nodes_added=graph_after.nodes,

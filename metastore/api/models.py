@@ -18,7 +18,6 @@ import msgspec
 from msgspec import Meta
 
 from metastore.api import limits
-from metastore.api.breaking_models import BreakingChange
 
 REF = "#/components/schemas/{name}"
 
@@ -29,79 +28,50 @@ JSONObject = Annotated[
 ]
 
 
-def _facets(standard: dict[str, str]) -> dict[str, Any]:
-    """A facets object's schema: the standard facets typed by name, any other a `Facet`."""
-    return {
+def standard_facets(*names: str) -> dict[str, str]:
+    """The standard facets a document types, by name: each its component schema, named
+    after it (`datasetType`: DatasetTypeFacet; api/facets.py leaves out of an answer one
+    that breaks its schema)."""
+    return {name: f"{name[0].upper()}{name[1:]}Facet" for name in names}
+
+
+def facets_of(standard: dict[str, str]) -> Meta:
+    """A facets object's schema: the standard facets typed by name, any other a `Facet`;
+    merged the OpenLineage way (MERGED)."""
+    schema = {
         "type": "object",
         "properties": {
             name: {"$ref": REF.format(name=schema)} for name, schema in standard.items()
         },
         "additionalProperties": {"$ref": REF.format(name="Facet")},
     }
+    return Meta(description=MERGED, extra_json_schema=schema)
 
 
-_MERGED = (
+def raw_list_of(component: str, description: str) -> Meta:
+    """Passed-through JSON (msgspec.Raw) documented as a list of `component`."""
+    return Meta(
+        description=description,
+        extra_json_schema={"type": "array", "items": {"$ref": REF.format(name=component)}},
+    )
+
+
+MERGED = (
     "Facets by name, merged the OpenLineage way: the latest of each name by eventTime, "
     'removed by a later `{"_deleted": true}`. Each facet is as the producer sent it; '
     "the standard ones are described by the OpenLineage facet schemas."
 )
-# The standard facets the document types, by name: their component schemas (api/facets.py
-# leaves out of an answer one that breaks its schema).
-DATASET_STANDARD_FACETS: dict[str, str] = {
-    "schema": "SchemaFacet",
-    "symlinks": "SymlinksFacet",
-    "documentation": "DocumentationFacet",
-    "ownership": "OwnershipFacet",
-    "tags": "TagsFacet",
-    "datasetType": "DatasetTypeFacet",
-    "lifecycleStateChange": "LifecycleStateChangeFacet",
-}
-DatasetFacets = Annotated[
-    msgspec.Raw,
-    Meta(description=_MERGED, extra_json_schema=_facets(DATASET_STANDARD_FACETS)),
-]
-JOB_STANDARD_FACETS: dict[str, str] = {
-    "jobType": "JobTypeFacet",
-    "documentation": "DocumentationFacet",
-    "ownership": "OwnershipFacet",
-    "tags": "TagsFacet",
-    "sql": "SqlFacet",
-}
-JobFacets = Annotated[
-    msgspec.Raw,
-    Meta(description=_MERGED, extra_json_schema=_facets(JOB_STANDARD_FACETS)),
-]
-RUN_STANDARD_FACETS: dict[str, str] = {
-    "nominalTime": "NominalTimeFacet",
-    "parent": "ParentFacet",
-    "errorMessage": "ErrorMessageFacet",
-    "tags": "TagsFacet",
-}
-RunFacets = Annotated[
-    msgspec.Raw,
-    Meta(description=_MERGED, extra_json_schema=_facets(RUN_STANDARD_FACETS)),
-]
-SchemaFields = Annotated[
-    msgspec.Raw,
-    Meta(
-        description="The `schema` facet's fields (nested fields in `fields`).",
-        extra_json_schema={"type": "array", "items": {"$ref": REF.format(name="SchemaField")}},
-    ),
-]
-Transformations = Annotated[
-    msgspec.Raw,
-    Meta(
-        description="How the output field is made from the input field (columnLineage).",
-        extra_json_schema={"type": "array", "items": {"$ref": REF.format(name="Transformation")}},
-    ),
-]
+
 Cursor = Annotated[
     str | None,
     Meta(description="Pass as `cursor` to read the next page; null on the last page."),
 ]
+
 # Every time in an answer is RFC 3339 in UTC with its offset (`Z`): `format: date-time`.
 Time = Annotated[dt.datetime, Meta(tz=True)]
+
 RunState = Literal["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER"]
+
 LifecycleState = Annotated[
     str,
     Meta(
@@ -110,18 +80,9 @@ LifecycleState = Annotated[
         examples=["CREATE"],
     ),
 ]
-NameKind = Annotated[
-    str,
-    Meta(
-        description="Where the name comes from: `emitted` (an event used it, whether or not "
-        "a catalog rule also joined it: `joined_by` says so), `symlink` (an identifier of a "
-        "`symlinks` facet, and no event used it), `catalog` (no event used it: a catalog "
-        "rule derived it, the metastore's name of an engine's name, as `joined_by` says); "
-        "more kinds may come, so treat an unknown kind as a name like the others.",
-        examples=["symlink"],
-    ),
-]
+
 NamespaceText = Annotated[str, Meta(examples=["s3a://warehouse"])]
+
 StartedAt = Annotated[
     Time,
     Meta(
@@ -129,6 +90,7 @@ StartedAt = Annotated[
         "eventTime of its events: the same rule in every response."
     ),
 ]
+
 Duration = Annotated[
     float | None,
     Meta(description="Seconds from `started_at` to `ended_at`; null while running."),
@@ -149,12 +111,12 @@ Total = Annotated[
         "10,000; beyond, 10,000 with `total_is_exact` false (there are at least that many).",
     ),
 ]
+
 TotalIsExact = Annotated[
     bool, Meta(description="False when `total` is a lower bound (more than 10,000 items).")
 ]
 
-
-# --- facet shapes (documentation of what passes through) -----------------------------
+# --- facet shapes (documentation of what passes through) ----------------------------
 
 
 # Any facet: a JSON object (its own fields besides these two are the facet's business).
@@ -287,7 +249,7 @@ FACET_SCHEMAS: tuple[Any, ...] = (
 )
 
 
-# --- references -----------------------------------------------------------------------
+# --- references ---------------------------------------------------------------------
 
 
 class JobRef(Struct):
@@ -320,7 +282,30 @@ class RunRef(Struct):
     state: RunState | None
 
 
-# --- writes and freshness ---------------------------------------------------------------
+# The fields every run in an answer begins with, in this order (a run's page, a list item,
+# a node of the run graph).
+class RunBasics(Struct):
+    id: uuid.UUID
+    job: JobRef
+    state: RunState
+    state_time: Time
+    started_at: StartedAt
+    ended_at: Time | None
+    duration_seconds: Duration
+
+
+def first_datasets(verb: str) -> Meta:
+    """The description of a job's or run's embedded datasets (`verb`: reads, wrote)."""
+    return Meta(description=f"The first datasets it {verb}, by name (capped).")
+
+
+def all_datasets(verb: str) -> Meta:
+    """The description of how many datasets a job or run (`verb`: reads, wrote) has."""
+    return Meta(ge=0, description=f"All the datasets it {verb}.")
+
+
+# --- writes and freshness -----------------------------------------------------------
+
 
 WRITE_RULE = (
     "A write is a successful one: a run writes its outputs when it COMPLETEs (a STREAMING "
@@ -422,6 +407,7 @@ FreshnessField = Annotated[
         "`as_of`: as of that moment. " + WRITE_RULE
     ),
 ]
+
 LastWriteAt = Annotated[
     Time | None,
     Meta(
@@ -430,45 +416,17 @@ LastWriteAt = Annotated[
     ),
 ]
 
+# --- catalogue fields (standard facets surfaced) ------------------------------------
 
-# --- catalogue fields (standard facets surfaced) ----------------------------------------
 
 Description = Annotated[str | None, Meta(description="The `documentation` facet's description.")]
+
 Owners = Annotated[list[Owner], Meta(description="The `ownership` facet's owners.")]
+
 Tags = Annotated[list[Tag], Meta(description="The `tags` facet's tags.")]
 
 
-# --- namespaces -----------------------------------------------------------------------
-
-
-class Namespace(Struct):
-    name: NamespaceText
-    has_jobs: bool
-    has_datasets: bool
-    job_count: Annotated[int, Meta(ge=0, description="Jobs in this namespace.")]
-    dataset_count: Annotated[
-        int,
-        Meta(
-            ge=0,
-            description="Datasets with a name in this namespace (an emitted, symlink or "
-            "catalog name), each once: what /datasets?namespace= and /search?namespace= list. "
-            "A dataset with names in several namespaces counts in each (a Spark table with "
-            "its Hive symlink in both), so the counts of all namespaces can add up to more "
-            "than the datasets.",
-        ),
-    ]
-    first_seen: Time
-    last_seen: Time
-
-
-class NamespacePage(Struct):
-    items: list[Namespace]
-    next_cursor: Cursor
-    total: Annotated[int, Meta(ge=0, description="Namespaces in all pages.")]
-    total_is_exact: Annotated[bool, Meta(description="Always true: namespaces are few.")]
-
-
-# --- jobs -----------------------------------------------------------------------------
+# --- what several answers embed: a job's latest run, lateness -----------------------
 
 
 class LatestRun(Struct):
@@ -481,8 +439,6 @@ class LatestRun(Struct):
     ended_at: Time | None
     duration_seconds: Duration
 
-
-# --- lateness learned from history (api/lateness.py) ----------------------------------
 
 LatenessStatus = Annotated[
     Literal["on_time", "late", "missed"],
@@ -561,130 +517,9 @@ class JobRefWithRun(Struct):
     latest_run: LatestRun | None
 
 
-class JobSummary(Struct):
-    id: uuid.UUID
-    namespace: str
-    name: str
-    job_type: str | None
-    processing_type: str | None
-    integration: str | None
-    description: Description
-    parent: JobRefWithRun | None
-    first_seen: Time
-    last_seen: Time
-    latest_run: LatestRun | None
-    lateness: LatenessField
+# --- a stored event (documentation of what passes through) --------------------------
 
 
-class JobPage(Struct):
-    items: list[JobSummary]
-    next_cursor: Cursor
-    total: Total
-    total_is_exact: TotalIsExact
-
-
-class Job(Struct):
-    id: uuid.UUID
-    namespace: str
-    name: str
-    job_type: str | None
-    processing_type: str | None
-    integration: str | None
-    description: Description
-    owners: Owners
-    tags: Tags
-    facets: JobFacets
-    first_seen: Time
-    last_seen: Time
-    parent: JobRefWithRun | None
-    children: Annotated[
-        list[JobRefWithRun],
-        Meta(
-            description="Its child jobs (jobs whose runs name this job's in their parent "
-            f"facet), each with its latest run: the first {limits.EMBEDDED_REFS} by name; "
-            "`child_count` counts them all."
-        ),
-    ]
-    child_count: Annotated[int, Meta(ge=0, description="How many child jobs it has.")]
-    latest_run: LatestRun | None
-    run_count: Annotated[int, Meta(ge=0, description="Its runs (all time).")]
-    inputs: Annotated[
-        list[DatasetRef], Meta(description="The first datasets it reads, by name (capped).")
-    ]
-    input_count: Annotated[int, Meta(ge=0, description="All the datasets it reads.")]
-    outputs: Annotated[
-        list[DatasetRef], Meta(description="The first datasets it writes, by name (capped).")
-    ]
-    output_count: Annotated[int, Meta(ge=0, description="All the datasets it writes.")]
-    lateness: LatenessField
-
-
-class DatasetRefPage(Struct):
-    items: list[DatasetRef]
-    next_cursor: Cursor
-
-
-# --- runs -----------------------------------------------------------------------------
-
-
-class RunSummary(Struct):
-    id: uuid.UUID
-    job: JobRef
-    state: RunState
-    state_time: Time
-    started_at: StartedAt
-    ended_at: Time | None
-    duration_seconds: Duration
-    nominal_start: Time | None
-    nominal_end: Time | None
-    error_message: str | None
-    parent: RunRef | None
-    root: Annotated[
-        RunRef | None,
-        Meta(description="The top of its parent chain; null for a run without a parent."),
-    ]
-    first_seen: Time
-    last_seen: Time
-
-
-class RunPage(Struct):
-    items: list[RunSummary]
-    next_cursor: Cursor
-    total: Total
-    total_is_exact: TotalIsExact
-
-
-class Run(Struct):
-    id: uuid.UUID
-    job: JobRef
-    state: RunState
-    state_time: Time
-    started_at: StartedAt
-    ended_at: Time | None
-    duration_seconds: Duration
-    nominal_start: Time | None
-    nominal_end: Time | None
-    error_message: str | None
-    facets: RunFacets
-    first_seen: Time
-    last_seen: Time
-    parent: RunRef | None
-    root: Annotated[
-        RunRef | None,
-        Meta(description="The top of its parent chain; null for a run without a parent."),
-    ]
-    children: Annotated[list[RunRef], Meta(description="Its child runs (the first 1,000).")]
-    inputs: Annotated[
-        list[DatasetRef], Meta(description="The first datasets it read, by name (capped).")
-    ]
-    input_count: Annotated[int, Meta(ge=0, description="All the datasets it read.")]
-    outputs: Annotated[
-        list[DatasetRef], Meta(description="The first datasets it wrote, by name (capped).")
-    ]
-    output_count: Annotated[int, Meta(ge=0, description="All the datasets it wrote.")]
-
-
-# --- a stored event (documentation of what passes through) ---------------------------
 # What ingest checked of a run event (metastore/envelope.py), spelled as the producer sent
 # it: the answer is the stored text itself, so these structs only describe it, and every
 # object may hold fields beyond them. Facets were not checked: any JSON.
@@ -739,25 +574,10 @@ class StoredEvent(Struct):
     ] = []
 
 
-# The field type of a stored event in an answer: its text, described by StoredEvent.
-StoredEventText = Annotated[
-    msgspec.Raw, Meta(extra_json_schema={"$ref": "#/components/schemas/StoredEvent"})
-]
 PASSED_THROUGH: tuple[Any, ...] = (StoredEvent, StoredRun, StoredJob, StoredDataset)
 
 
-class RunEventPage(Struct):
-    items: Annotated[
-        list[StoredEventText],
-        Meta(
-            description="The run's OpenLineage events as stored, in log order (a page ends "
-            f"once it holds {limits.PAGE_BYTES // 2**20} MiB of events, always holding one)."
-        ),
-    ]
-    next_cursor: Cursor
-
-
-# --- datasets -------------------------------------------------------------------------
+# --- dataset names and lifecycle (datasets, graphs, search) -------------------------
 
 
 class NameKey(Struct):
@@ -765,798 +585,11 @@ class NameKey(Struct):
     name: str
 
 
-class NameJoin(Struct):
-    """The catalog rule that made a name one of the dataset's."""
-
-    rule: Annotated[
-        Literal["map", "facet"],
-        Meta(
-            description="`map`: an entry of the catalog map (METASTORE_CATALOGS_FILE); "
-            "`facet`: the `catalog` facet the engine's event sent with the dataset."
-        ),
-    ]
-    entry: Annotated[
-        int | None,
-        Meta(description="The map entry's position in the `catalogs` list, from 0 (`map`)."),
-    ]
-    engine: Annotated[
-        str, Meta(description="The entry's engine namespace (exact or a glob), or the facet's.")
-    ]
-    catalog: Annotated[str, Meta(description="The engine's catalog (the name's first part).")]
-    metastore: Annotated[str, Meta(description="The metastore's namespace.")]
-    role: Annotated[
-        Literal["engine", "metastore"],
-        Meta(
-            description="`engine`: this is the engine's name `<catalog>.<rest>`; "
-            "`metastore`: this is the metastore's name `<rest>` the rule derived."
-        ),
-    ]
-    via: Annotated[NameKey, Meta(description="The other name of the pair the rule joined.")]
-
-
-class DatasetName(Struct):
-    namespace: NamespaceText
-    name: str
-    kind: NameKind
-    symlink_type: Annotated[
-        str | None, Meta(description="The symlinks identifier's `type` (TABLE, ...).")
-    ]
-    joined_by: Annotated[
-        NameJoin | None,
-        Meta(
-            description="The catalog rule that joined it (of any kind: an engine's name an "
-            "event emitted, or the metastore's name the rule derived); null when none did."
-        ),
-    ] = None
-
-
 class Lifecycle(Struct):
     """The latest `lifecycleStateChange` reported for the dataset."""
 
     state: LifecycleState
     changed_at: Time
-
-
-class DatasetSummary(Struct):
-    id: uuid.UUID
-    namespace: Annotated[str, Meta(description="Namespace of its display name.")]
-    name: Annotated[
-        str,
-        Meta(
-            description="Its display name: the most table-like of its names (the table's "
-            "name in its metastore: a `symlinks` identifier of type TABLE, or the metastore's "
-            "name a catalog rule derived; else a name an event used; else another; the first "
-            "seen among equals)."
-        ),
-    ]
-    matched_name: Annotated[
-        DatasetName | None,
-        Meta(
-            description="The name that matched the list's `namespace` (the name it counts "
-            "there by), `name` or `q` filter (null without one)."
-        ),
-    ]
-    name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
-    lifecycle: Lifecycle | None
-    first_seen: Time
-    last_seen: Time
-    freshness: Annotated[
-        DatasetFreshness,
-        Meta(
-            description="Its freshness now, as the dataset page gives it: its last "
-            "successful write, a later failed attempt, and whether it is stale (a writer's "
-            "latest run failed after that write, or an input of the run that made it was "
-            "successfully written since, one hop), so a list colours stale datasets from "
-            "one call. " + WRITE_RULE
-        ),
-    ]
-
-
-class DatasetPage(Struct):
-    items: list[DatasetSummary]
-    next_cursor: Cursor
-    total: Total
-    total_is_exact: TotalIsExact
-
-
-class DatasetVersion(Struct):
-    version: Annotated[int, Meta(ge=1, description="1 for the first schema seen, then up.")]
-    event_time: Annotated[Time, Meta(description="When this schema was first seen.")]
-    fields: SchemaFields
-    run: Annotated[
-        RunRef | None,
-        Meta(description="The run whose output first carried it (null: not from a run)."),
-    ]
-
-
-class DatasetVersionPage(Struct):
-    items: list[DatasetVersion]
-    next_cursor: Cursor
-
-
-class ReaderSchema(Struct):
-    """A schema a job reported reading the dataset with: its engine's view of the data
-    (Trino reads Spark's `long` as `bigint`), an observation, never a version."""
-
-    fields: SchemaFields
-    version: (
-        Annotated[
-            int,
-            Meta(
-                ge=1,
-                description="The version (as in /versions) it is, its types compared "
-                "engine-neutrally (`long` is `bigint`); null: no write produced it.",
-            ),
-        ]
-        | None
-    )
-    run: Annotated[RunRef | None, Meta(description="The latest run that reported it.")]
-    first_seen: Annotated[Time, Meta(description="When a reader first reported it.")]
-    last_seen: Annotated[Time, Meta(description="When a reader last reported it.")]
-
-
-class RunOfDataset(Struct):
-    """A run that read (`role` input) or wrote (output) a dataset, and the schema it met."""
-
-    id: uuid.UUID
-    job: JobRef
-    role: Literal["input", "output"]
-    state: RunState
-    started_at: StartedAt
-    ended_at: Time | None
-    duration_seconds: Duration
-    schema_version: Annotated[
-        int | None,
-        Meta(
-            description="The version (as in /versions) of the schema: the one the run's "
-            "events carried for the dataset; for a reader that carried none, the latest "
-            "at its start; null when unknown."
-        ),
-    ]
-    lifecycle_state: Annotated[
-        str | None,
-        Meta(
-            description="The `lifecycleStateChange` the run reported for the dataset "
-            "(CREATE, OVERWRITE, DROP, ...); null when none."
-        ),
-    ]
-
-
-class RunOfDatasetPage(Struct):
-    items: list[RunOfDataset]
-    next_cursor: Cursor
-
-
-class DatasetWriter(Struct):
-    """A job that wrote the dataset, or changed its lifecycle (a DROP writes no data)."""
-
-    job: Annotated[JobRefWithRun, Meta(description="The job, with its latest run.")]
-    last_write_at: Annotated[
-        Time | None,
-        Meta(
-            description="Its last successful write (a run of it that COMPLETEd; null: it "
-            "never wrote it, only declared it in a JobEvent or failed)."
-        ),
-    ]
-    lifecycle_state: Annotated[
-        str | None,
-        Meta(
-            description="The latest `lifecycleStateChange` it reported (CREATE, DROP, ...): "
-            "a writer whose latest is DROP dropped the table; null when none."
-        ),
-    ]
-
-
-class DatasetReader(Struct):
-    """A job that read the dataset: the shape of a writer, with its read beside the job."""
-
-    job: Annotated[JobRefWithRun, Meta(description="The job, with its latest run.")]
-    last_read_at: Annotated[
-        Time | None,
-        Meta(
-            description="When a run of it last named the dataset as an input (its latest "
-            "eventTime doing so; null: only a JobEvent declared it)."
-        ),
-    ]
-
-
-class Dataset(Struct):
-    id: uuid.UUID
-    namespace: Annotated[str, Meta(description="Namespace of its display name.")]
-    name: Annotated[str, Meta(description="Its display name (the rule in DatasetSummary).")]
-    names: Annotated[
-        list[DatasetName],
-        Meta(
-            description=f"Its names with their kind: the first {limits.EMBEDDED_REFS} (by "
-            "kind, namespace and name); `name_count` counts them all."
-        ),
-    ]
-    name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
-    fields: Annotated[
-        SchemaFields | None,
-        Meta(
-            description="The fields of its latest version: the schema its last successful "
-            "write produced (a reader's schema is in `reader_schemas`, never here)."
-        ),
-    ]
-    reader_schemas: Annotated[
-        list[ReaderSchema],
-        Meta(
-            description=f"The distinct schemas readers reported for it, latest first (the "
-            f"first {limits.EMBEDDED_PAGE}): observations, never versions. As of T: those "
-            "first reported by then."
-        ),
-    ]
-    description: Description
-    owners: Owners
-    tags: Tags
-    dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
-    lifecycle: Lifecycle | None
-    facets: DatasetFacets
-    first_seen: Time
-    last_seen: Time
-    last_write_at: LastWriteAt
-    freshness: FreshnessField
-    next_write: ExpectedWriteField
-    producers: Annotated[
-        list[DatasetWriter],
-        Meta(
-            description="Jobs that wrote it (or changed its lifecycle): the first "
-            f"{limits.EMBEDDED_REFS} by name; `producer_count` counts them all."
-        ),
-    ]
-    producer_count: Annotated[int, Meta(ge=0, description="How many jobs wrote it.")]
-    consumers: Annotated[
-        list[DatasetReader],
-        Meta(
-            description="The jobs that read it, each with its latest run and last read, "
-            "as `producers` (the same shape): the first "
-            f"{limits.EMBEDDED_REFS} by name; `consumer_count` counts them all."
-        ),
-    ]
-    consumer_count: Annotated[int, Meta(ge=0, description="How many jobs read it.")]
-    versions: Annotated[
-        DatasetVersionPage,
-        Meta(
-            description=f"The first page ({limits.EMBEDDED_PAGE}, ending early past "
-            f"{limits.EMBEDDED_BYTES // 2**20} MiB of fields) of /datasets/{{id}}/versions: "
-            "its history."
-        ),
-    ]
-    runs: Annotated[
-        RunOfDatasetPage,
-        Meta(
-            description="The first page (10) of /datasets/{id}/runs?sort=outputs_first: "
-            "the runs that wrote it, newest first, then those that read it (a busy reader "
-            "never pushes the writers off)."
-        ),
-    ]
-
-
-# --- lineage --------------------------------------------------------------------------
-
-
-NodeKey = Annotated[
-    str,
-    Meta(
-        pattern="^(dataset|job):[0-9a-f-]{36}$",
-        description="`dataset:<id>` or `job:<id>`, as in the `node` parameter.",
-    ),
-]
-Depth = Annotated[
-    int,
-    Meta(
-        ge=0,
-        description="Hops from the start node (dataset -> job -> dataset is two): a job's "
-        "datasets are one hop from it.",
-    ),
-]
-
-
-class Beyond(Struct):
-    """How many of a node's neighbours this answer leaves out: what expanding it would add."""
-
-    upstream: Annotated[
-        int,
-        Meta(
-            ge=0,
-            description="Its neighbours upstream not in the answer (a dataset's writers, a "
-            "job's inputs).",
-        ),
-    ]
-    downstream: Annotated[
-        int,
-        Meta(
-            ge=0,
-            description="Its neighbours downstream not in the answer (a dataset's readers, "
-            "a job's outputs).",
-        ),
-    ]
-
-
-class JobNode(Struct, tag_field="type", tag="job"):
-    """A job in the graph, with what a graph colours it by."""
-
-    key: NodeKey
-    id: uuid.UUID
-    namespace: str
-    name: str
-    depth: Depth
-    job_type: str | None
-    processing_type: str | None
-    integration: str | None
-    owners: Annotated[list[Owner], Meta(description="The owners its `ownership` job facet names.")]
-    latest_run: LatestRun | None
-    beyond: Beyond
-
-
-class DatasetNode(Struct, tag_field="type", tag="dataset"):
-    """A dataset in the graph, under its display name."""
-
-    key: NodeKey
-    id: uuid.UUID
-    namespace: str
-    name: str
-    depth: Depth
-    name_count: Annotated[int, Meta(ge=1, description="How many names it has.")]
-    dataset_type: Annotated[str | None, Meta(description="The `datasetType` facet's type.")]
-    last_write_at: LastWriteAt
-    lifecycle: Lifecycle | None
-    owners: Owners
-    freshness: FreshnessField
-    beyond: Beyond
-
-
-LineageNode = JobNode | DatasetNode
-
-
-class NodeRef(Struct):
-    """A graph node an edge points at, named: its key (as in `nodes`), kind, id and name."""
-
-    key: NodeKey
-    type: Literal["job", "dataset"]
-    id: uuid.UUID
-    namespace: str
-    name: str
-
-
-class LineageEdge(Struct):
-    """Data flow: dataset -> job (the job reads it), job -> dataset (the job writes it)."""
-
-    from_: Annotated[NodeRef, Meta(description="Where the data comes from.")] = msgspec.field(
-        name="from"
-    )
-    to: Annotated[NodeRef, Meta(description="Where it goes.")]
-    lifecycle_state: Annotated[
-        str | None,
-        Meta(
-            description="On a job -> dataset edge, the latest `lifecycleStateChange` the job "
-            "reported for it (DROP: it dropped the table); null otherwise."
-        ),
-    ]
-    first_seen: Annotated[
-        Time | None,
-        Meta(
-            description="When the job first read or wrote the dataset (any run, or static lineage)."
-        ),
-    ] = None
-    last_seen: Annotated[
-        Time | None,
-        Meta(
-            description="The latest eventTime that named the dataset in the run that holds "
-            "the edge (its job's latest run, then), or in the static lineage."
-        ),
-    ] = None
-    last_run: Annotated[
-        RunRef | None,
-        Meta(
-            description="The run that holds the edge, with its job and its state at the "
-            "moment answered: its job's latest run started by then (`/runs/{run_id}`); null "
-            "when static lineage (a JobEvent) alone declares it."
-        ),
-    ] = None
-
-
-class LineageGraph(Struct):
-    nodes: list[LineageNode]
-    edges: list[LineageEdge]
-    truncated: Annotated[
-        bool,
-        Meta(
-            description="True when a limit cut the graph short of `depth`: the node limit, "
-            f"{limits.VISIT_LIMIT:,} edges looked at, or {limits.EDGE_LIMIT:,} edges."
-        ),
-    ]
-
-
-class UpstreamFailure(Struct):
-    """A failed run upstream whose failure the start's data depends on."""
-
-    run: Annotated[RunRef, Meta(description="The root failed run, with its job and state.")]
-    at: Annotated[Time, Meta(description="When it failed.")]
-    via: Annotated[
-        DatasetRef,
-        Meta(
-            description="Which of the start's datasets it reaches: the start dataset, or "
-            "a dataset the start job or run read (whose freshness says how: its writer "
-            "failed, or `upstream_failed` through one of its inputs)."
-        ),
-    ]
-
-
-class Impact(Struct):
-    """What a failure or change reaches downstream: a lineage graph from the start node."""
-
-    node: Annotated[str, Meta(description="The start, as given (`run:`, `job:` or `dataset:`).")]
-    run: Annotated[
-        RunRef | None, Meta(description="From a run: the run (its state); null otherwise.")
-    ]
-    causes: Annotated[
-        list[UpstreamFailure],
-        Meta(
-            description="What broke upstream, in the same answer: the root failed runs the "
-            "start depends on (a dataset: its failed writer and the failures upstream of "
-            "it; a job or run: those of the datasets it read), as `upstream_failed` "
-            "staleness finds them, each run once, the latest first; empty when nothing "
-            "upstream failed (the failure, if any, is the start's own)."
-        ),
-    ]
-    nodes: Annotated[
-        list[LineageNode],
-        Meta(
-            description="The start node and everything downstream, nearest first: datasets "
-            "with their freshness and owners, jobs with their latest run."
-        ),
-    ]
-    edges: list[LineageEdge]
-    truncated: Annotated[
-        bool, Meta(description="True when the node limit cut the graph short of `depth`.")
-    ]
-    columns: Annotated[
-        list[ColumnEdge],
-        Meta(
-            description="From fields (`node=field:...`): every field edge downstream of "
-            "them within `depth` field hops, nearest first (`depth` counts hops from a field "
-            "asked; `to` is a dependent field; `max_nodes` bounds the dependent fields kept, "
-            "nearest first, `truncated` then). `nodes` are then the datasets of the fields "
-            "asked (depth 0) and every dataset holding a dependent field (at the depth of its "
-            "nearest), with owners and freshness, `beyond` zero; `edges` is empty. Empty for "
-            "other nodes."
-        ),
-    ] = []
-
-
-class FieldType(Struct):
-    """A schema field by its path (nested fields as `parent.child`) and type."""
-
-    name: str
-    type: str | None
-
-
-class TypeChange(Struct):
-    name: Annotated[str, Meta(description="The field's path (nested fields as `parent.child`).")]
-    from_type: Annotated[str | None, Meta(description="Its type at `from`.")]
-    to_type: Annotated[str | None, Meta(description="Its type at `to`.")]
-    breaking: Annotated[
-        bool,
-        Meta(
-            description="True when the new type does not hold every value of the old one "
-            "(narrowed or changed; see `breaking` of the schema change); false for a "
-            "widening (`int` -> `bigint`) or a type unknown on one side."
-        ),
-    ] = False
-
-
-class SchemaChange(Struct):
-    """How a dataset's schema changed between its versions at `from` and at `to`."""
-
-    dataset: DatasetRef
-    from_version: Annotated[int, Meta(ge=1, description="Its version at `from`.")]
-    to_version: Annotated[int, Meta(ge=1, description="Its version at `to`.")]
-    added: Annotated[list[FieldType], Meta(description="Fields at `to`, not at `from`.")]
-    removed: Annotated[list[FieldType], Meta(description="Fields at `from`, not at `to`.")]
-    type_changed: Annotated[list[TypeChange], Meta(description="Fields whose type changed.")]
-    breaking: Annotated[
-        list[BreakingChange],
-        Meta(
-            description="The changes that can break a reader (a field removed, narrowed, its "
-            "type changed incompatibly, made required), each with the downstream fields it "
-            "reaches; widened and added fields are not in it."
-        ),
-    ] = []
-
-
-class LineageDiff(Struct):
-    """What changed in the lineage graph around a node between two moments."""
-
-    from_: Annotated[Time, Meta(description="The earlier moment.")] = msgspec.field(name="from")
-    to: Annotated[Time, Meta(description="The later moment.")]
-    nodes_added: Annotated[
-        list[LineageNode],
-        Meta(
-            description="Nodes of the graph at `to` that it had not at "
-            "`from` (as they were at `to`)."
-        ),
-    ]
-    nodes_removed: Annotated[
-        list[LineageNode],
-        Meta(
-            description="Nodes of the graph at `from` that it has not at `to` (as they were "
-            "at `from`)."
-        ),
-    ]
-    edges_added: Annotated[list[LineageEdge], Meta(description="Edges at `to`, not at `from`.")]
-    edges_removed: Annotated[list[LineageEdge], Meta(description="Edges at `from`, not at `to`.")]
-    schema_changes: Annotated[
-        list[SchemaChange],
-        Meta(
-            description="For each dataset in either graph with a schema version at both "
-            "moments, and not the same one: the fields added, removed and changed in type."
-        ),
-    ]
-    truncated: Annotated[
-        bool, Meta(description="True when the node limit cut either graph short of `depth`.")
-    ]
-
-
-class RunNode(Struct):
-    id: uuid.UUID
-    job: JobRef
-    state: RunState
-    state_time: Time
-    started_at: StartedAt
-    ended_at: Time | None
-    duration_seconds: Duration
-    depth: Annotated[int, Meta(ge=0, description="Hops from the start run.")]
-
-
-class RunLink(Struct):
-    """Run `from` wrote `dataset`, and run `to` read that write (the last before it started)."""
-
-    from_: Annotated[RunRef, Meta(description="The writing run.")] = msgspec.field(name="from")
-    to: Annotated[RunRef, Meta(description="The reading run.")]
-    dataset: DatasetRef
-
-
-class RunDatasetEdge(Struct):
-    """A run read (`role` input) or wrote (output) a dataset."""
-
-    run: RunRef
-    dataset: DatasetRef
-    role: Literal["input", "output"]
-    written: Annotated[
-        bool,
-        Meta(
-            description="An output: whether the run wrote it (false: it only attempted to, "
-            "or has not completed yet). An input: false."
-        ),
-    ]
-
-
-class RunLineage(Struct):
-    nodes: list[RunNode]
-    edges: list[RunLink]
-    datasets: Annotated[
-        list[DatasetNode],
-        Meta(
-            description="What the start run and each leaf run read and wrote, as graph "
-            "nodes (`depth`: of the nearest of those runs; `beyond`: the jobs writing or "
-            "reading it that ran none of the answer's runs)."
-        ),
-    ]
-    dataset_edges: Annotated[
-        list[RunDatasetEdge], Meta(description="Which of those runs read or wrote which.")
-    ]
-    truncated: Annotated[
-        bool, Meta(description="True when the node limit cut the walk short of `depth`.")
-    ]
-
-
-class ColumnRef(Struct):
-    """A field of a dataset, under the dataset's display name (as everywhere in the answer);
-    `reported_as` is the name the columnLineage facet used."""
-
-    dataset: Annotated[
-        DatasetRef | None,
-        Meta(description="The dataset the facet named (null: no event named it)."),
-    ]
-    namespace: Annotated[
-        str, Meta(description="Namespace of the dataset's display name (else as reported).")
-    ]
-    name: Annotated[str, Meta(description="The dataset's display name (else as reported).")]
-    field: str
-    reported_as: Annotated[
-        NameKey, Meta(description="The dataset's name as the columnLineage facet gave it.")
-    ]
-
-
-class ColumnEdge(Struct):
-    """Field-level data flow: `to` is derived from `from`."""
-
-    from_: ColumnRef = msgspec.field(name="from")
-    to: ColumnRef
-    transformations: Transformations
-    job: Annotated[JobRef | None, Meta(description="The job of the latest report of this edge.")]
-    jobs: Annotated[
-        list[JobRef],
-        Meta(
-            description=f"Jobs that reported this edge (all time): up to {limits.EDGE_JOBS} "
-            "of them, by name; `job_count` counts them all."
-        ),
-    ]
-    job_count: Annotated[int, Meta(ge=0, description="How many jobs ever reported this edge.")]
-    depth: Annotated[int, Meta(ge=1)]
-
-
-class ColumnLineage(Struct):
-    dataset: DatasetRef
-    edges: list[ColumnEdge]
-    truncated: Annotated[
-        bool,
-        Meta(
-            description=f"True when the walk stopped short of `depth`: at {limits.EDGE_LIMIT:,} "
-            f"edges, or {limits.VISIT_LIMIT:,} edges looked at."
-        ),
-    ]
-
-
-# --- search ---------------------------------------------------------------------------
-
-
-class MatchedName(Struct):
-    namespace: str
-    name: str
-
-
-Match = Annotated[
-    Literal["exact", "prefix", "substring"],
-    Meta(description="How the name matched `q`; results are ranked in this order."),
-]
-
-
-class JobHit(Struct, tag_field="type", tag="job"):
-    id: uuid.UUID
-    namespace: str
-    name: str
-    matched_name: Annotated[MatchedName, Meta(description="The name that matched `q`.")]
-    match: Match
-
-
-class MatchedField(Struct, omit_defaults=True):
-    name: Annotated[str, Meta(description="The field's name.")]
-    description: Annotated[str | None, Meta(description="The field's description.")] = None
-
-
-class DatasetHit(Struct, tag_field="type", tag="dataset", omit_defaults=True):
-    id: uuid.UUID
-    namespace: Annotated[str, Meta(description="Namespace of its display name.")]
-    name: Annotated[str, Meta(description="Its display name.")]
-    match: Annotated[
-        Match,
-        Meta(
-            description="How the name (or, with `matched_field`, the field's name) matched "
-            "`q`; `substring` also when only the field's description contains it."
-        ),
-    ]
-    matched_name: Annotated[
-        MatchedName | None,
-        Meta(
-            description="The name that matched `q` (maybe not its display name); absent when "
-            "none of its names did and a field of its current schema did (`matched_field`)."
-        ),
-    ] = None
-    matched_field: Annotated[
-        MatchedField | None,
-        Meta(
-            description="The top-level field of its current schema whose name or description "
-            "contains `q`, when none of its names does (its best-ranked such field)."
-        ),
-    ] = None
-
-
-class NamespaceHit(Struct, tag_field="type", tag="namespace"):
-    name: Annotated[str, Meta(description="The namespace.")]
-    match: Match
-
-
-SearchHit = JobHit | DatasetHit | NamespaceHit
-
-
-class SearchPage(Struct):
-    items: list[SearchHit]
-    next_cursor: Cursor
-    total: Total
-    total_is_exact: TotalIsExact
-
-
-# --- status ---------------------------------------------------------------------------
-
-
-class LogStatus(Struct):
-    events: Annotated[int, Meta(description="Stored events (an estimate above 50,000).")]
-    size_bytes: int
-    position: Annotated[str, Meta(description="The last readable position (an export cursor).")]
-    last_received_at: Time | None
-
-
-class ProjectionStatus(Struct):
-    name: str
-    version: int
-    position: str
-    events_folded: int
-    lag_events: Annotated[int, Meta(description="Readable events past its position.")]
-    lag_seconds: Annotated[
-        float, Meta(description="Age of the oldest event it has not folded; 0 when caught up.")
-    ]
-    dead_letters: int
-    updated_at: Time
-    stalled: Annotated[
-        bool,
-        Meta(
-            description="It has not folded for longer than METASTORE_STALL_TIMEOUT (60 s by "
-            "default) while the oldest event past its position is older than that: a rebuild "
-            "under way, a projector down, or one stuck. Its answers are that old."
-        ),
-    ] = False
-
-
-class Freshness(Struct):
-    source: Annotated[
-        Literal["primary", "replica"],
-        Meta(
-            description="The database these answers come from (a streaming replica when "
-            "METASTORE_READ_DATABASE_URL is set)."
-        ),
-    ]
-    replication_lag_seconds: Annotated[
-        float,
-        Meta(
-            description="How far the replica's replay is behind what it has received from "
-            "the primary; 0 on the primary, or when the replica has replayed everything."
-        ),
-    ]
-    lag_seconds: Annotated[
-        float,
-        Meta(
-            description="How old an answer can be: the replication lag plus the largest "
-            "projection lag."
-        ),
-    ]
-
-
-class Status(Struct):
-    version: Annotated[str, Meta(description="The metastore release of the API process answering.")]
-    log: LogStatus
-    projections: list[ProjectionStatus]
-    freshness: Freshness
-    rebuilding: Annotated[
-        list[str],
-        Meta(
-            description="Projections whose live tables are another release's than this "
-            "process reads (an upgrade or rollback): until the projector swaps in their "
-            "rebuild, reads answer 503 of type `read-models-rebuilding`."
-        ),
-    ]
-
-
-ALL: tuple[Any, ...] = (
-    NamespacePage,
-    JobPage,
-    Job,
-    RunPage,
-    Run,
-    RunEventPage,
-    DatasetPage,
-    Dataset,
-    DatasetVersionPage,
-    DatasetRefPage,
-    LineageGraph,
-    Impact,
-    LineageDiff,
-    ColumnLineage,
-    SearchPage,
-    Status,
-)
 
 
 # --- the glossary ---------------------------------------------------------------------

@@ -6,19 +6,17 @@ of one need no filter, as what is in a readable namespace is visible.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.access import EVERYTHING, access_of
-from metastore.api import models, params
-from metastore.api.db import connection, rows
+from metastore.access import access_of
+from metastore.api import models_namespaces, params
+from metastore.api.db import connection
+from metastore.api.listing import Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import decode_cursor, page
 from metastore.api.responses import json_response
-from metastore.api.visibility import RESTRICTED, namespace_visible
+from metastore.api.visibility import both, mark, namespace_visible
 
 # Counted per namespace of the page: jobs by the jobs (namespace, name) index, datasets
 # with a name there (each once, as /datasets?namespace= and /search?namespace= list them)
@@ -31,21 +29,27 @@ SELECT ns.name, ns.has_jobs, ns.has_datasets,
        (SELECT count(*) FROM readmodel.jobs j WHERE j.namespace = ns.name),
        {DATASET_COUNT.format(ns="ns.name")},
        ns.first_seen, ns.last_seen,
-       (SELECT count(*) FROM readmodel.namespaces ns WHERE true{{visible}})
+       (SELECT count(*) FROM readmodel.namespaces ns WHERE true{mark("namespace", "ns.name")})
 FROM readmodel.namespaces ns
-WHERE (%(after)s::text IS NULL OR ns.name > %(after)s){{visible}}
-ORDER BY ns.name
+WHERE true {{filters}}
+ORDER BY {{order}}
 LIMIT %(limit)s
 """
-TOTAL = "SELECT count(*) FROM readmodel.namespaces ns WHERE true{visible}"
-# (the statements of an unrestricted read, and of a restricted one)
-STATEMENTS = {
-    restricted: (
-        LIST_NAMESPACES.format(visible=namespace_visible(access)),
-        TOTAL.format(visible=namespace_visible(access)),
-    )
-    for restricted, access in ((False, EVERYTHING), (True, RESTRICTED))
-}
+TOTAL = "SELECT count(*) FROM readmodel.namespaces ns WHERE true {filters}"
+# The statements by Access.restricted: the list (its {filters} and {order} to fill) and the
+# count past the last page.
+STATEMENTS = {restricted: (sql, TOTAL) for restricted, sql in both(LIST_NAMESPACES).items()}
+
+
+# (a cursor names the list alone: it has no filters)
+NAMESPACES = Listing(
+    "namespaces",
+    *templates({restricted: sql for restricted, (sql, _) in STATEMENTS.items()}, TOTAL),
+    {"": Sort("ns.name", "AND ns.name > %(a0)s", [str], lambda r: (r[0],))},
+    visible=namespace_visible,
+    bound=False,
+    total_column=7,  # (every namespace counted exactly, with the page)
+)
 
 
 class ListQuery(msgspec.Struct, frozen=True):
@@ -58,7 +62,7 @@ LIST = Operation(
     "/namespaces",
     "listNamespaces",
     "List namespaces",
-    models.NamespacePage,
+    models_namespaces.NamespacePage,
     tag="namespaces",
     etag_from_position=True,
     query=ListQuery,
@@ -73,21 +77,15 @@ resource = Resource()
 @resource.add(LIST)
 async def list_namespaces(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
-    after: Any = None
-    if query.cursor is not None:
-        (after,) = decode_cursor(query.cursor, "namespaces", [str])
     access = await access_of(request)
-    listed, counted = STATEMENTS[access.restricted]
-    args = {"after": after, "limit": query.limit + 1, **access.sql_params()}
+    planned = NAMESPACES.plan(query, access)
     async with connection(request) as conn:
-        found = await rows(conn, listed, args)
-        total = found[0][7] if found else (await rows(conn, counted, args))[0][0]
-    items, next_cursor = page(found, query.limit, "namespaces", lambda r: (r[0],))
+        listed = await planned.read(conn)
     return json_response(
         request,
-        models.NamespacePage(
+        models_namespaces.NamespacePage(
             items=[
-                models.Namespace(
+                models_namespaces.Namespace(
                     name=r[0],
                     has_jobs=r[1],
                     has_datasets=r[2],
@@ -96,10 +94,8 @@ async def list_namespaces(request: Request) -> Response:
                     first_seen=r[5],
                     last_seen=r[6],
                 )
-                for r in items
+                for r in listed.rows
             ],
-            next_cursor=next_cursor,
-            total=total,
-            total_is_exact=True,
+            **listed.page(),
         ),
     )

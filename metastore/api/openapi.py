@@ -329,50 +329,40 @@ _AT_DEFAULT_PATH = (
     "as POST /ingest/openlineage{suffix}, which is the documented path."
 )
 
+
+def _ingest(path: str, operation_id: str, summary: str, batch: bool) -> OtherOperation:
+    """An ingest operation: one event or a batch, at the documented path or (under
+    /api/v1) at the clients' default one."""
+    description = _BATCH_DESCRIPTION if batch else _EVENT_DESCRIPTION
+    if path.startswith("/api/v1/"):
+        description += _AT_DEFAULT_PATH.format(suffix="/batch" if batch else "")
+    return OtherOperation(
+        "POST",
+        path,
+        operation_id,
+        summary,
+        "ingest",
+        description,
+        scope="ingest",
+        body={"type": "array", "items": OPENLINEAGE_EVENT} if batch else OPENLINEAGE_EVENT,
+        responses=_BATCH_RESPONSES if batch else _EVENT_RESPONSES,
+    )
+
+
 OTHER_OPERATIONS = (
-    OtherOperation(
-        "POST",
-        "/ingest/openlineage",
-        "ingestEvent",
-        "Ingest an OpenLineage event",
-        "ingest",
-        _EVENT_DESCRIPTION,
-        scope="ingest",
-        body=OPENLINEAGE_EVENT,
-        responses=_EVENT_RESPONSES,
-    ),
-    OtherOperation(
-        "POST",
-        "/ingest/openlineage/batch",
-        "ingestBatch",
-        "Ingest a batch of events",
-        "ingest",
-        _BATCH_DESCRIPTION,
-        scope="ingest",
-        body={"type": "array", "items": OPENLINEAGE_EVENT},
-        responses=_BATCH_RESPONSES,
-    ),
-    OtherOperation(
-        "POST",
+    _ingest("/ingest/openlineage", "ingestEvent", "Ingest an OpenLineage event", False),
+    _ingest("/ingest/openlineage/batch", "ingestBatch", "Ingest a batch of events", True),
+    _ingest(
         "/api/v1/lineage",
         "ingestEventAtDefaultPath",
         "Ingest an OpenLineage event (the clients' default path)",
-        "ingest",
-        _EVENT_DESCRIPTION + _AT_DEFAULT_PATH.format(suffix=""),
-        scope="ingest",
-        body=OPENLINEAGE_EVENT,
-        responses=_EVENT_RESPONSES,
+        False,
     ),
-    OtherOperation(
-        "POST",
+    _ingest(
         "/api/v1/lineage/batch",
         "ingestBatchAtDefaultPath",
         "Ingest a batch of events (the clients' default path)",
-        "ingest",
-        _BATCH_DESCRIPTION + _AT_DEFAULT_PATH.format(suffix="/batch"),
-        scope="ingest",
-        body={"type": "array", "items": OPENLINEAGE_EVENT},
-        responses=_BATCH_RESPONSES,
+        True,
     ),
     OtherOperation(
         "GET",

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 from psycopg import AsyncConnection
 
-from metastore.api.db import row, rows
+from metastore.api.db import row
 from metastore.problems import InvalidParam, ProblemError
 
 T = TypeVar("T")
@@ -96,26 +96,6 @@ def count_capped(select: str) -> str:
     """A statement counting the rows of `select` (a list's FROM and WHERE, without its
     cursor, order and limit), stopping one past TOTAL_CAP."""
     return f"SELECT count(*) FROM ({select} LIMIT {TOTAL_CAP + 1}) counted"
-
-
-async def page_with_total(
-    conn: AsyncConnection[Any],
-    query: str,
-    count: str,
-    args: Any,
-    listed: Any,
-    kind: str,
-    key: Callable[[Any], Sequence[Any]],
-) -> tuple[list[Any], str | None, int, bool]:
-    """A list's page (its rows, read by `query` with `args`: `limit + 1` of them), the next
-    cursor, and the list's total and whether it is exact (`count`: a count_capped
-    statement, run only when the page is not the whole list). `listed`: the list's query
-    parameters (their `limit` and `cursor`)."""
-    found = await rows(conn, query, args)
-    items, next_cursor = page(found, listed.limit, kind, key)
-    whole = items if listed.cursor is None and next_cursor is None else None
-    counted, exact = await total(conn, count, args, whole)
-    return items, next_cursor, counted, exact
 
 
 async def total(

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import asof, dataset_nodes, limits, models, visibility
+from metastore.api import asof, dataset_nodes, limits, models, models_lineage, visibility
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.lineage import (
     DATASETS_BEYOND,
@@ -32,7 +32,6 @@ from metastore.api.lineage import (
     HIDDEN_NODES,
     MAX_DEPTH,
     NODE_LIMIT,
-    SHAPES,
     dataset_node,
 )
 from metastore.api.operation import Operation, Resource
@@ -128,7 +127,7 @@ RUN_KNOWN = "SELECT 1 FROM readmodel.lineage_runs WHERE run_id = %(run_id)s"
 # Restricted: a run of a hidden job is unknown (404).
 RUN_VISIBLE = f"""
 SELECT 1 FROM readmodel.runs r
-WHERE r.id = %(run_id)s{visibility.run_visible(SHAPES[True], "r")}"""
+WHERE r.id = %(run_id)s{visibility.run_visible(visibility.RESTRICTED, "r")}"""
 # Rows (run's position, run, dataset id, role, written) of what the runs read and wrote:
 # each run's first `max_edges` by name, in the order of the runs, `max_edges` in all (an
 # index range per run: a run that wrote 10,000 datasets costs what the answer holds).
@@ -216,7 +215,7 @@ OP = Operation(
     "/lineage/runs",
     "getRunLineage",
     "Run-level lineage: which runs produced what a run read",
-    models.RunLineage,
+    models_lineage.RunLineage,
     tag="lineage",
     etag_from_position=True,
     query=RunLineageQuery,
@@ -323,7 +322,7 @@ async def get_run_lineage(request: Request) -> Response:
                 dataset_depth[i],
                 namespace,
                 name,
-                models.Beyond(
+                models_lineage.Beyond(
                     upstream=left_out.get((i, "up"), 0),
                     downstream=left_out.get((i, "down"), 0),
                 ),
@@ -340,16 +339,16 @@ async def get_run_lineage(request: Request) -> Response:
         refs[n.id] = models.DatasetRef(id=n.id, namespace=n.namespace, name=n.name)
     return json_response(
         request,
-        models.RunLineage(
+        models_lineage.RunLineage(
             nodes=run_nodes,
             edges=[
-                models.RunLink(from_=runs[w], to=runs[r], dataset=refs[d])
+                models_lineage.RunLink(from_=runs[w], to=runs[r], dataset=refs[d])
                 for w, r, d in sorted(links, key=lambda x: (str(x[0]), str(x[1]), str(x[2])))
                 if d in refs and w in runs and r in runs
             ],
             datasets=dataset_nodes_drawn,
             dataset_edges=[
-                models.RunDatasetEdge(
+                models_lineage.RunDatasetEdge(
                     run=runs[run], dataset=refs[dataset], role=role, written=written
                 )
                 for run, dataset, role, written in sorted(io, key=lambda x: tuple(map(str, x)))
@@ -390,8 +389,8 @@ def leaves(
     return sorted((run for run, depth in depth_of.items() if depth and run not in inner), key=str)
 
 
-def _node(r: Any, depth: int) -> models.RunNode:
-    return models.RunNode(
+def _node(r: Any, depth: int) -> models_lineage.RunNode:
+    return models_lineage.RunNode(
         id=r[0],
         job=models.JobRef(id=r[1], namespace=r[2], name=r[3]),
         state=r[4],

@@ -17,22 +17,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import Access, access_of
-from metastore.api import facets, limits, models, params
+from metastore.api import facets, limits, models, models_jobs, models_runs, params
 from metastore.api.db import connection, not_found, row, rows
-from metastore.api.jobs import DATASETS_PAGES, DatasetsQuery, datasets_page
+from metastore.api.jobs import DatasetsQuery, datasets_handler
+from metastore.api.listing import Filter, Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import (
-    bound_kind,
-    count_capped,
-    decode_cursor,
-    page_of_bytes,
-    page_with_total,
-)
+from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page_of_bytes
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     RUN_EDGES_OF,
     duration,
     edge_datasets,
+    failed_first,
     run_ref,
     started,
 )
@@ -65,7 +61,7 @@ RUN_JOINS = f"""
 # (start DESC, id) of runs_started.
 LIST_RUNS = f"""
 SELECT {RUN_COLUMNS}, {started("r")} AS sort_time,
-       CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END AS sort_failed
+       {failed_first("r")} AS sort_failed
 FROM readmodel.runs r
 {RUN_JOINS}
 WHERE true {{filters}}
@@ -75,34 +71,44 @@ LIMIT %(limit)s
 LISTS_RUNS = both(LIST_RUNS)
 # (the count of a list: its rows up to pagination.TOTAL_CAP, without the joins)
 COUNT_RUNS = count_capped("SELECT 1 FROM readmodel.runs r WHERE true {filters}")
-FILTER_JOB = "AND r.job_id = %(job_id)s"
-FILTER_NAMESPACE = "AND r.job_namespace = %(namespace)s"
-FILTER_STATE = "AND r.state = ANY(%(state)s)"
-FILTER_SINCE = "AND r.first_seen >= %(since)s"
-FILTER_UNTIL = "AND r.first_seen < %(until)s"
 # With `state`, since and until bound when the run reached it ("failures of the last 24
 # hours" holds a run started 25 hours ago that failed an hour ago).
-FILTER_STATE_SINCE = "AND r.state_time >= %(since)s"
-FILTER_STATE_UNTIL = "AND r.state_time < %(until)s"
-_FAILED = "CASE WHEN r.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END"
-SORTS: dict[str, tuple[str, str, list[type]]] = {
-    "first_seen": (
-        "r.first_seen DESC, r.id",
-        "AND (r.first_seen < %(a0)s OR (r.first_seen = %(a0)s AND r.id > %(a1)s))",
-        [dt.datetime, uuid.UUID],
-    ),
-    "started": (
-        f"{started('r')} DESC, r.id",
-        f"AND ({started('r')} < %(a0)s OR ({started('r')} = %(a0)s AND r.id > %(a1)s))",
-        [dt.datetime, uuid.UUID],
-    ),
-    "failed_first": (
-        f"sort_failed, {started('r')} DESC, r.id",
-        f"""AND ({_FAILED} > %(a0)s OR ({_FAILED} = %(a0)s
+SINCE = {False: "AND r.first_seen >= %(since)s", True: "AND r.state_time >= %(since)s"}
+UNTIL = {False: "AND r.first_seen < %(until)s", True: "AND r.state_time < %(until)s"}
+_FAILED = failed_first("r")
+RUNS = Listing(
+    "runs",
+    *templates(LISTS_RUNS, COUNT_RUNS),
+    {
+        "first_seen": Sort(
+            "r.first_seen DESC, r.id",
+            "AND (r.first_seen < %(a0)s OR (r.first_seen = %(a0)s AND r.id > %(a1)s))",
+            [dt.datetime, uuid.UUID],
+            lambda r: (r[21], r[0]),
+        ),
+        "started": Sort(
+            f"{started('r')} DESC, r.id",
+            f"AND ({started('r')} < %(a0)s OR ({started('r')} = %(a0)s AND r.id > %(a1)s))",
+            [dt.datetime, uuid.UUID],
+            lambda r: (r[23], r[0]),
+        ),
+        "failed_first": Sort(
+            f"sort_failed, {started('r')} DESC, r.id",
+            f"""AND ({_FAILED} > %(a0)s OR ({_FAILED} = %(a0)s
              AND ({started("r")} < %(a1)s OR ({started("r")} = %(a1)s AND r.id > %(a2)s))))""",
-        [int, dt.datetime, uuid.UUID],
+            [int, dt.datetime, uuid.UUID],
+            lambda r: (r[24], r[23], r[0]),
+        ),
+    },
+    filters=(
+        Filter("job_id", "AND r.job_id = %(job_id)s"),
+        Filter("namespace", "AND r.job_namespace = %(namespace)s"),
+        Filter("state", "AND r.state = ANY(%(state)s)"),
+        Filter("since", lambda query, _: SINCE[query.state is not None]),
+        Filter("until", lambda query, _: UNTIL[query.state is not None]),
     ),
-}
+    visible=run_visible,
+)
 
 CHILDREN = f"""
 coalesce((SELECT json_agg({run_ref("c")} ORDER BY c.first_seen, c.id)
@@ -225,7 +231,7 @@ LIST = Operation(
     "/runs",
     "listRuns",
     "List runs",
-    models.RunPage,
+    models_runs.RunPage,
     tag="runs",
     etag_from_position=True,
     query=ListQuery,
@@ -240,7 +246,7 @@ GET = Operation(
     "/runs/{run_id}",
     "getRun",
     "A run",
-    models.Run,
+    models_runs.Run,
     tag="runs",
     etag_from_position=True,
     path_params=RunPath,
@@ -255,7 +261,7 @@ EVENTS = Operation(
     "/runs/{run_id}/events",
     "listRunEvents",
     "The raw events of a run",
-    models.RunEventPage,
+    models_runs.RunEventPage,
     tag="runs",
     path_params=RunPath,
     query=PageQuery,
@@ -267,7 +273,7 @@ DATASETS = Operation(
     "/runs/{run_id}/datasets",
     "listRunDatasets",
     "The datasets a run read or wrote",
-    models.DatasetRefPage,
+    models_jobs.DatasetRefPage,
     tag="runs",
     path_params=RunPath,
     query=DatasetsQuery,
@@ -323,43 +329,14 @@ def _summary(r: Any, access: Access) -> dict[str, Any]:
 async def list_runs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     access = await access_of(request)
-    filters: list[str] = [run_visible(access)] if access.restricted else []
-    args: dict[str, Any] = {"limit": query.limit + 1, **access.sql_params()}
-    by_state = query.state is not None
-    for value, clause, name in (
-        (query.job_id, FILTER_JOB, "job_id"),
-        (query.namespace, FILTER_NAMESPACE, "namespace"),
-        (query.state, FILTER_STATE, "state"),
-        (query.since, FILTER_STATE_SINCE if by_state else FILTER_SINCE, "since"),
-        (query.until, FILTER_STATE_UNTIL if by_state else FILTER_UNTIL, "until"),
-    ):
-        if value is not None:
-            filters.append(clause)
-            args[name] = value
-    counted = COUNT_RUNS.format(filters="\n  ".join(filters))
-    order, after, key_types = SORTS[query.sort]
-    kind = bound_kind("runs", query)
-    if query.cursor is not None:
-        key = decode_cursor(query.cursor, kind, key_types)
-        args.update({f"a{i}": v for i, v in enumerate(key)})
-        filters.append(after)
-    sort_key = {
-        "first_seen": lambda r: (r[21], r[0]),
-        "started": lambda r: (r[23], r[0]),
-        "failed_first": lambda r: (r[24], r[23], r[0]),
-    }[query.sort]
-    sql = LISTS_RUNS[access.restricted].format(filters="\n  ".join(filters), order=order)
+    planned = RUNS.plan(query, access)
     async with connection(request) as conn:
-        items, next_cursor, count, exact = await page_with_total(
-            conn, sql, counted, args, query, kind, sort_key
-        )
+        listed = await planned.read(conn)
     return json_response(
         request,
-        models.RunPage(
-            items=[models.RunSummary(**_summary(r, access)) for r in items],
-            next_cursor=next_cursor,
-            total=count,
-            total_is_exact=exact,
+        models_runs.RunPage(
+            items=[models_runs.RunSummary(**_summary(r, access)) for r in listed.rows],
+            **listed.page(),
         ),
     )
 
@@ -380,7 +357,7 @@ async def get_run(request: Request) -> Response:
         merged = await _facets_from_log(conn, path.run_id, r[23], r[29])
     return json_response(
         request,
-        models.Run(
+        models_runs.Run(
             **_summary(r, access),
             facets=facets.served(merged, facets.RUN, sensitive=access.shows_sensitive(r[2])),
             children=_run_refs.decode(r[24]),
@@ -425,28 +402,16 @@ async def list_run_events(request: Request) -> Response:
     items, next_cursor = page_of_bytes(found, query.limit, kind, lambda r: (r[0], r[1]), 2)
     return json_response(
         request,
-        models.RunEventPage(
+        models_runs.RunEventPage(
             items=[msgspec.Raw(facets.event_shown(r[2], access)) for r in items],
             next_cursor=next_cursor,
         ),
     )
 
 
-@resource.add(DATASETS)
-async def list_run_datasets(request: Request) -> Response:
-    path: RunPath = DATASETS.parse_path(request)
-    query: DatasetsQuery = DATASETS.parse_query(request)
-    access = await access_of(request)
-    answer = await datasets_page(
-        request,
-        DATASETS_PAGES[access.restricted].format(edges=RUN_EDGES_OF),
-        RUN_EXISTS + run_visible(access),
-        "run",
-        path.run_id,
-        query,
-        bound_kind("run-datasets", query, path.run_id),
-    )
-    return json_response(request, answer)
+list_run_datasets = resource.add(DATASETS)(
+    datasets_handler(DATASETS, "run", RUN_EDGES_OF, RUN_EXISTS, run_visible)
+)
 
 
 async def _facets_from_log(conn: Any, run_id: uuid.UUID, stored: str, times: str) -> str:

@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import models, params, search_fields
+from metastore.api import models_search, params, search_fields
 from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
@@ -313,7 +313,7 @@ SEARCH_OP = Operation(
     "/search",
     "search",
     "Search jobs, datasets and namespaces by name, datasets by field",
-    models.SearchPage,
+    models_search.SearchPage,
     tag="search",
     etag_from_position=True,
     query=SearchQuery,
@@ -342,22 +342,26 @@ def _cursor_key(r: Any) -> tuple[int, str, str, str]:
     return (r[5], r[6], r[0], r[1])
 
 
-def _hit(r: Any) -> models.SearchHit:
+def _hit(r: Any) -> models_search.SearchHit:
     if r[5] >= FIRST_FIELD_RANK:
-        return models.DatasetHit(
+        return models_search.DatasetHit(
             id=r[2],
             namespace=r[3],
             name=r[4],
             match=MATCH[min(r[5] - FIRST_FIELD_RANK, 2)],
-            matched_field=models.MatchedField(name=r[7], description=r[8]),
+            matched_field=models_search.MatchedField(name=r[7], description=r[8]),
         )
     match = MATCH[r[5]]
     if r[0] == "namespace":
-        return models.NamespaceHit(name=r[4], match=match)
-    matched = models.MatchedName(namespace=r[7], name=r[8])
+        return models_search.NamespaceHit(name=r[4], match=match)
+    matched = models_search.MatchedName(namespace=r[7], name=r[8])
     if r[0] == "job":
-        return models.JobHit(id=r[2], namespace=r[3], name=r[4], matched_name=matched, match=match)
-    return models.DatasetHit(id=r[2], namespace=r[3], name=r[4], matched_name=matched, match=match)
+        return models_search.JobHit(
+            id=r[2], namespace=r[3], name=r[4], matched_name=matched, match=match
+        )
+    return models_search.DatasetHit(
+        id=r[2], namespace=r[3], name=r[4], matched_name=matched, match=match
+    )
 
 
 @resource.add(SEARCH_OP)
@@ -436,7 +440,7 @@ async def search(request: Request) -> Response:
     )
     return json_response(
         request,
-        models.SearchPage(
+        models_search.SearchPage(
             items=[_hit(r) for r in items],
             next_cursor=next_cursor,
             total=min(count, TOTAL_CAP),

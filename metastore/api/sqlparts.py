@@ -142,6 +142,11 @@ def started(r: str) -> str:
     return f"coalesce({r}.started_at, {r}.first_seen)"
 
 
+def failed_first(r: str) -> str:
+    """0 for a run that failed or aborted, else 1: the first key of sort `failed_first`."""
+    return f"CASE WHEN {r}.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END"
+
+
 def duration(r: str) -> str:
     return f"extract(epoch FROM {r}.ended_at - {started(r)})::float8"
 

@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore import __version__
-from metastore.api import models
+from metastore.api import models_status
 from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.readmodels import EXPECTED, other_versions
@@ -66,7 +66,7 @@ STATUS_OP = Operation(
     "/status",
     "getStatus",
     "How fresh the answers are",
-    models.Status,
+    models_status.Status,
     tag="status",
     description="The log's size and last readable position, and for each projection its "
     "position, how many events and seconds it lags behind the log, and its dead letters. "
@@ -93,16 +93,16 @@ async def get_status(request: Request) -> Response:
         in_recovery, replication_lag = await row(conn, REPLICATION)
     return json_response(
         request,
-        models.Status(
+        models_status.Status(
             version=__version__,
-            log=models.LogStatus(
+            log=models_status.LogStatus(
                 events=estimate,
                 size_bytes=size_bytes,
                 position=Position(tx, seq).encode(),
                 last_received_at=last[0] if last else None,
             ),
             projections=[
-                models.ProjectionStatus(
+                models_status.ProjectionStatus(
                     name=p[0],
                     version=p[1],
                     position=Position(p[2], p[3]).encode(),
@@ -115,7 +115,7 @@ async def get_status(request: Request) -> Response:
                 )
                 for p in projections
             ],
-            freshness=models.Freshness(
+            freshness=models_status.Freshness(
                 source="replica" if in_recovery else "primary",
                 replication_lag_seconds=replication_lag,
                 lag_seconds=replication_lag + max((p[7] for p in projections), default=0.0),

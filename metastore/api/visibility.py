@@ -9,6 +9,7 @@ a page, missing from lists, totals and graphs.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from metastore.access import Access
@@ -26,52 +27,48 @@ _NAME_RANK = """CASE WHEN {n}.symlink_type = 'TABLE'
                  WHEN {n}.kind = 'emitted' THEN 1 ELSE 2 END"""
 
 
-def namespace_visible(access: Access, column: str = "ns.name") -> str:
-    """`AND ...` on a namespace name column (readmodel.namespaces.name)."""
+# What a target must satisfy to be visible, by kind: (the default target, the condition
+# on it as `{t}`), each a condition on `%(readable)s`.
+_CONDITIONS: dict[str, tuple[str, str]] = {
+    # a namespace name column (readmodel.namespaces.name)
+    "namespace": ("ns.name", "{t} = ANY(%(readable)s::text[])"),
+    # a readmodel.jobs alias
+    "job": ("j", "{t}.namespace = ANY(%(readable)s::text[])"),
+    # a readmodel.runs alias (its job's namespace)
+    "run": ("r", "{t}.job_namespace = ANY(%(readable)s::text[])"),
+    # a job id expression (an edge's job): its job's namespace is readable
+    "job_id": (
+        "e.job_id",
+        "EXISTS (SELECT 1 FROM readmodel.jobs vj"
+        " WHERE vj.id = {t} AND vj.namespace = ANY(%(readable)s::text[]))",
+    ),
+    # a dataset id expression: one of its names is in a readable namespace
+    "dataset": (
+        "d.id",
+        "EXISTS (SELECT 1 FROM readmodel.dataset_names vis"
+        " WHERE vis.dataset_id = {t} AND vis.namespace = ANY(%(readable)s::text[]))",
+    ),
+    # a readmodel.dataset_names alias: a name shown only where readable
+    "name": ("n", "{t}.namespace = ANY(%(readable)s::text[])"),
+}
+
+
+def visible(kind: str, access: Access, target: str | None = None) -> str:
+    """`AND ...` on `target` (else the kind's default) by `kind`'s condition, or "" for an
+    unrestricted access."""
     if not access.restricted:
         return ""
-    return f" AND {column} = ANY(%(readable)s::text[])"
+    default, condition = _CONDITIONS[kind]
+    return " AND " + condition.format(t=target or default)
 
 
-def job_visible(access: Access, job: str = "j") -> str:
-    """`AND ...` on a readmodel.jobs alias."""
-    if not access.restricted:
-        return ""
-    return f" AND {job}.namespace = ANY(%(readable)s::text[])"
-
-
-def run_visible(access: Access, run: str = "r") -> str:
-    """`AND ...` on a readmodel.runs alias (its job's namespace)."""
-    if not access.restricted:
-        return ""
-    return f" AND {run}.job_namespace = ANY(%(readable)s::text[])"
-
-
-def job_id_visible(access: Access, job_id: str = "e.job_id") -> str:
-    """`AND ...` on a job id expression (an edge's job): its job's namespace is readable."""
-    if not access.restricted:
-        return ""
-    return (
-        " AND EXISTS (SELECT 1 FROM readmodel.jobs vj"
-        f" WHERE vj.id = {job_id} AND vj.namespace = ANY(%(readable)s::text[]))"
-    )
-
-
-def dataset_visible(access: Access, dataset_id: str = "d.id") -> str:
-    """`AND ...` on a dataset id expression: one of its names is in a readable namespace."""
-    if not access.restricted:
-        return ""
-    return (
-        " AND EXISTS (SELECT 1 FROM readmodel.dataset_names vis"
-        f" WHERE vis.dataset_id = {dataset_id} AND vis.namespace = ANY(%(readable)s::text[]))"
-    )
-
-
-def name_visible(access: Access, name: str = "n") -> str:
-    """`AND ...` on a readmodel.dataset_names alias: a name shown only where readable."""
-    if not access.restricted:
-        return ""
-    return f" AND {name}.namespace = ANY(%(readable)s::text[])"
+# (access, target=the kind's default) -> `AND ...` or ""
+namespace_visible = functools.partial(visible, "namespace")
+job_visible = functools.partial(visible, "job")
+run_visible = functools.partial(visible, "run")
+job_id_visible = functools.partial(visible, "job_id")
+dataset_visible = functools.partial(visible, "dataset")
+name_visible = functools.partial(visible, "name")
 
 
 def visible_display_name(dataset_id: str = "d.id") -> str:
@@ -90,28 +87,27 @@ def visible_display_name(dataset_id: str = "d.id") -> str:
 # A statement built at import marks where a restricted read filters with `mark(kind,
 # target)` (an SQL comment); `for_access` gives its text for an access: the marks removed
 # (unrestricted: exactly today's statement) or replaced by their fragments.
-_FRAGMENTS = {
-    "namespace": namespace_visible,
-    "job": job_visible,
-    "job_id": job_id_visible,
-    "run": run_visible,
-    "dataset": dataset_visible,
-    "name": name_visible,
-}
-_MARK = re.compile(r"/\*visible (\w+) ([\w.]+)\*/")
+_MARK = re.compile(r"/\*visible( where)? (\w+) ([\w.]+)\*/")
 
 
-def mark(kind: str, target: str) -> str:
-    """Where a statement filters `target` (an alias or id expression) by `kind`'s fragment."""
-    assert kind in _FRAGMENTS, kind
-    return f"/*visible {kind} {target}*/"
+def mark(kind: str, target: str, where: bool = False) -> str:
+    """Where a statement filters `target` (an alias or id expression) by `kind`'s fragment;
+    `where`: a statement with no WHERE there (restricted, the fragment comes as `WHERE
+    true AND ...`)."""
+    assert kind in _CONDITIONS, kind
+    return f"/*visible{' where' if where else ''} {kind} {target}*/"
+
+
+def _fragment(found: re.Match[str]) -> str:
+    where, kind, target = found.groups()
+    return (" WHERE true" if where else "") + visible(kind, RESTRICTED, target)
 
 
 def for_access(sql: str, restricted: bool) -> str:
     """`sql` with its marks removed, or (restricted) replaced by their fragments."""
     if not restricted:
         return _MARK.sub("", sql)
-    return _MARK.sub(lambda m: _FRAGMENTS[m.group(1)](RESTRICTED, m.group(2)), sql)
+    return _MARK.sub(_fragment, sql)
 
 
 def both(sql: str) -> dict[bool, str]:
