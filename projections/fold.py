@@ -30,7 +30,7 @@ from metastore.eventlog import Position, read_batch_after
 from metastore.metrics import DEAD_LETTERS, FOLD_FALLBACKS, FOLDED_EVENTS
 from projections.common import FoldEvent, planner_without
 from projections.decode import fold_event
-from projections.schema import LANES, rules_of
+from projections.schema import SIDE_PROJECTIONS, rules_of
 
 log = logging.getLogger("metastore.projector")
 
@@ -243,51 +243,17 @@ def set_search_path(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(sql.SQL("SET LOCAL search_path TO {}, public").format(sql.Identifier(schema)))
 
 
-class Lanes:
-    """The connections besides the main one that a batch folds on: one per entry of
-    schema.LANES, each folding that entry's projections in a transaction of its own,
-    committed after the main connection's and the lanes before it (see batch_transaction).
-
-    Each lane's server works through its projections' writes on a backend of its own while
-    this process folds the others, and the fold waits at the end for the slowest lane
-    rather than for all of the writes one after the other.
-    """
-
-    def __init__(self, connections: Sequence[psycopg.Connection[Any]]) -> None:
-        if len(connections) != len(LANES):
-            raise ValueError(f"{len(LANES)} lane connections expected, not {len(connections)}")
-        self.connections = list(connections)
-        self.by_name = {
-            name: on for on, names in zip(connections, LANES, strict=True) for name in names
-        }
-
-
-@contextlib.contextmanager
-def open_lanes(
-    database_url: str, connect: Callable[..., psycopg.Connection[Any]] = psycopg.connect
-) -> Iterator[Lanes]:
-    """Lanes on connections of their own (made by `connect`, tuned for folding), closed
-    after the block."""
-    with contextlib.ExitStack() as stack:
-        connections = []
-        for _ in LANES:
-            on = stack.enter_context(connect(database_url, connect_timeout=10))
-            tune_session(on)
-            connections.append(on)
-        yield Lanes(connections)
-
-
 def folding_connection(
-    name: str, conn: psycopg.Connection[Any], side: Lanes | None
+    name: str, conn: psycopg.Connection[Any], side: psycopg.Connection[Any] | None
 ) -> psycopg.Connection[Any]:
-    """The connection projection `name` folds on: its lane's (schema.LANES), if given."""
-    return side.by_name.get(name, conn) if side is not None else conn
+    """The connection projection `name` folds on: `side` for SIDE_PROJECTIONS, if given."""
+    return side if side is not None and name in SIDE_PROJECTIONS else conn
 
 
 def load_cursors(
     conn: psycopg.Connection[Any],
     projections: Sequence[ModuleType],
-    side: Lanes | None = None,
+    side: psycopg.Connection[Any] | None = None,
     catalogs: CatalogMap = NO_CATALOGS,
 ) -> dict[str, Position]:
     """The cursors of the projections whose stored tables are of this code's version and
@@ -295,7 +261,7 @@ def load_cursors(
 
     (Other tables are rebuilt, never folded into by code that does not know their layout,
     or by rules they were not derived with.) Locks their state rows until the transaction
-    ends: those of the lanes' projections in their lane's transaction, when `side` is given.
+    ends: those of the SIDE_PROJECTIONS in the `side` connection's transaction, when given.
     """
     versions = {p.NAME: (p.VERSION, rules_of(p, catalogs)) for p in projections}
     lanes: dict[int, tuple[psycopg.Connection[Any], list[str]]] = {}
@@ -314,28 +280,24 @@ def load_cursors(
 
 @contextlib.contextmanager
 def batch_transaction(
-    conn: psycopg.Connection[Any], schema: str, side: Lanes | None = None
+    conn: psycopg.Connection[Any], schema: str, side: psycopg.Connection[Any] | None = None
 ) -> Iterator[None]:
-    """One batch's transaction on `conn`, and on each lane of `side` (committed just after,
-    in the order of schema.LANES), in `schema`.
+    """One batch's transaction on `conn`, and on `side` (committed just after), in `schema`.
 
-    A crash between two commits leaves the later lanes' cursors a batch behind the
-    others': the next batch folds their events again, nothing is lost or doubled; and a
-    reader never sees an edge (the last lane) before the job, run or dataset it names.
+    A crash between the two commits leaves the side projections' cursors a batch behind
+    the others': the next batch folds their events again, nothing is lost or doubled.
     """
-    lanes = side.connections if side is not None else []
     try:
         with conn.transaction():
             set_search_path(conn, schema)
-            for lane in lanes:
-                set_search_path(lane, schema)
+            if side is not None:
+                set_search_path(side, schema)
             yield
-        for lane in lanes:
-            lane.commit()
+        if side is not None:
+            side.commit()
     except BaseException:
-        for lane in lanes:
-            if not lane.broken:
-                lane.rollback()
+        if side is not None and not side.broken:
+            side.rollback()
         raise
 
 
@@ -407,7 +369,7 @@ def fold_batch(
     limit: int = BATCH_SIZE,
     dead_letter: DeadLetterSink = store_dead_letter,
     prefetcher: Prefetcher | None = None,
-    side: Lanes | None = None,
+    side: psycopg.Connection[Any] | None = None,
     catalogs: CatalogMap = NO_CATALOGS,
 ) -> BatchResult:
     """Reads and folds one batch past `cursors` (moved in place), in the open transaction.
@@ -416,9 +378,9 @@ def fold_batch(
     the same).
 
     The caller has set the search path (live or build schema), saves the cursors and
-    commits. With a `prefetcher`, the next batch is read while this one folds. With `side`
-    lanes (each in a transaction, search path set), each lane's projections fold on its
-    connection and the caller saves their cursors there and commits it after `conn`.
+    commits. With a `prefetcher`, the next batch is read while this one folds. With a
+    `side` connection (in a transaction, search path set), the SIDE_PROJECTIONS fold on it
+    and the caller saves their cursors there and commits it after `conn`.
     """
     start = min(cursors[p.NAME] for p in projections)
     batch = prefetcher.take(start, limit) if prefetcher else None
@@ -433,15 +395,15 @@ def fold_batch(
         read_next = functools.partial(prefetcher.request, last, limit)
     result.received_at = batch.received_at
     with contextlib.ExitStack() as stack:
-        cursors_on: dict[int, psycopg.Cursor[Any]] = {}
-        for lane in [conn, *(side.connections if side is not None else [])]:
-            folding = cursors_on[id(lane)] = stack.enter_context(lane.cursor(row_factory=tuple_row))
+        cur = stack.enter_context(conn.cursor(row_factory=tuple_row))
+        side_cur = stack.enter_context(side.cursor(row_factory=tuple_row)) if side else cur
+        for folding in {cur, side_cur}:
             pgarray.register(folding)  # (row_param's text[] parameters)
         work: list[Work] = []
         for projection in projections:
             cursor = cursors[projection.NAME]
             mine = events if cursor == start else [e for e in events if e.position > cursor]
-            on = cursors_on[id(folding_connection(projection.NAME, conn, side))]
+            on = cur if folding_connection(projection.NAME, conn, side) is conn else side_cur
             lost = [u for u in batch.unreadable if u.position > cursor]
             for unreadable in lost:
                 dead_letter_unreadable(on, projection.NAME, unreadable, dead_letter)
@@ -485,13 +447,12 @@ def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = 
     Waiting for each statement left the server idle while Python folded, and Python idle
     while the server wrote. In a pipeline the writes queue up and run while Python folds
     the next projection, as long as nothing waits for a result behind them on the same
-    connection. So the write-only projections of a connection without loads (the edges'
-    lane) queue their writes first (its server works through them for the whole batch, on
-    the other core), then the projections that read their stored rows first (those with
-    `load`, then `apply`) all read before anything is written on their connections, whose
-    write-only projections queue their writes next, for the servers to work through while
-    Python merges the loaded rows (each lane's `apply` writes on its own backend while
-    the next lane's rows are merged here).
+    connection. So the write-only projections of the side connection queue their writes
+    first (its server works through them for the whole batch, on the other core), then the
+    projections that read their stored rows first (those with `load`, then `apply`) all
+    read before anything is written on the main connection, whose write-only projections
+    queue their writes next, for the server to work through while Python merges the
+    loaded rows.
     `read_next` (the prefetcher's request for the next batch) is called once everything is
     queued, so the next batch is read and decoded while this thread only waits for the
     servers to finish the writes. Requested as the batch began, the decoding competed for
@@ -574,9 +535,9 @@ def save_cursors(
     conn: psycopg.Connection[Any],
     cursors: dict[str, Position],
     result: BatchResult,
-    side: Lanes | None = None,
+    side: psycopg.Connection[Any] | None = None,
 ) -> None:
-    """Stores the cursors of the projections `result` folded (each on its lane's, if `side`)."""
+    """Stores the cursors of the projections `result` folded (SIDE_PROJECTIONS' on `side`)."""
     for name, count in result.folded.items():
         with folding_connection(name, conn, side).cursor() as cur:
             position = cursors[name]

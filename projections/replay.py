@@ -31,12 +31,10 @@ from projections.fold import (
     BATCH_SIZE,
     BatchResult,
     DeadLetter,
-    Lanes,
     Prefetcher,
     batch_transaction,
     collector_for_batches,
     fold_batch,
-    open_lanes,
     set_search_path,
     tune_session,
 )
@@ -168,8 +166,9 @@ def rebuild(
     `stop` set: RebuildStopped at the next batch (the build schema is dropped by the next).
     """
     projections = [BY_NAME[n] for n in names]
-    with psycopg.connect(database_url) as conn, open_lanes(database_url) as side:
+    with psycopg.connect(database_url) as conn, psycopg.connect(database_url) as side:
         tune_session(conn)
+        tune_session(side)
         catch_up_order(conn)  # a restored store: the rebuild reads every restored event
         conn.execute("SELECT pg_advisory_lock(%s)", (REPLAY_LOCK,))
         conn.commit()
@@ -186,7 +185,7 @@ def rebuild(
 
 def _rebuild(
     conn: psycopg.Connection[Any],
-    side: Lanes,
+    side: psycopg.Connection[Any],
     projections: list[ModuleType],
     show: bool,
     limit: int,
@@ -219,7 +218,7 @@ def _rebuild(
         cur.execute(insert_letter, (letter.projection, letter.seq, letter.tx, letter.error))
         letters[0] += 1
 
-    def one_batch(side: Lanes | None) -> BatchResult:
+    def one_batch(side: psycopg.Connection[Any] | None) -> BatchResult:
         result = fold_batch(
             conn,
             projections,

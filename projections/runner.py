@@ -48,13 +48,11 @@ from metastore.tls import CertificateReloader, server_context
 from projections.fold import (
     BATCH_SIZE,
     BatchResult,
-    Lanes,
     Prefetcher,
     batch_transaction,
     collector_for_batches,
     fold_batch,
     load_cursors,
-    open_lanes,
     save_cursors,
     tune_session,
 )
@@ -77,21 +75,21 @@ def fold_live_batch(
     projections: Sequence[ModuleType] = PROJECTIONS,
     limit: int = BATCH_SIZE,
     prefetcher: Prefetcher | None = None,
-    side: Lanes | None = None,
+    side: psycopg.Connection[Any] | None = None,
     catalogs: CatalogMap = NO_CATALOGS,
     leader_pid: int | None = None,
 ) -> BatchResult:
     """Folds one batch into the live tables and moves the cursors, in one transaction.
 
-    (One more for each lane of `side`: see projections.schema.LANES.) The datasets'
+    (Two with a `side` connection: see projections.schema.SIDE_PROJECTIONS.) The datasets'
     names are joined by the catalog map `catalogs`; a projection derived with another map
     is not folded into (it waits for its rebuild). With `leader_pid` (the backend of the
     leader session), raises LeaseLost when that session no longer holds LEADER_LOCK.
     Returns what was read (not `full`: caught up).
     """
     with batch_transaction(conn, LIVE_SCHEMA, side):
-        # The lanes fold under this lock too: they touch no table before it is taken, and
-        # their transactions end (commits without waits) right after it is released.
+        # The side connection folds under this lock too: its transaction begins after the
+        # lock is taken and ends (a commit without waits) right after it is released.
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (FOLD_LOCK,))
         if leader_pid is not None:
             row = conn.execute(HOLDS_LEASE, (leader_pid, LEADER_LOCK)).fetchone()
@@ -122,10 +120,11 @@ def catch_up(
         if isinstance(conn_or_url, str):
             with (
                 psycopg.connect(conn_or_url) as conn,
-                open_lanes(conn_or_url) as side,
+                psycopg.connect(conn_or_url) as side,
                 Prefetcher(conn_or_url, catalogs) as prefetcher,
             ):
                 tune_session(conn)
+                tune_session(side)
                 return _catch_up(conn, limit, prefetcher, side, catalogs)
         return _catch_up(conn_or_url, limit, None, None, catalogs)
 
@@ -134,7 +133,7 @@ def _catch_up(
     conn: psycopg.Connection[Any],
     limit: int,
     prefetcher: Prefetcher | None,
-    side: Lanes | None,
+    side: psycopg.Connection[Any] | None,
     catalogs: CatalogMap,
 ) -> int:
     with conn.transaction():
@@ -425,10 +424,11 @@ def lead(
             status.folding()
             with (
                 login.connect(database_url, connect_timeout=10) as conn,
-                open_lanes(database_url, login.connect) as side,
+                login.connect(database_url, connect_timeout=10) as side,
                 Prefetcher(database_url, catalogs) as prefetcher,
             ):
                 tune_session(conn)
+                tune_session(side)
                 fold_until_stopped(conn, side, leader, stop, prefetcher, catalogs, status, keeper)
         except LeaseLost:
             log.warning("this projector lost its lease; standing by")
@@ -458,7 +458,7 @@ def end_sessions_of(leader: psycopg.Connection[Any], previous: list[str]) -> Non
 
 def fold_until_stopped(
     conn: psycopg.Connection[Any],
-    side: Lanes,
+    side: psycopg.Connection[Any],
     leader: psycopg.Connection[Any],
     stop: threading.Event,
     prefetcher: Prefetcher,

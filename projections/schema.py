@@ -30,19 +30,12 @@ PROJECTIONS: tuple[ModuleType, ...] = (
     history,
 )
 BY_NAME = {p.NAME: p for p in PROJECTIONS}
-# The projections folded on connections of their own (fold.Lanes), one lane an entry, each
-# lane in a transaction that commits after the main connection's (namespaces, jobs) and the
-# lanes before it: the edges' lane last, so a reader never sees an edge before the job, run
-# or dataset it names. No projection reads another's tables, so a lane's server works
-# through its writes on a backend of its own while this process folds the rest, and a
-# batch waits for the slowest lane, not for every write in turn.
-LANES: tuple[frozenset[str], ...] = (
-    frozenset({runs.NAME}),
-    frozenset({datasets.NAME}),
-    frozenset({lineage.NAME, column_lineage.NAME, history.NAME}),
-)
-# Every projection not on the main connection.
-SIDE_PROJECTIONS = frozenset().union(*LANES)
+# Folded on a second connection, in a transaction of their own that commits just after the
+# others' (so a reader never sees an edge before the job, run or dataset it names). They
+# write without reading their tables first, and their tables take the larger part of the
+# server's work: on their own connection it runs on the other core while this process
+# folds the rest.
+SIDE_PROJECTIONS = frozenset({lineage.NAME, column_lineage.NAME, history.NAME})
 # Derived with the catalog map too (which names are one dataset's): a projector given
 # another map rebuilds them, as for another version (projection_state.rules).
 CATALOG_PROJECTIONS = frozenset({datasets.NAME})
