@@ -395,8 +395,13 @@ def planner_without(
 # (runs by root, names by dataset). With statistics from when the table was small, the
 # planner expected hundreds of matches per id and hashed the whole table: a sequential
 # scan of `runs` every batch, growing with the table, so a replay cost O(n²). With hash
-# and merge joins off for the statement it probes the index once per id.
-INDEX_PROBES_ONLY = ("enable_hashjoin", "enable_mergejoin")
+# and merge joins off for the statement it probes the index once per id. Sequential scans
+# and materializing too: with statistics from when the table was nearly empty (a fresh
+# store, or before autovacuum's first ANALYZE) the nested loop's inner side was the whole
+# table read once, kept, and compared with each id (lineage's settle of a batch's run
+# edges: 682,440 rows compared for 242 runs, 114-260 ms a batch and growing with the table,
+# which held the projection lag's tail at seconds).
+INDEX_PROBES_ONLY = ("enable_hashjoin", "enable_mergejoin", "enable_seqscan", "enable_material")
 
 
 # --- writing rows -----------------------------------------------------------------------
