@@ -32,6 +32,7 @@ SCENARIOS = {
     "search": "bench.scenarios.search",
     "field-search-buffers": "bench.scenarios.field_search_buffers",
     "fold": "bench.scenarios.fold",
+    "live-fold": "bench.scenarios.live_fold",
     "graph": "bench.scenarios.graph",
     "column-walk": "bench.scenarios.column_walk",
     "list-freshness": "bench.scenarios.list_freshness",

@@ -1,6 +1,6 @@
 """Times the fold in the projector's live shape (small batches on a growing store), A/B.
 
-    .venv/bin/python scripts/time_live_fold.py --events 14000 --limit 700 --rounds 2 [--other SRC]
+    python -m bench.scenario live-fold --events 14000 --limit 700 --rounds 2 [--other SRC]
 
 Each run (a child process per source tree, in turns) starts a throwaway PostgreSQL with
 pg_stat_statements, appends `--events` events of the lag benchmark's workload (bench.datagen,
@@ -10,18 +10,17 @@ pipeline, so each projection's seconds (its Python and its server's time) add up
 fold. Prints the fold rate, each projection's seconds, the statements that took the most
 server time, and the plan of lineage's settle of the last batch's run edges (the statement
 whose plan on a fresh store held the projection lag at seconds: docs/PERFORMANCE.md).
-SRC is a source tree of another commit (`git archive COMMIT | tar -x -C SRC`).
+SRC is a source tree or a commit (bench/ab.py). Formerly scripts/time_live_fold.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.ab import other_tree, turns
+from bench.scenario import parser
 
 CHILD = r'''
 import collections, sys, tempfile, time
@@ -121,21 +120,15 @@ finally:
 '''
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--events", type=int, default=14_000)
-    parser.add_argument("--limit", type=int, default=700, help="events a batch")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--other", type=Path, help="the source tree to compare with")
-    args = parser.parse_args()
-    trees = [("this", ROOT)] + ([("other", args.other.resolve())] if args.other else [])
-    for round_ in range(args.rounds):
-        for name, src in trees if round_ % 2 == 0 else trees[::-1]:
+def main(argv: list[str]) -> int:
+    cli = parser("live-fold", __doc__, rounds=2)
+    cli.add_argument("--events", type=int, default=14_000)
+    cli.add_argument("--limit", type=int, default=700, help="events a batch")
+    args = cli.parse_args(argv)
+    with other_tree(args.other) as sides:
+        for round_, (name, src) in turns(sides, args.rounds):
             print(f"round {round_ + 1} {name} ({src}):", flush=True)
             env = {**os.environ, "PYTHONPATH": str(src)}
             argv = [sys.executable, "-c", CHILD, str(args.events), str(args.limit)]
             subprocess.run(argv, env=env, cwd=src, check=True)
-
-
-if __name__ == "__main__":
-    main()
+    return 0
