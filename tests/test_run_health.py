@@ -314,6 +314,40 @@ def test_a_dataset_expects_its_next_write_from_its_writer(
         assert expected["expected_at"] > job["lateness"]["next_expected"]
 
 
+def _nodes(graph: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {n["key"]: n for n in graph["nodes"]}
+
+
+@pytest.mark.parametrize("moment", ["now", "as_of"])
+def test_graph_and_impact_nodes_show_the_lateness_of_their_pages(
+    service: Service, moment: str
+) -> None:
+    """A job node of /lineage and /impact carries its page's `lateness`, a dataset node its
+    page's `next_write`, now and as of a moment (where both are still judged now)."""
+    api, histories = service.api, service.histories
+    when = {} if moment == "now" else {"as_of": _time(dt.datetime.now(dt.UTC))}
+    for case in (("hourly", "late"), ("daily", "missed"), ("weekly", "on_time")):
+        story = histories[case]
+        job = _job_id(api, CADENCE_NS, story.job)
+        dataset = api.dataset_id(story.dataset)
+        job_page = api.get(f"/jobs/{job}", **when)
+        dataset_page = api.get(f"/datasets/{dataset}", **when)
+        assert job_page["lateness"]["status"] == case[1]
+        assert dataset_page["next_write"]["status"] == case[1]
+        for path, params in (
+            ("/lineage", {"node": f"job:{job}", "depth": 1}),
+            ("/lineage", {"node": f"dataset:{dataset}", "depth": 1}),
+            ("/impact", {"node": f"job:{job}"}),
+        ):
+            nodes = _nodes(api.get(path, **params, **when))
+            assert nodes[f"job:{job}"]["lateness"] == job_page["lateness"], (path, params)
+            assert nodes[f"dataset:{dataset}"]["next_write"] == dataset_page["next_write"]
+    # a job without a learned cadence, and its dataset, carry none
+    recovered = _job_id(api, STATS_NS, "recovered_job")
+    nodes = _nodes(api.get("/lineage", node=f"job:{recovered}", depth=0, **when))
+    assert nodes[f"job:{recovered}"]["lateness"] is None
+
+
 def test_a_job_with_too_few_runs_has_no_lateness(api: Api) -> None:
     recovered = api.get(f"/jobs/{_job_id(api, STATS_NS, 'recovered_job')}")
     assert recovered["lateness"] is None

@@ -57,6 +57,18 @@ def expected_write(writers: str) -> str:
     ORDER BY w.expected_at, wj.namespace, wj.name LIMIT 1)"""
 
 
+def of_dataset(dataset_id: str) -> str:
+    """A scalar subquery: the next write (ExpectedWrite as JSON text) of dataset
+    `dataset_id` by its writers now (the jobs with an output edge to one of its names),
+    judged now (also as of T): what its page and a graph's node show alike."""
+    return expected_write(
+        f"""(SELECT e.job_id FROM readmodel.dataset_names n
+        JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+         AND e.direction = 'output'
+        WHERE n.dataset_id = {dataset_id})"""
+    )
+
+
 lateness_decoder = msgspec.json.Decoder(Lateness | None)
 expected_write_decoder = msgspec.json.Decoder(ExpectedWrite | None)
 

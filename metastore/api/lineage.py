@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import EVERYTHING, Access, access_of
-from metastore.api import asof, dataset_nodes, limits, models, visibility
+from metastore.api import asof, dataset_nodes, lateness, limits, models, visibility
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -134,11 +134,13 @@ SHOWN = visibility.visible_display_name("d.id")
 # the state it had then). A dataset node's details come from dataset_nodes.py, for all the
 # graph's datasets in one statement.
 JOB_COLUMNS = f"j.job_type, j.processing_type, j.integration, {owners('j.facets')}"
+# Then its lateness, judged now (also as of T), by the job page's own fragment.
 NODE_COLUMNS = f"""{JOB_COLUMNS},
-       r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")}"""
+       r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")},
+       {lateness.of_job("j.id")}"""
 NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id"
 NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
-       {asof.RUN_AT_COLUMNS}"""
+       {asof.RUN_AT_COLUMNS}, {lateness.of_job("j.id")}"""
 NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
@@ -427,6 +429,7 @@ def node(
             integration=r[10],
             owners=_owners.decode(r[11]),
             latest_run=latest,
+            lateness=lateness.decode_lateness(r[18]),
             beyond=beyond,
         )
     return dataset_node(r[1], r[2], r[3], r[4], beyond, datasets[r[1]])
@@ -454,6 +457,7 @@ def dataset_node(
         lifecycle=details.lifecycle,
         owners=details.owners,
         freshness=fresh,
+        next_write=details.next_write,
         beyond=beyond,
     )
 

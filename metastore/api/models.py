@@ -1086,6 +1086,7 @@ class JobNode(Struct, tag_field="type", tag="job"):
     integration: str | None
     owners: Annotated[list[Owner], Meta(description="The owners its `ownership` job facet names.")]
     latest_run: LatestRun | None
+    lateness: LatenessField
     beyond: Beyond
 
 
@@ -1103,6 +1104,7 @@ class DatasetNode(Struct, tag_field="type", tag="dataset"):
     lifecycle: Lifecycle | None
     owners: Owners
     freshness: FreshnessField
+    next_write: ExpectedWriteField
     beyond: Beyond
 
 
