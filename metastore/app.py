@@ -105,7 +105,7 @@ def create_app(settings: Settings) -> ASGIApp:
     # /api/v1 and the export feed read through `pool`: from the streaming replica when
     # METASTORE_READ_DATABASE_URL names one; ingest and the log notifier keep the primary.
     # Each statement of a read runs METASTORE_READ_TIMEOUT at most.
-    reads = read_session(settings.read_timeout)
+    reads = read_session(settings.read_timeout, settings.cadence_overrides)
     pool = create_pool(settings, url=settings.read_database_url, configure=reads)
     # /readyz, /api/v1/status and the /metrics scrape have connections of their own, so
     # reads holding every connection of `pool` cannot starve them.

@@ -126,10 +126,10 @@ LEFT JOIN (
 
 # Rows (kind, dataset_id, at, run, its job id, namespace, name and state, attempt state,
 # input id, namespace, name; then for kind `node`: name count, display namespace and
-# name, type, lifecycle and owners as JSON, its next write as JSON: lateness.py). Kinds: `write`, the latest write;
-# `attempt`, a failed attempt after it; `writer_failed` and `input_rewritten`, why it is
-# stale; `input`, a dataset the latest write read (the walk upstream follows them);
-# `node`, what the node shows.
+# name, type, lifecycle and owners as JSON, its next write as JSON: lateness.py). Kinds:
+# `write`, the latest write; `attempt`, a failed attempt after it; `writer_failed` and
+# `input_rewritten`, why it is stale; `input`, a dataset the latest write read (the walk
+# upstream follows them); `node`, what the node shows.
 STATEMENT = """
 WITH names AS MATERIALIZED ({names}),
 outs AS MATERIALIZED ({outs}),

@@ -294,7 +294,8 @@ async def list_jobs(request: Request) -> Response:
         filters.append(FILTER_STATE)
         args["state"] = query.state
     if query.late is not None:
-        filters.append(lateness.FILTER_LATE if query.late else lateness.FILTER_NOT_LATE)
+        namespace = "%(namespace)s" if query.namespace is not None else None
+        filters.append(lateness.filter_late(query.late, namespace))
     counted = COUNT_JOBS.format(filters="\n  ".join(filters))
     order, after, key_types = SORTS[query.sort]
     kind = bound_kind("jobs", query)
