@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from metastore import api, export, health, ingest, metrics_endpoint
 from metastore.access import NamespaceCandidates
 from metastore.access_log import AccessLog
+from metastore.api.bulkhead import Bulkhead, shares
 from metastore.api.readmodels import ReadModelVersions
 from metastore.auth import BearerAuth
 from metastore.authz import authorizer_for
@@ -185,6 +186,8 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.settings = settings
     app.state.inflight_budget = budget
     app.state.pool = pool
+    # expensive reads take a bounded share of `pool`'s connections (api/bulkhead.py)
+    app.state.bulkhead = Bulkhead(*shares(settings.pool_size), wait_s=settings.read_timeout)
     app.state.read_model_versions = ReadModelVersions()
     authorizer = authorizer_for(settings)
     app.state.authorizer = authorizer

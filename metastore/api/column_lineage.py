@@ -218,6 +218,7 @@ COLUMN_OP = Operation(
     tag="lineage",
     path_params=DatasetPath,
     query=ColumnLineageQuery,
+    expensive=True,
     not_found=True,
     description="Field edges from the `columnLineage` facet: upstream, the fields this "
     "dataset's fields derive from (and theirs, up to `depth`); downstream, the fields "

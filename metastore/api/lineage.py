@@ -375,6 +375,7 @@ LINEAGE_OP = Operation(
     models.LineageGraph,
     tag="lineage",
     query=LineageQuery,
+    expensive=True,
     not_found=True,
     description="Jobs and datasets within `depth` jobs of `node`, following the data flow "
     "upstream, downstream or both, with the edges between them (dataset -> job: the job "

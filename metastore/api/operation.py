@@ -47,6 +47,9 @@ class Operation:
     description: str = ""
     not_found: bool = False  # answers 404 for an unknown id
     scope: str = "read"
+    # a graph walk or search: takes a slot of the read pool's expensive share (api/bulkhead.py),
+    # as every request with `as_of` does
+    expensive: bool = False
 
     def parse_query(self, request: Request) -> Any:
         given: dict[str, str] = {}
@@ -84,7 +87,11 @@ class Operation:
     def route(self, handler: Handler) -> Route:
         async def checked(request: Request) -> Response:
             self.check_names(request)
-            return await handler(request)
+            bulkhead = getattr(request.app.state, "bulkhead", None)
+            if bulkhead is None or not (self.expensive or "as_of" in request.query_params):
+                return await handler(request)
+            async with bulkhead.slot(self.path):
+                return await handler(request)
 
         return Route(self.path, checked, methods=[self.method], name=self.operation_id)
 

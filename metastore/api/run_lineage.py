@@ -219,6 +219,7 @@ OP = Operation(
     models.RunLineage,
     tag="lineage",
     query=RunLineageQuery,
+    expensive=True,
     not_found=True,
     description="Upstream, for each dataset `run_id` read, the run that last wrote it "
     "before `run_id` started (its latest successful write at or before that start), and so "

@@ -309,6 +309,7 @@ SEARCH_OP = Operation(
     models.SearchPage,
     tag="search",
     query=SearchQuery,
+    expensive=True,
     description="Jobs, datasets and namespaces whose name contains `q` "
     "(case-insensitive), ranked: exact names, then names starting with `q`, then the rest, "
     "each by the name that matched (lowercase, in byte order). A dataset matches on any of "
