@@ -13,6 +13,7 @@ same-run A/B of these reads affordable; `bench.ab --only log` rebuilds it every 
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import tempfile
 import time
@@ -42,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--hold", action="store_true")
     args = parser.parse_args(argv)
+    # (killed, it still stops its PostgreSQL and removes its worktree)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     log_dir = Path(tempfile.mkdtemp(prefix="metastore-health-ab-"))
     ctx = Context(sizes=FULL, log_dir=log_dir, seed=args.seed, quick=False)
     sides = {args.before: _git("rev-parse", "--short", args.before), "head": "this checkout"}

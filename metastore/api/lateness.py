@@ -34,7 +34,8 @@ CADENCE = f"""(SELECT c.job_id, c.namespace, c.basis, c.slots, c.last_expected,
                (v.o->>'tolerance')::float8 AS tolerance, (v.o->>'ignore')::boolean AS ignore
         FROM jsonb_array_elements({OVERRIDES}) WITH ORDINALITY AS v(o, i)
         JOIN readmodel.jobs oj ON oj.id = c.job_id
-        WHERE oj.namespace LIKE v.o->>'namespace' AND oj.name LIKE v.o->>'name'
+        WHERE {CONFIGURED}  -- (a one-time filter: without overrides, no job is looked up)
+          AND oj.namespace LIKE v.o->>'namespace' AND oj.name LIKE v.o->>'name'
         ORDER BY v.i LIMIT 1) o ON true
     CROSS JOIN LATERAL (SELECT
         CASE WHEN o.period IS NULL THEN c.next_expected
