@@ -60,7 +60,7 @@ def measure(ctx: Context, out: list[Row], url: str, api: Service, middle: dt.dat
                 " JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name"
                 " LIMIT 5000"
             )
-        ]
+        ] or [str(r[0]) for r in conn.execute("SELECT id FROM readmodel.datasets LIMIT 5000")]
     assert jobs_per_namespace is not None and learned is not None
     as_of = middle.isoformat().replace("+00:00", "Z")
 
