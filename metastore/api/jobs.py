@@ -294,8 +294,7 @@ async def list_jobs(request: Request) -> Response:
         filters.append(FILTER_STATE)
         args["state"] = query.state
     if query.late is not None:
-        namespace = "%(namespace)s" if query.namespace is not None else None
-        filters.append(lateness.filter_late(query.late, namespace))
+        filters.append(lateness.filter_late(query.late))
     counted = COUNT_JOBS.format(filters="\n  ".join(filters))
     order, after, key_types = SORTS[query.sort]
     kind = bound_kind("jobs", query)
