@@ -294,7 +294,8 @@ async def list_jobs(request: Request) -> Response:
         filters.append(FILTER_STATE)
         args["state"] = query.state
     if query.late is not None:
-        filters.append(lateness.filter_late(query.late))
+        overrides = request.app.state.settings.cadence_overrides is not None
+        filters.append(lateness.filter_late(query.late, overrides))
     counted = COUNT_JOBS.format(filters="\n  ".join(filters))
     order, after, key_types = SORTS[query.sort]
     kind = bound_kind("jobs", query)
