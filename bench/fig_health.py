@@ -1,5 +1,6 @@
 """Run statistics and lateness p95 with the whole log folded (issue 45 items 1 and 2):
-a namespace's statistics, a job's statistics over 30 days, and the late jobs.
+a namespace's statistics, a job's statistics over 30 days, the late jobs, and a dataset's
+page (its `next_write` from its writers' cadences).
 
 Each endpoint gets the same number of requests, one at a time on one keep-alive
 connection, over the job namespaces and a sample of jobs (half of them as of a moment in
@@ -20,7 +21,12 @@ from bench.harness import Service
 from bench.report import Row, now, p95_rows
 
 GROUP = "log"
-FIGURES = ("namespace run statistics", "job run statistics", "late jobs list")
+FIGURES = (
+    "namespace run statistics",
+    "job run statistics",
+    "late jobs list",
+    "dataset page with next write",
+)
 
 
 def rows(ctx: Context) -> list[Row]:
@@ -45,6 +51,16 @@ def measure(ctx: Context, out: list[Row], url: str, api: Service, middle: dt.dat
             "SELECT max(c) FROM (SELECT count(*) c FROM readmodel.jobs GROUP BY namespace) x"
         ).fetchone()
         learned = conn.execute("SELECT count(*) FROM readmodel.job_cadence").fetchone()
+        # datasets with a writer that has a learned cadence (a next write to find)
+        written = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT DISTINCT n.dataset_id FROM readmodel.job_cadence k"
+                " JOIN readmodel.job_edges e ON e.job_id = k.job_id AND e.direction = 'output'"
+                " JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name"
+                " LIMIT 5000"
+            )
+        ] or [str(r[0]) for r in conn.execute("SELECT id FROM readmodel.datasets LIMIT 5000")]
     assert jobs_per_namespace is not None and learned is not None
     as_of = middle.isoformat().replace("+00:00", "Z")
 
@@ -63,7 +79,11 @@ def measure(ctx: Context, out: list[Row], url: str, api: Service, middle: dt.dat
             return _q("/api/v1/jobs", late="true", namespace=namespaces[i % len(namespaces)])
         return _q("/api/v1/jobs", late="true")
 
-    makers = (namespace_stats, job_stats, late_jobs)
+    def dataset_page(i: int) -> str:
+        path = f"/api/v1/datasets/{rng.choice(written)}"
+        return _q(path, as_of=as_of) if i % 2 else path
+
+    makers = (namespace_stats, job_stats, late_jobs, dataset_page)
     for row, make in zip(out, makers, strict=True):
         loadgen.get_many(api.base_url, [make(i) for i in range(5)])  # warm-up
         answers = loadgen.get_many(api.base_url, [make(i) for i in range(n)])

@@ -49,7 +49,7 @@ def measure(ctx: Context, out: list[Row], notes: list[str]) -> None:
     lineage_rows, rest = rest[:5], rest[5:]
     column_rows, rest = rest[:3], rest[3:]
     reads_rows, rest = rest[:4], rest[4:]
-    health_rows, replay_rows = rest[:3], rest[3:]
+    health_rows, replay_rows = rest[: len(fig_health.FIGURES)], rest[len(fig_health.FIGURES) :]
     s = ctx.sizes
     graph = datagen.build_graph(s.graph_nodes, ctx.seed)
     gen = datagen.Generator(graph, ctx.seed)

@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from metastore import api, export, health, ingest, metrics_endpoint
 from metastore.access import NamespaceCandidates
 from metastore.access_log import AccessLog
+from metastore.api.bulkhead import Bulkhead, shares
 from metastore.api.readmodels import ReadModelVersions
 from metastore.auth import BearerAuth
 from metastore.authz import authorizer_for
@@ -105,7 +106,7 @@ def create_app(settings: Settings) -> ASGIApp:
     # /api/v1 and the export feed read through `pool`: from the streaming replica when
     # METASTORE_READ_DATABASE_URL names one; ingest and the log notifier keep the primary.
     # Each statement of a read runs METASTORE_READ_TIMEOUT at most.
-    reads = read_session(settings.read_timeout)
+    reads = read_session(settings.read_timeout, settings.cadence_overrides)
     pool = create_pool(settings, url=settings.read_database_url, configure=reads)
     # /readyz, /api/v1/status and the /metrics scrape have connections of their own, so
     # reads holding every connection of `pool` cannot starve them.
@@ -185,6 +186,8 @@ def create_app(settings: Settings) -> ASGIApp:
     app.state.settings = settings
     app.state.inflight_budget = budget
     app.state.pool = pool
+    # expensive reads take a bounded share of `pool`'s connections (api/bulkhead.py)
+    app.state.bulkhead = Bulkhead(*shares(settings.pool_size), wait_s=settings.read_timeout)
     app.state.read_model_versions = ReadModelVersions()
     authorizer = authorizer_for(settings)
     app.state.authorizer = authorizer

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import msgspec
 import yaml
+
+from metastore.setting_files import read_text
 
 VARIABLE = "METASTORE_CATALOGS_FILE"
 KEYS = ("engine", "catalog", "metastore")
@@ -196,10 +197,4 @@ def load_catalog_map(path: str) -> CatalogMap:
     """The map in the file at `path` ('' or unset: no map)."""
     if not path:
         return NO_CATALOGS
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CatalogFileError(f"{VARIABLE}={path!r} cannot be read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise CatalogFileError(f"{VARIABLE}={path!r} is not UTF-8 text") from None
-    return parse_catalog_map(text, path)
+    return parse_catalog_map(read_text(VARIABLE, path, CatalogFileError), path)

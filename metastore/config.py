@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import msgspec
 
+from metastore import cadence_overrides
 from metastore.catalogs import NO_CATALOGS, CatalogFileError, CatalogMap, load_catalog_map
 from metastore.policy import Policy, PolicyFileError, load_policy
 from metastore.tls import TLSFileError, TLSFiles, server_context
@@ -106,6 +107,8 @@ class Settings:
     projector_role: str | None = None
     # A projection not moved for this long while events wait is stalled (metastore.stalls).
     stall_timeout: float = 60.0
+    # Per-job cadence overrides, compiled (metastore/cadence_overrides.py; None: none).
+    cadence_overrides: str | None = None
 
     @property
     def auth_configured(self) -> bool:
@@ -240,6 +243,13 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("METASTORE_OPA_TIMEOUT", "2", "Seconds OPA may take to decide; past it 503."),
     ("METASTORE_OPA_CACHE_SECONDS", "30", "Seconds a decision of OPA is kept."),
     ("METASTORE_OPA_CACHE_SIZE", "100000", "Decisions kept at most (per process)."),
+    (
+        "METASTORE_CADENCE_OVERRIDES",
+        "",
+        "JSON file of per-job cadence overrides where the learned one is wrong: job "
+        "namespace and name patterns, a cadence and/or tolerance, or `ignore` "
+        "(docs/LATENESS.md). Read by `api` at start.",
+    ),
     (
         "METASTORE_CATALOGS_FILE",
         "",
@@ -540,6 +550,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         read_database_url=_get(env, "METASTORE_READ_DATABASE_URL") or None,
         tls=_tls(env),
         catalogs=_catalogs(env),
+        cadence_overrides=_cadence_overrides(env),
         catalogs_from_kubernetes=tuple(
             n.strip()
             for n in _get(env, "METASTORE_CATALOGS_FROM_KUBERNETES").split(",")
@@ -548,6 +559,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         api_role=_get(env, "METASTORE_API_ROLE") or None,
         projector_role=_get(env, "METASTORE_PROJECTOR_ROLE") or None,
     )
+
+
+def _cadence_overrides(env: Mapping[str, str]) -> str | None:
+    try:
+        return cadence_overrides.load(_get(env, cadence_overrides.VARIABLE))
+    except cadence_overrides.CadenceFileError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _catalogs(env: Mapping[str, str]) -> CatalogMap:

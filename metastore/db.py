@@ -13,6 +13,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from starlette.responses import Response
 
+from metastore.cadence_overrides import SETTING as cadence_overrides_setting
 from metastore.config import Settings
 from metastore.eventlog import catch_up_order_async
 from metastore.login import GatedAsyncConnection
@@ -153,9 +154,12 @@ async def tune_ingest_session(conn: psycopg.AsyncConnection[Any]) -> None:
     await catch_up_order_async(conn)
 
 
-def read_session(timeout_s: float) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:
+def read_session(
+    timeout_s: float, cadence_overrides: str | None = None
+) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:
     """The session settings of read connections: a statement runs `timeout_s` at most,
-    and is planned without JIT compilation.
+    and is planned without JIT compilation; `cadence_overrides` (compiled: metastore/
+    cadence_overrides.py) are the session's setting the lateness reads apply.
 
     JIT pays off for long analytical scans; the reads are index lookups, but a recursive
     walk's row estimate can run into millions, past jit_above_cost, and then compiling
@@ -165,6 +169,10 @@ def read_session(timeout_s: float) -> Callable[[psycopg.AsyncConnection[Any]], A
     async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.execute(f"SET statement_timeout = {round(timeout_s * 1000)}")
         await conn.execute("SET jit = off")
+        if cadence_overrides is not None:  # (read by api/lateness.py's statements)
+            await conn.execute(
+                "SELECT set_config(%s, %s, false)", (cadence_overrides_setting, cadence_overrides)
+            )
 
     return configure
 

@@ -57,6 +57,12 @@ POOL_WAITING = Gauge(
     "metastore_db_pool_requests_waiting", "Requests waiting for a connection.", ["pool"]
 )
 LOG_EVENTS = Gauge("metastore_log_events", "Events in the log (estimate from the sequence).")
+READS_BUSY = Counter(
+    "metastore_reads_busy_total",
+    "Expensive reads refused because their share of the read pool was busy (answered 503 "
+    "reads-busy), by route.",
+    ["route"],
+)
 READ_TIMEOUTS = Counter(
     "metastore_read_timeouts_total",
     "Reads stopped at METASTORE_READ_TIMEOUT (answered 503 read-timeout), by route.",

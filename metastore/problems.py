@@ -40,6 +40,8 @@ TYPES: dict[str, str] = {
     "rollback): the projector rebuilds them for this one; retry after `Retry-After`.",
     "read-timeout": "The read ran past its time limit (METASTORE_READ_TIMEOUT) and was "
     "stopped; ask for less, or retry later.",
+    "reads-busy": "Expensive reads (graphs, impact, diffs, search, `as_of`) fill their share "
+    "of the read connections and its queue; retry after `Retry-After`, or ask for less.",
     "policy-forbidden": "The authorization policy does not allow it: a namespace the "
     "principal may not write (`invalid-params` names each; nothing was stored), or the "
     "export feed.",

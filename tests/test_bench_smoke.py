@@ -39,6 +39,7 @@ FIGURES = {
     "namespace run statistics p95, ms": False,
     "job run statistics p95, ms": False,
     "late jobs list p95, ms": False,
+    "dataset page with next write p95, ms": False,
     "replay, events/s": True,
     "replay peak RSS, MiB": True,
     **{f"{read.figure}, ms": False for read in fig_bounded.reads()},

@@ -39,6 +39,7 @@ BAD_VALUES = [
     ("METASTORE_CATALOGS_FILE", "/nonexistent/catalogs.yaml"),
     ("METASTORE_TOKENS_FILE", "/nonexistent/tokens.json"),
     ("METASTORE_POLICY_FILE", "/nonexistent/policy.json"),
+    ("METASTORE_CADENCE_OVERRIDES", "/nonexistent/cadences.json"),
     ("METASTORE_OIDC_ISSUER", "keycloak:8443/realms/platform"),  # no scheme
     ("METASTORE_OIDC_AUDIENCE", "metastore"),  # without an issuer
     ("METASTORE_OIDC_CA_FILE", "/nonexistent/ca.crt"),
@@ -91,6 +92,28 @@ def test_a_wrong_value_is_an_error_naming_the_variable_and_the_value(name: str, 
     message = str(error.value)
     assert message.startswith(name) and value in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("entries", "reason"),
+    [
+        ('[{"namespace": "a", "name": "b"}]', "says nothing"),
+        ('[{"namespace": "a", "name": "b", "cadence": "daily", "period_seconds": 60}]', "not both"),
+        ('[{"namespace": "a", "name": "b", "ignore": true, "tolerance_seconds": 60}]', "ignore"),
+        ('[{"namespace": "a", "name": "b", "cadence": "monthly"}]', "cadence"),
+        ('[{"namespace": "a", "name": "b", "tolerance_seconds": -1}]', "tolerance_seconds"),
+        ('[{"namespace": "a", "nam": "b", "ignore": true}]', "nam"),
+        ("[{", "not JSON"),
+        ('{"namespace": "a"}', "array"),
+    ],
+)
+def test_a_wrong_cadence_override_names_the_file_and_what_is_wrong(
+    tmp_path: Path, entries: str, reason: str
+) -> None:
+    path = tmp_path / "cadences.json"
+    path.write_text(entries)
+    with pytest.raises(ConfigError, match=rf"^METASTORE_CADENCE_OVERRIDES=[^\n]*{reason}"):
+        load_settings({"METASTORE_CADENCE_OVERRIDES": str(path)})
 
 
 def test_an_oidc_issuer_needs_its_audience(tmp_path: Path) -> None:

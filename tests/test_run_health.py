@@ -314,6 +314,105 @@ def test_a_dataset_expects_its_next_write_from_its_writer(
         assert expected["expected_at"] > job["lateness"]["next_expected"]
 
 
+def _nodes(graph: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {n["key"]: n for n in graph["nodes"]}
+
+
+@pytest.mark.parametrize("moment", ["now", "as_of"])
+def test_graph_and_impact_nodes_show_the_lateness_of_their_pages(
+    service: Service, moment: str
+) -> None:
+    """A job node of /lineage and /impact carries its page's `lateness`, a dataset node its
+    page's `next_write`, now and as of a moment (where both are still judged now)."""
+    api, histories = service.api, service.histories
+    when = {} if moment == "now" else {"as_of": _time(dt.datetime.now(dt.UTC))}
+    for case in (("hourly", "late"), ("daily", "missed"), ("weekly", "on_time")):
+        story = histories[case]
+        job = _job_id(api, CADENCE_NS, story.job)
+        dataset = api.dataset_id(story.dataset)
+        job_page = api.get(f"/jobs/{job}", **when)
+        dataset_page = api.get(f"/datasets/{dataset}", **when)
+        assert job_page["lateness"]["status"] == case[1]
+        assert dataset_page["next_write"]["status"] == case[1]
+        for path, params in (
+            ("/lineage", {"node": f"job:{job}", "depth": 1}),
+            ("/lineage", {"node": f"dataset:{dataset}", "depth": 1}),
+            ("/impact", {"node": f"job:{job}"}),
+        ):
+            nodes = _nodes(api.get(path, **params, **when))
+            assert nodes[f"job:{job}"]["lateness"] == job_page["lateness"], (path, params)
+            assert nodes[f"dataset:{dataset}"]["next_write"] == dataset_page["next_write"]
+    # a job without a learned cadence, and its dataset, carry none
+    recovered = _job_id(api, STATS_NS, "recovered_job")
+    nodes = _nodes(api.get("/lineage", node=f"job:{recovered}", depth=0, **when))
+    assert nodes[f"job:{recovered}"]["lateness"] is None
+
+
+def test_overrides_set_a_job_s_cadence_or_leave_it_out_when_read(service: Service) -> None:
+    """METASTORE_CADENCE_OVERRIDES, read by the api at start, applies to every answer that
+    judges lateness (no replay): the job page, graph nodes, /jobs?late=, the namespace's
+    counts and a dataset's next write; without it the same store answers as learned."""
+    api, histories = service.api, service.histories
+    overrides = service.log_dir / "cadences.json"
+    overrides.write_text(
+        json.dumps(
+            [
+                # a long tolerance: the late hourly job is on time
+                {"namespace": CADENCE_NS, "name": "hourly_l?te", "tolerance_seconds": 864000},
+                # retired: not judged
+                {"namespace": "airflow://cad*", "name": "daily_missed", "ignore": True},
+                # the weekly job is really hourly: its next run is long overdue
+                {"namespace": CADENCE_NS, "name": "weekly_on_*", "cadence": "hourly"},
+                # (the first match wins: the late weekly job is left out)
+                {"namespace": CADENCE_NS, "name": "weekly_*", "ignore": True},
+            ]
+        )
+    )
+    weekly = _job_id(api, CADENCE_NS, "weekly_on_time")
+    learned = api.get(f"/jobs/{weekly}")["lateness"]
+    assert (learned["source"], learned["status"]) == ("learned", "on_time")
+    env = {"METASTORE_AUTH": "disabled", "METASTORE_CADENCE_OVERRIDES": str(overrides)}
+    with (
+        running("api", service.database_url, service.log_dir, env=env) as process,
+        httpx.Client(base_url=process.base_url, timeout=30) as client,
+    ):
+        over = Api(client, CADENCE_NS, "s3://warehouse")
+        judged = {s.job: over.get(f"/jobs/{over.job_id(s.job)}") for s in histories.values()}
+        hourly = judged["hourly_late"]["lateness"]
+        assert (hourly["source"], hourly["status"], hourly["cadence"]) == (
+            "override",
+            "on_time",
+            "hourly",
+        )
+        assert hourly["tolerance_seconds"] == 864000
+        assert judged["daily_missed"]["lateness"] is None
+        week = judged["weekly_on_time"]["lateness"]
+        assert (week["source"], week["cadence"], week["period_seconds"]) == (
+            "override",
+            "hourly",
+            3600,
+        )
+        assert week["status"] == "missed"
+        assert week["tolerance_seconds"] == learned["tolerance_seconds"]  # (not overridden)
+        assert judged["daily_on_time"]["lateness"]["source"] == "learned"
+        late = over.get("/jobs", namespace=CADENCE_NS, late="true")["items"]
+        assert sorted(j["name"] for j in late) == ["irregular_late", "weekly_on_time"]
+        assert judged["weekly_late"]["lateness"] is None
+        everywhere = {j["name"] for j in over.get("/jobs", late="true")["items"]}
+        assert {j["name"] for j in late} <= everywhere
+        assert not everywhere & {"hourly_late", "daily_missed", "weekly_late"}
+        stats = over.get("/namespace-stats", namespace=CADENCE_NS)
+        assert (stats["late_job_count"], stats["missed_job_count"]) == (2, 1)
+        ignored = over.dataset_id(histories[("daily", "missed")].dataset)
+        assert over.get(f"/datasets/{ignored}")["next_write"] is None
+        nodes = _nodes(over.get("/lineage", node=f"job:{weekly}", depth=1))
+        assert nodes[f"job:{weekly}"]["lateness"] == judged["weekly_on_time"]["lateness"]
+        dataset = over.dataset_id(histories[("weekly", "on_time")].dataset)
+        assert nodes[f"dataset:{dataset}"]["next_write"]["status"] == "missed"
+    # the api without the file: as learned, nothing to replay
+    assert api.get(f"/jobs/{weekly}")["lateness"] == learned
+
+
 def test_a_job_with_too_few_runs_has_no_lateness(api: Api) -> None:
     recovered = api.get(f"/jobs/{_job_id(api, STATS_NS, 'recovered_job')}")
     assert recovered["lateness"] is None

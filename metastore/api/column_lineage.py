@@ -236,6 +236,7 @@ COLUMN_OP = Operation(
     etag_from_position=True,
     path_params=DatasetPath,
     query=ColumnLineageQuery,
+    expensive=True,
     not_found=True,
     description="Field edges from the `columnLineage` facet: upstream, the fields this "
     "dataset's fields derive from (and theirs, up to `depth`); downstream, the fields "

@@ -28,7 +28,7 @@ import msgspec
 from psycopg import AsyncConnection
 
 from metastore.access import EVERYTHING, Access
-from metastore.api import asof, limits, models, visibility
+from metastore.api import asof, lateness, limits, models, visibility
 from metastore.api.db import rows
 from metastore.api.sqlparts import dataset_type, lifecycle, lifecycle_now, owners
 
@@ -125,10 +125,10 @@ LEFT JOIN (
 
 # Rows (kind, dataset_id, at, run, its job id, namespace, name and state, attempt state,
 # input id, namespace, name; then for kind `node`: name count, display namespace and
-# name, type, lifecycle and owners as JSON). Kinds: `write`, the latest write;
-# `attempt`, a failed attempt after it; `writer_failed` and `input_rewritten`, why it is
-# stale; `input`, a dataset the latest write read (the walk upstream follows them);
-# `node`, what the node shows.
+# name, type, lifecycle and owners as JSON, its next write as JSON: lateness.py). Kinds:
+# `write`, the latest write; `attempt`, a failed attempt after it; `writer_failed` and
+# `input_rewritten`, why it is stale; `input`, a dataset the latest write read (the walk
+# upstream follows them); `node`, what the node shows.
 STATEMENT = """
 WITH names AS MATERIALIZED ({names}),
 outs AS MATERIALIZED ({outs}),
@@ -178,7 +178,7 @@ found AS (
     SELECT 'input', dataset_id, NULL::timestamptz, NULL::uuid, NULL, input FROM inputs)
 SELECT f.kind, f.dataset_id, f.at, f.run, r.job_id, r.job_namespace, r.job_name,
        {run_state}, f.state, f.input, ind.namespace, ind.name,
-       NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text
+       NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text
 FROM found f
 LEFT JOIN readmodel.runs r ON r.id = f.run{run_at}
 {input_name}
@@ -187,7 +187,7 @@ UNION ALL
 """
 NODE = """
 SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       c.names, {display}, {dataset_type}, {lifecycle}, {owners}
+       c.names, {display}, {dataset_type}, {lifecycle}, {owners}, {next_write}
 FROM readmodel.datasets d
 LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names{counted} GROUP BY dataset_id) c
   ON c.dataset_id = d.id
@@ -197,7 +197,7 @@ WHERE d.id = ANY(%(datasets)s::uuid[])"""
 # the node row names the dataset only, no facets parsed, no names counted.
 FRESHNESS_NODE = """
 SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, '[]'::text
+       NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, '[]'::text, NULL::text
 FROM readmodel.datasets d
 WHERE d.id = ANY(%(datasets)s::uuid[])"""
 # The standard facets a node shows, taken out of its facets document once: the document
@@ -244,6 +244,8 @@ def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
                 lifecycle_join=LIFECYCLE_AS_OF if as_of else "",
                 owners=owners("df.facets"),
                 facets=NODE_FACETS,
+                # (the page's own fragment: a node's next write is the page's)
+                next_write=lateness.of_dataset("d.id"),
             ),
         ),
         restricted,
@@ -268,6 +270,7 @@ class Details(msgspec.Struct, frozen=True):
     lifecycle: models.Lifecycle | None
     owners: list[models.Owner]
     freshness: models.DatasetFreshness
+    next_write: models.ExpectedWrite | None = None
 
 
 def statement(as_of: dt.datetime | None, restricted: bool = False) -> str:
@@ -341,6 +344,7 @@ def build(found: list[Any]) -> Found:
             freshness=_freshness(
                 writes.get(dataset), attempts.get(dataset), reasons.get(dataset, [])
             ),
+            next_write=lateness.decode_expected_write(r[18]),
         )
     failed = {d: [x for x in why if x.reason == "writer_failed"] for d, why in reasons.items()}
     return Found(details=details, inputs=inputs, failed=failed)

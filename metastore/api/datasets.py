@@ -362,12 +362,7 @@ CATALOGUE = f"""{description("d.facets")}, {owners("d.facets")}, {tags("d.facets
        {dataset_type("d.facets")}"""
 
 # The next write its writers' cadences lead to expect (judged now, also as of T).
-NEXT_WRITE = lateness.expected_write(
-    """(SELECT e.job_id FROM readmodel.dataset_names n
-        JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
-         AND e.direction = 'output'
-        WHERE n.dataset_id = d.id)"""
-)
+NEXT_WRITE = lateness.of_dataset("d.id")
 
 # An id absorbed by a merge answers as the dataset it was merged into. Its schema: the
 # version last seen (by its versions' primary key; an index on last_event_time, which each

@@ -104,6 +104,7 @@ OP = Operation(
     models_lineage.Impact,
     tag="lineage",
     query=ImpactQuery,
+    expensive=True,
     not_found=True,
     description="Everything downstream of `node` within `depth` jobs, as the lineage graph "
     "(the same walk, downstream only, its limits, `beyond` and `truncated`): every dataset with "

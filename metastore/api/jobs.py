@@ -96,22 +96,32 @@ SORTS = {
         lambda r: (r[19], r[18], r[1], r[2]),
     ),
 }
-JOBS = Listing(
-    "jobs",
-    *templates(LISTS_JOBS, COUNT_JOBS),
-    SORTS,
-    filters=(
-        Filter("namespace", "AND j.namespace = %(namespace)s"),
-        Filter("q", "AND lower(j.name) LIKE %(pattern)s", "pattern", like_substring, empty=False),
-        Filter("state", "AND r.state = ANY(%(state)s)"),
-        Filter(
-            "late",
-            lambda query, _: lateness.FILTER_LATE if query.late else lateness.FILTER_NOT_LATE,
-            bind=None,
+
+
+def _jobs(overrides: bool) -> Listing:
+    """/jobs, its `late` filter judging the learned late_at or, with `overrides` (the api has
+    cadence overrides), the overridden one."""
+    return Listing(
+        "jobs",
+        *templates(LISTS_JOBS, COUNT_JOBS),
+        SORTS,
+        filters=(
+            Filter("namespace", "AND j.namespace = %(namespace)s"),
+            Filter(
+                "q", "AND lower(j.name) LIKE %(pattern)s", "pattern", like_substring, empty=False
+            ),
+            Filter("state", "AND r.state = ANY(%(state)s)"),
+            Filter(
+                "late",
+                lambda query, _: lateness.filter_late(query.late, overrides),
+                bind=None,
+            ),
         ),
-    ),
-    visible=job_visible,
-)
+        visible=job_visible,
+    )
+
+
+JOBS = {False: _jobs(False), True: _jobs(True)}
 
 # Its parent (a list of one or none) and its first EMBEDDED_REFS children by name, each
 # with its latest run, and how many children there are.
@@ -315,7 +325,9 @@ def _parent(r: Any) -> models.JobRefWithRun | None:
 async def list_jobs(request: Request) -> Response:
     query: ListQuery = LIST.parse_query(request)
     access = await access_of(request)
-    planned = JOBS.plan(query, access)
+    # (with cadence overrides, `late` judges the overridden late_at: api/lateness.py)
+    overrides = request.app.state.settings.cadence_overrides is not None
+    planned = JOBS[overrides].plan(query, access)
     async with connection(request) as conn:
         listed = await planned.read(conn)
     return json_response(

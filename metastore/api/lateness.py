@@ -11,6 +11,40 @@ import msgspec
 
 from metastore.api.models import ExpectedWrite, Lateness
 from metastore.api.visibility import mark
+from metastore.cadence_overrides import SETTING
+
+# The overrides of the read connection's session (metastore/cadence_overrides.py), NULL
+# when none are configured.
+OVERRIDES = f"nullif(current_setting('{SETTING}', true), '')::jsonb"
+CONFIGURED = f"coalesce(current_setting('{SETTING}', true), '') <> ''"
+# Each job's cadence as a read judges it (alias it): the learned one, or the first
+# override whose patterns match the job (its cadence or period, its tolerance; an `ignore`
+# leaves the job out: it has no lateness). With no overrides the lateral finds no row.
+CADENCE = f"""(SELECT c.job_id, c.namespace, c.basis, c.slots, c.last_expected,
+        c.duration_seconds, coalesce(o.cadence, c.cadence) AS cadence,
+        coalesce(o.period, c.period_seconds) AS period_seconds,
+        coalesce(o.tolerance, c.tolerance_seconds) AS tolerance_seconds,
+        x.next_expected, x.late_at,
+        CASE WHEN o.matched THEN x.late_at + make_interval(
+            secs => coalesce(o.period, c.period_seconds)) ELSE c.missed_at END AS missed_at,
+        CASE WHEN o.matched THEN 'override' ELSE 'learned' END AS source
+    FROM readmodel.job_cadence c
+    LEFT JOIN LATERAL (
+        SELECT true AS matched, v.o->>'cadence' AS cadence, (v.o->>'period')::float8 AS period,
+               (v.o->>'tolerance')::float8 AS tolerance, (v.o->>'ignore')::boolean AS ignore
+        FROM jsonb_array_elements({OVERRIDES}) WITH ORDINALITY AS v(o, i)
+        JOIN readmodel.jobs oj ON oj.id = c.job_id
+        WHERE {CONFIGURED}  -- (a one-time filter: without overrides, no job is looked up)
+          AND oj.namespace LIKE v.o->>'namespace' AND oj.name LIKE v.o->>'name'
+        ORDER BY v.i LIMIT 1) o ON true
+    CROSS JOIN LATERAL (SELECT
+        CASE WHEN o.period IS NULL THEN c.next_expected
+             ELSE c.last_expected + make_interval(secs => o.period + c.delay_seconds)
+        END AS next_expected) n
+    CROSS JOIN LATERAL (SELECT n.next_expected,
+        CASE WHEN o.matched THEN n.next_expected + make_interval(
+            secs => coalesce(o.tolerance, c.tolerance_seconds)) ELSE c.late_at END AS late_at) x
+    WHERE o.ignore IS NOT TRUE)"""
 
 _STATUS = """CASE WHEN now() >= {k}.missed_at THEN 'missed'
                   WHEN now() >= {k}.late_at THEN 'late' ELSE 'on_time' END"""
@@ -27,19 +61,33 @@ def of_job(job_id: str) -> str:
         'status', {status()}, 'cadence', k.cadence, 'basis', k.basis,
         'period_seconds', k.period_seconds, 'tolerance_seconds', k.tolerance_seconds,
         'learned_from', k.slots, 'last_expected', k.last_expected,
-        'next_expected', k.next_expected, 'late_at', k.late_at, 'missed_at', k.missed_at)::text
-    FROM readmodel.job_cadence k WHERE k.job_id = {job_id})"""
+        'next_expected', k.next_expected, 'late_at', k.late_at, 'missed_at', k.missed_at,
+        'source', k.source)::text
+    FROM {CADENCE} k WHERE k.job_id = {job_id})"""
 
 
-# `late` of /jobs: the jobs whose next run is late (or missed) now, or not.
-FILTER_LATE = (
-    "AND EXISTS (SELECT 1 FROM readmodel.job_cadence k"
-    " WHERE k.job_id = j.id AND k.late_at <= now())"
-)
-FILTER_NOT_LATE = (
-    "AND NOT EXISTS (SELECT 1 FROM readmodel.job_cadence k"
-    " WHERE k.job_id = j.id AND k.late_at <= now())"
-)
+# The jobs of namespace `namespace` (an expression) late now, rows (job_id, missed):
+# without overrides a range of the job_cadence_late index, as the learned late_at is the
+# one judged; with them each of the namespace's cadences as judged (CADENCE). (Each
+# branch's condition on the setting is a one-time filter: one of them runs.)
+def late_jobs(namespace: str) -> str:
+    return f"""(SELECT c.job_id, c.missed_at <= now() AS missed FROM readmodel.job_cadence c
+     WHERE NOT {CONFIGURED} AND c.namespace = {namespace} AND c.late_at <= now()
+   UNION ALL
+     SELECT k.job_id, k.missed_at <= now() FROM {CADENCE} k
+     WHERE {CONFIGURED} AND k.namespace = {namespace} AND k.late_at <= now())"""
+
+
+def filter_late(late: bool, overrides: bool) -> str:
+    """`late` of /jobs: only the jobs whose next run is late (or missed) now, or only the
+    others; `overrides`: whether the api has cadence overrides (else the learned late_at is
+    the one judged, and the filter is a plain probe: CADENCE's lateral per job took a count
+    of 4,000 late jobs from 2.3 to 8.5 ms)."""
+    cadence = CADENCE if overrides else "readmodel.job_cadence"
+    return (
+        f"AND {'' if late else 'NOT '}EXISTS (SELECT 1 FROM {cadence} k"
+        " WHERE k.job_id = j.id AND k.late_at <= now())"
+    )
 
 
 def expected_write(writers: str) -> str:
@@ -49,12 +97,24 @@ def expected_write(writers: str) -> str:
         'job', json_build_object('id', wj.id, 'namespace', wj.namespace, 'name', wj.name),
         'status', {status()}, 'expected_at', w.expected_at,
         'late_at', w.expected_at + (k.late_at - k.next_expected))::text
-    FROM readmodel.job_cadence k
+    FROM {CADENCE} k
     JOIN readmodel.jobs wj ON wj.id = k.job_id,
     LATERAL (SELECT k.next_expected
                     + make_interval(secs => coalesce(k.duration_seconds, 0)) AS expected_at) w
     WHERE k.job_id IN {writers}{mark("job", "wj")}
     ORDER BY w.expected_at, wj.namespace, wj.name LIMIT 1)"""
+
+
+def of_dataset(dataset_id: str) -> str:
+    """A scalar subquery: the next write (ExpectedWrite as JSON text) of dataset
+    `dataset_id` by its writers now (the jobs with an output edge to one of its names),
+    judged now (also as of T): what its page and a graph's node show alike."""
+    return expected_write(
+        f"""(SELECT e.job_id FROM readmodel.dataset_names n
+        JOIN readmodel.job_edges e ON e.namespace = n.namespace AND e.name = n.name
+         AND e.direction = 'output'
+        WHERE n.dataset_id = {dataset_id})"""
+    )
 
 
 lateness_decoder = msgspec.json.Decoder(Lateness | None)

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import EVERYTHING, Access, access_of
-from metastore.api import asof, dataset_nodes, limits, models, models_lineage, visibility
+from metastore.api import asof, dataset_nodes, lateness, limits, models, models_lineage, visibility
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -134,11 +134,13 @@ SHOWN = visibility.visible_display_name("d.id")
 # the state it had then). A dataset node's details come from dataset_nodes.py, for all the
 # graph's datasets in one statement.
 JOB_COLUMNS = f"j.job_type, j.processing_type, j.integration, {owners('j.facets')}"
+# Then its lateness, judged now (also as of T), by the job page's own fragment.
 NODE_COLUMNS = f"""{JOB_COLUMNS},
-       r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")}"""
+       r.id, r.state, r.state_time, {started("r")}, r.ended_at, {duration("r")},
+       {lateness.of_job("j.id")}"""
 NODE_JOINS = "LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id"
 NODE_COLUMNS_AS_OF = f"""{JOB_COLUMNS},
-       {asof.RUN_AT_COLUMNS}"""
+       {asof.RUN_AT_COLUMNS}, {lateness.of_job("j.id")}"""
 NODE_JOINS_AS_OF = asof.latest_run_at_joins("j.id")
 
 
@@ -366,8 +368,9 @@ LINEAGE_OP = Operation(
     "The lineage graph around a job or dataset",
     models_lineage.LineageGraph,
     tag="lineage",
-    etag_from_position=True,
+    # (no position ETag: its nodes carry lateness, which the clock moves)
     query=LineageQuery,
+    expensive=True,
     not_found=True,
     description="Jobs and datasets within `depth` jobs of `node`, following the data flow "
     "upstream, downstream or both, with the edges between them (dataset -> job: the job "
@@ -422,6 +425,7 @@ def node(
             integration=r[10],
             owners=_owners.decode(r[11]),
             latest_run=latest,
+            lateness=lateness.decode_lateness(r[18]),
             beyond=beyond,
         )
     return dataset_node(r[1], r[2], r[3], r[4], beyond, datasets[r[1]])
@@ -449,6 +453,7 @@ def dataset_node(
         lifecycle=details.lifecycle,
         owners=details.owners,
         freshness=fresh,
+        next_write=details.next_write,
         beyond=beyond,
     )
 

@@ -123,6 +123,7 @@ OP = Operation(
     models_lineage.LineageDiff,
     tag="lineage",
     query=DiffQuery,
+    expensive=True,
     not_found=True,
     description="The graph around `node` as of `from` and as of `to` (each as "
     "`/lineage?as_of=` answers it, with `direction`, `depth`, the node limit, `view` and "

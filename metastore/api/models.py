@@ -452,7 +452,7 @@ LatenessStatus = Annotated[
 
 class Lateness(Struct):
     """When a job's next run is expected, learned from its own latest runs (no configuration;
-    docs/LATENESS.md states the method and its error rates)."""
+    docs/LATENESS.md states the method and its error rates), or as an override sets it."""
 
     status: LatenessStatus
     cadence: Annotated[
@@ -477,6 +477,13 @@ class Lateness(Struct):
     next_expected: Annotated[Time, Meta(description="When its next run should start.")]
     late_at: Annotated[Time, Meta(description="When that run is late: next_expected + tolerance.")]
     missed_at: Annotated[Time, Meta(description="When it is missed: late_at + a period.")]
+    source: Annotated[
+        Literal["learned", "override"],
+        Meta(
+            description="`learned` from its runs, or `override`: a per-job override "
+            "(METASTORE_CADENCE_OVERRIDES) set its cadence or tolerance."
+        ),
+    ]
 
 
 LatenessField = Annotated[

@@ -15,9 +15,11 @@ from metastore.api import limits
 from metastore.api.breaking_models import BreakingChange
 from metastore.api.models import (
     DatasetRef,
+    ExpectedWriteField,
     FreshnessField,
     JobRef,
     LastWriteAt,
+    LatenessField,
     LatestRun,
     Lifecycle,
     NameKey,
@@ -89,6 +91,7 @@ class JobNode(Struct, tag_field="type", tag="job"):
     integration: str | None
     owners: Annotated[list[Owner], Meta(description="The owners its `ownership` job facet names.")]
     latest_run: LatestRun | None
+    lateness: LatenessField
     beyond: Beyond
 
 
@@ -106,6 +109,7 @@ class DatasetNode(Struct, tag_field="type", tag="dataset"):
     lifecycle: Lifecycle | None
     owners: Owners
     freshness: FreshnessField
+    next_write: ExpectedWriteField
     beyond: Beyond
 
 

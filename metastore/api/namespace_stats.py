@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import asof, limits, params
+from metastore.api import asof, lateness, limits, params
 from metastore.api.db import connection, row
 from metastore.api.models import JobRef, Struct, Time
 from metastore.api.operation import Operation, Resource
@@ -119,9 +119,8 @@ SELECT (SELECT count(*) FROM readmodel.jobs j
        (SELECT count(*) FROM failures),
        late.late, late.missed,
        EXISTS (SELECT 1 FROM readmodel.namespaces WHERE name = %(namespace)s)
-FROM (SELECT count(*) AS late, count(*) FILTER (WHERE k.missed_at <= now()) AS missed
-      FROM readmodel.job_cadence k
-      WHERE k.namespace = %(namespace)s AND k.late_at <= now()) late
+FROM (SELECT count(*) AS late, count(*) FILTER (WHERE k.missed) AS missed
+      FROM {lateness.late_jobs("%(namespace)s")} k) late
 """
 # As of T, the jobs first seen by then (now: all, counted from the name index alone).
 SEEN_BY = "AND j.first_seen <= %(state_at)s"

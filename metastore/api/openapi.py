@@ -288,7 +288,9 @@ _READ_UNAVAILABLE = (
     "read models are another release's while the projector rebuilds them after an upgrade "
     "or rollback (type `read-models-rebuilding`): retry after `Retry-After`; or the "
     "read ran past its time limit, METASTORE_READ_TIMEOUT (type `read-timeout`, no "
-    "Retry-After): ask for less (a smaller depth or limit, no `as_of`) or retry later."
+    "Retry-After): ask for less (a smaller depth or limit, no `as_of`) or retry later; or, "
+    "for a graph, impact, diff, search or `as_of` read, their share of the read "
+    "connections and its queue are full (type `reads-busy`): retry after `Retry-After`."
 )
 _INGESTED = {"type": "object", "properties": {"status": {"const": "success"}}}
 # Probes and scrapers are configured by others and filter nothing: parameters are ignored.

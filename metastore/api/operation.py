@@ -52,6 +52,9 @@ class Operation:
     # alone (not of the clock): its ETag is made from the read models' position, and an
     # unchanged answer's 304 reads no read model (api/read_position.py).
     etag_from_position: bool = False
+    # a graph walk or search: takes a slot of the read pool's expensive share (api/bulkhead.py),
+    # as every request with `as_of` does
+    expensive: bool = False
 
     def parse_query(self, request: Request) -> Any:
         given: dict[str, str] = {}
@@ -93,7 +96,11 @@ class Operation:
                 unchanged = await read_position.not_modified(request)
                 if unchanged is not None:
                     return unchanged
-            return await handler(request)
+            bulkhead = getattr(request.app.state, "bulkhead", None)
+            if bulkhead is None or not (self.expensive or "as_of" in request.query_params):
+                return await handler(request)
+            async with bulkhead.slot(self.path):
+                return await handler(request)
 
         return Route(self.path, checked, methods=[self.method], name=self.operation_id)
 

@@ -217,8 +217,9 @@ OP = Operation(
     "Run-level lineage: which runs produced what a run read",
     models_lineage.RunLineage,
     tag="lineage",
-    etag_from_position=True,
+    # (no position ETag: its nodes carry lateness, which the clock moves)
     query=RunLineageQuery,
+    expensive=True,
     not_found=True,
     description="Upstream, for each dataset `run_id` read, the run that last wrote it "
     "before `run_id` started (its latest successful write at or before that start), and so "

@@ -317,6 +317,7 @@ SEARCH_OP = Operation(
     tag="search",
     etag_from_position=True,
     query=SearchQuery,
+    expensive=True,
     description="Jobs, datasets and namespaces whose name contains `q` "
     "(case-insensitive), ranked: exact names, then names starting with `q`, then the rest, "
     "each by the name that matched (lowercase, in byte order). A dataset matches on any of "

@@ -144,6 +144,7 @@ def test_resources_rendered(default_manifests: list[Manifest], all_on_manifests:
             "ConfigMap",
             "ConfigMap",  # the named tokens' file
             "ConfigMap",  # the authorization policy
+            "ConfigMap",  # the cadence overrides
             "Deployment",
             "Deployment",
             "HorizontalPodAutoscaler",
@@ -930,6 +931,26 @@ def test_one_role_for_everything_by_default(default_manifests: list[Manifest]) -
 # the catalog map
 
 
+def _reads_the_config_map(
+    pod: dict[str, Any], variable: str, volume_name: str, config_map: Manifest
+) -> None:
+    """The pod's container reads the file `variable` names from `config_map`, read-only."""
+    (container,) = pod["spec"]["containers"]
+    path = env_of(container)[variable]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume_name]
+    (key,) = config_map["data"]
+    assert mount["readOnly"] is True and path == f"{mount['mountPath']}/{key}"
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == volume_name]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+
+
+def _checksum(helm: str, deployment: str, annotation: str, *sets: str) -> str:
+    """The pod annotation `annotation` of `deployment` rendered with values `sets`."""
+    ms = template(helm, *(x for v in sets for x in ("--set", v)))
+    pod = one(ms, "Deployment", deployment)["spec"]["template"]
+    return str(pod["metadata"]["annotations"][annotation])
+
+
 def test_the_catalog_map_is_a_configmap_the_projector_reads(
     all_on_manifests: list[Manifest],
 ) -> None:
@@ -947,12 +968,7 @@ def test_the_catalog_map_is_a_configmap_the_projector_reads(
         ),
     ]
     projector = one(all_on_manifests, "Deployment", "-projector")["spec"]["template"]
-    (container,) = projector["spec"]["containers"]
-    path = env_of(container)["METASTORE_CATALOGS_FILE"]
-    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "catalogs"]
-    assert mount["readOnly"] is True and path == mount["mountPath"] + "/catalogs.yaml"
-    (volume,) = [v for v in projector["spec"]["volumes"] if v["name"] == "catalogs"]
-    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    _reads_the_config_map(projector, "METASTORE_CATALOGS_FILE", "catalogs", config_map)
     # a changed map rolls the projector, which then re-derives the datasets
     assert "checksum/catalogs" in projector["metadata"]["annotations"]
     (api,) = one(all_on_manifests, "Deployment", "-api")["spec"]["template"]["spec"]["containers"]
@@ -970,16 +986,66 @@ def test_no_catalog_map_by_default(default_manifests: list[Manifest]) -> None:
 
 def test_a_changed_catalog_map_changes_the_projectors_pod_template(helm: str) -> None:
     def annotation(metastore: str) -> str:
-        ms = template(
+        return _checksum(
             helm,
-            "--set", "catalogs[0].engine=trino://t:8443",
-            "--set", "catalogs[0].catalog=lakehouse",
-            "--set", f"catalogs[0].metastore={metastore}",
-        )  # fmt: skip
-        pod = one(ms, "Deployment", "-projector")["spec"]["template"]
-        return str(pod["metadata"]["annotations"]["checksum/catalogs"])
+            "-projector",
+            "checksum/catalogs",
+            "catalogs[0].engine=trino://t:8443",
+            "catalogs[0].catalog=lakehouse",
+            f"catalogs[0].metastore={metastore}",
+        )
 
     assert annotation("hive://a:9083") != annotation("hive://b:9083")
+
+
+# --------------------------------------------------------------------------------------
+# cadence overrides
+
+
+def test_cadence_overrides_are_a_configmap_the_api_reads(
+    all_on_manifests: list[Manifest],
+) -> None:
+    from metastore.cadence_overrides import parse
+
+    config_map = one(all_on_manifests, "ConfigMap", "-cadence-overrides")
+    compiled = parse(config_map["data"]["overrides.json"], "overrides.json")  # as the api
+    assert compiled is not None
+    assert [
+        (o["namespace"], o["name"], o["cadence"], o["period"], o["tolerance"], o["ignore"])
+        for o in json.loads(compiled)
+    ] == [
+        ("airflow://prod", "nightly\\_%", "daily", 86400, 7200, False),
+        ("airflow://%", "legacy\\__", None, None, None, True),
+        ("spark://etl", "compaction", "regular", 21600, None, False),
+    ]
+    api = one(all_on_manifests, "Deployment", "-api")["spec"]["template"]
+    _reads_the_config_map(api, "METASTORE_CADENCE_OVERRIDES", "cadence-overrides", config_map)
+    assert "checksum/cadence-overrides" in api["metadata"]["annotations"]
+    projector = one(all_on_manifests, "Deployment", "-projector")["spec"]["template"]
+    assert "METASTORE_CADENCE_OVERRIDES" not in env_of(projector["spec"]["containers"][0])
+
+
+def test_no_cadence_overrides_by_default(default_manifests: list[Manifest]) -> None:
+    api = one(default_manifests, "Deployment", "-api")["spec"]["template"]
+    assert "METASTORE_CADENCE_OVERRIDES" not in env_of(api["spec"]["containers"][0])
+    assert "checksum/cadence-overrides" not in api["metadata"]["annotations"]
+
+
+def test_a_changed_cadence_override_rolls_the_api_and_a_wrong_one_is_refused(helm: str) -> None:
+    entry = ("cadenceOverrides[0].namespace=airflow://prod", "cadenceOverrides[0].name=nightly")
+    checksums = {
+        _checksum(helm, "-api", "checksum/cadence-overrides", *entry, f"{tolerance}={seconds}")
+        for tolerance in ["cadenceOverrides[0].toleranceSeconds"]
+        for seconds in (600, 900)
+    }
+    assert len(checksums) == 2
+    refused = run_helm(
+        helm, "template", RELEASE, str(CHART),
+        "--set", "cadenceOverrides[0].namespace=a",
+        "--set", "cadenceOverrides[0].name=b",
+        "--set", "cadenceOverrides[0].cadence=monthly",
+    )  # fmt: skip
+    assert refused.returncode != 0 and "cadence" in refused.stderr
 
 
 def test_catalog_discovery_reads_the_trino_catalogs_with_a_read_only_role(

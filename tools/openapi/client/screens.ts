@@ -82,6 +82,7 @@ function advice(problem: Problem): string {
     case "https://stackable.tech/metastore/problems/issuer-unavailable":
     case "https://stackable.tech/metastore/problems/authorization-unavailable":
     case "https://stackable.tech/metastore/problems/read-models-rebuilding":
+    case "https://stackable.tech/metastore/problems/reads-busy":
     case "https://stackable.tech/metastore/problems/internal":
       return "retry later";
     case "https://stackable.tech/metastore/problems/read-timeout":
