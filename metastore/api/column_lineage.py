@@ -415,6 +415,9 @@ async def walk_fields(
         ordinal = {name: i for i, name in enumerate(lookups, 1)}
         fields = [(ordinal[n], f) for d, f in frontier if f is not None for n in names[d]]
         cap = limits.VISIT_LIMIT - walk.visited
+        # Index probes whatever the statistics: on a small column_lineage_runs the planner
+        # hashed the whole table against the level's names (a scan per level once it grows).
+        await conn.execute("SET LOCAL enable_seqscan = off")
         reports = await rows(
             conn,
             LEVELS[(direction, window[0])],
@@ -427,6 +430,7 @@ async def walk_fields(
                 "since": window[1],
             },
         )
+        await conn.execute("SET LOCAL enable_seqscan = on")
         asked: dict[int, set[str]] | None = None  # (None: every field)
         if not (level == 1 and every_field):
             asked = {}
