@@ -134,3 +134,29 @@ def test_an_unchanged_answer_is_a_304_without_reading_the_read_models(
         assert waited.status_code == 503, waited.text
         locker.rollback()
     assert client.get("/api/v1" + path, headers={"If-None-Match": tag}).status_code == 304
+
+
+def test_a_conditional_get_of_a_malformed_request_is_its_400_not_a_304(
+    service: tuple[httpx.Client, str],
+) -> None:
+    """A tag that matches, or `*`, never stands for a request the handler would refuse (the
+    position's 304 was answered before the parameters were checked: schemathesis found it)."""
+    client, _ = service
+    first = client.get("/api/v1/namespaces")
+    tag = first.headers["etag"]
+    for headers in ({"If-None-Match": tag}, {"If-None-Match": "*"}):
+        bad = client.get(
+            "/api/v1/namespaces", params={"cursor": "\x1b not a cursor"}, headers=headers
+        )
+        assert bad.status_code == 400, bad.text
+        assert [p["name"] for p in bad.json()["invalid-params"]] == ["cursor"]
+        deep = client.get(
+            f"/api/v1/datasets/{uuid.uuid4()}/column-lineage",
+            params=[("depth", "1"), ("depth", "2")],
+            headers=headers,
+        )
+        assert deep.status_code == 400, deep.text
+    unknown = client.get(
+        f"/api/v1/datasets/{uuid.uuid4()}/column-lineage", headers={"If-None-Match": "*"}
+    )
+    assert unknown.status_code == 404, unknown.text

@@ -93,6 +93,10 @@ class Operation:
         async def checked(request: Request) -> Response:
             self.check_names(request)
             if self.etag_from_position:
+                # (what the handler would refuse is refused first: a 304 never answers a
+                # malformed request)
+                self.parse_query(request)
+                self.parse_path(request)
                 unchanged = await read_position.not_modified(request)
                 if unchanged is not None:
                     return unchanged

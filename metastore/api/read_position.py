@@ -70,6 +70,7 @@ async def not_modified(request: Request) -> Response | None:
     etag = 'W/"p' + digest.hexdigest() + '"'
     request.scope[ETAG_KEY] = etag
     if_none_match = request.headers.get("if-none-match")
-    if if_none_match is not None and matches(if_none_match, etag):
+    # (`*` matches any current answer, and an unknown id has none: the handler decides)
+    if if_none_match is not None and if_none_match.strip() != "*" and matches(if_none_match, etag):
         return Response(status_code=304, headers={"ETag": etag, "Cache-Control": "no-cache"})
     return None
