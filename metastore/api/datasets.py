@@ -588,25 +588,21 @@ READERS_SCHEMAS = both(READER_SCHEMAS)
 EMBEDDED = limits.EMBEDDED_PAGE
 
 
-class ListQuery(msgspec.Struct, frozen=True):
+class ListQuery(params.Paged, frozen=True):
     namespace: params.NamespaceName = None
     name: params.ExactName = None
     q: params.Substring = None
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
 class DatasetPath(msgspec.Struct, frozen=True):
     dataset_id: uuid.UUID
 
 
-class PageQuery(msgspec.Struct, frozen=True):
+class PageQuery(params.Paged, frozen=True):
     as_of: asof.AsOf = None
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
-class RunsQuery(msgspec.Struct, frozen=True):
+class RunsQuery(params.Paged, frozen=True):
     as_of: asof.AsOf = None
     role: Annotated[
         Literal["input", "output"] | None,
@@ -623,12 +619,9 @@ class RunsQuery(msgspec.Struct, frozen=True):
             "(the order of the dataset page's embedded `runs`)."
         ),
     ] = "started"
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
-class DatasetQuery(msgspec.Struct, frozen=True):
-    as_of: asof.AsOf = None
+DatasetQuery = asof.AsOfQuery
 
 
 LIST = Operation(

@@ -73,7 +73,7 @@ JOBS_INPUTS = visibility.both(
 )
 
 
-class ImpactQuery(msgspec.Struct, frozen=True):
+class ImpactQuery(asof.AsOfViewed, frozen=True):
     node: Annotated[
         str,
         Meta(
@@ -91,9 +91,6 @@ class ImpactQuery(msgspec.Struct, frozen=True):
         int,
         Meta(ge=1, le=lineage.NODE_LIMIT, description="Node limit; past it `truncated` is set."),
     ] = lineage.NODE_LIMIT
-    as_of: asof.AsOf = None
-    view: asof.View = "latest"
-    since: asof.Since = None
 
 
 OP = Operation(

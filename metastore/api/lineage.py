@@ -330,7 +330,7 @@ NODE_PATTERN = (
 )
 
 
-class LineageQuery(msgspec.Struct, frozen=True):
+class LineageQuery(asof.AsOfViewed, frozen=True):
     node: Annotated[
         str,
         Meta(
@@ -343,9 +343,6 @@ class LineageQuery(msgspec.Struct, frozen=True):
     max_nodes: Annotated[
         int, Meta(ge=1, le=NODE_LIMIT, description="Node limit; past it `truncated` is set.")
     ] = NODE_LIMIT
-    as_of: asof.AsOf = None
-    view: asof.View = "latest"
-    since: asof.Since = None
 
 
 # How every graph answer treats what its reader may not see (the `/lineage`, `/impact`,

@@ -74,7 +74,7 @@ SCHEMA_CHANGES_BY_SHAPE = {
 }
 
 
-class DiffQuery(msgspec.Struct, frozen=True):
+class DiffQuery(asof.Viewed, frozen=True):
     node: Annotated[
         str,
         Meta(
@@ -111,8 +111,6 @@ class DiffQuery(msgspec.Struct, frozen=True):
             description="Node limit of each graph; past it `truncated` is set.",
         ),
     ] = lineage.NODE_LIMIT
-    view: asof.View = "latest"
-    since: asof.Since = None
 
 
 OP = Operation(

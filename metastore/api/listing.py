@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import AsyncConnection
+from starlette.requests import Request
 
 from metastore.access import Access
-from metastore.api.db import rows
+from metastore.api.db import connection, rows
 from metastore.api.pagination import bound_kind, decode_cursor, page, total
 from metastore.api.visibility import for_access
 
@@ -137,6 +138,13 @@ class Listing:
             filters.append(sort.after)
         sql = self.select(query, restricted, "\n  ".join(filters), sort.order)
         return Planned(self, query, sql, counted, args, kind, sort)
+
+    async def read(self, request: Request, query: Any, access: Access) -> Listed:
+        """The page `query` asks for, as `access` sees it, on a read connection of its own
+        (taken once the statements are planned, so a bad cursor takes none)."""
+        planned = self.plan(query, access)
+        async with connection(request) as conn:
+            return await planned.read(conn)
 
 
 @dataclass(frozen=True)
