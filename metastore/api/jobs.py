@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import Access, access_of
-from metastore.api import asof, facets, lateness, models, models_jobs, params
+from metastore.api import about, asof, facets, lateness, models, models_jobs, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.listing import Filter, Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
@@ -318,11 +318,9 @@ def _parent(r: Any) -> models.JobRefWithRun | None:
 
 @resource.add(LIST)
 async def list_jobs(request: Request) -> Response:
-    query: ListQuery = LIST.parse_query(request)
-    access = await access_of(request)
     # (with cadence overrides, `late` judges the overridden late_at: api/lateness.py)
     overrides = request.app.state.settings.cadence_overrides is not None
-    listed = await JOBS[overrides].read(request, query, access)
+    listed = await JOBS[overrides].serve(request, LIST)
     return json_response(
         request,
         models_jobs.JobPage(
@@ -345,8 +343,6 @@ async def list_jobs(request: Request) -> Response:
 
 _refs = msgspec.json.Decoder(list[models.JobRefWithRun])
 _datasets = msgspec.json.Decoder(list[models.DatasetRef])
-_owners = msgspec.json.Decoder(list[models.Owner])
-_tags = msgspec.json.Decoder(list[models.Tag])
 
 
 @resource.add(GET)
@@ -376,9 +372,7 @@ async def get_job(request: Request) -> Response:
             input_count=r[18],
             outputs=_datasets.decode(r[19]),
             output_count=r[20],
-            description=r[21],
-            owners=_owners.decode(r[22]),
-            tags=_tags.decode(r[23]),
+            **about.decode(r, 21),
             run_count=r[24],
             child_count=r[25],
             lateness=lateness.decode_lateness(r[26]),

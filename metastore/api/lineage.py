@@ -27,7 +27,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import EVERYTHING, Access, access_of
-from metastore.api import asof, dataset_nodes, lateness, limits, models, models_lineage, visibility
+from metastore.api import (
+    about,
+    asof,
+    dataset_nodes,
+    lateness,
+    limits,
+    models,
+    models_lineage,
+    visibility,
+)
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -388,7 +397,6 @@ LINEAGE_OP = Operation(
 )
 resource = Resource()
 LineageNode = models_lineage.JobNode | models_lineage.DatasetNode
-_owners = msgspec.json.Decoder(list[models.Owner])
 
 
 def _key(kind: str, id_: uuid.UUID) -> str:
@@ -420,7 +428,7 @@ def node(
             job_type=r[8],
             processing_type=r[9],
             integration=r[10],
-            owners=_owners.decode(r[11]),
+            owners=about.OWNERS.decode(r[11]),
             latest_run=latest,
             lateness=lateness.decode_lateness(r[18]),
             beyond=beyond,

@@ -21,8 +21,9 @@ from typing import Any
 from psycopg import AsyncConnection
 from starlette.requests import Request
 
-from metastore.access import Access
+from metastore.access import Access, access_of
 from metastore.api.db import connection, rows
+from metastore.api.operation import Operation
 from metastore.api.pagination import bound_kind, decode_cursor, page, total
 from metastore.api.visibility import for_access
 
@@ -139,10 +140,12 @@ class Listing:
         sql = self.select(query, restricted, "\n  ".join(filters), sort.order)
         return Planned(self, query, sql, counted, args, kind, sort)
 
-    async def read(self, request: Request, query: Any, access: Access) -> Listed:
-        """The page `query` asks for, as `access` sees it, on a read connection of its own
-        (taken once the statements are planned, so a bad cursor takes none)."""
-        planned = self.plan(query, access)
+    async def serve(self, request: Request, op: Operation) -> Listed:
+        """The page the query of `op` asks for, as the caller may see it (its Access is kept
+        on the request), on a read connection of its own (taken once the statements are
+        planned, so a bad cursor takes none)."""
+        query = op.parse_query(request)
+        planned = self.plan(query, await access_of(request))
         async with connection(request) as conn:
             return await planned.read(conn)
 

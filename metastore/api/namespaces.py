@@ -9,7 +9,6 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.access import access_of
 from metastore.api import models_namespaces, params
 from metastore.api.listing import Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
@@ -72,9 +71,7 @@ resource = Resource()
 
 @resource.add(LIST)
 async def list_namespaces(request: Request) -> Response:
-    query: ListQuery = LIST.parse_query(request)
-    access = await access_of(request)
-    listed = await NAMESPACES.read(request, query, access)
+    listed = await NAMESPACES.serve(request, LIST)
     return json_response(
         request,
         models_namespaces.NamespacePage(

@@ -323,9 +323,8 @@ def _summary(r: Any, access: Access) -> dict[str, Any]:
 
 @resource.add(LIST)
 async def list_runs(request: Request) -> Response:
-    query: ListQuery = LIST.parse_query(request)
-    access = await access_of(request)
-    listed = await RUNS.read(request, query, access)
+    listed = await RUNS.serve(request, LIST)
+    access = await access_of(request)  # (as the list decided it)
     return json_response(
         request,
         models_runs.RunPage(
