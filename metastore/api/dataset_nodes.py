@@ -28,7 +28,7 @@ import msgspec
 from psycopg import AsyncConnection
 
 from metastore.access import EVERYTHING, Access
-from metastore.api import about, asof, lateness, limits, models, visibility
+from metastore.api import asof, lateness, limits, models, visibility
 from metastore.api.db import rows
 from metastore.api.sqlparts import dataset_type, lifecycle, lifecycle_now, owners
 
@@ -280,6 +280,7 @@ def statement(as_of: dt.datetime | None, restricted: bool = False) -> str:
     return STATEMENT_NOW if as_of is None else STATEMENT_AS_OF
 
 
+_owners = msgspec.json.Decoder(list[models.Owner])
 _lifecycle = msgspec.json.Decoder(models.Lifecycle)
 
 
@@ -339,7 +340,7 @@ def build(found: list[Any]) -> Found:
             name_count=r[12] or 0,
             dataset_type=r[15],
             lifecycle=_lifecycle.decode(r[16]) if r[16] is not None else None,
-            owners=about.OWNERS.decode(r[17]),
+            owners=_owners.decode(r[17]),
             freshness=_freshness(
                 writes.get(dataset), attempts.get(dataset), reasons.get(dataset, [])
             ),

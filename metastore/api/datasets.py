@@ -19,7 +19,6 @@ from starlette.responses import Response
 
 from metastore.access import Access, access_of
 from metastore.api import (
-    about,
     asof,
     dataset_nodes,
     facets,
@@ -710,6 +709,8 @@ _name = msgspec.json.Decoder(models_datasets.DatasetName)
 _names = msgspec.json.Decoder(list[models_datasets.DatasetName])
 _writers = msgspec.json.Decoder(list[models_datasets.DatasetWriter])
 _readers = msgspec.json.Decoder(list[models_datasets.DatasetReader])
+_owners = msgspec.json.Decoder(list[models.Owner])
+_tags = msgspec.json.Decoder(list[models.Tag])
 _run_ref = msgspec.json.Decoder(models.RunRef | None)
 _lifecycle = msgspec.json.Decoder(models.Lifecycle)
 
@@ -953,7 +954,9 @@ async def get_dataset(request: Request) -> Response:
             producer_count=r[17],
             consumers=_readers.decode(r[9]),
             consumer_count=r[18],
-            **about.decode(r, 10),
+            description=r[10],
+            owners=_owners.decode(r[11]),
+            tags=_tags.decode(r[12]),
             dataset_type=r[13],
             lifecycle=lifecycle,
             last_write_at=fresh.last_write.at if fresh.last_write else None,

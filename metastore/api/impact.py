@@ -156,12 +156,10 @@ async def get_impact(request: Request) -> Response:
             start,
             up=False,
             down=True,
-            depth=query.depth,
-            max_nodes=query.max_nodes,
             as_of=query.as_of,
             run_outputs=outputs,
-            window=asof.window(query.view, query.since),
             access=access,
+            **lineage.bounds(query),
         )
         if kind == "dataset":  # (its freshness is the start node's)
             node = graph.nodes[0]

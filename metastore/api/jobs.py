@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import Access, access_of
-from metastore.api import about, asof, facets, lateness, models, models_jobs, params
+from metastore.api import asof, facets, lateness, models, models_jobs, params
 from metastore.api.db import connection, not_found, row, rows
 from metastore.api.listing import Filter, Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
@@ -343,6 +343,8 @@ async def list_jobs(request: Request) -> Response:
 
 _refs = msgspec.json.Decoder(list[models.JobRefWithRun])
 _datasets = msgspec.json.Decoder(list[models.DatasetRef])
+_owners = msgspec.json.Decoder(list[models.Owner])
+_tags = msgspec.json.Decoder(list[models.Tag])
 
 
 @resource.add(GET)
@@ -372,7 +374,9 @@ async def get_job(request: Request) -> Response:
             input_count=r[18],
             outputs=_datasets.decode(r[19]),
             output_count=r[20],
-            **about.decode(r, 21),
+            description=r[21],
+            owners=_owners.decode(r[22]),
+            tags=_tags.decode(r[23]),
             run_count=r[24],
             child_count=r[25],
             lateness=lateness.decode_lateness(r[26]),

@@ -27,16 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import EVERYTHING, Access, access_of
-from metastore.api import (
-    about,
-    asof,
-    dataset_nodes,
-    lateness,
-    limits,
-    models,
-    models_lineage,
-    visibility,
-)
+from metastore.api import asof, dataset_nodes, lateness, limits, models, models_lineage, visibility
 from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -397,6 +388,7 @@ LINEAGE_OP = Operation(
 )
 resource = Resource()
 LineageNode = models_lineage.JobNode | models_lineage.DatasetNode
+_owners = msgspec.json.Decoder(list[models.Owner])
 
 
 def _key(kind: str, id_: uuid.UUID) -> str:
@@ -428,7 +420,7 @@ def node(
             job_type=r[8],
             processing_type=r[9],
             integration=r[10],
-            owners=about.OWNERS.decode(r[11]),
+            owners=_owners.decode(r[11]),
             latest_run=latest,
             lateness=lateness.decode_lateness(r[18]),
             beyond=beyond,
@@ -661,6 +653,16 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models_lineag
     return models_lineage.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
 
 
+def bounds(query: Any) -> dict[str, Any]:
+    """walk_rows's `depth`, `max_nodes` and `window` as a graph read's query gives them (its
+    `depth`, `max_nodes`, `view` and `since`)."""
+    return {
+        "depth": query.depth,
+        "max_nodes": query.max_nodes,
+        "window": asof.window(query.view, query.since),
+    }
+
+
 async def walk(
     conn: AsyncConnection[Any], kind: str, start: uuid.UUID, **how: Any
 ) -> models_lineage.LineageGraph:
@@ -681,10 +683,8 @@ async def get_lineage(request: Request) -> Response:
             start,
             up=query.direction != "downstream",
             down=query.direction != "upstream",
-            depth=query.depth,
-            max_nodes=query.max_nodes,
             as_of=query.as_of,
-            window=asof.window(query.view, query.since),
             access=access,
+            **bounds(query),
         )
     return json_response(request, graph)

@@ -271,12 +271,10 @@ async def get_lineage_diff(request: Request) -> Response:
             start,
             up=up,
             down=down,
-            depth=query.depth,
-            max_nodes=query.max_nodes,
             as_of=moment,
             details=False,
-            window=window,
             access=access,
+            **lineage.bounds(query),
         )
 
     async with connection(request) as conn:
