@@ -1,6 +1,7 @@
 """One way to serve a list: a resource declares its filters, sorts and total once;
 `Listing.plan` checks the cursor and builds the statements (before a connection is
-taken, as every bad parameter is refused), and `Planned.read` runs them, pages and totals.
+taken, as every bad parameter is refused), and `Planned.read` runs them, pages and totals;
+`Listing.serve` does both for a list operation's handler.
 
 A declaration names, per query parameter, the SQL fragment it adds (`Filter`), per `sort`
 the order, the cursor's condition and key (`Sort`), the visibility fragment of a
@@ -9,7 +10,7 @@ with `{filters}` and `{order}`, and a count_capped statement formatted with `{fi
 (the list's filters without the cursor). The query parameters themselves are validated
 by the operation's query struct (api/operation.py: a 400 naming the parameter), the
 cursor here (api/pagination.py: a 400 naming `cursor`). Adding a filter is one `Filter`;
-adding a list, one `Listing` and the handler that turns its rows into items.
+adding a list, one `Listing` and the handler that turns the rows `serve` reads into items.
 """
 
 from __future__ import annotations
