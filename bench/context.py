@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import loadgen
 from bench.harness import memory_kib
-from bench.report import Row
+from bench.report import Row, p95_rows
 from bench.sizes import Sizes
 
 
@@ -29,6 +31,18 @@ class Context:
 
     def say(self, message: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def p95_figures(
+    group: str, figures: tuple[str, ...], target_ms: float
+) -> Callable[[Context], list[Row]]:
+    """The `rows` of a group of reads timed by the asyncio client (bench/loadgen.py): one
+    `<figure> p95, ms` row a figure, each with the target `< target_ms`."""
+
+    def rows(ctx: Context) -> list[Row]:
+        return p95_rows(ctx.command(group), loadgen.ASYNCIO_CLIENT, figures, target_ms)
+
+    return rows
 
 
 class RssSampler:

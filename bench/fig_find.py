@@ -24,10 +24,10 @@ import msgspec
 import psycopg
 
 from bench import loadgen, search_store
-from bench.context import Context
+from bench.context import Context, p95_figures
 from bench.fig_search import NAMES, terms
 from bench.harness import cluster, metastore
-from bench.report import Row, now, p95_rows
+from bench.report import Row, now
 
 GROUP = "search"
 TARGET_MS = 25
@@ -40,8 +40,7 @@ FIGURES = (
 )
 
 
-def rows(ctx: Context) -> list[Row]:
-    return p95_rows(ctx.command(GROUP), loadgen.ASYNCIO_CLIENT, FIGURES, TARGET_MS)
+rows = p95_figures(GROUP, FIGURES, TARGET_MS)
 
 
 def _q(q: str) -> str:

@@ -16,9 +16,9 @@ import urllib.parse
 import psycopg
 
 from bench import loadgen
-from bench.context import Context
+from bench.context import Context, p95_figures
 from bench.harness import Service
-from bench.report import Row, now, p95_rows
+from bench.report import Row, now
 
 GROUP = "log"
 FIGURES = (
@@ -29,8 +29,7 @@ FIGURES = (
 )
 
 
-def rows(ctx: Context) -> list[Row]:
-    return p95_rows(ctx.command(GROUP), loadgen.ASYNCIO_CLIENT, FIGURES, 25)
+rows = p95_figures(GROUP, FIGURES, 25)
 
 
 def _q(path: str, **params: str) -> str:

@@ -15,9 +15,9 @@ import msgspec
 import psycopg
 
 from bench import loadgen
-from bench.context import Context
+from bench.context import Context, p95_figures
 from bench.harness import Service
-from bench.report import Row, now, p95_rows
+from bench.report import Row, now
 
 GROUP = "log"
 
@@ -38,13 +38,7 @@ def next_page(session: loadgen.Session, path: str, body: bytes) -> float | None:
     return ms
 
 
-def rows(ctx: Context) -> list[Row]:
-    return p95_rows(
-        ctx.command(GROUP),
-        loadgen.ASYNCIO_CLIENT,
-        ("list jobs", "list runs", "list datasets", "lookup by exact name"),
-        10,
-    )
+rows = p95_figures(GROUP, ("list jobs", "list runs", "list datasets", "lookup by exact name"), 10)
 
 
 def _q(path: str, **params: str) -> str:

@@ -6,19 +6,19 @@ The events go into the log the way ingest puts them there, the real projector fo
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
+import pytest
 from psycopg import sql
 
 from projections.runner import catch_up
 from tests.logdata import append
-from tests.support import all_scenario_events, running
+from tests.support import access_env, all_scenario_events, bearer_clients, running
 
 
 @contextmanager
@@ -60,30 +60,34 @@ def policy_clients(
 ) -> Iterator[dict[str, httpx.Client]]:
     """A client of /api/v1 for each of `users` (name: groups), each with a read token of its
     own, over an API with METASTORE_POLICY_FILE `policy` and the folded `events`."""
-    tokens = [
-        {"name": user, "scopes": ["read"], "token": f"token-of-{user}", "groups": groups}
-        for user, groups in users.items()
-    ]
-    (folder / "tokens.json").write_text(json.dumps(tokens))
-    (folder / "policy.json").write_text(json.dumps(policy))
-    env = {
-        "METASTORE_TOKENS_FILE": str(folder / "tokens.json"),
-        "METASTORE_POLICY_FILE": str(folder / "policy.json"),
-    }
+    env = access_env(folder, policy, users, ["read"], "token-of-")
     with scenario_api(pg_server, template_db, folder, events, env=env) as (url, _):
-        made = {
-            user: httpx.Client(
-                base_url=url + "/api/v1",
-                headers={"Authorization": f"Bearer token-of-{user}"},
-                timeout=30,
-            )
-            for user in users
-        }
+        made = bearer_clients(url + "/api/v1", users, "token-of-")
         try:
             yield made
         finally:
             for client in made.values():
                 client.close()
+
+
+def policy_clients_fixture(
+    folder_name: str,
+    events: Callable[[], list[dict[str, Any]]],
+    users: dict[str, list[str]],
+    policy: dict[str, Any],
+) -> Any:
+    """A module's `clients` fixture: `policy_clients` over `events()`, in a folder of its own
+    named after `folder_name`."""
+
+    @pytest.fixture(scope="module")
+    def clients(
+        pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[dict[str, httpx.Client]]:
+        folder = tmp_path_factory.mktemp(folder_name)
+        with policy_clients(pg_server, template_db, folder, events(), users, policy) as made:
+            yield made
+
+    return clients
 
 
 @contextmanager

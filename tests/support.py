@@ -263,6 +263,59 @@ class Api:
         return item["id"]  # type: ignore[no-any-return]
 
 
+def access_env(
+    folder: Path,
+    policy: dict[str, Any],
+    users: Mapping[str, list[str]],
+    scopes: list[str],
+    token_prefix: str,
+) -> dict[str, str]:
+    """Writes `policy` and a token per user (`<token_prefix><name>`, with its groups and
+    `scopes`) into `folder`; the env that points an API at them."""
+    tokens = [
+        {"name": name, "scopes": scopes, "token": f"{token_prefix}{name}", "groups": groups}
+        for name, groups in users.items()
+    ]
+    (folder / "tokens.json").write_text(json.dumps(tokens))
+    (folder / "policy.json").write_text(json.dumps(policy))
+    return {
+        "METASTORE_TOKENS_FILE": str(folder / "tokens.json"),
+        "METASTORE_POLICY_FILE": str(folder / "policy.json"),
+    }
+
+
+def bearer_clients(
+    base_url: str, users: Mapping[str, Any], token_prefix: str
+) -> dict[str, httpx.Client]:
+    """A client of `base_url` per user, with its token (see access_env)."""
+    return {
+        name: httpx.Client(
+            base_url=base_url,
+            timeout=30,
+            headers={"Authorization": f"Bearer {token_prefix}{name}"},
+        )
+        for name in users
+    }
+
+
+def every_page(
+    client: httpx.Client, path: str, **params: Any
+) -> tuple[list[dict[str, Any]], list[tuple[int, bool]]]:
+    """Every item of the list at `path`, page by page, and each page's
+    (total, total_is_exact)."""
+    items: list[dict[str, Any]] = []
+    totals = []
+    while True:
+        answer = client.get(path, params=params)
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        items += page["items"]
+        totals.append((page["total"], page["total_is_exact"]))
+        if page["next_cursor"] is None:
+            return items, totals
+        params = {**params, "cursor": page["next_cursor"]}
+
+
 def wait_until_folded(
     client: httpx.Client, headers: Mapping[str, str] | None = None, timeout: float = 30
 ) -> None:
@@ -493,6 +546,14 @@ AUTO_EXPLAIN = (
     ("auto_explain.log_timing", "off"),
     ("auto_explain.log_format", "json"),
 )
+
+
+def server_log(pg_server: Any) -> Path:
+    """The log file of the suite's own PostgreSQL (a test that reads it is skipped on a
+    server of another)."""
+    if pg_server.embedded is None:
+        pytest.skip("reads the server log of the suite's own PostgreSQL")
+    return pg_server.embedded.logfile  # type: ignore[no-any-return]
 
 
 @contextmanager

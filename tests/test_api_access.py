@@ -11,13 +11,11 @@ reads a table only finance may see.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.apiserver import policy_clients
+from tests.apiserver import policy_clients_fixture
 from tests.support import run_event
 
 SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark"
@@ -109,13 +107,7 @@ FINANCE_NAMESPACES = ["trino-finance", "trino://finance"]
 ALL_NAMESPACES = sorted(SALES_NAMESPACES + FINANCE_NAMESPACES)
 
 
-@pytest.fixture(scope="module")
-def clients(
-    pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, httpx.Client]]:
-    folder = tmp_path_factory.mktemp("access")
-    with policy_clients(pg_server, template_db, folder, events(), USERS, POLICY) as made:
-        yield made
+clients = policy_clients_fixture("access", events, USERS, POLICY)
 
 
 def get(client: httpx.Client, path: str, **params: Any) -> Any:

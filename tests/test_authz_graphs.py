@@ -23,6 +23,8 @@ import pytest
 from tests.support import (
     BRIEF_CATALOGS,
     TRINO,
+    access_env,
+    bearer_clients,
     catalogs_env,
     open_service,
     run_event,
@@ -141,24 +143,12 @@ def users(
 ) -> Iterator[dict[str, httpx.Client]]:
     """A client per principal of the running service, after the three teams' events."""
     log_dir = tmp_path_factory.mktemp("authz-graphs")
-    (log_dir / "policy.json").write_text(json.dumps(POLICY))
-    tokens = [
-        {"name": name, "scopes": ["ingest", "read", "export"], "token": f"t-{name}", "groups": g}
-        for name, g in USERS.items()
-    ]
-    (log_dir / "tokens.json").write_text(json.dumps(tokens))
     env = {
         **catalogs_env(log_dir, BRIEF_CATALOGS),
-        "METASTORE_POLICY_FILE": str(log_dir / "policy.json"),
-        "METASTORE_TOKENS_FILE": str(log_dir / "tokens.json"),
+        **access_env(log_dir, POLICY, USERS, ["ingest", "read", "export"], "t-"),
     }
     with open_service(pg_server, template_db, log_dir, "authz", env) as (api, _):
-        clients = {
-            name: httpx.Client(
-                base_url=api.base_url, timeout=30, headers={"Authorization": f"Bearer t-{name}"}
-            )
-            for name in USERS
-        }
+        clients = bearer_clients(api.base_url, USERS, "t-")
         admin = clients["admin"]
         for event in _events():
             answer = admin.post("/api/v1/lineage", json=event)

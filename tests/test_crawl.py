@@ -38,7 +38,14 @@ from bench import datagen, hard_cases
 from metastore.api.openapi import CHECKED_IN
 from projections.runner import catch_up
 from tests.conftest import Server
-from tests.support import CONFORMANCE, all_scenario_events, plan_nodes, plans_logged, running
+from tests.support import (
+    CONFORMANCE,
+    all_scenario_events,
+    plan_nodes,
+    plans_logged,
+    running,
+    server_log,
+)
 
 SPEC = CONFORMANCE / "spec"
 MAX_ANSWER_BYTES = 16 * 1024 * 1024  # the stated limit (metastore/api/limits.py)
@@ -370,8 +377,7 @@ SCANNED_ROWS = 1_000
 def test_the_slow_reads_use_indexes_and_no_jit_whatever_the_names(
     store: tuple[str, str, dict[str, int]], pg_server: Server, tmp_path: Path
 ) -> None:
-    if pg_server.embedded is None:
-        pytest.skip("reads the server log of the suite's own PostgreSQL")
+    log_file = server_log(pg_server)
     url, _, _ = store
     with psycopg.connect(url, autocommit=True) as conn:
         ids = {
@@ -399,7 +405,7 @@ def test_the_slow_reads_use_indexes_and_no_jit_whatever_the_names(
         f"/datasets/{trino}/column-lineage",
         f"/datasets/{trino}/column-lineage?as_of={AS_OF}",
     ]
-    with plans_logged(url, pg_server.embedded.logfile) as logged:
+    with plans_logged(url, log_file) as logged:
         with running("api", url, tmp_path) as api:  # new connections: auto_explain loaded
             for read in reads:
                 answer = httpx.get(api.base_url + "/api/v1" + read, timeout=60)

@@ -23,7 +23,15 @@ import httpx
 import pytest
 
 from metastore.api import limits
-from tests.support import open_service, ownership_facet, run_event, schema_facet, wait_until_folded
+from tests.support import (
+    access_env,
+    bearer_clients,
+    open_service,
+    ownership_facet,
+    run_event,
+    schema_facet,
+    wait_until_folded,
+)
 
 PRODUCER = "https://github.com/stackabletech/metastore/tests/field-impact"
 LAKE, SECRET = "s3://lake", "s3://secret"
@@ -151,25 +159,9 @@ def users(
     pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, httpx.Client]]:
     log_dir = tmp_path_factory.mktemp("field-impact")
-    (log_dir / "policy.json").write_text(json.dumps(POLICY))
-    tokens = [
-        {"name": name, "scopes": ["ingest", "read"], "token": f"t-{name}", "groups": groups}
-        for name, groups in USERS.items()
-    ]
-    (log_dir / "tokens.json").write_text(json.dumps(tokens))
-    env = {
-        "METASTORE_POLICY_FILE": str(log_dir / "policy.json"),
-        "METASTORE_TOKENS_FILE": str(log_dir / "tokens.json"),
-    }
+    env = access_env(log_dir, POLICY, USERS, ["ingest", "read"], "t-")
     with open_service(pg_server, template_db, log_dir, "fieldimpact", env) as (api, _):
-        clients = {
-            name: httpx.Client(
-                base_url=api.base_url + "/api/v1",
-                timeout=30,
-                headers={"Authorization": f"Bearer t-{name}"},
-            )
-            for name in USERS
-        }
+        clients = bearer_clients(api.base_url + "/api/v1", USERS, "t-")
         admin = clients["admin"]
         answer = admin.post("/lineage/batch", json=history() + chain())
         assert answer.status_code == 200, answer.text

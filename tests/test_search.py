@@ -20,7 +20,7 @@ from bench import search_store
 from metastore.api import search
 from projections.schema import create_readmodel_tables
 from tests.conftest import Server
-from tests.support import plans_logged, rows_read, running
+from tests.support import plans_logged, rows_read, running, server_log
 
 DATASETS, JOBS = 40_000, 40_000
 
@@ -142,8 +142,7 @@ def test_a_word_in_every_name_is_counted_up_to_the_cap(store: tuple[str, str]) -
 def test_a_page_reads_a_page_of_names_not_every_name(
     store: tuple[str, str], pg_server: Server, tmp_path: Path
 ) -> None:
-    if pg_server.embedded is None:
-        pytest.skip("reads the server log of the suite's own PostgreSQL")
+    log_file = server_log(pg_server)
     url, _ = store
 
     def plans_of(base_url: str, searches: list[str]) -> list[dict[str, Any]]:
@@ -160,7 +159,7 @@ def test_a_page_reads_a_page_of_names_not_every_name(
         return logged()
 
     with (
-        plans_logged(url, pg_server.embedded.logfile) as logged,
+        plans_logged(url, log_file) as logged,
         running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
     ):
         # rare substrings, prefixes and names, fewer than 100 hits each: what a scan in

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 from projections.runner import catch_up
-from tests.apiserver import policy_clients
+from tests.apiserver import policy_clients_fixture
 from tests.logdata import append
-from tests.support import run_event, running, schema_facet
+from tests.support import every_page, run_event, running, schema_facet
 
 SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark"
 TRINO = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/trino"
@@ -82,28 +82,13 @@ POLICY = {
 USERS = {"alice": ["sales"], "bob": ["finance"], "root": ["platform"]}
 
 
-@pytest.fixture(scope="module")
-def clients(
-    pg_server: Any, template_db: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, httpx.Client]]:
-    folder = tmp_path_factory.mktemp("search_fields")
-    with policy_clients(pg_server, template_db, folder, events(), USERS, POLICY) as made:
-        yield made
+clients = policy_clients_fixture("search_fields", events, USERS, POLICY)
 
 
 def _search(client: httpx.Client, **params: Any) -> tuple[list[dict[str, Any]], set[Any]]:
     """Every hit, page by page, and the pages' (total, total_is_exact)."""
-    hits: list[dict[str, Any]] = []
-    totals = set()
-    while True:
-        answer = client.get("/search", params=params)
-        assert answer.status_code == 200, answer.text
-        page = answer.json()
-        hits += page["items"]
-        totals.add((page["total"], page["total_is_exact"]))
-        if page["next_cursor"] is None:
-            return hits, totals
-        params = {**params, "cursor": page["next_cursor"]}
+    hits, totals = every_page(client, "/search", **params)
+    return hits, set(totals)
 
 
 def _seen(hit: dict[str, Any]) -> tuple[str, str, str]:

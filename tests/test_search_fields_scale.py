@@ -22,7 +22,7 @@ from bench import search_store
 from metastore.api import search_fields
 from projections.schema import create_readmodel_tables
 from tests.conftest import Server
-from tests.support import plans_logged, rows_read, running
+from tests.support import plans_logged, rows_read, running, server_log
 
 DATASETS, FIELDS = 40_000, 4
 MATCH = ("exact", "prefix", "substring", "substring")
@@ -128,11 +128,10 @@ def test_namespace_narrows_the_field_hits(store: tuple[str, str]) -> None:
 def test_a_page_of_field_hits_reads_a_page_not_every_field_that_matches(
     store: tuple[str, str], pg_server: Server, tmp_path: Path
 ) -> None:
-    if pg_server.embedded is None:
-        pytest.skip("reads the server log of the suite's own PostgreSQL")
+    log_file = server_log(pg_server)
     url, _ = store
     with (
-        plans_logged(url, pg_server.embedded.logfile) as logged,
+        plans_logged(url, log_file) as logged,
         running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
     ):
         logged()

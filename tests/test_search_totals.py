@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import Server
-from tests.support import running, wait_until_folded
+from tests.support import every_page, running, wait_until_folded
 from tests.test_replay import replay_command
 
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.38.0/integration/spark"
@@ -84,18 +84,7 @@ def service(
 
 def _search(client: httpx.Client, **params: Any) -> tuple[list[dict[str, Any]], list[Any]]:
     """Every hit, page by page, and each page's (total, total_is_exact)."""
-    hits: list[dict[str, Any]] = []
-    totals = []
-    params = {"limit": 50, **params}
-    while True:
-        answer = client.get("/api/v1/search", params=params)
-        assert answer.status_code == 200, answer.text
-        page = answer.json()
-        hits += page["items"]
-        totals.append((page["total"], page["total_is_exact"]))
-        if page["next_cursor"] is None:
-            return hits, totals
-        params["cursor"] = page["next_cursor"]
+    return every_page(client, "/api/v1/search", **{"limit": 50, **params})
 
 
 def test_totals_count_datasets_whatever_their_names(service: tuple[str, httpx.Client]) -> None:

@@ -24,6 +24,7 @@ import datetime as dt
 import uuid
 from typing import Annotated, Literal
 
+import msgspec
 from msgspec import Meta
 
 from metastore.problems import ProblemError
@@ -73,6 +74,25 @@ Since = (
     ]
     | None
 )
+
+
+class AsOfQuery(msgspec.Struct, frozen=True):
+    """The query of a read that takes only `as_of`."""
+
+    as_of: AsOf = None
+
+
+# A graph read's window parameters; keyword-only, so a query struct that extends them keeps
+# them last, where every graph read documents them.
+class Viewed(msgspec.Struct, frozen=True, kw_only=True):
+    view: View = "latest"
+    since: Since = None
+
+
+class AsOfViewed(msgspec.Struct, frozen=True, kw_only=True):
+    as_of: AsOf = None
+    view: View = "latest"
+    since: Since = None
 
 
 def window(view: str, since: dt.datetime | None) -> tuple[str, dt.datetime | None]:

@@ -200,7 +200,7 @@ Direction = Annotated[
 _DIRS = {"upstream": ["up"], "downstream": ["down"], "both": ["up", "down"]}
 
 
-class ColumnLineageQuery(msgspec.Struct, frozen=True):
+class ColumnLineageQuery(asof.AsOfViewed, frozen=True):
     direction: Direction = "upstream"
     depth: Annotated[int, Meta(ge=1, le=limits.MAX_DEPTH, description="Hops of field edges.")] = (
         limits.DEFAULT_DEPTH
@@ -221,9 +221,6 @@ class ColumnLineageQuery(msgspec.Struct, frozen=True):
             "ends of its edges; past it `truncated` is set.",
         ),
     ] = limits.NODE_LIMIT
-    as_of: asof.AsOf = None
-    view: asof.View = "latest"
-    since: asof.Since = None
 
 
 COLUMN_OP = Operation(

@@ -299,23 +299,30 @@ WRITERS = FIRST_BY_NAME.format(
     run_joins=RUN_NOW["run_joins"],
     alias="w",
 )
+# The run edges of job `x` (as `re`) on any of the dataset's names in `direction`.
+EDGES_OF_JOB = """FROM readmodel.dataset_names w
+                   JOIN readmodel.run_edges re ON re.namespace = w.namespace
+                    AND re.name = w.name AND re.direction = '{direction}'
+                   WHERE w.dataset_id = d.id AND re.job_id = x.id"""
+
+
+def last_by_as_of(last: str, first: str, direction: str) -> str:
+    """The latest `re.<last>` of those edges by `%(as_of)s` (asof.NOW when now): an edge
+    across that moment counts from its `re.<first>`."""
+    return f"""(
+                   SELECT max(CASE WHEN re.{last} <= %(as_of)s THEN re.{last}
+                                   ELSE re.{first} END)
+                   {EDGES_OF_JOB.format(direction=direction)}
+                     AND re.{first} <= %(as_of)s)"""
+
+
 WRITERS_AS_OF = FIRST_BY_NAME.format(
     item=WRITER.format(
         job=RUN_AS_OF["job"],
-        last_write_at="""(
-                   SELECT max(CASE WHEN re.last_write_at <= %(as_of)s THEN re.last_write_at
-                                   ELSE re.first_write_at END)
-                   FROM readmodel.dataset_names w
-                   JOIN readmodel.run_edges re ON re.namespace = w.namespace
-                    AND re.name = w.name AND re.direction = 'output'
-                   WHERE w.dataset_id = d.id AND re.job_id = x.id
-                     AND re.first_write_at <= %(as_of)s)""",
-        lifecycle_state="""(
+        last_write_at=last_by_as_of("last_write_at", "first_write_at", "output"),
+        lifecycle_state=f"""(
                    SELECT re.lifecycle_state
-                   FROM readmodel.dataset_names w
-                   JOIN readmodel.run_edges re ON re.namespace = w.namespace
-                    AND re.name = w.name AND re.direction = 'output'
-                   WHERE w.dataset_id = d.id AND re.job_id = x.id
+                   {EDGES_OF_JOB.format(direction="output")}
                      AND re.lifecycle_time <= %(as_of)s
                    ORDER BY re.lifecycle_time DESC LIMIT 1)""",
     ),
@@ -325,14 +332,11 @@ WRITERS_AS_OF = FIRST_BY_NAME.format(
 )
 # A reader: its job and when a run of it last read the dataset (any of its names) by
 # `%(as_of)s` (asof.NOW when now): a run reading across that moment, from its first event.
-READER = """json_build_object('job', {job}, 'last_read_at', (
-               SELECT max(CASE WHEN re.last_seen <= %(as_of)s THEN re.last_seen
-                               ELSE re.first_seen END)
-               FROM readmodel.dataset_names w
-               JOIN readmodel.run_edges re ON re.namespace = w.namespace
-                AND re.name = w.name AND re.direction = 'input'
-               WHERE w.dataset_id = d.id AND re.job_id = x.id
-                 AND re.first_seen <= %(as_of)s))"""
+READER = (
+    "json_build_object('job', {job}, 'last_read_at', "
+    + last_by_as_of("last_seen", "first_seen", "input")
+    + ")"
+)
 READERS = FIRST_BY_NAME.format(
     item=READER.format(job=RUN_NOW["job"]),
     jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD),
@@ -588,25 +592,21 @@ READERS_SCHEMAS = both(READER_SCHEMAS)
 EMBEDDED = limits.EMBEDDED_PAGE
 
 
-class ListQuery(msgspec.Struct, frozen=True):
+class ListQuery(params.Paged, frozen=True):
     namespace: params.NamespaceName = None
     name: params.ExactName = None
     q: params.Substring = None
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
 class DatasetPath(msgspec.Struct, frozen=True):
     dataset_id: uuid.UUID
 
 
-class PageQuery(msgspec.Struct, frozen=True):
+class PageQuery(params.Paged, frozen=True):
     as_of: asof.AsOf = None
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
-class RunsQuery(msgspec.Struct, frozen=True):
+class RunsQuery(params.Paged, frozen=True):
     as_of: asof.AsOf = None
     role: Annotated[
         Literal["input", "output"] | None,
@@ -623,12 +623,9 @@ class RunsQuery(msgspec.Struct, frozen=True):
             "(the order of the dataset page's embedded `runs`)."
         ),
     ] = "started"
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
-class DatasetQuery(msgspec.Struct, frozen=True):
-    as_of: asof.AsOf = None
+DatasetQuery = asof.AsOfQuery
 
 
 LIST = Operation(

@@ -73,7 +73,7 @@ JOBS_INPUTS = visibility.both(
 )
 
 
-class ImpactQuery(msgspec.Struct, frozen=True):
+class ImpactQuery(asof.AsOfViewed, frozen=True):
     node: Annotated[
         str,
         Meta(
@@ -91,9 +91,6 @@ class ImpactQuery(msgspec.Struct, frozen=True):
         int,
         Meta(ge=1, le=lineage.NODE_LIMIT, description="Node limit; past it `truncated` is set."),
     ] = lineage.NODE_LIMIT
-    as_of: asof.AsOf = None
-    view: asof.View = "latest"
-    since: asof.Since = None
 
 
 OP = Operation(
@@ -159,12 +156,10 @@ async def get_impact(request: Request) -> Response:
             start,
             up=False,
             down=True,
-            depth=query.depth,
-            max_nodes=query.max_nodes,
             as_of=query.as_of,
             run_outputs=outputs,
-            window=asof.window(query.view, query.since),
             access=access,
+            **lineage.bounds(query),
         )
         if kind == "dataset":  # (its freshness is the start node's)
             node = graph.nodes[0]

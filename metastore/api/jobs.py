@@ -189,7 +189,7 @@ GET_JOB = {restricted: get_job_sql(restricted) for restricted in (False, True)}
 GET_JOB_AS_OF = {restricted: get_job_as_of_sql(restricted) for restricted in (False, True)}
 
 
-class ListQuery(msgspec.Struct, frozen=True):
+class ListQuery(params.Paged, frozen=True):
     namespace: params.NamespaceName = None
     q: params.Substring = None
     state: Annotated[
@@ -214,16 +214,13 @@ class ListQuery(msgspec.Struct, frozen=True):
             "cadence learned from their runs (`lateness`); `false`: only the others."
         ),
     ] = None
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
 class JobPath(msgspec.Struct, frozen=True):
     job_id: uuid.UUID
 
 
-class JobQuery(msgspec.Struct, frozen=True):
-    as_of: asof.AsOf = None
+JobQuery = asof.AsOfQuery
 
 
 LIST = Operation(
@@ -259,13 +256,11 @@ GET = Operation(
 )
 
 
-class DatasetsQuery(msgspec.Struct, frozen=True):
+class DatasetsQuery(params.Paged, frozen=True):
     direction: Annotated[
         Literal["input", "output"],
         Meta(description="`input`: the datasets it reads; `output`: those it writes."),
     ]
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
 DATASETS = Operation(
@@ -323,13 +318,9 @@ def _parent(r: Any) -> models.JobRefWithRun | None:
 
 @resource.add(LIST)
 async def list_jobs(request: Request) -> Response:
-    query: ListQuery = LIST.parse_query(request)
-    access = await access_of(request)
     # (with cadence overrides, `late` judges the overridden late_at: api/lateness.py)
     overrides = request.app.state.settings.cadence_overrides is not None
-    planned = JOBS[overrides].plan(query, access)
-    async with connection(request) as conn:
-        listed = await planned.read(conn)
+    listed = await JOBS[overrides].serve(request, LIST)
     return json_response(
         request,
         models_jobs.JobPage(

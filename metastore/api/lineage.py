@@ -330,7 +330,7 @@ NODE_PATTERN = (
 )
 
 
-class LineageQuery(msgspec.Struct, frozen=True):
+class LineageQuery(asof.AsOfViewed, frozen=True):
     node: Annotated[
         str,
         Meta(
@@ -343,9 +343,6 @@ class LineageQuery(msgspec.Struct, frozen=True):
     max_nodes: Annotated[
         int, Meta(ge=1, le=NODE_LIMIT, description="Node limit; past it `truncated` is set.")
     ] = NODE_LIMIT
-    as_of: asof.AsOf = None
-    view: asof.View = "latest"
-    since: asof.Since = None
 
 
 # How every graph answer treats what its reader may not see (the `/lineage`, `/impact`,
@@ -656,6 +653,16 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models_lineag
     return models_lineage.LineageGraph(nodes=nodes, edges=edges, truncated=truncated)
 
 
+def bounds(query: Any) -> dict[str, Any]:
+    """walk_rows's `depth`, `max_nodes` and `window` as a graph read's query gives them (its
+    `depth`, `max_nodes`, `view` and `since`)."""
+    return {
+        "depth": query.depth,
+        "max_nodes": query.max_nodes,
+        "window": asof.window(query.view, query.since),
+    }
+
+
 async def walk(
     conn: AsyncConnection[Any], kind: str, start: uuid.UUID, **how: Any
 ) -> models_lineage.LineageGraph:
@@ -676,10 +683,8 @@ async def get_lineage(request: Request) -> Response:
             start,
             up=query.direction != "downstream",
             down=query.direction != "upstream",
-            depth=query.depth,
-            max_nodes=query.max_nodes,
             as_of=query.as_of,
-            window=asof.window(query.view, query.since),
             access=access,
+            **bounds(query),
         )
     return json_response(request, graph)

@@ -74,7 +74,7 @@ SCHEMA_CHANGES_BY_SHAPE = {
 }
 
 
-class DiffQuery(msgspec.Struct, frozen=True):
+class DiffQuery(asof.Viewed, frozen=True):
     node: Annotated[
         str,
         Meta(
@@ -111,8 +111,6 @@ class DiffQuery(msgspec.Struct, frozen=True):
             description="Node limit of each graph; past it `truncated` is set.",
         ),
     ] = lineage.NODE_LIMIT
-    view: asof.View = "latest"
-    since: asof.Since = None
 
 
 OP = Operation(
@@ -273,12 +271,10 @@ async def get_lineage_diff(request: Request) -> Response:
             start,
             up=up,
             down=down,
-            depth=query.depth,
-            max_nodes=query.max_nodes,
             as_of=moment,
             details=False,
-            window=window,
             access=access,
+            **lineage.bounds(query),
         )
 
     async with connection(request) as conn:

@@ -1,6 +1,7 @@
 """One way to serve a list: a resource declares its filters, sorts and total once;
 `Listing.plan` checks the cursor and builds the statements (before a connection is
-taken, as every bad parameter is refused), and `Planned.read` runs them, pages and totals.
+taken, as every bad parameter is refused), and `Planned.read` runs them, pages and totals;
+`Listing.serve` does both for a list operation's handler.
 
 A declaration names, per query parameter, the SQL fragment it adds (`Filter`), per `sort`
 the order, the cursor's condition and key (`Sort`), the visibility fragment of a
@@ -9,7 +10,7 @@ with `{filters}` and `{order}`, and a count_capped statement formatted with `{fi
 (the list's filters without the cursor). The query parameters themselves are validated
 by the operation's query struct (api/operation.py: a 400 naming the parameter), the
 cursor here (api/pagination.py: a 400 naming `cursor`). Adding a filter is one `Filter`;
-adding a list, one `Listing` and the handler that turns its rows into items.
+adding a list, one `Listing` and the handler that turns the rows `serve` reads into items.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import AsyncConnection
+from starlette.requests import Request
 
-from metastore.access import Access
-from metastore.api.db import rows
+from metastore.access import Access, access_of
+from metastore.api.db import connection, rows
+from metastore.api.operation import Operation
 from metastore.api.pagination import bound_kind, decode_cursor, page, total
 from metastore.api.visibility import for_access
 
@@ -137,6 +140,15 @@ class Listing:
             filters.append(sort.after)
         sql = self.select(query, restricted, "\n  ".join(filters), sort.order)
         return Planned(self, query, sql, counted, args, kind, sort)
+
+    async def serve(self, request: Request, op: Operation) -> Listed:
+        """The page the query of `op` asks for, as the caller may see it (its Access is kept
+        on the request), on a read connection of its own (taken once the statements are
+        planned, so a bad cursor takes none)."""
+        query = op.parse_query(request)
+        planned = self.plan(query, await access_of(request))
+        async with connection(request) as conn:
+            return await planned.read(conn)
 
 
 @dataclass(frozen=True)

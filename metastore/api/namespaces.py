@@ -6,13 +6,10 @@ of one need no filter, as what is in a readable namespace is visible.
 
 from __future__ import annotations
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore.access import access_of
 from metastore.api import models_namespaces, params
-from metastore.api.db import connection
 from metastore.api.listing import Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
@@ -52,9 +49,7 @@ NAMESPACES = Listing(
 )
 
 
-class ListQuery(msgspec.Struct, frozen=True):
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
+ListQuery = params.Paged
 
 
 LIST = Operation(
@@ -76,11 +71,7 @@ resource = Resource()
 
 @resource.add(LIST)
 async def list_namespaces(request: Request) -> Response:
-    query: ListQuery = LIST.parse_query(request)
-    access = await access_of(request)
-    planned = NAMESPACES.plan(query, access)
-    async with connection(request) as conn:
-        listed = await planned.read(conn)
+    listed = await NAMESPACES.serve(request, LIST)
     return json_response(
         request,
         models_namespaces.NamespacePage(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated
 
+import msgspec
 from msgspec import Meta
 
 from metastore.api.models import RunState
@@ -24,6 +25,16 @@ Cursor = (
     ]
     | None
 )
+
+
+class Paged(msgspec.Struct, frozen=True, kw_only=True):
+    """A list's page parameters; keyword-only, so a list's query struct that extends it
+    keeps `limit` and `cursor` last, where every list documents them."""
+
+    limit: Limit = DEFAULT_LIMIT
+    cursor: Cursor = None
+
+
 # PostgreSQL text cannot hold NUL, so no name can contain one.
 NO_NUL = "^[^\x00]*$"
 Substring = (

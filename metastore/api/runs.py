@@ -171,7 +171,7 @@ SELECT EXISTS (SELECT 1 FROM readmodel.runs WHERE id = %(run_id)s)
 RUN_NAMESPACE = "SELECT r.job_namespace FROM readmodel.runs r WHERE r.id = %(run_id)s"
 
 
-class ListQuery(msgspec.Struct, frozen=True):
+class ListQuery(params.Paged, frozen=True):
     job_id: Annotated[uuid.UUID | None, Meta(description="Only runs of this job.")] = None
     namespace: Annotated[
         params.Name | None,
@@ -213,13 +213,9 @@ class ListQuery(msgspec.Struct, frozen=True):
             "then by `started_at`, newest first."
         ),
     ] = "first_seen"
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
-class PageQuery(msgspec.Struct, frozen=True):
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
+PageQuery = params.Paged
 
 
 class RunPath(msgspec.Struct, frozen=True):
@@ -327,11 +323,8 @@ def _summary(r: Any, access: Access) -> dict[str, Any]:
 
 @resource.add(LIST)
 async def list_runs(request: Request) -> Response:
-    query: ListQuery = LIST.parse_query(request)
-    access = await access_of(request)
-    planned = RUNS.plan(query, access)
-    async with connection(request) as conn:
-        listed = await planned.read(conn)
+    listed = await RUNS.serve(request, LIST)
+    access = await access_of(request)  # (as the list decided it)
     return json_response(
         request,
         models_runs.RunPage(

@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 from typing import Annotated, Any, Literal, NamedTuple
 
-import msgspec
 from msgspec import Meta
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
@@ -281,7 +280,7 @@ async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: A
     return await rows(conn, "\n UNION ALL".join(f"({p})" for p in parts), args)
 
 
-class SearchQuery(msgspec.Struct, frozen=True):
+class SearchQuery(params.Paged, frozen=True):
     q: Annotated[
         str,
         Meta(
@@ -304,8 +303,6 @@ class SearchQuery(msgspec.Struct, frozen=True):
             "/namespaces counts them), the namespace itself.",
         ),
     ] = None
-    limit: params.Limit = params.DEFAULT_LIMIT
-    cursor: params.Cursor = None
 
 
 SEARCH_OP = Operation(
