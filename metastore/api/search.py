@@ -74,16 +74,23 @@ JOB_TIER = """
 # A dataset answers once, under its best-ranked name: a name of the same dataset that
 # matches better (or as well, ahead in the order) hides this one. The page of names is
 # cut before the datasets are joined for their display names: joined first, a page's
-# 6,700 hits each read a dataset row to keep 51 (575 ms at 1,000,000 events).
+# 6,700 hits each read a dataset row to keep 51 (575 ms at 1,000,000 events). The names
+# are read and sorted first, then probed in that order until a page passes (OFFSET 0
+# keeps the probe out of the read; the outer query keeps the read's order): probed while
+# read, a word's 1,765 names up to the bound were each probed to keep 51 (12 of 24 ms).
 DATASET_TIER = (
     """
     SELECT 'dataset', p.dataset_id::text, p.dataset_id, d.namespace, d.name, {rank},
            p.low, p.namespace, p.name
     FROM (
-        SELECT n.dataset_id, n.namespace, n.name, lower(n.name) AS low
-        FROM {source} n
-        WHERE {test} {after} {namespace}
-          AND NOT EXISTS (
+        SELECT n.dataset_id, n.namespace, n.name, n.low
+        FROM (
+            SELECT n.dataset_id, n.namespace, n.name, lower(n.name) AS low
+            FROM {source} n
+            WHERE {test} {after} {namespace}
+            ORDER BY lower(n.name) USING ~<~, n.dataset_id OFFSET 0
+        ) n
+        WHERE NOT EXISTS (
               SELECT 1 FROM readmodel.dataset_names b
               WHERE b.dataset_id = n.dataset_id AND (b.namespace, b.name) <> (n.namespace, n.name)
                 """
@@ -92,9 +99,10 @@ DATASET_TIER = (
     + RANK_OF.format(n="lower(b.name)")
     + """,
                      lower(b.name) COLLATE "C", b.namespace COLLATE "C", b.name COLLATE "C")
-                  < ({rank}, lower(n.name) COLLATE "C", n.namespace COLLATE "C",
-                     n.name COLLATE "C"))
-        ORDER BY lower(n.name) USING ~<~, n.dataset_id LIMIT %(limit)s
+                  < ({rank}, n.low COLLATE "C", n.namespace COLLATE "C",
+                     n.name COLLATE "C")
+              OFFSET 0)
+        LIMIT %(limit)s
     ) p
     JOIN readmodel.datasets d ON d.id = p.dataset_id"""
 )
