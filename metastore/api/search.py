@@ -36,7 +36,7 @@ from starlette.responses import Response
 
 from metastore.access import access_of
 from metastore.api import models_search, params, search_fields
-from metastore.api.db import connection, row, rows
+from metastore.api.db import connection, row
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
 from metastore.api.responses import json_response
@@ -284,8 +284,13 @@ async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: A
     """The rows of `parts` (statements, UNION ALL), planned the `plan` way."""
     if not parts:
         return []
-    await conn.execute(PLANS[plan])
-    return await rows(conn, "\n UNION ALL".join(f"({p})" for p in parts), args)
+    # one round trip: the plan's settings and the statement pipelined (a search sends up
+    # to eight of these pairs)
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        async with conn.pipeline():
+            await conn.execute(PLANS[plan])
+            await cur.execute("\n UNION ALL".join(f"({p})" for p in parts), args)
+        return await cur.fetchall()
 
 
 class SearchQuery(params.Paged, frozen=True):
