@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -86,7 +87,16 @@ def _run(checkout: Path, group: str, quick: bool, out: Path) -> dict[str, dict[s
     if quick:
         argv.append("--quick")
     subprocess.run(argv, cwd=checkout, check=True)
-    return parse_table(out.read_text())
+    text = out.read_text()
+    table = parse_table(text)
+    # a figure's note that states its median ("p50 12.34 ms"): printed beside its value
+    for figure, median in P50.findall(text):
+        if figure in table:
+            table[figure]["p50"] = median
+    return table
+
+
+P50 = re.compile(r"^- \*\*(.+?)\*\*: .*?\bp50 ([\d.]+) ms", re.M)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,7 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cells = [run.get(figure, {}) for run in results[name]]
             values = " / ".join(c.get("value", "?") for c in cells)
             ratios = " / ".join(c.get("ratio", "-") for c in cells)
-            print(f"  {commit}: {values}   (ratio to baseline {ratios})")
+            medians = " / ".join(c.get("p50", "-") for c in cells)
+            print(f"  {commit}: {values}   (p50 {medians}; ratio to baseline {ratios})")
     return 0
 
 

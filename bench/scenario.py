@@ -31,6 +31,7 @@ SCENARIOS = {
     "reads": "bench.scenarios.reads",
     "search": "bench.scenarios.search",
     "field-search-buffers": "bench.scenarios.field_search_buffers",
+    "search-split": "bench.scenarios.search_split",
     "fold": "bench.scenarios.fold",
     "live-fold": "bench.scenarios.live_fold",
     "graph": "bench.scenarios.graph",
