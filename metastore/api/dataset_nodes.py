@@ -32,11 +32,11 @@ from metastore.api import asof, lateness, limits, models, visibility
 from metastore.api.db import rows
 from metastore.api.sqlparts import dataset_type, lifecycle, lifecycle_now, owners
 
-# The names of the datasets in `%(datasets)s`: all now, those first seen by T as of T.
+# The names of the datasets in array `{datasets}`: all now, those first seen by T as of T.
 NAMES = """
 SELECT n.dataset_id, n.namespace, n.name, n.kind, n.symlink_type, n.joined_by, n.first_seen
 FROM readmodel.dataset_names n
-WHERE n.dataset_id = ANY(%(datasets)s::uuid[]){seen}"""
+WHERE n.dataset_id = ANY({datasets}){seen}"""
 # Rows (dataset_id, job_id, write_at, run_id, attempt_at, attempt_run, attempt_state,
 # lifecycle_state, lifecycle_time) of their output edges: now a job edge (its latest write
 # and failed attempt); as of T a run edge (its write by T: a run whose writes span T
@@ -129,8 +129,7 @@ LEFT JOIN (
 # `write`, the latest write; `attempt`, a failed attempt after it; `writer_failed` and
 # `input_rewritten`, why it is stale; `input`, a dataset the latest write read (the walk
 # upstream follows them); `node`, what the node shows.
-STATEMENT = """
-WITH names AS MATERIALIZED ({names}),
+FACTS = """names AS MATERIALIZED ({names}),
 outs AS MATERIALIZED ({outs}),
 writes AS MATERIALIZED (
     SELECT DISTINCT ON (dataset_id) dataset_id, write_at AS at, run_id AS run FROM outs
@@ -142,7 +141,24 @@ inputs AS MATERIALIZED (
     FROM writes w
     JOIN readmodel.run_edges e ON e.run_id = w.run AND e.direction = 'input'
     JOIN readmodel.dataset_names n ON n.namespace = e.namespace AND n.name = e.name
-    WHERE n.dataset_id <> w.dataset_id),
+    WHERE n.dataset_id <> w.dataset_id)"""
+# A writer's latest run failed after the dataset's latest write (rows dataset_id, at, run).
+WRITER_FAILED = """
+    SELECT DISTINCT p.dataset_id, f.at, f.run
+    FROM pairs p
+    JOIN failed f ON f.job_id = p.job_id
+    LEFT JOIN writes w ON w.dataset_id = p.dataset_id
+    WHERE w.at IS NULL OR f.at > w.at"""
+# A `kind` reason's run (`f.run`) with its job and state then, and its input dataset
+# (`f.input`) under its display name: the columns of STATEMENT's rows but the node's.
+REASON = """SELECT f.kind, f.dataset_id, f.at, f.run, r.job_id, r.job_namespace, r.job_name,
+       {run_state}, f.state, f.input, ind.namespace, ind.name,
+       NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text
+FROM found f
+LEFT JOIN readmodel.runs r ON r.id = f.run{run_at}
+{input_name}"""
+STATEMENT = """
+WITH {facts},
 input_writes AS MATERIALIZED (
     -- (an input that is one of the datasets asked about: its write is known already)
     SELECT dataset_id AS input, at, run FROM writes
@@ -163,11 +179,7 @@ found AS (
         WHERE o.attempt_at IS NOT NULL AND (w.at IS NULL OR o.attempt_at > w.at)
         ORDER BY o.dataset_id, o.attempt_at DESC, o.attempt_run DESC) a
   UNION ALL
-    SELECT DISTINCT 'writer_failed', p.dataset_id, f.at, f.run, NULL, NULL::uuid
-    FROM pairs p
-    JOIN failed f ON f.job_id = p.job_id
-    LEFT JOIN writes w ON w.dataset_id = p.dataset_id
-    WHERE w.at IS NULL OR f.at > w.at
+    SELECT 'writer_failed', dataset_id, at, run, NULL, NULL::uuid FROM ({writer_failed}) x
   UNION ALL
     SELECT DISTINCT 'input_rewritten', i.dataset_id, iw.at, NULL::uuid, NULL, i.input
     FROM inputs i
@@ -176,15 +188,49 @@ found AS (
     WHERE iw.at > w.at
   UNION ALL
     SELECT 'input', dataset_id, NULL::timestamptz, NULL::uuid, NULL, input FROM inputs)
-SELECT f.kind, f.dataset_id, f.at, f.run, r.job_id, r.job_namespace, r.job_name,
-       {run_state}, f.state, f.input, ind.namespace, ind.name,
-       NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text
-FROM found f
-LEFT JOIN readmodel.runs r ON r.id = f.run{run_at}
-{input_name}
+{reason}
 UNION ALL
 {node}
 """
+# The walk upstream of a graph's (or page's) datasets for the staleness that travels, in
+# one statement: breadth first, a row per hop (a recursive CTE over single datasets
+# repeats one once per path), each hop's datasets (`batch`, in id order, each once,
+# at most %(most)s in all, at most %(hops)s hops) with FACTS read for them alone: the
+# inputs of each one's latest write (`srcs`, `ins`: the next hop) and its `writer_failed`
+# reasons (`f_*`). Rows as STATEMENT's, kinds `input` and `writer_failed`.
+UPSTREAM = """
+WITH RECURSIVE hop(n, batch, seen, looked, srcs, ins, f_ds, f_at, f_run) AS (
+    SELECT 1, b.batch, %(known)s::uuid[] || b.batch, cardinality(b.batch), x.*
+    FROM (SELECT ARRAY(SELECT x FROM unnest(%(frontier)s::uuid[]) x
+                       ORDER BY x LIMIT %(most)s) OFFSET 0) b(batch)  -- (once, not per use)
+    CROSS JOIN LATERAL ({hop_facts}) x
+    WHERE cardinality(b.batch) > 0
+  UNION ALL
+    SELECT w.n + 1, b.batch, w.seen || b.batch, w.looked + cardinality(b.batch), x.*
+    FROM hop w
+    CROSS JOIN LATERAL (SELECT ARRAY(
+        SELECT x FROM (SELECT unnest(w.ins) EXCEPT SELECT unnest(w.seen)) n(x)
+        ORDER BY x LIMIT %(most)s - w.looked) OFFSET 0) b(batch)
+    CROSS JOIN LATERAL ({hop_facts}) x
+    WHERE w.n < %(hops)s AND w.looked < %(most)s AND cardinality(b.batch) > 0),
+found AS (
+    SELECT 'writer_failed' AS kind, f.dataset_id, f.at, f.run, NULL::text AS state,
+           NULL::uuid AS input
+    FROM hop, unnest(hop.f_ds, hop.f_at, hop.f_run) AS f(dataset_id, at, run))
+{reason}
+UNION ALL
+-- (an input is followed, never shown: no name read)
+SELECT 'input', i.dataset_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, i.input, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM hop, unnest(hop.srcs, hop.ins) AS i(dataset_id, input)
+"""
+# One hop's FACTS, for the datasets of array `b.batch`, as arrays (a row per hop).
+HOP_FACTS = """
+    WITH {facts}
+    SELECT i.srcs, coalesce(i.ins, '{{}}'), f.ds, f.at, f.run
+    FROM (SELECT array_agg(dataset_id) AS srcs, array_agg(input) AS ins FROM inputs) i,
+         (SELECT array_agg(dataset_id) AS ds, array_agg(at) AS at, array_agg(run) AS run
+          FROM ({writer_failed}) x) f"""
 NODE = """
 SELECT 'node', d.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        c.names, {display}, {dataset_type}, {lifecycle}, {owners}, {next_write}
@@ -192,7 +238,18 @@ FROM readmodel.datasets d
 LEFT JOIN (SELECT dataset_id, count(*) AS names FROM names{counted} GROUP BY dataset_id) c
   ON c.dataset_id = d.id
 {display_join}{facets}{lifecycle_join}
+LEFT JOIN ({next_writes}) nw ON nw.dataset_id = d.id
 WHERE d.id = ANY(%(datasets)s::uuid[])"""
+# Each dataset's writers now (rows dataset_id, job_id), whose cadences give its next write
+# (judged now, also as of T, as its page's): now the writers of `outs`; as of T those of
+# every name now, as `names` leaves out those first seen after T.
+WRITERS_NOW = "pairs"
+WRITERS_AS_OF = """(
+    SELECT DISTINCT n.dataset_id, e.job_id
+    FROM readmodel.dataset_names n
+    JOIN readmodel.job_edges e
+      ON e.namespace = n.namespace AND e.name = n.name AND e.direction = 'output'
+    WHERE n.dataset_id = ANY(%(datasets)s::uuid[]))"""
 # Freshness alone (a list item and the dataset page show the rest from their own rows):
 # the node row names the dataset only, no facets parsed, no names counted.
 FRESHNESS_NODE = """
@@ -212,6 +269,32 @@ LEFT JOIN LATERAL (
          AS x("datasetType" json, "lifecycleStateChange" json, ownership json)) df ON true"""
 
 
+def _facts(as_of: bool, datasets: str) -> str:
+    """FACTS for the datasets of array expression `datasets`, now or as of T."""
+    return FACTS.format(
+        names=NAMES.format(
+            datasets=datasets, seen=" AND n.first_seen <= %(as_of)s" if as_of else ""
+        ),
+        outs=OUTS_AS_OF if as_of else OUTS_NOW,
+        failed=FAILED_AS_OF if as_of else FAILED_NOW,
+    )
+
+
+def _reason(as_of: bool, input_name: bool = True) -> str:
+    """REASON; without `input_name`, for reasons that name no input."""
+    named = INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW
+    return REASON.format(
+        input_name=named if input_name else "CROSS JOIN (SELECT NULL, NULL) ind(namespace, name)",
+        run_state=RUN_STATE_AS_OF if as_of else "r.state",
+        run_at=RUN_AT if as_of else "",
+    )
+
+
+def _upstream(as_of: bool) -> str:
+    hop_facts = HOP_FACTS.format(facts=_facts(as_of, "b.batch"), writer_failed=WRITER_FAILED)
+    return UPSTREAM.format(hop_facts=hop_facts, reason=_reason(as_of, input_name=False))
+
+
 def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
     # Restricted to an Access's namespaces, a node counts and shows its readable names
     # alone (never a hidden display name); its freshness is still read from every name's
@@ -226,13 +309,10 @@ def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
         display_join = f"\nLEFT JOIN LATERAL (SELECT {shown}) vd(shown) ON true"
     return visibility.for_access(
         STATEMENT.format(
-            names=NAMES.format(seen=" AND n.first_seen <= %(as_of)s" if as_of else ""),
-            outs=OUTS_AS_OF if as_of else OUTS_NOW,
-            failed=FAILED_AS_OF if as_of else FAILED_NOW,
+            facts=_facts(as_of, "%(datasets)s::uuid[]"),
+            writer_failed=WRITER_FAILED,
             input_outs=INPUT_OUTS_AS_OF if as_of else INPUT_OUTS_NOW,
-            input_name=INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW,
-            run_state=RUN_STATE_AS_OF if as_of else "r.state",
-            run_at=RUN_AT if as_of else "",
+            reason=_reason(as_of),
             node=node.format(
                 display=display,
                 counted=counted,
@@ -244,8 +324,9 @@ def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
                 lifecycle_join=LIFECYCLE_AS_OF if as_of else "",
                 owners=owners("df.facets"),
                 facets=NODE_FACETS,
-                # (the page's own fragment: a node's next write is the page's)
-                next_write=lateness.of_dataset("d.id"),
+                # (the page's own ExpectedWrite, for all the nodes at once)
+                next_write="nw.next_write",
+                next_writes=lateness.expected_writes(WRITERS_AS_OF if as_of else WRITERS_NOW),
             ),
         ),
         restricted,
@@ -258,6 +339,8 @@ RESTRICTED_NOW = _statement(as_of=False, node=NODE, restricted=True)
 RESTRICTED_AS_OF = _statement(as_of=True, node=NODE, restricted=True)
 FRESHNESS_NOW = _statement(as_of=False, node=FRESHNESS_NODE)
 FRESHNESS_AS_OF = _statement(as_of=True, node=FRESHNESS_NODE)
+UPSTREAM_NOW = _upstream(as_of=False)
+UPSTREAM_AS_OF = _upstream(as_of=True)
 
 
 class Details(msgspec.Struct, frozen=True):
@@ -409,24 +492,23 @@ async def spread(
     """The details of `found` with the staleness that travels: a dataset downstream of one
     whose writer failed is at risk (`upstream_failed`, naming the root failed run and the
     input it came through), over any number of hops. The walk goes upstream through the
-    inputs of each dataset's latest write, a hop a statement (the freshness statement on
-    the datasets first reached), at most limits.UPSTREAM_HOPS hops and
-    limits.UPSTREAM_DATASETS datasets beyond those asked about."""
+    inputs of each dataset's latest write, all hops in one statement (UPSTREAM), at most
+    limits.UPSTREAM_HOPS hops and limits.UPSTREAM_DATASETS datasets beyond those asked
+    about."""
     inputs, failed = dict(found.inputs), dict(found.failed)
     known = set(found.details)
     frontier = {i for d in known for i in inputs.get(d, ())} - known
-    looked = 0
-    for _ in range(limits.UPSTREAM_HOPS - 1):
-        if not frontier or looked >= limits.UPSTREAM_DATASETS:
-            break
-        batch = sorted(frontier)[: limits.UPSTREAM_DATASETS - looked]
-        sql = FRESHNESS_NOW if as_of is None else FRESHNESS_AS_OF
-        more = build(await rows(conn, sql, {"datasets": batch, "as_of": as_of}))
+    if frontier:
+        args = {
+            "known": sorted(known),
+            "frontier": sorted(frontier),
+            "most": limits.UPSTREAM_DATASETS,
+            "hops": limits.UPSTREAM_HOPS - 1,
+            "as_of": as_of,
+        }
+        more = build(await rows(conn, UPSTREAM_NOW if as_of is None else UPSTREAM_AS_OF, args))
         inputs.update(more.inputs)
         failed.update(more.failed)
-        known.update(batch)
-        looked += len(batch)
-        frontier = {i for d in batch for i in inputs.get(d, ())} - known
     roots = _roots(inputs, failed)
     spread_details = {}
     if access.restricted:

@@ -90,19 +90,42 @@ def filter_late(late: bool, overrides: bool) -> str:
     )
 
 
+# A writer's ExpectedWrite as JSON text, from its cadence `k`, its job `wj` and when its
+# next write is expected (`w`: EXPECTED_AT).
+EXPECTED_WRITE = f"""json_build_object(
+        'job', json_build_object('id', wj.id, 'namespace', wj.namespace, 'name', wj.name),
+        'status', {status()}, 'expected_at', w.expected_at,
+        'late_at', w.expected_at + (k.late_at - k.next_expected))::text"""
+EXPECTED_AT = """LATERAL (SELECT k.next_expected
+                    + make_interval(secs => coalesce(k.duration_seconds, 0)) AS expected_at) w"""
+
+
 def expected_write(writers: str) -> str:
     """A scalar subquery: the ExpectedWrite (JSON text) of the jobs `writers` (a subquery of
     job ids), the one due first among those the reader may see."""
-    return f"""(SELECT json_build_object(
-        'job', json_build_object('id', wj.id, 'namespace', wj.namespace, 'name', wj.name),
-        'status', {status()}, 'expected_at', w.expected_at,
-        'late_at', w.expected_at + (k.late_at - k.next_expected))::text
+    return f"""(SELECT {EXPECTED_WRITE}
     FROM {CADENCE} k
     JOIN readmodel.jobs wj ON wj.id = k.job_id,
-    LATERAL (SELECT k.next_expected
-                    + make_interval(secs => coalesce(k.duration_seconds, 0)) AS expected_at) w
+    {EXPECTED_AT}
     WHERE k.job_id IN {writers}{mark("job", "wj")}
     ORDER BY w.expected_at, wj.namespace, wj.name LIMIT 1)"""
+
+
+def expected_writes(writers: str) -> str:
+    """Rows (dataset_id, next_write) for the datasets of `writers` (a FROM item of rows
+    dataset_id, job_id, each pair once): as `expected_write` for each, in one pass. Each
+    writer's cadence and job are probed by primary key (the LIMIT keeps the probe a nested
+    loop): a hash of every job's cadence would cost the graph the whole table."""
+    return f"""SELECT DISTINCT ON (p.dataset_id) p.dataset_id, {EXPECTED_WRITE} AS next_write
+    FROM {writers} p
+    CROSS JOIN LATERAL (
+        SELECT k.*, wj.namespace AS job_namespace, wj.name AS job_name FROM {CADENCE} k
+        JOIN readmodel.jobs wj ON wj.id = k.job_id
+        WHERE k.job_id = p.job_id{mark("job", "wj")} LIMIT 1) k
+    CROSS JOIN LATERAL (SELECT k.job_id AS id, k.job_namespace AS namespace,
+                               k.job_name AS name) wj,
+    {EXPECTED_AT}
+    ORDER BY p.dataset_id, w.expected_at, wj.namespace, wj.name"""
 
 
 def of_dataset(dataset_id: str) -> str:
