@@ -4,8 +4,8 @@ staleness travels, through the real processes.
 A chain: `load_seed` FAILs writing `seed`, then `step_1` builds `d1` from `seed`, `step_2`
 `d2` from `d1`, and so on to `d12`. Every `d<i>` is at risk (`upstream_failed`, naming the
 seed's failed run): the walk upstream from a graph's datasets goes through the inputs of
-each one's latest write to the seed, 1 hop from `d2`'s graph and 11 from `d12`'s. It is one
-statement for all hops (dataset_nodes.UPSTREAM); it was one statement a hop.
+each one's latest write to the seed, 1 hop from `d2`'s graph and 11 from `d12`'s. The
+datasets' statement walks all hops (dataset_nodes.UPSTREAM); it was one statement a hop.
 """
 
 from __future__ import annotations

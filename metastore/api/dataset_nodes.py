@@ -158,7 +158,7 @@ FROM found f
 LEFT JOIN readmodel.runs r ON r.id = f.run{run_at}
 {input_name}"""
 STATEMENT = """
-WITH {facts},
+WITH RECURSIVE {facts},
 input_writes AS MATERIALIZED (
     -- (an input that is one of the datasets asked about: its write is known already)
     SELECT dataset_id AS input, at, run FROM writes
@@ -168,6 +168,7 @@ input_writes AS MATERIALIZED (
         SELECT DISTINCT ON (dataset_id) dataset_id AS input, write_at AS at, run_id AS run
         FROM ({input_outs}) o
         WHERE write_at IS NOT NULL ORDER BY dataset_id, write_at DESC, run_id DESC) o),
+hop(n, batch, seen, looked, srcs, ins, f_ds, f_at, f_run) AS ({upstream}),
 found AS (
     SELECT 'write' AS kind, dataset_id, at, run, NULL::text AS state, NULL::uuid AS input
     FROM writes
@@ -187,22 +188,31 @@ found AS (
     JOIN writes w ON w.dataset_id = i.dataset_id
     WHERE iw.at > w.at
   UNION ALL
-    SELECT 'input', dataset_id, NULL::timestamptz, NULL::uuid, NULL, input FROM inputs)
+    SELECT 'input', dataset_id, NULL::timestamptz, NULL::uuid, NULL, input FROM inputs
+  UNION ALL
+    -- (the datasets upstream: why they are stale, if their writer failed)
+    SELECT 'writer_failed', f.dataset_id, f.at, f.run, NULL, NULL
+    FROM hop, unnest(hop.f_ds, hop.f_at, hop.f_run) AS f(dataset_id, at, run))
 {reason}
 UNION ALL
 {node}
+UNION ALL
+-- (the inputs of the datasets upstream are followed, never shown: no name read)
+SELECT 'input', i.dataset_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, i.input, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM hop, unnest(hop.srcs, hop.ins) AS i(dataset_id, input)
 """
-# The walk upstream of a graph's (or page's) datasets for the staleness that travels, in
-# one statement: breadth first, a row per hop (a recursive CTE over single datasets
-# repeats one once per path), each hop's datasets (`batch`, in id order, each once,
-# at most %(most)s in all, at most %(hops)s hops) with FACTS read for them alone: the
-# inputs of each one's latest write (`srcs`, `ins`: the next hop) and its `writer_failed`
-# reasons (`f_*`). Rows as STATEMENT's, kinds `input` and `writer_failed`.
+# The walk upstream of the datasets asked about, for the staleness that travels (`spread`):
+# breadth first, a row per hop (a recursive CTE over single datasets repeats one once per
+# path), from the inputs of their latest writes; each hop's datasets (`batch`: in id order,
+# each once, at most {most} in all, at most {hops} hops) with FACTS read for them alone:
+# the inputs of each one's latest write (`srcs`, `ins`: the next hop) and its
+# `writer_failed` reasons (`f_*`). It was a statement a hop, each reading a page's freshness.
 UPSTREAM = """
-WITH RECURSIVE hop(n, batch, seen, looked, srcs, ins, f_ds, f_at, f_run) AS (
-    SELECT 1, b.batch, %(known)s::uuid[] || b.batch, cardinality(b.batch), x.*
-    FROM (SELECT ARRAY(SELECT x FROM unnest(%(frontier)s::uuid[]) x
-                       ORDER BY x LIMIT %(most)s) OFFSET 0) b(batch)  -- (once, not per use)
+    SELECT 1, b.batch, %(datasets)s::uuid[] || b.batch, cardinality(b.batch), x.*
+    FROM (SELECT ARRAY(SELECT DISTINCT input FROM inputs
+                       WHERE input <> ALL(%(datasets)s::uuid[]) ORDER BY input LIMIT {most})
+          OFFSET 0) b(batch)  -- (once, not per use)
     CROSS JOIN LATERAL ({hop_facts}) x
     WHERE cardinality(b.batch) > 0
   UNION ALL
@@ -210,20 +220,9 @@ WITH RECURSIVE hop(n, batch, seen, looked, srcs, ins, f_ds, f_at, f_run) AS (
     FROM hop w
     CROSS JOIN LATERAL (SELECT ARRAY(
         SELECT x FROM (SELECT unnest(w.ins) EXCEPT SELECT unnest(w.seen)) n(x)
-        ORDER BY x LIMIT %(most)s - w.looked) OFFSET 0) b(batch)
+        ORDER BY x LIMIT {most} - w.looked) OFFSET 0) b(batch)
     CROSS JOIN LATERAL ({hop_facts}) x
-    WHERE w.n < %(hops)s AND w.looked < %(most)s AND cardinality(b.batch) > 0),
-found AS (
-    SELECT 'writer_failed' AS kind, f.dataset_id, f.at, f.run, NULL::text AS state,
-           NULL::uuid AS input
-    FROM hop, unnest(hop.f_ds, hop.f_at, hop.f_run) AS f(dataset_id, at, run))
-{reason}
-UNION ALL
--- (an input is followed, never shown: no name read)
-SELECT 'input', i.dataset_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, i.input, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM hop, unnest(hop.srcs, hop.ins) AS i(dataset_id, input)
-"""
+    WHERE w.n < {hops} AND w.looked < {most} AND cardinality(b.batch) > 0"""
 # One hop's FACTS, for the datasets of array `b.batch`, as arrays (a row per hop).
 HOP_FACTS = """
     WITH {facts}
@@ -292,7 +291,12 @@ def _reason(as_of: bool, input_name: bool = True) -> str:
 
 def _upstream(as_of: bool) -> str:
     hop_facts = HOP_FACTS.format(facts=_facts(as_of, "b.batch"), writer_failed=WRITER_FAILED)
-    return UPSTREAM.format(hop_facts=hop_facts, reason=_reason(as_of, input_name=False))
+    return UPSTREAM.format(
+        hop_facts=hop_facts,
+        # (the first hop is past the datasets asked about: at most HOPS - 1 more)
+        hops=limits.UPSTREAM_HOPS - 1,
+        most=limits.UPSTREAM_DATASETS,
+    )
 
 
 def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
@@ -312,6 +316,7 @@ def _statement(as_of: bool, node: str, restricted: bool = False) -> str:
             facts=_facts(as_of, "%(datasets)s::uuid[]"),
             writer_failed=WRITER_FAILED,
             input_outs=INPUT_OUTS_AS_OF if as_of else INPUT_OUTS_NOW,
+            upstream=_upstream(as_of),
             reason=_reason(as_of),
             node=node.format(
                 display=display,
@@ -339,8 +344,6 @@ RESTRICTED_NOW = _statement(as_of=False, node=NODE, restricted=True)
 RESTRICTED_AS_OF = _statement(as_of=True, node=NODE, restricted=True)
 FRESHNESS_NOW = _statement(as_of=False, node=FRESHNESS_NODE)
 FRESHNESS_AS_OF = _statement(as_of=True, node=FRESHNESS_NODE)
-UPSTREAM_NOW = _upstream(as_of=False)
-UPSTREAM_AS_OF = _upstream(as_of=True)
 
 
 class Details(msgspec.Struct, frozen=True):
@@ -483,32 +486,13 @@ def _reason_shown(why: models.StaleReason, access: Access) -> models.StaleReason
     )
 
 
-async def spread(
-    conn: AsyncConnection[Any],
-    found: Found,
-    as_of: dt.datetime | None,
-    access: Access = EVERYTHING,
-) -> dict[uuid.UUID, Details]:
+def spread(found: Found, access: Access = EVERYTHING) -> dict[uuid.UUID, Details]:
     """The details of `found` with the staleness that travels: a dataset downstream of one
     whose writer failed is at risk (`upstream_failed`, naming the root failed run and the
-    input it came through), over any number of hops. The walk goes upstream through the
-    inputs of each dataset's latest write, all hops in one statement (UPSTREAM), at most
-    limits.UPSTREAM_HOPS hops and limits.UPSTREAM_DATASETS datasets beyond those asked
-    about."""
-    inputs, failed = dict(found.inputs), dict(found.failed)
-    known = set(found.details)
-    frontier = {i for d in known for i in inputs.get(d, ())} - known
-    if frontier:
-        args = {
-            "known": sorted(known),
-            "frontier": sorted(frontier),
-            "most": limits.UPSTREAM_DATASETS,
-            "hops": limits.UPSTREAM_HOPS - 1,
-            "as_of": as_of,
-        }
-        more = build(await rows(conn, UPSTREAM_NOW if as_of is None else UPSTREAM_AS_OF, args))
-        inputs.update(more.inputs)
-        failed.update(more.failed)
+    input it came through), over any number of hops: the statement walked upstream through
+    the inputs of each dataset's latest write (UPSTREAM), at most limits.UPSTREAM_HOPS hops
+    and limits.UPSTREAM_DATASETS datasets beyond those asked about."""
+    inputs, failed = found.inputs, found.failed
     roots = _roots(inputs, failed)
     spread_details = {}
     if access.restricted:
@@ -582,7 +566,7 @@ async def of(
     if restricted:
         args |= access.sql_params()
     found = await rows(conn, statement(as_of, restricted), args)
-    return await spread(conn, build(found), as_of, access)
+    return spread(build(found), access)
 
 
 async def freshness_of(
@@ -596,5 +580,5 @@ async def freshness_of(
         return {}
     sql = FRESHNESS_NOW if as_of is None else FRESHNESS_AS_OF
     found = await rows(conn, sql, {"datasets": list(datasets), "as_of": as_of})
-    details = await spread(conn, build(found), as_of, access)
+    details = spread(build(found), access)
     return {dataset: d.freshness for dataset, d in details.items()}

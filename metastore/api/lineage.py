@@ -559,9 +559,7 @@ async def walk_rows(
         details_found = await details_at.fetchall() if datasets else []
     found_details = {}
     if datasets:
-        found_details = await dataset_nodes.spread(
-            conn, dataset_nodes.build(details_found), as_of, access
-        )
+        found_details = dataset_nodes.spread(dataset_nodes.build(details_found), access)
     if run_outputs is not None:  # the run's job: only the run's own outputs
         wrote = set(run_outputs)
         links = [
