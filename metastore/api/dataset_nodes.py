@@ -5,16 +5,16 @@ its freshness.
 Freshness: its last successful write, the latest failed attempt after it, and why it is
 stale: a writer's latest run failed after that write, a dataset the writing run read
 (one hop) was successfully written after it, or a dataset upstream (any hops, through the
-inputs of each one's latest write: `spread`) is stale because its writer failed. Now,
+inputs of each one's latest write: UPSTREAM, `spread`) is stale because its writer failed. Now,
 from the job edges (the projection keeps each edge's latest write and failed attempt:
 projections/lineage.py); as of T, from the run edges and runs by then, and the names
 first seen by then (asof.py).
 
 One statement, set-based: each dataset's names and output edges are read once for all it
 shows (the graph read them per node for the name count, the lifecycle and the display
-name, and again for the freshness), and a writer or input several datasets share is
-looked up once. A list of datasets reads the freshness alone (`freshness_of`) the same way,
-one statement a page.
+name, and again for the freshness), a writer or input several datasets share is looked up
+once, and the walk upstream reads a hop's datasets together. A list of datasets reads the
+freshness alone (`freshness_of`) the same way, one statement a page.
 """
 
 from __future__ import annotations
@@ -279,11 +279,9 @@ def _facts(as_of: bool, datasets: str) -> str:
     )
 
 
-def _reason(as_of: bool, input_name: bool = True) -> str:
-    """REASON; without `input_name`, for reasons that name no input."""
-    named = INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW
+def _reason(as_of: bool) -> str:
     return REASON.format(
-        input_name=named if input_name else "CROSS JOIN (SELECT NULL, NULL) ind(namespace, name)",
+        input_name=INPUT_NAME_AS_OF if as_of else INPUT_NAME_NOW,
         run_state=RUN_STATE_AS_OF if as_of else "r.state",
         run_at=RUN_AT if as_of else "",
     )
