@@ -22,7 +22,7 @@ from bench import search_store
 from metastore.api import search_fields
 from projections.schema import create_readmodel_tables
 from tests.conftest import Server
-from tests.support import plans_logged, rows_read, running, server_log
+from tests.support import plan_nodes, plans_logged, rows_read, running, server_log
 
 DATASETS, FIELDS = 40_000, 4
 MATCH = ("exact", "prefix", "substring", "substring")
@@ -148,3 +148,34 @@ def test_a_page_of_field_hits_reads_a_page_not_every_field_that_matches(
     # bitmap lists them: index entries, not rows read).
     for read, node in rows_read(plans, bitmaps=False):
         assert read <= 3 * search_fields.FIELD_CAP, node
+
+
+def test_a_page_of_fields_containing_a_word_is_read_in_order_not_from_a_bitmap(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
+) -> None:
+    """`_id` is inside 40,000 fields' names: past the count's cap its page is probed for
+    along the name index up to the page's bound and stops at a page, where through the
+    trigram index it first built a bitmap of all 40,000 (issue 46: a page's cost grows with
+    the page). Only the count reads the trigram indexes."""
+    log_file = server_log(pg_server)
+    url, _ = store
+    with (
+        plans_logged(url, log_file) as logged,
+        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        logged()
+        answers = _pages(api.base_url, "_id", 2)
+        plans = logged()
+    assert [len(a["items"]) for a in answers] == [50, 50]
+    count = f"LIMIT {search_fields.FIELD_CAP + 1}"
+    pages = [
+        p for p in plans if "dataset_fields" in p["Query Text"] and count not in p["Query Text"]
+    ]
+    assert pages
+    for plan in pages:
+        nodes = list(plan_nodes(plan["Plan"]))
+        assert not [n for n in nodes if n.get("Index Name", "").endswith("_trgm")], plan[
+            "Query Text"
+        ]
+        in_order = [n for n in nodes if n.get("Index Name") == "dataset_fields_name"]
+        assert all(n["Actual Rows"] <= search_fields.PROBE_ROWS for n in in_order)
