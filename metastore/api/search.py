@@ -202,9 +202,11 @@ PLANS = {
 
 # A probe: the first PROBE_ROWS names in order from the cursor up to the count's bound, read
 # along the name index and tested outside the read, so it stops at a page or at PROBE_ROWS
-# names (ordered by `low`, the read's own column, so no sort waits for all of them).
-# Through the trigram index the same page first builds a bitmap of every name that has
-# `q`'s trigrams (38,000 for a word in a fifth of 200,000 names) whatever the bound cuts.
+# names (ordered by `low`, the read's own column, so no sort waits for all of them). It is
+# sent where the count stopped at its cap: through the trigram index the same page first
+# builds a bitmap of every name with `q`'s trigrams (38,000 for a word in a fifth of 200,000
+# names) whatever the bound cuts; with fewer hits that bitmap is cheap, and a failed probe
+# (a page further along the index than PROBE_ROWS names) is not.
 PROBE_ROWS = 2_000
 PROBE_SOURCE = """(
         SELECT s.*, lower(s.name) AS low FROM {table} s
@@ -420,6 +422,7 @@ async def search(request: Request) -> Response:
         (trigrams,) = await row(conn, TRIGRAM_INDEXES)
         by_trigram_plan = "trigram" if trigrams else "any"
         counted = await _read(conn, by_trigram_plan, _counts(tiers, kinds, ns, cursor), args)
+        capped = {k for k, names, _, _ in counted if names > TOTAL_CAP}
         # past the cap of names, a type whose names were fewer hits: its hits counted
         for i, (k, names, hits, upper) in enumerate(counted):
             if names > TOTAL_CAP and hits <= TOTAL_CAP:
@@ -430,10 +433,10 @@ async def search(request: Request) -> Response:
         # exact and prefix hits are ranges of the name index, read in order
         ordered = [t for k in kinds for r in range(2) if (t := _tier(tiers[k], k, r, cursor, ns))]
         found = await _read(conn, "ordered", ordered, args)
-        # substring hits up to each type's bound: probed for along the name index where
-        # more names have `q` than the probe reads, else (or when the probe found no
-        # page) through the trigram index
-        many = {k for k, names, _, upper in counted if upper is not None and names > PROBE_ROWS}
+        # substring hits up to each type's bound: probed for along the name index where the
+        # count stopped at its cap (a trigram bitmap would list more names than it read),
+        # else (or when the probe found no page) through the trigram index
+        many = {k for k in capped if bounds[k] is not None}
         probes = [
             t for k in kinds if k in many and (t := _tier(tiers[k], k, 2, cursor, ns, probe=True))
         ]
