@@ -125,23 +125,25 @@ def test_namespace_narrows_the_field_hits(store: tuple[str, str]) -> None:
     assert (answer["items"], answer["total"], answer["total_is_exact"]) == ([], 0, True)
 
 
-def test_a_page_of_field_hits_reads_a_page_not_every_field_that_matches(
-    store: tuple[str, str], pg_server: Server, tmp_path: Path
-) -> None:
-    log_file = server_log(pg_server)
+def _logged_pages(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path, words: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The first two pages of each word, and the plans of the statements they sent."""
     url, _ = store
     with (
-        plans_logged(url, log_file) as logged,
+        plans_logged(url, server_log(pg_server)) as logged,
         running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
     ):
         logged()
-        # each in 40,000 datasets' fields (a description's word, "remark", is not held to
-        # it: its 40,000 fields share one name, and below some 400,000 fields the planner
-        # reads them all from the trigram index's bitmap rather than AND the name index's
-        # range: docs/PERFORMANCE.md)
-        for q in ("_id", "total"):
-            _pages(api.base_url, q, 2)
-        plans = logged()
+        answers = [a for q in words for a in _pages(api.base_url, q, 2)]
+        return answers, logged()
+
+
+def test_a_page_of_field_hits_reads_a_page_not_every_field_that_matches(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
+) -> None:
+    # each in 40,000 datasets' fields (`remark` in their descriptions alone)
+    _, plans = _logged_pages(store, pg_server, tmp_path, ["_id", "total", "remark"])
     assert any("dataset_fields" in p["Query Text"] for p in plans)
     # The count reads up to FIELD_CAP + 1 fields; a page reads along the name index up to
     # the page's bound: neither reads the 40,000 fields that match (the trigram index's
@@ -160,15 +162,7 @@ def test_a_page_of_fields_containing_a_word_is_read_in_order_not_from_a_bitmap(
     page's bound and stops at a page, where through the trigram index it first built a
     bitmap of all 40,000 (issue 46: a page's cost grows with the page). Only the count
     reads a trigram bitmap of them."""
-    log_file = server_log(pg_server)
-    url, _ = store
-    with (
-        plans_logged(url, log_file) as logged,
-        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
-    ):
-        logged()
-        answers = _pages(api.base_url, q, 2)
-        plans = logged()
+    answers, plans = _logged_pages(store, pg_server, tmp_path, [q])
     assert [len(a["items"]) for a in answers] == [50, 50]
     count = f"LIMIT {search_fields.FIELD_CAP + 1}"
     pages = [
