@@ -207,7 +207,7 @@ PLANS = {
 # builds a bitmap of every name with `q`'s trigrams (38,000 for a word in a fifth of 200,000
 # names) whatever the bound cuts; with fewer hits that bitmap is cheap, and a failed probe
 # (a page further along the index than PROBE_ROWS names) is not.
-PROBE_ROWS = 2_000
+PROBE_ROWS = search_fields.PROBE_ROWS  # as a field page's probe
 PROBE_SOURCE = """(
         SELECT s.*, lower(s.name) AS low FROM {table} s
         WHERE lower(s.name) ~<=~ %(upper_{kind})s {start}
