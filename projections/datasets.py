@@ -76,7 +76,8 @@ NAME = "datasets"
 # 12: a run that ends FAIL or ABORT makes no version whatever the batches
 # (version_sightings); another job's events reusing a runId are left out
 # 13: the current schema's fields in dataset_fields (/search by field)
-VERSION = 13
+# 14: described fields by name (/search's page of a word in descriptions)
+VERSION = 14
 TABLES = ("datasets", "dataset_names", "dataset_versions", "version_sightings", "dataset_fields")
 
 DATASET_COLUMNS = (

@@ -20,7 +20,7 @@ from bench import search_store
 from metastore.api import search
 from projections.schema import create_readmodel_tables
 from tests.conftest import Server
-from tests.support import plans_logged, rows_read, running, server_log
+from tests.support import plan_nodes, plans_logged, rows_read, running, server_log
 
 DATASETS, JOBS = 40_000, 40_000
 
@@ -196,3 +196,45 @@ def test_without_the_trigram_index_the_answers_are_the_same(store: tuple[str, st
             for _, definition in dropped:
                 conn.execute(definition)
     assert after == before
+
+
+def test_a_common_words_page_reads_names_in_order_and_stops_at_a_page(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
+) -> None:
+    """Past the probe's size, a word's page of substring dataset names is read along the
+    name index from the cursor, stopping after a page (or 2000 names): not
+    as a bitmap of every name up to the count's bound, sorted, whose cost grows with the
+    names that have the word (issue 46). Only the counts read the names' trigram index
+    (the jobs, fewer than the count's cap, are paged through theirs)."""
+    log_file = server_log(pg_server)
+    url, _ = store
+    with (
+        plans_logged(url, log_file) as logged,
+        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        for q in ("orders", "items_"):  # in 16,000 and 8,000 names
+            pages, params = 0, {"q": q}
+            logged()
+            while pages < 2:  # the first page, then the next (past a cursor)
+                answer = httpx.get(f"{api.base_url}/api/v1/search", params=params, timeout=30)
+                assert answer.status_code == 200, answer.text
+                assert len(answer.json()["items"]) == 50
+                params["cursor"], pages = answer.json()["next_cursor"], pages + 1
+            plans = logged()
+            counts = ("MATERIALIZED", "search_count_keys")  # to 10,001 names, then keys
+            substring_pages = [
+                p for p in plans if "d.name, 2, p.low" in " ".join(p["Query Text"].split())
+            ]
+            assert len(substring_pages) == 2
+            for plan in substring_pages:
+                nodes = list(plan_nodes(plan["Plan"]))
+                assert not [n for n in nodes if n["Node Type"].startswith("Bitmap")]
+                in_order = [n for n in nodes if n.get("Index Name") == "dataset_names_name"]
+                assert in_order and all(n["Actual Rows"] <= search.PROBE_ROWS for n in in_order)
+            for plan in plans:
+                trigrams = [
+                    n
+                    for n in plan_nodes(plan["Plan"])
+                    if n.get("Index Name") == "dataset_names_name_trigrams"
+                ]
+                assert not trigrams or any(c in plan["Query Text"] for c in counts)

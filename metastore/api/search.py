@@ -67,10 +67,10 @@ RANK_OF = """CASE WHEN {n} = %(exact)s THEN 0 WHEN {n} LIKE %(prefix)s THEN 1
 # text_pattern_ops name indexes, so the scan stops after a page.
 JOB_TIER = """
     SELECT 'job' AS type, j.id::text AS key, j.id, j.namespace, j.name, {rank} AS rank,
-           lower(j.name) AS sort_name, j.namespace AS matched_namespace, j.name AS matched_name
+           {name} AS sort_name, j.namespace AS matched_namespace, j.name AS matched_name
     FROM {source} j
     WHERE {test} {after} {namespace}
-    ORDER BY lower(j.name) USING ~<~, j.id LIMIT %(limit)s"""
+    ORDER BY {name} USING ~<~, j.id LIMIT %(limit)s"""
 # A dataset answers once, under its best-ranked name: a name of the same dataset that
 # matches better (or as well, ahead in the order) hides this one. The page of names is
 # cut before the datasets are joined for their display names: joined first, a page's
@@ -85,10 +85,10 @@ DATASET_TIER = (
     FROM (
         SELECT n.dataset_id, n.namespace, n.name, n.low
         FROM (
-            SELECT n.dataset_id, n.namespace, n.name, lower(n.name) AS low
+            SELECT n.dataset_id, n.namespace, n.name, {name} AS low
             FROM {source} n
             WHERE {test} {after} {namespace}
-            ORDER BY lower(n.name) USING ~<~, n.dataset_id OFFSET 0
+            ORDER BY {name} USING ~<~, n.dataset_id OFFSET 0
         ) n
         WHERE NOT EXISTS (
               SELECT 1 FROM readmodel.dataset_names b
@@ -111,7 +111,7 @@ NAMESPACE_TIER = """
            ns.name, ns.name
     FROM {source} ns
     WHERE {test} {after} {namespace}
-    ORDER BY lower(ns.name) USING ~<~, ns.name COLLATE "C" LIMIT %(limit)s"""
+    ORDER BY {name} USING ~<~, ns.name COLLATE "C" LIMIT %(limit)s"""
 
 
 class Tier(NamedTuple):
@@ -200,6 +200,20 @@ PLANS = {
 }
 
 
+# A probe: the first PROBE_ROWS names in order from the cursor up to the count's bound, read
+# along the name index and tested outside the read, so it stops at a page or at PROBE_ROWS
+# names (ordered by `low`, the read's own column, so no sort waits for all of them). It is
+# sent where the count stopped at its cap: through the trigram index the same page first
+# builds a bitmap of every name with `q`'s trigrams (38,000 for a word in a fifth of 200,000
+# names) whatever the bound cuts; with fewer hits that bitmap is cheap, and a failed probe
+# (a page further along the index than PROBE_ROWS names) is not.
+PROBE_ROWS = search_fields.PROBE_ROWS  # as a field page's probe
+PROBE_SOURCE = """(
+        SELECT s.*, lower(s.name) AS low FROM {table} s
+        WHERE lower(s.name) ~<=~ %(upper_{kind})s {start}
+        ORDER BY lower(s.name) USING ~<~, s.{key} LIMIT {rows})"""
+
+
 def _tier(
     tier: Tier,
     kind: HitType,
@@ -207,10 +221,18 @@ def _tier(
     cursor: tuple[int, str, str, str] | None,
     ns: bool,
     bounded: bool = False,
+    probe: bool = False,
 ) -> str:
     """One (type, rank) of the hits, a page of it past `cursor`: '' if the cursor is past
-    all of it. `bounded`: only names up to `%(upper_<type>)s` (the count's bound)."""
-    name, key = tier.name, tier.key
+    all of it. `bounded`: only names up to `%(upper_<type>)s` (the count's bound); `probe`
+    (bounded too): only among the first PROBE_ROWS of those names in order."""
+    name, key, source = tier.name, tier.key, tier.table
+    if probe:
+        start = "AND lower(s.name) ~>=~ %(after_name)s" if cursor and cursor[0] == rank else ""
+        source = PROBE_SOURCE.format(
+            table=tier.table, kind=kind, start=start, key=key.split(".")[1], rows=PROBE_ROWS
+        )
+        name, bounded = f"{tier.alias}.low", True
     after = ""
     if cursor is not None:
         after_rank, _, after_type, _ = cursor
@@ -227,7 +249,8 @@ def _tier(
     if bounded:
         after += f" AND {name} ~<=~ %(upper_{kind})s"
     return tier.template.format(
-        source=tier.table,
+        source=source,
+        name=name,
         rank=rank,
         test=RANK_TESTS[rank].format(n=name),
         after=after,
@@ -399,6 +422,7 @@ async def search(request: Request) -> Response:
         (trigrams,) = await row(conn, TRIGRAM_INDEXES)
         by_trigram_plan = "trigram" if trigrams else "any"
         counted = await _read(conn, by_trigram_plan, _counts(tiers, kinds, ns, cursor), args)
+        capped = {k for k, names, _, _ in counted if names > TOTAL_CAP}
         # past the cap of names, a type whose names were fewer hits: its hits counted
         for i, (k, names, hits, upper) in enumerate(counted):
             if names > TOTAL_CAP and hits <= TOTAL_CAP:
@@ -409,13 +433,24 @@ async def search(request: Request) -> Response:
         # exact and prefix hits are ranges of the name index, read in order
         ordered = [t for k in kinds for r in range(2) if (t := _tier(tiers[k], k, r, cursor, ns))]
         found = await _read(conn, "ordered", ordered, args)
-        # substring hits up to each type's bound, through the trigram index
+        # substring hits up to each type's bound: probed for along the name index where the
+        # count stopped at its cap (a trigram bitmap would list more names than it read),
+        # else (or when the probe found no page) through the trigram index
+        many = {k for k in capped if bounds[k] is not None}
+        probes = [
+            t for k in kinds if k in many and (t := _tier(tiers[k], k, 2, cursor, ns, probe=True))
+        ]
+        probed = await _read(conn, "ordered", probes, args)
+        per_probe = collections.Counter(r[0] for r in probed)
+        paged = {k for k in many if per_probe[k] > query.limit}
         bounded = [
             t
             for k in kinds
-            if (t := _tier(tiers[k], k, 2, cursor, ns, bounded=bounds[k] is not None))
+            if k not in paged
+            and (t := _tier(tiers[k], k, 2, cursor, ns, bounded=bounds[k] is not None))
         ]
-        substring = await _read(conn, by_trigram_plan, bounded, args)
+        substring = [r for r in probed if r[0] in paged]
+        substring += await _read(conn, by_trigram_plan, bounded, args)
         per_type = collections.Counter(r[0] for r in substring)
         short = [k for k in kinds if bounds[k] is not None and per_type[k] <= query.limit]
         substring = [r for r in substring if r[0] not in short]

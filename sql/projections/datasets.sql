@@ -67,6 +67,10 @@ CREATE TABLE dataset_fields (
 CREATE INDEX dataset_fields_dataset ON dataset_fields (dataset_id);
 -- (a field named or starting with `q` is a range of it, read in /search's order)
 CREATE INDEX dataset_fields_name ON dataset_fields (lower(name) text_pattern_ops, dataset_id);
+-- (the fields with a description in that order: a word in descriptions alone is probed for
+-- among them, not among every field whose name sorts before its first hit)
+CREATE INDEX dataset_fields_described ON dataset_fields (lower(name) text_pattern_ops, dataset_id)
+    WHERE description IS NOT NULL;
 
 -- substrings of names and fields (/search): by trigram where pg_trgm is installed
 -- (migration 0004)
