@@ -412,21 +412,6 @@ async def walk_fields(
     # hashed the whole table against a level's names (a scan per level once it grows). Set
     # once a walk, not around each level: each SET was a round trip of its own.
     await conn.execute("SET LOCAL enable_seqscan = off")
-    await _walk_levels(conn, starts, direction, depth, as_of, walk, window, access)
-    await conn.execute("SET LOCAL enable_seqscan = on")
-
-
-async def _walk_levels(
-    conn: AsyncConnection[Any],
-    starts: Sequence[tuple[uuid.UUID, str | None]],
-    direction: str,
-    depth: int,
-    as_of: dt.datetime,
-    walk: Walk,
-    window: tuple[str, dt.datetime | None],
-    access: Access,
-) -> None:
-    """walk_fields' levels."""
     frontier = list(starts)
     start_datasets = {d for d, _ in starts}
     every_field = any(f is None for _, f in starts)
@@ -441,7 +426,7 @@ async def _walk_levels(
                 names[d].append((ns, name))
         lookups = list({(ns, name): None for d, _ in frontier for ns, name in names[d]})
         if not lookups:
-            return
+            break
         ordinal = {name: i for i, name in enumerate(lookups, 1)}
         fields = [(ordinal[n], f) for d, f in frontier if f is not None for n in names[d]]
         cap = limits.VISIT_LIMIT - walk.visited
@@ -513,8 +498,9 @@ async def _walk_levels(
             seen.add((far, far_field))
             next_frontier[(far, far_field)] = None
         if walk.truncated or not next_frontier:
-            return
+            break
         frontier = list(next_frontier)
+    await conn.execute("SET LOCAL enable_seqscan = on")
 
 
 @resource.add(COLUMN_OP)
