@@ -27,8 +27,9 @@ from projections.common import (
 
 NAME = "jobs"
 # 2: facets json; 3: producer, integration from the producer URL; 4: trigram index; 5: a
-# run reusing another job's runId is not its latest run (common.run_owners)
-VERSION = 5
+# run reusing another job's runId is not its latest run (common.run_owners); 6: index
+# jobs_namespace_first_seen (a namespace's jobs as of T counted from the index)
+VERSION = 6
 TABLES = ("jobs",)
 
 COLUMNS = (

@@ -557,13 +557,14 @@ def server_log(pg_server: Any) -> Path:
 
 
 @contextmanager
-def plans_logged(url: str, log_file: Path) -> Iterator[Callable[[], list[dict[str, Any]]]]:
-    """New sessions of database `url` log every statement's plan, with its actual rows, to
-    the server log `log_file`; yields a function giving the read-model plans logged since
-    its previous call. The settings are reset on leaving."""
+def _logged(
+    url: str, log_file: Path, settings: tuple[tuple[str, str], ...]
+) -> Iterator[Callable[[], str]]:
+    """New sessions of database `url` take `settings`; yields a function giving the text
+    the server logged to `log_file` since its previous call. Reset on leaving."""
     with psycopg.connect(url, autocommit=True) as conn:
         database = sql.Identifier(conn.info.dbname)
-        for setting, value in AUTO_EXPLAIN:
+        for setting, value in settings:
             conn.execute(
                 sql.SQL("ALTER DATABASE {} SET {} = {}").format(
                     database, sql.Identifier(*setting.split(".")), sql.Literal(value)
@@ -571,21 +572,42 @@ def plans_logged(url: str, log_file: Path) -> Iterator[Callable[[], list[dict[st
             )
     offset = [log_file.stat().st_size]
 
-    def plans() -> list[dict[str, Any]]:
+    def logged() -> str:
         with log_file.open("rb") as log:
             log.seek(offset[0])
             raw = log.read()
         offset[0] += len(raw)
-        text = raw.decode(errors="replace")
-        decoder = json.JSONDecoder()
-        found = [decoder.raw_decode(part.lstrip())[0] for part in text.split("plan:\n")[1:]]
-        return [p for p in found if "readmodel." in p["Query Text"]]
+        return raw.decode(errors="replace")
 
     try:
-        yield plans
+        yield logged
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(sql.SQL("ALTER DATABASE {} RESET ALL").format(database))
+
+
+@contextmanager
+def plans_logged(url: str, log_file: Path) -> Iterator[Callable[[], list[dict[str, Any]]]]:
+    """New sessions of database `url` log every statement's plan, with its actual rows, to
+    the server log `log_file`; yields a function giving the read-model plans logged since
+    its previous call. The settings are reset on leaving."""
+    with _logged(url, log_file, AUTO_EXPLAIN) as logged:
+
+        def plans() -> list[dict[str, Any]]:
+            decoder = json.JSONDecoder()
+            parts = logged().split("plan:\n")[1:]
+            found = [decoder.raw_decode(part.lstrip())[0] for part in parts]
+            return [p for p in found if "readmodel." in p["Query Text"]]
+
+        yield plans
+
+
+@contextmanager
+def statements_logged(url: str, log_file: Path) -> Iterator[Callable[[], int]]:
+    """New sessions of database `url` log every statement they send (SETs too); yields a
+    function counting those logged since its previous call: a read's round trips."""
+    with _logged(url, log_file, (("log_statement", "all"),)) as logged:
+        yield lambda: len(re.findall(r"LOG:  (?:statement|execute [^:]*): ", logged()))
 
 
 def rows_read(plans: list[dict[str, Any]], bitmaps: bool = True) -> Iterator[tuple[int, str]]:
