@@ -39,7 +39,7 @@ from metastore.api.sqlparts import (
     started,
     tags,
 )
-from metastore.api.visibility import both, for_access, job_visible, mark
+from metastore.api.visibility import RESTRICTED, both, for_access, job_visible, mark, visible
 
 # The latest run's columns (id, state, state_time, started_at, ended_at, duration) of
 # readmodel.runs row `r`.
@@ -67,9 +67,35 @@ LIMIT %(limit)s
 """
 # (restricted: a parent of a hidden namespace is left out)
 LISTS_JOBS = both(LIST_JOBS)
-COUNT_JOBS = count_capped("""SELECT 1 FROM readmodel.jobs j
+# The count joins the latest run only for `state`: without it, a count reads no column
+# outside an index of jobs, an index-only scan where the visibility map is set (a scan of
+# 10,001 jobs' wide rows took 5-18 ms at 1,000,000 events).
+COUNT_JOBS = count_capped("SELECT 1 FROM readmodel.jobs j WHERE true {filters}")
+COUNT_JOBS_BY_STATE = count_capped("""SELECT 1 FROM readmodel.jobs j
 LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id
 WHERE true {filters}""")
+# `late=true` alone (or by namespace): the late jobs are the learned cadences due by now, a
+# range of job_cadence_late (a cadence's namespace is its job's), not a probe per job.
+COUNT_LATE = count_capped(
+    "SELECT 1 FROM readmodel.job_cadence k WHERE k.late_at <= now(){namespace}{visible}"
+)
+
+
+def _count(overrides: bool) -> Callable[[Any, bool, str], str]:
+    """The count of /jobs as `query` filters it (`overrides`: as for the `late` filter)."""
+
+    def count(query: Any, restricted: bool, filters: str) -> str:
+        if query.late and not overrides and not query.q and query.state is None:
+            return COUNT_LATE.format(
+                namespace="" if query.namespace is None else " AND k.namespace = %(namespace)s",
+                visible=visible("namespace", RESTRICTED, "k.namespace") if restricted else "",
+            )
+        counted = COUNT_JOBS if query.state is None else COUNT_JOBS_BY_STATE
+        return counted.format(filters=filters)
+
+    return count
+
+
 SORTS = {
     "name": Sort(
         "j.namespace, j.name",
@@ -103,7 +129,8 @@ def _jobs(overrides: bool) -> Listing:
     cadence overrides), the overridden one."""
     return Listing(
         "jobs",
-        *templates(LISTS_JOBS, COUNT_JOBS),
+        templates(LISTS_JOBS, COUNT_JOBS)[0],
+        _count(overrides),
         SORTS,
         filters=(
             Filter("namespace", "AND j.namespace = %(namespace)s"),
