@@ -20,7 +20,7 @@ import pytest
 from metastore.api.pagination import TOTAL_CAP
 from projections.schema import create_readmodel_tables
 from tests.conftest import Server
-from tests.support import plan_nodes, plans_logged, running, server_log
+from tests.support import access_env, plan_nodes, plans_logged, running, server_log
 
 JOBS, DATASETS, MERGED = 12_000, 12_000, 100
 # Facets of a kilobyte and a half, as a platform's jobs and datasets carry (documentation,
@@ -53,6 +53,9 @@ FROM generate_series(1, {DATASETS}) i""",
 INSERT INTO readmodel.dataset_names (namespace, name, dataset_id, kind, first_seen)
 SELECT 's3', 'table_' || i, md5('d' || i)::uuid, 'emitted', now()
 FROM generate_series({MERGED} + 1, {DATASETS}) i""",
+    """
+INSERT INTO readmodel.namespaces (name, first_seen, last_seen)
+SELECT unnest(ARRAY['a', 'b', 's3']), now(), now()""",
     "VACUUM ANALYZE",
 ]
 
@@ -129,3 +132,22 @@ def test_totals_read_indexes_not_rows(store: str, pg_server: Server, tmp_path: P
                     assert scan["Heap Fetches"] == 0, (path, scan)
                 else:  # (the late jobs: their cadences' narrow rows, not the jobs)
                     assert scan["Relation Name"] == "job_cadence", (path, scan)
+
+
+def test_a_restricted_caller_counts_the_late_jobs_it_may_read(store: str, tmp_path: Path) -> None:
+    policy = {"read": [{"subjects": ["bea"], "namespaces": ["b"]}]}
+    env = access_env(tmp_path, policy, {"bea": []}, ["read"], "totals-")
+    with (
+        running("api", store, tmp_path, env=env) as api,
+        httpx.Client(
+            base_url=api.base_url + "/api/v1",
+            timeout=30,
+            headers={"Authorization": "Bearer totals-bea"},
+        ) as client,
+    ):
+        for path in ("/jobs?late=true&limit=5", "/jobs?late=true&namespace=b&limit=5"):
+            page = client.get(path).json()
+            assert (page["total"], page["total_is_exact"]) == (1_000, True), path
+            assert {j["namespace"] for j in page["items"]} == {"b"}
+        hidden = client.get("/jobs?late=true&namespace=a&limit=5").json()
+        assert (hidden["total"], hidden["items"]) == (0, [])
