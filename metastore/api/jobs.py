@@ -81,19 +81,64 @@ COUNT_LATE = count_capped(
 )
 
 
+# A page of late jobs when few are late (Listing.narrow): read from their cadences, each
+# job looked up by id behind OFFSET 0 fences, then sorted. Unfenced, the planner walks every
+# job in the page's order probing its cadence whenever it guesses the late ones spread
+# evenly (1,007 late of 50,000 took 261-480 ms; like this 26-61 ms, load 12).
+LATE_FROM = """FROM (SELECT lk.job_id FROM readmodel.job_cadence lk
+      WHERE lk.late_at <= now(){namespace} OFFSET 0) lk
+CROSS JOIN LATERAL (SELECT * FROM readmodel.jobs j WHERE j.id = lk.job_id OFFSET 0) j
+"""
+LISTS_LATE = {
+    restricted: sql.replace("FROM readmodel.jobs j\n", LATE_FROM, 1)
+    for restricted, sql in LISTS_JOBS.items()
+}
+# Up to this many late jobs a page read from them is bounded (some 16 buffers a late job:
+# its joins and lateness come before the sort), where a walk by name may read every job
+# when the late ones cluster; spread evenly, the walk is cheaper (994 of 50,000: 6,621
+# buffers against 15,983), and past this many it finds a page soon whatever the order.
+FEW_LATE = 1_000
+LATE_FILTER = lateness.filter_late(True, False)
+
+
+def _counted_late(query: Any, overrides: bool) -> bool:
+    """Whether /jobs counts `query`'s jobs from their cadences (COUNT_LATE)."""
+    return bool(query.late) and not overrides and not query.q and query.state is None
+
+
+def _in_namespace(query: Any, alias: str) -> str:
+    return "" if query.namespace is None else f" AND {alias}.namespace = %(namespace)s"
+
+
 def _count(overrides: bool) -> Callable[[Any, bool, str], str]:
     """The count of /jobs as `query` filters it (`overrides`: as for the `late` filter)."""
 
     def count(query: Any, restricted: bool, filters: str) -> str:
-        if query.late and not overrides and not query.q and query.state is None:
+        if _counted_late(query, overrides):
             return COUNT_LATE.format(
-                namespace="" if query.namespace is None else " AND k.namespace = %(namespace)s",
+                namespace=_in_namespace(query, "k"),
                 visible=visible("namespace", RESTRICTED, "k.namespace") if restricted else "",
             )
         counted = COUNT_JOBS if query.state is None else COUNT_JOBS_BY_STATE
         return counted.format(filters=filters)
 
     return count
+
+
+def _narrow(overrides: bool) -> Callable[[Any, bool, str, str], str | None]:
+    """The page of late jobs read from their cadences, for the queries counted there."""
+
+    def narrow(query: Any, restricted: bool, filters: str, order: str) -> str | None:
+        if not _counted_late(query, overrides):
+            return None
+        assert LATE_FILTER in filters  # (the cadences read are the late ones)
+        return LISTS_LATE[restricted].format(
+            filters=filters.replace(LATE_FILTER, ""),
+            order=order,
+            namespace=_in_namespace(query, "lk"),
+        )
+
+    return narrow
 
 
 SORTS = {
@@ -145,6 +190,8 @@ def _jobs(overrides: bool) -> Listing:
             ),
         ),
         visible=job_visible,
+        narrow=_narrow(overrides),
+        narrow_below=FEW_LATE,
     )
 
 
