@@ -93,6 +93,7 @@ LISTS_LATE = {
     restricted: sql.replace("FROM readmodel.jobs j\n", LATE_FROM, 1)
     for restricted, sql in LISTS_JOBS.items()
 }
+assert all(LATE_FROM in sql for sql in LISTS_LATE.values())  # (the list's FROM, replaced)
 # Up to this many late jobs a page read from them is bounded (some 16 buffers a late job:
 # its joins and lateness come before the sort), where a walk by name may read every job
 # when the late ones cluster; spread evenly, the walk is cheaper (994 of 50,000: 6,621
