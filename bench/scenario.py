@@ -38,6 +38,7 @@ SCENARIOS = {
     "column-walk": "bench.scenarios.column_walk",
     "list-freshness": "bench.scenarios.list_freshness",
     "namespace-counts": "bench.scenarios.namespace_counts",
+    "list-totals": "bench.scenarios.list_totals",
     "fold-index-cost": "bench.scenarios.fold_index_cost",
     "bounded": "bench.scenarios.bounded",
     "hostile-fold": "bench.scenarios.hostile_fold",

@@ -97,6 +97,11 @@ WHERE n.namespace = %(namespace)s
                 WHERE f.dataset_id = n.dataset_id AND f.namespace = n.namespace)
   {filters}"""
 DISPLAY_KEY = "n.namespace, n.name"
+# A namespace's walk reads its names in the name index's order (local to the request's
+# transaction, for its page and total): the planner guesses the first-name test keeps one
+# name in 200, and past a cursor it then read every name after it by bitmap and sorted them
+# (16,601 names, 650-1,070 ms at 1,000,000 events, the namespace depending on statistics).
+ORDERED_WALK = "SET LOCAL enable_bitmapscan = {on}; SET LOCAL enable_seqscan = {on}"
 # A namespace's datasets unfiltered, counted each once in the (namespace, dataset_id)
 # index's order.
 COUNT_IN_NAMESPACE = count_capped(
@@ -790,8 +795,13 @@ async def list_datasets(request: Request) -> Response:
             ),
         )
     planned = DATASETS.plan(query, access)
+    ordered = query.namespace is not None and not query.q and query.name is None
     async with connection(request) as conn:
+        if ordered:
+            await conn.execute(ORDERED_WALK.format(on="off"))
         listed = await planned.read(conn)
+        if ordered:
+            await conn.execute(ORDERED_WALK.format(on="on"))
         summaries = await _summaries(conn, access, listed.rows)
     return json_response(
         request,

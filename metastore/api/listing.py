@@ -23,9 +23,9 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 
 from metastore.access import Access, access_of
-from metastore.api.db import connection, rows
+from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation
-from metastore.api.pagination import bound_kind, decode_cursor, page, total
+from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page, total
 from metastore.api.visibility import for_access
 
 # A fragment of SQL as the query (its parameters) and the access's kind (restricted or
@@ -98,7 +98,11 @@ class Listing:
     filters and sort (bound_kind) or only to the list's `kind`; `total_column`: the
     column of the list statement holding the whole list's exact total (`count` then counts
     only past the last page), else the total is counted to pagination.TOTAL_CAP;
-    `extra_args`: what the statements bind whatever the filters."""
+    `extra_args`: what the statements bind whatever the filters; `narrow(query, restricted,
+    filters, order)`: for a query it serves (else None), a list statement reading the rows
+    from where `count` finds them, run instead of `select` when the count, then run first,
+    finds at most `narrow_below` (a walk in the list's order past many rows that do not
+    match costs more than sorting the few that do: the late jobs among every job)."""
 
     kind: str
     select: Callable[[Any, bool, str, str], str]
@@ -109,6 +113,8 @@ class Listing:
     bound: bool = True
     total_column: int | None = None
     extra_args: Callable[[Any], dict[str, Any]] = field(default=lambda query: {})
+    narrow: Callable[[Any, bool, str, str], str | None] | None = None
+    narrow_below: int = 0
 
     def sort(self, query: Any) -> Sort:
         return self.sorts[getattr(query, "sort", "")]
@@ -139,7 +145,10 @@ class Listing:
             args.update({f"a{i}": v for i, v in enumerate(key)})
             filters.append(sort.after)
         sql = self.select(query, restricted, "\n  ".join(filters), sort.order)
-        return Planned(self, query, sql, counted, args, kind, sort)
+        narrow = None
+        if self.narrow is not None:
+            narrow = self.narrow(query, restricted, "\n  ".join(filters), sort.order)
+        return Planned(self, query, sql, counted, args, kind, sort, narrow)
 
     async def serve(self, request: Request, op: Operation) -> Listed:
         """The page the query of `op` asks for, as the caller may see it (its Access is kept
@@ -162,9 +171,17 @@ class Planned:
     args: dict[str, Any]
     kind: str
     sort: Sort
+    narrow: str | None = None
 
     async def read(self, conn: AsyncConnection[Any]) -> Listed:
         """The page's rows and next cursor, and the list's total."""
+        if self.narrow is not None:
+            (counted,) = await row(conn, self.count, self.args)
+            few = counted <= self.listing.narrow_below
+            found = await rows(conn, self.narrow if few else self.sql, self.args)
+            items, next_cursor = page(found, self.query.limit, self.kind, self.sort.key)
+            exact = counted <= TOTAL_CAP
+            return Listed(items, next_cursor, counted if exact else TOTAL_CAP, exact)
         found = await rows(conn, self.sql, self.args)
         items, next_cursor = page(found, self.query.limit, self.kind, self.sort.key)
         whole = items if self.query.cursor is None and next_cursor is None else None

@@ -65,6 +65,8 @@ CREATE TABLE job_cadence (
 );
 -- /jobs?late=true and a namespace's late jobs: those whose next run is past its tolerance
 CREATE INDEX job_cadence_late ON job_cadence (namespace, late_at) INCLUDE (missed_at);
+-- /jobs?late=true over every namespace: the late cadences, a range however few they are
+CREATE INDEX job_cadence_late_at ON job_cadence (late_at);
 
 -- When each job was failing (projections/failing.py): from a run's FAIL or ABORT until the
 -- job's next run (by start) started, unbounded while there is none; a run overtaken by the
