@@ -224,26 +224,35 @@ LINEAGE = WALKS[(False, "latest", False, False)]
 # (constants to the planner, hashed and counted right), where a join against the CTE
 # above would be planned with a guessed row count as a nested loop over every pair.
 # Rows: ('edge', direction, job, dataset, lifecycle, NULL, first_seen, last_seen,
-# last_run) for each edge (with the lifecycle change the job last reported for an output:
-# DROP, CREATE, ...; when the job first named the dataset that way, when it last did in
-# the run that holds the edge, and that run); ('job' or 'dataset', direction, job or NULL,
-# dataset or NULL, NULL, count, NULL...) for the neighbours a kept job or dataset has along
-# its edges of that direction that are not kept.
+# last_run, its state) for each edge (with the lifecycle change the job last reported for
+# an output: DROP, CREATE, ...; when the job first named the dataset that way, when it
+# last did in the run that holds the edge, that run and its state at `%(as_of)s`); ('job'
+# or 'dataset', direction, job or NULL, dataset or NULL, NULL, count, NULL...) for the
+# neighbours a kept job or dataset has along its edges of that direction that are not kept.
+# The runs' states are read here, each run once, not in a round trip of their own.
 LATEST_LIFECYCLE = "(array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]"
-LINEAGE_LINKS = """
-WITH job_side AS ({job_side}),
-dataset_side AS ({dataset_side})
-(SELECT 'edge', direction, job_id, dataset_id, lifecycle, NULL::bigint, first_seen,
-        last_seen, last_run
- FROM job_side
- WHERE dataset_id = ANY(%(datasets)s::uuid[])
- ORDER BY job_id, dataset_id, direction
- LIMIT %(max_edges)s)
+LINEAGE_LINKS = f"""
+WITH job_side AS ({{job_side}}),
+dataset_side AS ({{dataset_side}}),
+edges AS MATERIALIZED (
+    SELECT direction, job_id, dataset_id, lifecycle, first_seen, last_seen, last_run
+    FROM job_side
+    WHERE dataset_id = ANY(%(datasets)s::uuid[])
+    ORDER BY job_id, dataset_id, direction
+    LIMIT %(max_edges)s),
+states AS MATERIALIZED (
+    SELECT lr.run_id, coalesce(s.event_type, 'RUNNING') AS state
+    FROM readmodel.lineage_runs lr{asof.RUN_AT_JOIN}
+    WHERE lr.run_id = ANY(ARRAY(SELECT DISTINCT last_run FROM edges)))
+(SELECT 'edge', e.direction, e.job_id, e.dataset_id, e.lifecycle, NULL::bigint, e.first_seen,
+        e.last_seen, e.last_run, st.state
+ FROM edges e LEFT JOIN states st ON st.run_id = e.last_run
+ ORDER BY e.job_id, e.dataset_id, e.direction)
 UNION ALL
-SELECT 'job', direction, job_id, NULL, NULL, count(*), NULL, NULL, NULL FROM job_side
+SELECT 'job', direction, job_id, NULL, NULL, count(*), NULL, NULL, NULL, NULL FROM job_side
 WHERE NOT dataset_id = ANY(%(datasets)s::uuid[]) GROUP BY direction, job_id
 UNION ALL
-SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*), NULL, NULL, NULL
+SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*), NULL, NULL, NULL, NULL
 FROM dataset_side
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 """
@@ -474,13 +483,6 @@ def hops(kind: str, depth: int) -> int:
     return 2 * depth + (kind == "job")
 
 
-# The state at `%(as_of)s` of each run in `%(runs)s` that holds an edge (its last_run).
-RUN_STATES_AT = f"""
-SELECT lr.run_id, coalesce(s.event_type, 'RUNNING') FROM readmodel.lineage_runs lr
-{asof.RUN_AT_JOIN}
-WHERE lr.run_id = ANY(%(runs)s::uuid[])"""
-
-
 class Walk(msgspec.Struct):
     """What a walk found (rows of LINEAGE_WALK, nearest first), the links between its nodes
     (rows of LINEAGE_EDGES), its datasets' details (dataset_nodes: all of them, or those
@@ -506,11 +508,13 @@ async def walk_rows(
     details: bool = True,
     window: tuple[str, dt.datetime | None] = ("latest", None),
     access: Access = EVERYTHING,
+    also: Collection[uuid.UUID] = (),
 ) -> Walk:
     """The walk around job or dataset `start`, `depth` jobs deep (404 when unknown, or
     first seen after `as_of`). `run_outputs`: the walk starts at job `start` as a run of
     it that wrote (or attempted) these datasets: its first hop downstream is to them
-    alone. `details`: also the details of every dataset (else none: dataset_nodes.of).
+    alone. `details`: also the details of every dataset (else none: dataset_nodes.of),
+    and of the datasets `also` (read with them: one statement and one walk upstream).
     Without `as_of` the edges are those of now, the same as of asof.NOW. `window`: the
     edges' rule and its window's start (asof.window). `access`: the walk passes only
     through the nodes it may see (a hidden start node is a 404, as an unknown one)."""
@@ -537,6 +541,8 @@ async def walk_rows(
     asof.check_seen(kind, start, found[0][7], as_of)
     jobs = [r[1] for r in found if r[0] == "job"]
     datasets = [r[1] for r in found if r[0] == "dataset"] if details else []
+    if details:
+        datasets += sorted(set(also) - set(datasets))
     # the edges and the datasets' details in one round trip
     async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
         await links_at.execute(
@@ -567,10 +573,7 @@ async def walk_rows(
         links = [
             x for x in links if x[0] != "edge" or x[2] != start or x[1] != "output" or x[3] in wrote
         ]
-    runs = sorted({x[8] for x in links if x[0] == "edge" and x[8] is not None})
-    run_states = {}
-    if runs:
-        run_states = dict(await rows(conn, RUN_STATES_AT, {"runs": runs, "as_of": moment}))
+    run_states = {x[8]: x[9] for x in links if x[0] == "edge" and x[9] is not None}
     return Walk(found=found, links=links, details=found_details, run_states=run_states)
 
 
@@ -602,7 +605,7 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models_lineag
     left_out: dict[tuple[str, Any, str], int] = {}
     edges = []
     refs = node_refs(walked)
-    for what, direction, job, ds, lifecycle, count, first_seen, last_seen, run in walked.links:
+    for what, direction, job, ds, lifecycle, count, first_seen, last_seen, run, _ in walked.links:
         if what == "edge":
             job_ref = refs[_key("job", job)]
             ends = (refs[_key("dataset", ds)], job_ref)
