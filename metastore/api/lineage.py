@@ -518,48 +518,18 @@ async def walk_rows(
     Without `as_of` the edges are those of now, the same as of asof.NOW. `window`: the
     edges' rule and its window's start (asof.window). `access`: the walk passes only
     through the nodes it may see (a hidden start node is a 404, as an unknown one)."""
-    moment = asof.NOW if as_of is None else as_of
-    rule, since = window
-    args = {
-        "down": down,
-        "up": up,
-        "kind": kind,
-        "id": start,
-        "depth": hops(kind, depth),
-        "max_nodes": max_nodes,
-        "visit_limit": limits.VISIT_LIMIT,
-        "as_of": moment,
-        "since": since,
-        "run_outputs": run_outputs,
-    }
-    restricted = access.restricted
-    readable = access.sql_params() if restricted else {}
-    statement = WALKS[(as_of is not None, rule, run_outputs is not None, restricted)]
-    found = await rows(conn, statement, args | readable)
-    if not found or found[0][3] is None:  # the start node: no read model knows it
-        raise not_found(kind, start)
-    asof.check_seen(kind, start, found[0][7], as_of)
-    jobs = [r[1] for r in found if r[0] == "job"]
+    how = _How(kind, start, up, down, depth, max_nodes, window, access, run_outputs)
+    found = _checked(how, as_of, await rows(conn, *how.walk(as_of)))
     datasets = [r[1] for r in found if r[0] == "dataset"] if details else []
     if details:
         datasets += sorted(set(also) - set(datasets))
     # the edges and the datasets' details in one round trip
     async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
-        await links_at.execute(
-            LINEAGE_EDGES[(rule, restricted)],
-            {
-                "jobs": jobs,
-                "datasets": [r[1] for r in found if r[0] == "dataset"],
-                "as_of": moment,
-                "since": since,
-                "max_edges": limits.EDGE_LIMIT + 1,
-            }
-            | readable,
-        )
+        await links_at.execute(*how.links(as_of, found))
         if datasets:
             await details_at.execute(
-                dataset_nodes.statement(as_of, restricted),
-                {"datasets": datasets, "as_of": as_of} | readable,
+                dataset_nodes.statement(as_of, access.restricted),
+                {"datasets": datasets, "as_of": as_of} | how.readable,
             )
         links = await links_at.fetchall()
         details_found = await details_at.fetchall() if datasets else []
@@ -568,13 +538,113 @@ async def walk_rows(
         found_details = await dataset_nodes.spread(
             conn, dataset_nodes.build(details_found), as_of, access
         )
-    if run_outputs is not None:  # the run's job: only the run's own outputs
-        wrote = set(run_outputs)
-        links = [
-            x for x in links if x[0] != "edge" or x[2] != start or x[1] != "output" or x[3] in wrote
+    return how.walked(found, links, found_details)
+
+
+async def walks_at(
+    conn: AsyncConnection[Any],
+    kind: str,
+    start: uuid.UUID,
+    moments: list[dt.datetime],
+    *,
+    up: bool,
+    down: bool,
+    depth: int,
+    max_nodes: int,
+    window: tuple[str, dt.datetime | None] = ("latest", None),
+    access: Access = EVERYTHING,
+) -> list[Walk | ProblemError]:
+    """walk_rows as of each of `moments` without the datasets' details, the walks' statements
+    in one round trip and their edges' in another: each a Walk, or the 404 it answers."""
+    how = _How(kind, start, up, down, depth, max_nodes, window, access, None)
+    async with conn.pipeline():
+        cursors = [conn.cursor() for _ in moments]
+        for cursor, moment in zip(cursors, moments, strict=True):
+            await cursor.execute(*how.walk(moment))
+        walked: list[list[Any] | ProblemError] = []
+        for cursor, moment in zip(cursors, moments, strict=True):
+            try:
+                walked.append(_checked(how, moment, await cursor.fetchall()))
+            except ProblemError as problem:
+                walked.append(problem)
+    async with conn.pipeline():
+        for cursor, moment, found in zip(cursors, moments, walked, strict=True):
+            if not isinstance(found, ProblemError):
+                await cursor.execute(*how.links(moment, found))
+        return [
+            found if isinstance(found, ProblemError) else how.walked(found, await c.fetchall(), {})
+            for c, found in zip(cursors, walked, strict=True)
         ]
-    run_states = {x[8]: x[9] for x in links if x[0] == "edge" and x[9] is not None}
-    return Walk(found=found, links=links, details=found_details, run_states=run_states)
+
+
+class _How(msgspec.Struct, frozen=True):
+    """A walk's start and bounds, as walk_rows takes them, and its statements as of a moment
+    (None: now, as of asof.NOW)."""
+
+    kind: str
+    start: uuid.UUID
+    up: bool
+    down: bool
+    depth: int
+    max_nodes: int
+    window: tuple[str, dt.datetime | None]
+    access: Access
+    run_outputs: list[uuid.UUID] | None
+
+    @property
+    def readable(self) -> dict[str, Any]:
+        return self.access.sql_params() if self.access.restricted else {}
+
+    def walk(self, as_of: dt.datetime | None) -> tuple[str, dict[str, Any]]:
+        """The walk's statement and arguments."""
+        rule, since = self.window
+        args = {
+            "down": self.down,
+            "up": self.up,
+            "kind": self.kind,
+            "id": self.start,
+            "depth": hops(self.kind, self.depth),
+            "max_nodes": self.max_nodes,
+            "visit_limit": limits.VISIT_LIMIT,
+            "as_of": asof.NOW if as_of is None else as_of,
+            "since": since,
+            "run_outputs": self.run_outputs,
+        }
+        key = (as_of is not None, rule, self.run_outputs is not None, self.access.restricted)
+        return WALKS[key], args | self.readable
+
+    def links(self, as_of: dt.datetime | None, found: list[Any]) -> tuple[str, dict[str, Any]]:
+        """The statement and arguments of the edges between the nodes `found`."""
+        rule, since = self.window
+        args = {
+            "jobs": [r[1] for r in found if r[0] == "job"],
+            "datasets": [r[1] for r in found if r[0] == "dataset"],
+            "as_of": asof.NOW if as_of is None else as_of,
+            "since": since,
+            "max_edges": limits.EDGE_LIMIT + 1,
+        }
+        return LINEAGE_EDGES[(rule, self.access.restricted)], args | self.readable
+
+    def walked(
+        self, found: list[Any], links: list[Any], details: dict[uuid.UUID, dataset_nodes.Details]
+    ) -> Walk:
+        if self.run_outputs is not None:  # the run's job: only the run's own outputs
+            wrote = set(self.run_outputs)
+            links = [
+                x
+                for x in links
+                if x[0] != "edge" or x[2] != self.start or x[1] != "output" or x[3] in wrote
+            ]
+        run_states = {x[8]: x[9] for x in links if x[0] == "edge" and x[9] is not None}
+        return Walk(found=found, links=links, details=details, run_states=run_states)
+
+
+def _checked(how: _How, as_of: dt.datetime | None, found: list[Any]) -> list[Any]:
+    """The walk's rows; 404 when the start node is unknown, or first seen after `as_of`."""
+    if not found or found[0][3] is None:  # the start node: no read model knows it
+        raise not_found(how.kind, how.start)
+    asof.check_seen(how.kind, how.start, found[0][7], as_of)
+    return found
 
 
 def node_key(r: Any) -> str:
