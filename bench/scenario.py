@@ -35,6 +35,7 @@ SCENARIOS = {
     "fold": "bench.scenarios.fold",
     "live-fold": "bench.scenarios.live_fold",
     "graph": "bench.scenarios.graph",
+    "graph-requests": "bench.scenarios.graph_requests",
     "column-walk": "bench.scenarios.column_walk",
     "list-freshness": "bench.scenarios.list_freshness",
     "namespace-counts": "bench.scenarios.namespace_counts",

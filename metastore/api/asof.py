@@ -198,14 +198,19 @@ DISPLAY_NAME_AT = """(
 # The state at T of run `lr` (a readmodel.lineage_runs row) from its job's events up to T
 # (a terminal event wins, as in the runs projection; another job's events reusing the runId
 # are not the run's): join it as `s`, then read the columns id, state, state_time,
-# started_at, ended_at, duration_seconds of RUN_AT_COLUMNS.
+# started_at, ended_at, duration_seconds of RUN_AT_COLUMNS. The run's events are found by
+# the run index alone (OFFSET 0), then kept if its job's: with the job's name in the same
+# scan PostgreSQL ANDed the job index in, every event of the job, for each run looked up.
 RUN_AT_JOIN = """
 LEFT JOIN LATERAL (
-    SELECT l.event_type, l.event_time FROM event_log l
-    JOIN readmodel.runs lj ON lj.id = l.run_id
-    WHERE l.run_id = lr.run_id AND l.event_time <= %(as_of)s
-      AND l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
-      AND l.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')
+    SELECT l.event_type, l.event_time FROM (
+        SELECT l.event_type, l.event_time, l.seq, l.job_namespace, l.job_name
+        FROM event_log l
+        WHERE l.run_id = lr.run_id AND l.event_time <= %(as_of)s
+          AND l.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')
+        OFFSET 0) l
+    JOIN readmodel.runs lj ON lj.id = lr.run_id
+    WHERE l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
     ORDER BY l.event_type IN ('COMPLETE', 'FAIL', 'ABORT') DESC, l.event_time DESC, l.seq DESC
     LIMIT 1
 ) s ON true"""

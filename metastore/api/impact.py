@@ -11,17 +11,17 @@ owners.
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
+from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
 from metastore.api import (
     asof,
-    dataset_nodes,
     examples,
     field_impact,
     lineage,
@@ -29,7 +29,7 @@ from metastore.api import (
     models_lineage,
     visibility,
 )
-from metastore.api.db import connection, not_found, row, rows
+from metastore.api.db import connection, not_found, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import run_ref
@@ -134,23 +134,17 @@ async def get_impact(request: Request) -> Response:
     readable = access.sql_params() if restricted else {}
     async with connection(request) as conn:
         if kind == "run":
-            found = await row(conn, RUNS[restricted], {"run": start} | readable)
-            if found is None:
-                raise not_found("run", start)
+            found, outputs, read = await _run(conn, start, restricted, readable)
             asof.check_seen("run", start, found[1], query.as_of)
             run = _run_ref.decode(found[2])
-            outputs = [
-                r[0] for r in await rows(conn, RUNS_OUTPUTS[restricted], {"run": start} | readable)
-            ]
             kind, start = "job", found[0]
-            read = [
-                r[0] for r in await rows(conn, RUNS_INPUTS[restricted], {"run": run.id} | readable)
-            ]
         elif kind == "job":
             moment = query.as_of or asof.NOW  # (now: as of now, as the walk reads it)
             args = {"job": start, "as_of": moment} | readable
             read = [r[0] for r in await rows(conn, JOBS_INPUTS[restricted], args)]
-        graph = await lineage.walk(
+        # the inputs' details (their freshness gives the causes) with the graph's datasets':
+        # one statement and one walk upstream for both
+        walked = await lineage.walk_rows(
             conn,
             kind,
             start,
@@ -159,19 +153,43 @@ async def get_impact(request: Request) -> Response:
             as_of=query.as_of,
             run_outputs=outputs,
             access=access,
+            also=read,
             **lineage.bounds(query),
         )
-        if kind == "dataset":  # (its freshness is the start node's)
-            node = graph.nodes[0]
-            assert isinstance(node, models_lineage.DatasetNode)
-            fresh = [(models.DatasetRef(node.id, node.namespace, node.name), node.freshness)]
-        else:
-            details = await dataset_nodes.of(conn, read, query.as_of, access)
-            fresh = [
-                (models.DatasetRef(d, x.namespace or "", x.name or ""), x.freshness)
-                for d, x in sorted(details.items())
-            ]
+    graph = lineage.graph_of(walked)
+    if kind == "dataset":  # (its freshness is the start node's)
+        node = graph.nodes[0]
+        assert isinstance(node, models_lineage.DatasetNode)
+        fresh = [(models.DatasetRef(node.id, node.namespace, node.name), node.freshness)]
+    else:
+        fresh = [
+            (models.DatasetRef(d, x.namespace or "", x.name or ""), x.freshness)
+            for d, x in sorted((d, walked.details[d]) for d in set(read) if d in walked.details)
+        ]
     return _answer(request, query, run, fresh, graph)
+
+
+async def _run(
+    conn: AsyncConnection[Any], run: uuid.UUID, restricted: bool, readable: dict[str, Any]
+) -> tuple[Any, list[uuid.UUID], list[uuid.UUID]]:
+    """The run's row of RUN (404 when unknown or hidden), the datasets it named as outputs
+    and those it read, in one round trip."""
+    args = {"run": run} | readable
+    async with (
+        conn.pipeline(),
+        conn.cursor() as run_at,
+        conn.cursor() as outputs_at,
+        conn.cursor() as inputs_at,
+    ):
+        await run_at.execute(RUNS[restricted], args)
+        await outputs_at.execute(RUNS_OUTPUTS[restricted], args)
+        await inputs_at.execute(RUNS_INPUTS[restricted], args)
+        found = await run_at.fetchone()
+        outputs = [r[0] for r in await outputs_at.fetchall()]
+        read = [r[0] for r in await inputs_at.fetchall()]
+    if found is None:
+        raise not_found("run", run)
+    return found, outputs, read
 
 
 async def _field_impact(request: Request, query: ImpactQuery) -> Response:

@@ -224,26 +224,35 @@ LINEAGE = WALKS[(False, "latest", False, False)]
 # (constants to the planner, hashed and counted right), where a join against the CTE
 # above would be planned with a guessed row count as a nested loop over every pair.
 # Rows: ('edge', direction, job, dataset, lifecycle, NULL, first_seen, last_seen,
-# last_run) for each edge (with the lifecycle change the job last reported for an output:
-# DROP, CREATE, ...; when the job first named the dataset that way, when it last did in
-# the run that holds the edge, and that run); ('job' or 'dataset', direction, job or NULL,
-# dataset or NULL, NULL, count, NULL...) for the neighbours a kept job or dataset has along
-# its edges of that direction that are not kept.
+# last_run, its state) for each edge (with the lifecycle change the job last reported for
+# an output: DROP, CREATE, ...; when the job first named the dataset that way, when it
+# last did in the run that holds the edge, that run and its state at `%(as_of)s`); ('job'
+# or 'dataset', direction, job or NULL, dataset or NULL, NULL, count, NULL...) for the
+# neighbours a kept job or dataset has along its edges of that direction that are not kept.
+# The runs' states are read here, each run once, not in a round trip of their own.
 LATEST_LIFECYCLE = "(array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]"
-LINEAGE_LINKS = """
-WITH job_side AS ({job_side}),
-dataset_side AS ({dataset_side})
-(SELECT 'edge', direction, job_id, dataset_id, lifecycle, NULL::bigint, first_seen,
-        last_seen, last_run
- FROM job_side
- WHERE dataset_id = ANY(%(datasets)s::uuid[])
- ORDER BY job_id, dataset_id, direction
- LIMIT %(max_edges)s)
+LINEAGE_LINKS = f"""
+WITH job_side AS ({{job_side}}),
+dataset_side AS ({{dataset_side}}),
+edges AS MATERIALIZED (
+    SELECT direction, job_id, dataset_id, lifecycle, first_seen, last_seen, last_run
+    FROM job_side
+    WHERE dataset_id = ANY(%(datasets)s::uuid[])
+    ORDER BY job_id, dataset_id, direction
+    LIMIT %(max_edges)s),
+states AS MATERIALIZED (
+    SELECT lr.run_id, coalesce(s.event_type, 'RUNNING') AS state
+    FROM readmodel.lineage_runs lr{asof.RUN_AT_JOIN}
+    WHERE lr.run_id = ANY(ARRAY(SELECT DISTINCT last_run FROM edges)))
+(SELECT 'edge', e.direction, e.job_id, e.dataset_id, e.lifecycle, NULL::bigint, e.first_seen,
+        e.last_seen, e.last_run, st.state
+ FROM edges e LEFT JOIN states st ON st.run_id = e.last_run
+ ORDER BY e.job_id, e.dataset_id, e.direction)
 UNION ALL
-SELECT 'job', direction, job_id, NULL, NULL, count(*), NULL, NULL, NULL FROM job_side
+SELECT 'job', direction, job_id, NULL, NULL, count(*), NULL, NULL, NULL, NULL FROM job_side
 WHERE NOT dataset_id = ANY(%(datasets)s::uuid[]) GROUP BY direction, job_id
 UNION ALL
-SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*), NULL, NULL, NULL
+SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*), NULL, NULL, NULL, NULL
 FROM dataset_side
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 """
@@ -474,13 +483,6 @@ def hops(kind: str, depth: int) -> int:
     return 2 * depth + (kind == "job")
 
 
-# The state at `%(as_of)s` of each run in `%(runs)s` that holds an edge (its last_run).
-RUN_STATES_AT = f"""
-SELECT lr.run_id, coalesce(s.event_type, 'RUNNING') FROM readmodel.lineage_runs lr
-{asof.RUN_AT_JOIN}
-WHERE lr.run_id = ANY(%(runs)s::uuid[])"""
-
-
 class Walk(msgspec.Struct):
     """What a walk found (rows of LINEAGE_WALK, nearest first), the links between its nodes
     (rows of LINEAGE_EDGES), its datasets' details (dataset_nodes: all of them, or those
@@ -506,70 +508,141 @@ async def walk_rows(
     details: bool = True,
     window: tuple[str, dt.datetime | None] = ("latest", None),
     access: Access = EVERYTHING,
+    also: Collection[uuid.UUID] = (),
 ) -> Walk:
     """The walk around job or dataset `start`, `depth` jobs deep (404 when unknown, or
     first seen after `as_of`). `run_outputs`: the walk starts at job `start` as a run of
     it that wrote (or attempted) these datasets: its first hop downstream is to them
-    alone. `details`: also the details of every dataset (else none: dataset_nodes.of).
+    alone. `details`: also the details of every dataset (else none: dataset_nodes.of),
+    and of the datasets `also` (read with them: one statement and one walk upstream).
     Without `as_of` the edges are those of now, the same as of asof.NOW. `window`: the
     edges' rule and its window's start (asof.window). `access`: the walk passes only
     through the nodes it may see (a hidden start node is a 404, as an unknown one)."""
-    moment = asof.NOW if as_of is None else as_of
-    rule, since = window
-    args = {
-        "down": down,
-        "up": up,
-        "kind": kind,
-        "id": start,
-        "depth": hops(kind, depth),
-        "max_nodes": max_nodes,
-        "visit_limit": limits.VISIT_LIMIT,
-        "as_of": moment,
-        "since": since,
-        "run_outputs": run_outputs,
-    }
-    restricted = access.restricted
-    readable = access.sql_params() if restricted else {}
-    statement = WALKS[(as_of is not None, rule, run_outputs is not None, restricted)]
-    found = await rows(conn, statement, args | readable)
-    if not found or found[0][3] is None:  # the start node: no read model knows it
-        raise not_found(kind, start)
-    asof.check_seen(kind, start, found[0][7], as_of)
-    jobs = [r[1] for r in found if r[0] == "job"]
+    how = _How(kind, start, up, down, depth, max_nodes, window, access, run_outputs)
+    found = _checked(how, as_of, await rows(conn, *how.walk(as_of)))
     datasets = [r[1] for r in found if r[0] == "dataset"] if details else []
+    if details:
+        datasets += sorted(set(also) - set(datasets))
     # the edges and the datasets' details in one round trip
     async with conn.pipeline(), conn.cursor() as links_at, conn.cursor() as details_at:
-        await links_at.execute(
-            LINEAGE_EDGES[(rule, restricted)],
-            {
-                "jobs": jobs,
-                "datasets": [r[1] for r in found if r[0] == "dataset"],
-                "as_of": moment,
-                "since": since,
-                "max_edges": limits.EDGE_LIMIT + 1,
-            }
-            | readable,
-        )
+        await links_at.execute(*how.links(as_of, found))
         if datasets:
             await details_at.execute(
-                dataset_nodes.statement(as_of, restricted),
-                {"datasets": datasets, "as_of": as_of} | readable,
+                dataset_nodes.statement(as_of, access.restricted),
+                {"datasets": datasets, "as_of": as_of} | how.readable,
             )
         links = await links_at.fetchall()
         details_found = await details_at.fetchall() if datasets else []
     found_details = {}
     if datasets:
         found_details = dataset_nodes.spread(dataset_nodes.build(details_found), access)
-    if run_outputs is not None:  # the run's job: only the run's own outputs
-        wrote = set(run_outputs)
-        links = [
-            x for x in links if x[0] != "edge" or x[2] != start or x[1] != "output" or x[3] in wrote
+    return how.walked(found, links, found_details)
+
+
+async def walks_at(
+    conn: AsyncConnection[Any],
+    kind: str,
+    start: uuid.UUID,
+    moments: list[dt.datetime],
+    *,
+    up: bool,
+    down: bool,
+    depth: int,
+    max_nodes: int,
+    window: tuple[str, dt.datetime | None] = ("latest", None),
+    access: Access = EVERYTHING,
+) -> list[Walk | ProblemError]:
+    """walk_rows as of each of `moments` without the datasets' details, the walks' statements
+    in one round trip and their edges' in another: each a Walk, or the 404 it answers."""
+    how = _How(kind, start, up, down, depth, max_nodes, window, access, None)
+    async with conn.pipeline():
+        cursors = [conn.cursor() for _ in moments]
+        for cursor, moment in zip(cursors, moments, strict=True):
+            await cursor.execute(*how.walk(moment))
+        walked: list[list[Any] | ProblemError] = []
+        for cursor, moment in zip(cursors, moments, strict=True):
+            try:
+                walked.append(_checked(how, moment, await cursor.fetchall()))
+            except ProblemError as problem:
+                walked.append(problem)
+    async with conn.pipeline():
+        for cursor, moment, found in zip(cursors, moments, walked, strict=True):
+            if not isinstance(found, ProblemError):
+                await cursor.execute(*how.links(moment, found))
+        return [
+            found if isinstance(found, ProblemError) else how.walked(found, await c.fetchall(), {})
+            for c, found in zip(cursors, walked, strict=True)
         ]
-    runs = sorted({x[8] for x in links if x[0] == "edge" and x[8] is not None})
-    run_states = {}
-    if runs:
-        run_states = dict(await rows(conn, RUN_STATES_AT, {"runs": runs, "as_of": moment}))
-    return Walk(found=found, links=links, details=found_details, run_states=run_states)
+
+
+class _How(msgspec.Struct, frozen=True):
+    """A walk's start and bounds, as walk_rows takes them, and its statements as of a moment
+    (None: now, as of asof.NOW)."""
+
+    kind: str
+    start: uuid.UUID
+    up: bool
+    down: bool
+    depth: int
+    max_nodes: int
+    window: tuple[str, dt.datetime | None]
+    access: Access
+    run_outputs: list[uuid.UUID] | None
+
+    @property
+    def readable(self) -> dict[str, Any]:
+        return self.access.sql_params() if self.access.restricted else {}
+
+    def walk(self, as_of: dt.datetime | None) -> tuple[str, dict[str, Any]]:
+        """The walk's statement and arguments."""
+        rule, since = self.window
+        args = {
+            "down": self.down,
+            "up": self.up,
+            "kind": self.kind,
+            "id": self.start,
+            "depth": hops(self.kind, self.depth),
+            "max_nodes": self.max_nodes,
+            "visit_limit": limits.VISIT_LIMIT,
+            "as_of": asof.NOW if as_of is None else as_of,
+            "since": since,
+            "run_outputs": self.run_outputs,
+        }
+        key = (as_of is not None, rule, self.run_outputs is not None, self.access.restricted)
+        return WALKS[key], args | self.readable
+
+    def links(self, as_of: dt.datetime | None, found: list[Any]) -> tuple[str, dict[str, Any]]:
+        """The statement and arguments of the edges between the nodes `found`."""
+        rule, since = self.window
+        args = {
+            "jobs": [r[1] for r in found if r[0] == "job"],
+            "datasets": [r[1] for r in found if r[0] == "dataset"],
+            "as_of": asof.NOW if as_of is None else as_of,
+            "since": since,
+            "max_edges": limits.EDGE_LIMIT + 1,
+        }
+        return LINEAGE_EDGES[(rule, self.access.restricted)], args | self.readable
+
+    def walked(
+        self, found: list[Any], links: list[Any], details: dict[uuid.UUID, dataset_nodes.Details]
+    ) -> Walk:
+        if self.run_outputs is not None:  # the run's job: only the run's own outputs
+            wrote = set(self.run_outputs)
+            links = [
+                x
+                for x in links
+                if x[0] != "edge" or x[2] != self.start or x[1] != "output" or x[3] in wrote
+            ]
+        run_states = {x[8]: x[9] for x in links if x[0] == "edge" and x[9] is not None}
+        return Walk(found=found, links=links, details=details, run_states=run_states)
+
+
+def _checked(how: _How, as_of: dt.datetime | None, found: list[Any]) -> list[Any]:
+    """The walk's rows; 404 when the start node is unknown, or first seen after `as_of`."""
+    if not found or found[0][3] is None:  # the start node: no read model knows it
+        raise not_found(how.kind, how.start)
+    asof.check_seen(how.kind, how.start, found[0][7], as_of)
+    return found
 
 
 def node_key(r: Any) -> str:
@@ -600,7 +673,7 @@ def graph_of(walked: Walk, keep: Collection[str] | None = None) -> models_lineag
     left_out: dict[tuple[str, Any, str], int] = {}
     edges = []
     refs = node_refs(walked)
-    for what, direction, job, ds, lifecycle, count, first_seen, last_seen, run in walked.links:
+    for what, direction, job, ds, lifecycle, count, first_seen, last_seen, run, _ in walked.links:
         if what == "edge":
             job_ref = refs[_key("job", job)]
             ends = (refs[_key("dataset", ds)], job_ref)

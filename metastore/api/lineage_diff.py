@@ -263,27 +263,24 @@ async def get_lineage_diff(request: Request) -> Response:
     window = asof.window(query.view, query.since)
     access = await access_of(request)
 
-    async def walked(conn: AsyncConnection[Any], moment: dt.datetime) -> lineage.Walk:
-        # (the datasets' details are read below, only for the nodes added or removed)
-        return await lineage.walk_rows(
+    async with connection(request) as conn:
+        # both graphs' walks in one round trip, then their edges in another (the datasets'
+        # details are read below, only for the nodes added or removed)
+        after, before = await lineage.walks_at(
             conn,
             kind,
             start,
+            [to, query.from_],
             up=up,
             down=down,
-            as_of=moment,
-            details=False,
             access=access,
             **lineage.bounds(query),
         )
-
-    async with connection(request) as conn:
-        after = await walked(conn, to)
-        try:
-            before = await walked(conn, query.from_)
-        except ProblemError as problem:
-            if problem.kind != "not-yet":
-                raise
+        if isinstance(after, ProblemError):
+            raise after
+        if isinstance(before, ProblemError):
+            if before.kind != "not-yet":
+                raise before
             before = lineage.Walk(found=[], links=[], details={})  # all of it is new
         had = {lineage.node_key(r): r for r in before.found}
         has = {lineage.node_key(r): r for r in after.found}
