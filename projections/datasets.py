@@ -313,14 +313,11 @@ class Fold:
         # The three loads are sent before any answer is read: one round trip, the server
         # working through the datasets and versions while the names are turned into rows
         # here (each waited for the one before: 42 % of the fold was this projection).
-        # Each name is probed in dataset_names' key whatever the statistics: on a store
-        # growing faster than ANALYZE, a hash join read every name every batch.
         names = text_array([k[0] for k in keys]), text_array([k[1] for k in keys])
         with (
             loading_cursor(cur) as ncur,
             loading_cursor(cur) as dcur,
             loading_cursor(cur) as vcur,
-            planner_without(cur, *INDEX_PROBES_ONLY),
         ):
             ncur.execute(SELECT_NAMES, names)
             dcur.execute(SELECT_DATASETS, names)

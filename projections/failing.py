@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from projections.common import INDEX_PROBES_ONLY, planner_without, row_param, rows_select
+from projections.common import row_param, rows_select
 
 SINCE_TYPES = ("uuid", "timestamptz")
 _START = "coalesce(r.started_at, r.first_seen)"
@@ -49,7 +49,4 @@ def refold(cur: psycopg.Cursor[Any], since: dict[uuid.UUID, dt.datetime]) -> Non
     """Refolds the failing spans of each job's runs started from `since[job]` (and of the
     run before), after the runs are written."""
     if since:
-        # (each job's runs and spans as index ranges whatever the statistics: with a
-        # fresh store's, a hash join read all of runs and failing_spans every batch)
-        with planner_without(cur, *INDEX_PROBES_ONLY):
-            cur.execute(REFOLD, row_param(SINCE_TYPES, [list(since), list(since.values())]))
+        cur.execute(REFOLD, row_param(SINCE_TYPES, [list(since), list(since.values())]))

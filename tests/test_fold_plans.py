@@ -13,7 +13,6 @@ from typing import Any
 
 import psycopg
 
-from projections import failing
 from projections.common import INDEX_PROBES_ONLY, planner_without
 from projections.datasets import SYNC_FIELDS
 from projections.lineage import SETTLE_RUN_WRITES
@@ -112,37 +111,3 @@ def test_a_dataset_written_again_with_its_schema_keeps_its_field_rows(conn: Conn
     catch_up(conn)
     after = [(n, d) for n, d, _ in conn.execute(FIELDS).fetchall()]
     assert after == [("amount", None), ("order_id", "The order")]
-
-
-def test_the_refold_of_failing_spans_reads_each_jobs_runs_by_index_with_stale_statistics(
-    conn: Conn,
-) -> None:
-    for table in ("runs", "failing_spans"):  # (no ANALYZE but ours)
-        conn.execute(f"ALTER TABLE readmodel.{table} SET (autovacuum_enabled = false)")
-    append(conn, copies(all_scenario_events(), 1, salt="first"))
-    catch_up(conn)
-    conn.execute("ANALYZE readmodel.runs, readmodel.failing_spans")
-    conn.commit()
-    append(conn, copies(all_scenario_events(), 40, salt="later"))
-    catch_up(conn)
-    jobs = conn.execute("SELECT job_id, min(first_seen) FROM readmodel.runs GROUP BY job_id")
-    since = dict(jobs.fetchall())
-    explained: list[str] = []
-
-    class Explaining(psycopg.Cursor[Any]):
-        """Explains the refold's statement instead of running it."""
-
-        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            if "failing_spans" not in str(query):
-                return super().execute(query, params, **kwargs)
-            super().execute("EXPLAIN (COSTS OFF) " + str(query), params, **kwargs)
-            explained.extend(line for (line,) in self.fetchall())
-            return self
-
-    conn.cursor_factory = Explaining
-    with conn.transaction(), conn.cursor() as cur:
-        cur.execute("SET LOCAL search_path TO readmodel, public")
-        failing.refold(cur, since)
-    plan = "\n".join(explained)
-    assert "Index Scan using runs_job_started" in plan, plan
-    assert "Seq Scan" not in plan and "Hash Join" not in plan, plan
