@@ -227,17 +227,22 @@ FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE dataset_id = m.l
 # with the schema they had, and a rewrite of every touched dataset's fields churned their
 # trigram indexes. Both sides of the comparison are one sorted array per dataset; each
 # run's sightings and each dataset's rows are read by index probes whatever the statistics
-# (INDEX_PROBES_ONLY, and the runs as the outer side: on a store growing faster than
-# ANALYZE, hash joins scanned version_sightings, dataset_names and dataset_fields every
-# batch). The INSERT does not see the DELETE, which removes only the
-# changed datasets' old rows.
+# (INDEX_PROBES_ONLY, and the runs as the outer side, fenced by OFFSET 0: on a store
+# growing faster than ANALYZE, hash joins scanned version_sightings, dataset_names and
+# dataset_fields every batch, and without the fence the planner read all of
+# version_sightings' index and compared each sighting with every run of the batch). The
+# INSERT does not see the DELETE, which removes only the changed datasets' old rows.
 SYNC_FIELDS = """
 WITH touched (id) AS (
     SELECT x.id FROM unnest(%(ids)b::uuid[]) AS x(id)
     UNION
     SELECT n.dataset_id FROM unnest(%(runs)b::uuid[]) AS r(run_id)
-    JOIN version_sightings s ON s.run_id = r.run_id
-    JOIN dataset_names n ON n.namespace = s.namespace AND n.name = s.name
+    CROSS JOIN LATERAL (
+        SELECT s.namespace, s.name FROM version_sightings s WHERE s.run_id = r.run_id
+        OFFSET 0) s
+    CROSS JOIN LATERAL (
+        SELECT n.dataset_id FROM dataset_names n
+        WHERE n.namespace = s.namespace AND n.name = s.name OFFSET 0) n
 ),
 compared AS (
     SELECT t.id, w.fields AS wanted, h.fields AS had
