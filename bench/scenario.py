@@ -34,6 +34,7 @@ SCENARIOS = {
     "search-split": "bench.scenarios.search_split",
     "fold": "bench.scenarios.fold",
     "live-fold": "bench.scenarios.live_fold",
+    "live-batches": "bench.scenarios.live_batches",
     "graph": "bench.scenarios.graph",
     "column-walk": "bench.scenarios.column_walk",
     "list-freshness": "bench.scenarios.list_freshness",
