@@ -14,12 +14,7 @@ commit (bench/ab.py).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-from bench.ab import other_tree, turns
-from bench.scenario import parser
+from bench.scenarios.live_fold import in_turns, live_parser
 
 CHILD = r'''
 import sys, tempfile, time
@@ -93,15 +88,8 @@ finally:
 
 
 def main(argv: list[str]) -> int:
-    cli = parser("live-batches", __doc__, rounds=2)
-    cli.add_argument("--events", type=int, default=30_000)
-    cli.add_argument("--limit", type=int, default=300, help="events a batch")
+    cli = live_parser("live-batches", __doc__, 30_000, 300)
     cli.add_argument("--seed", type=int, default=20241017)
     args = cli.parse_args(argv)
-    with other_tree(args.other) as sides:
-        for round_, (name, src) in turns(sides, args.rounds):
-            print(f"round {round_ + 1} {name} ({src}):", flush=True)
-            env = {**os.environ, "PYTHONPATH": str(src)}
-            child = [sys.executable, "-c", CHILD, str(args.events), str(args.limit)]
-            subprocess.run([*child, str(args.seed)], env=env, cwd=src, check=True)
+    in_turns(CHILD, [str(args.events), str(args.limit), str(args.seed)], args.other, args.rounds)
     return 0
