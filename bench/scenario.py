@@ -34,6 +34,7 @@ SCENARIOS = {
     "search-split": "bench.scenarios.search_split",
     "fold": "bench.scenarios.fold",
     "live-fold": "bench.scenarios.live_fold",
+    "live-batches": "bench.scenarios.live_batches",
     "graph": "bench.scenarios.graph",
     "graph-requests": "bench.scenarios.graph_requests",
     "column-walk": "bench.scenarios.column_walk",

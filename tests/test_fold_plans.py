@@ -14,35 +14,90 @@ from typing import Any
 import psycopg
 
 from projections.common import INDEX_PROBES_ONLY, planner_without
+from projections.datasets import SYNC_FIELDS
 from projections.lineage import SETTLE_RUN_WRITES
 from projections.runner import catch_up
 from tests.logdata import append, copies
-from tests.support import all_scenario_events
+from tests.support import all_scenario_events, run_event, schema_facet
 
 Conn = psycopg.Connection[Any]
+
+
+def fold_with_statistics_of_one_copy(conn: Conn, tables: tuple[str, ...]) -> None:
+    """Folds 41 copies of the scenarios, `tables` analyzed after the first only."""
+    for table in tables:  # (no ANALYZE but ours)
+        conn.execute(f"ALTER TABLE readmodel.{table} SET (autovacuum_enabled = false)")
+    append(conn, copies(all_scenario_events(), 1, salt="first"))
+    catch_up(conn)
+    conn.execute("ANALYZE " + ", ".join(f"readmodel.{t}" for t in tables))
+    conn.commit()
+    append(conn, copies(all_scenario_events(), 40, salt="later"))
+    catch_up(conn)
+
+
+def probes_plan(conn: Conn, query: str, params: dict[str, Any]) -> str:
+    """The plan of `query` as the fold runs it (under INDEX_PROBES_ONLY)."""
+    with conn.transaction():
+        conn.execute("SET LOCAL search_path TO readmodel, public")
+        with planner_without(conn, *INDEX_PROBES_ONLY):
+            explained = conn.execute("EXPLAIN (COSTS OFF) " + query, params)  # type: ignore[call-overload]
+            return "\n".join(line for (line,) in explained)
 
 
 def test_the_settle_of_run_edges_probes_by_run_with_statistics_of_a_nearly_empty_table(
     conn: Conn,
 ) -> None:
-    for table in ("run_edges", "lineage_runs"):  # (no ANALYZE but ours)
-        conn.execute(f"ALTER TABLE readmodel.{table} SET (autovacuum_enabled = false)")
-    append(conn, copies(all_scenario_events(), 1, salt="first"))
-    catch_up(conn)
-    conn.execute("ANALYZE readmodel.run_edges, readmodel.lineage_runs")
-    conn.commit()
-    append(conn, copies(all_scenario_events(), 40, salt="later"))
-    catch_up(conn)
+    fold_with_statistics_of_one_copy(conn, ("run_edges", "lineage_runs"))
     row = conn.execute("SELECT array_agg(run_id) FROM readmodel.lineage_runs").fetchone()
     assert row is not None and len(row[0]) > 1000
-    with conn.transaction():
-        conn.execute("SET LOCAL search_path TO readmodel, public")
-        with planner_without(conn, *INDEX_PROBES_ONLY):
-            plan = "\n".join(
-                line
-                for (line,) in conn.execute(
-                    "EXPLAIN (COSTS OFF) " + SETTLE_RUN_WRITES, {"runs": row[0]}
-                )
-            )
+    plan = probes_plan(conn, SETTLE_RUN_WRITES, {"runs": row[0]})
     assert "Index Scan using run_edges_pkey on run_edges" in plan, plan
     assert "Materialize" not in plan and "Seq Scan" not in plan, plan
+
+
+def test_the_sync_of_dataset_fields_probes_by_dataset_with_statistics_of_nearly_empty_tables(
+    conn: Conn,
+) -> None:
+    tables = ("dataset_fields", "dataset_names", "version_sightings", "dataset_versions")
+    fold_with_statistics_of_one_copy(conn, tables)
+    ids = conn.execute("SELECT array_agg(DISTINCT dataset_id) FROM readmodel.dataset_names")
+    runs = conn.execute("SELECT array_agg(run_id) FROM readmodel.lineage_runs")
+    params = {"ids": ids.fetchone()[0], "runs": runs.fetchone()[0]}  # type: ignore[index]
+    assert len(params["runs"]) > 1000
+    query = SYNC_FIELDS.replace("%(ids)b", "%(ids)s").replace("%(runs)b", "%(runs)s")
+    plan = probes_plan(conn, query, params)
+    assert "Seq Scan" not in plan and "Hash Join" not in plan, plan
+    assert "Index Cond: (run_id = r.run_id)" in plan, plan  # (a probe per run)
+    assert "Index Scan using dataset_fields_dataset" in plan, plan
+
+
+SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark"
+TABLE = {"namespace": "s3a://sales", "name": "orders"}
+
+
+def _writes(run: str, when: str, fields: list[tuple[str, str | None]]) -> dict[str, Any]:
+    facet = schema_facet(SPARK, [(n, "string") for n, _ in fields])
+    facet["fields"] = [
+        {"name": n, "type": "string", **({"description": d} if d else {})} for n, d in fields
+    ]
+    output = {**TABLE, "facets": {"schema": facet}}
+    return run_event("COMPLETE", when, SPARK, ("spark-sales", "orders_etl"), run, [], [output])
+
+
+FIELDS = "SELECT name, description, xmin::text FROM readmodel.dataset_fields ORDER BY name"
+
+
+def test_a_dataset_written_again_with_its_schema_keeps_its_field_rows(conn: Conn) -> None:
+    first = [("order_id", None), ("customer_id", "The buyer")]
+    append(conn, [_writes("0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9d01", "2026-09-03T10:00:00Z", first)])
+    catch_up(conn)
+    before = conn.execute(FIELDS).fetchall()
+    assert [(n, d) for n, d, _ in before] == [("customer_id", "The buyer"), ("order_id", None)]
+    append(conn, [_writes("0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9d02", "2026-09-04T10:00:00Z", first)])
+    catch_up(conn)
+    assert conn.execute(FIELDS).fetchall() == before  # the same rows, not written again
+    changed = [("order_id", "The order"), ("amount", None)]
+    append(conn, [_writes("0191a3f0-1c2d-7e3f-8a4b-5c6d7e8f9d03", "2026-09-05T10:00:00Z", changed)])
+    catch_up(conn)
+    after = [(n, d) for n, d, _ in conn.execute(FIELDS).fetchall()]
+    assert after == [("amount", None), ("order_id", "The order")]

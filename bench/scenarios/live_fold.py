@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from argparse import ArgumentParser
 
 from bench.ab import other_tree, turns
 from bench.scenario import parser
@@ -121,14 +122,25 @@ finally:
 
 
 def main(argv: list[str]) -> int:
-    cli = parser("live-fold", __doc__, rounds=2)
-    cli.add_argument("--events", type=int, default=14_000)
-    cli.add_argument("--limit", type=int, default=700, help="events a batch")
-    args = cli.parse_args(argv)
-    with other_tree(args.other) as sides:
-        for round_, (name, src) in turns(sides, args.rounds):
+    args = live_parser("live-fold", __doc__, 14_000, 700).parse_args(argv)
+    in_turns(CHILD, [str(args.events), str(args.limit)], args.other, args.rounds)
+    return 0
+
+
+def live_parser(name: str, doc: str | None, events: int, limit: int) -> ArgumentParser:
+    """The command line of a scenario folding `--events` events in batches of `--limit`."""
+    cli = parser(name, doc, rounds=2)
+    cli.add_argument("--events", type=int, default=events)
+    cli.add_argument("--limit", type=int, default=limit, help="events a batch")
+    return cli
+
+
+def in_turns(child: str, child_args: list[str], other: str | None, rounds: int) -> None:
+    """Runs the script `child` (with `child_args`) on this tree's code and `other`'s, in
+    turns (bench/ab.py), each run a process of its own in its tree."""
+    with other_tree(other) as sides:
+        for round_, (name, src) in turns(sides, rounds):
             print(f"round {round_ + 1} {name} ({src}):", flush=True)
             env = {**os.environ, "PYTHONPATH": str(src)}
-            argv = [sys.executable, "-c", CHILD, str(args.events), str(args.limit)]
+            argv = [sys.executable, "-c", child, *child_args]
             subprocess.run(argv, env=env, cwd=src, check=True)
-    return 0

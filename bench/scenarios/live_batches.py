@@ -1,0 +1,95 @@
+"""Times the projector's own batch (two connections, pipelines) on a growing store, A/B.
+
+    python -m bench.scenario live-batches --events 30000 --limit 300 --rounds 2 [--other SRC]
+
+Each run (a child process per source tree, in turns) starts a throwaway PostgreSQL with
+pg_stat_statements, appends `--events` events of the lag benchmark's workload (the seed of
+bench/fig_lag.py) in transactions of 50 as ingest's group commit does, analyzes the still
+empty read models (a fresh store's statistics, as the lag benchmark's), then folds them
+with `fold_live_batch` in batches of `--limit`, as the projector does between NOTIFYs at
+1,000 events/s. Prints the fold rate, the batches' time percentiles, the process's CPU
+seconds and the statements that took the most server time. SRC is a source tree or a
+commit (bench/ab.py).
+"""
+
+from __future__ import annotations
+
+from bench.scenarios.live_fold import in_turns, live_parser
+
+CHILD = r'''
+import sys, tempfile, time
+from pathlib import Path
+import psycopg
+from bench import datagen
+from metastore.catalogs import NO_CATALOGS
+from metastore.embedded_pg import EmbeddedPostgres
+from metastore.eventlog import append_events
+from metastore.migrations import apply_migrations
+from projections.fold import collector_for_batches, tune_session
+from projections.replay import prepare_tables
+from projections.runner import fold_live_batch
+from projections.schema import adopt_rules
+
+EVENTS, LIMIT, SEED = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+STATEMENTS = """
+SELECT round(total_exec_time::numeric), calls, rows,
+       left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12
+"""
+_run = EmbeddedPostgres._run
+
+def with_statements(self, *args, **kwargs):
+    extra = " -c shared_preload_libraries=pg_stat_statements"
+    args = tuple(a + extra if isinstance(a, str) and "listen_addresses" in a else a for a in args)
+    return _run(self, *args, **kwargs)
+
+EmbeddedPostgres._run = with_statements
+pg = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="live-batches-", dir="/tmp")), fast_unsafe=True)
+url = pg.start()
+try:
+    apply_migrations(url)
+    prepare_tables(url, NO_CATALOGS)
+    records = [datagen.to_record(b) for b in datagen.events(100_000, EVENTS, SEED + 3)]
+    with psycopg.connect(url, autocommit=True) as conn:
+        for start in range(0, len(records), 50):
+            append_events(conn, records[start : start + 50])
+        conn.execute("VACUUM ANALYZE")
+        conn.execute("CREATE EXTENSION pg_stat_statements")
+        conn.execute("SELECT pg_stat_statements_reset()")
+    times = []
+    with psycopg.connect(url) as conn, psycopg.connect(url) as side:
+        tune_session(conn)
+        tune_session(side)
+        with conn.transaction():
+            adopt_rules(conn, NO_CATALOGS)
+        done, started, cpu = 0, time.perf_counter(), time.process_time()
+        with collector_for_batches():
+            while True:
+                at = time.perf_counter()
+                result = fold_live_batch(conn, limit=LIMIT, side=side)
+                times.append((time.perf_counter() - at) * 1000)
+                done += result.read
+                if not result.full:
+                    break
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    times.sort()
+    at = lambda q: times[min(len(times) - 1, int(len(times) * q))]
+    print(f"  {done:,} events in {len(times)} batches, {elapsed:.1f} s, {done / elapsed:,.0f} "
+          f"events/s; this process's CPU {cpu:.1f} s")
+    print(f"  batch ms: p50 {at(0.5):.0f}, p90 {at(0.9):.0f}, p99 {at(0.99):.0f}, "
+          f"max {times[-1]:.0f}")
+    with psycopg.connect(url) as conn:
+        print("  statements (total ms, calls, rows, text):")
+        for row in conn.execute(STATEMENTS):
+            print("    ", *row)
+finally:
+    pg.destroy()
+'''
+
+
+def main(argv: list[str]) -> int:
+    cli = live_parser("live-batches", __doc__, 30_000, 300)
+    cli.add_argument("--seed", type=int, default=20241017)
+    args = cli.parse_args(argv)
+    in_turns(CHILD, [str(args.events), str(args.limit), str(args.seed)], args.other, args.rounds)
+    return 0
