@@ -14,9 +14,10 @@ commit (bench/ab.py).
 
 from __future__ import annotations
 
-from bench.scenarios.live_fold import in_turns, live_parser
+from bench.scenarios.live_fold import WITH_STATEMENTS, in_turns, live_parser
 
-CHILD = r'''
+CHILD = (
+    r'''
 import sys, tempfile, time
 from pathlib import Path
 import psycopg
@@ -36,15 +37,10 @@ SELECT round(total_exec_time::numeric), calls, rows,
        left(regexp_replace(query, '\s+', ' ', 'g'), 110)
 FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12
 """
-_run = EmbeddedPostgres._run
-
-def with_statements(self, *args, **kwargs):
-    extra = " -c shared_preload_libraries=pg_stat_statements"
-    args = tuple(a + extra if isinstance(a, str) and "listen_addresses" in a else a for a in args)
-    return _run(self, *args, **kwargs)
-
-EmbeddedPostgres._run = with_statements
-pg = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="live-batches-", dir="/tmp")), fast_unsafe=True)
+'''
+    + WITH_STATEMENTS
+    + r"""folder = Path(tempfile.mkdtemp(prefix="live-batches-", dir="/tmp"))
+pg = EmbeddedPostgres(folder, fast_unsafe=True)
 url = pg.start()
 try:
     apply_migrations(url)
@@ -84,7 +80,8 @@ try:
             print("    ", *row)
 finally:
     pg.destroy()
-'''
+"""
+)
 
 
 def main(argv: list[str]) -> int:

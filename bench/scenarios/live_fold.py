@@ -23,7 +23,20 @@ from argparse import ArgumentParser
 from bench.ab import other_tree, turns
 from bench.scenario import parser
 
-CHILD = r'''
+# The child's server loads pg_stat_statements: its start options get the library (both
+# scenarios' children run this text, on this tree's code or the other's).
+WITH_STATEMENTS = r"""_run = EmbeddedPostgres._run
+
+def with_statements(self, *args, **kwargs):
+    extra = " -c shared_preload_libraries=pg_stat_statements"
+    args = tuple(a + extra if isinstance(a, str) and "listen_addresses" in a else a for a in args)
+    return _run(self, *args, **kwargs)
+
+EmbeddedPostgres._run = with_statements
+"""
+
+CHILD = (
+    r'''
 import collections, sys, tempfile, time
 from pathlib import Path
 import psycopg
@@ -48,15 +61,9 @@ SELECT round(total_exec_time::numeric), calls, rows,
 FROM pg_stat_statements WHERE query NOT LIKE 'EXPLAIN%%'
 ORDER BY total_exec_time DESC LIMIT 12
 """
-_run = EmbeddedPostgres._run
-
-def with_statements(self, *args, **kwargs):
-    extra = " -c shared_preload_libraries=pg_stat_statements"
-    args = tuple(a + extra if isinstance(a, str) and "listen_addresses" in a else a for a in args)
-    return _run(self, *args, **kwargs)
-
-EmbeddedPostgres._run = with_statements
-folder = Path(tempfile.mkdtemp(prefix="time-live-fold-", dir="/tmp"))
+'''
+    + WITH_STATEMENTS
+    + r"""folder = Path(tempfile.mkdtemp(prefix="time-live-fold-", dir="/tmp"))
 pg = EmbeddedPostgres(folder, fast_unsafe=True)
 url = pg.start()
 try:
@@ -118,7 +125,8 @@ try:
                 print("    " + line)
 finally:
     pg.destroy()
-'''
+"""
+)
 
 
 def main(argv: list[str]) -> int:
