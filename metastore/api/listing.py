@@ -25,7 +25,7 @@ from starlette.requests import Request
 from metastore.access import Access, access_of
 from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation
-from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page, total
+from metastore.api.pagination import bound_kind, capped, decode_cursor, page, total
 from metastore.api.visibility import for_access
 
 # A fragment of SQL as the query (its parameters) and the access's kind (restricted or
@@ -180,8 +180,7 @@ class Planned:
             few = counted <= self.listing.narrow_below
             found = await rows(conn, self.narrow if few else self.sql, self.args)
             items, next_cursor = page(found, self.query.limit, self.kind, self.sort.key)
-            exact = counted <= TOTAL_CAP
-            return Listed(items, next_cursor, counted if exact else TOTAL_CAP, exact)
+            return Listed(items, next_cursor, *capped(counted))
         found = await rows(conn, self.sql, self.args)
         items, next_cursor = page(found, self.query.limit, self.kind, self.sort.key)
         whole = items if self.query.cursor is None and next_cursor is None else None

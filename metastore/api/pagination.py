@@ -106,6 +106,11 @@ async def total(
     if whole is not None:
         return len(whole), True
     (counted,) = await row(conn, count, args)
+    return capped(counted)
+
+
+def capped(counted: int) -> tuple[int, bool]:
+    """(total, total_is_exact) of a count_capped statement's count."""
     return (TOTAL_CAP, False) if counted > TOTAL_CAP else (counted, True)
 
 
