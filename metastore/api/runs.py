@@ -76,19 +76,33 @@ COUNT_RUNS = count_capped("SELECT 1 FROM readmodel.runs r WHERE true {filters}")
 SINCE = {False: "AND r.first_seen >= %(since)s", True: "AND r.state_time >= %(since)s"}
 UNTIL = {False: "AND r.first_seen < %(until)s", True: "AND r.state_time < %(until)s"}
 _FAILED = failed_first("r")
+# One state is an equality: runs_state's range in the list's order (`= ANY` of one state
+# walked runs_first_seen filtering, 1,515 runs read for a page of 51 failures).
+STATES = {False: "AND r.state = ANY(%(state)s)", True: "AND r.state = %(state)s"}
+
+
+def _states(states: list[str]) -> str | list[str]:
+    return states[0] if len(states) == 1 else states
+
+
 RUNS = Listing(
     "runs",
     *templates(LISTS_RUNS, COUNT_RUNS),
     {
+        # (each cursor's condition bounds the first key alone too: an index condition, so a
+        # next page starts at the cursor, not at the first row: 2,871 runs read past, then
+        # filtered, for the second page of failures at 1,000,000 events)
         "first_seen": Sort(
             "r.first_seen DESC, r.id",
-            "AND (r.first_seen < %(a0)s OR (r.first_seen = %(a0)s AND r.id > %(a1)s))",
+            "AND r.first_seen <= %(a0)s"
+            " AND (r.first_seen < %(a0)s OR (r.first_seen = %(a0)s AND r.id > %(a1)s))",
             [dt.datetime, uuid.UUID],
             lambda r: (r[21], r[0]),
         ),
         "started": Sort(
             f"{started('r')} DESC, r.id",
-            f"AND ({started('r')} < %(a0)s OR ({started('r')} = %(a0)s AND r.id > %(a1)s))",
+            f"AND {started('r')} <= %(a0)s"
+            f" AND ({started('r')} < %(a0)s OR ({started('r')} = %(a0)s AND r.id > %(a1)s))",
             [dt.datetime, uuid.UUID],
             lambda r: (r[23], r[0]),
         ),
@@ -103,7 +117,7 @@ RUNS = Listing(
     filters=(
         Filter("job_id", "AND r.job_id = %(job_id)s"),
         Filter("namespace", "AND r.job_namespace = %(namespace)s"),
-        Filter("state", "AND r.state = ANY(%(state)s)"),
+        Filter("state", lambda query, _: STATES[len(query.state) == 1], bind=_states),
         Filter("since", lambda query, _: SINCE[query.state is not None]),
         Filter("until", lambda query, _: UNTIL[query.state is not None]),
     ),
