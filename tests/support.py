@@ -23,6 +23,7 @@ from psycopg import sql
 
 from metastore.embedded_pg import free_port
 from projections.runner import catch_up
+from projections.schema import create_readmodel_tables
 from tests.logdata import append
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -261,6 +262,37 @@ class Api:
     def job_id(self, name: str) -> str:
         (item,) = self.get("/jobs", namespace=self.namespace, q=name)["items"]
         return item["id"]  # type: ignore[no-any-return]
+
+
+@contextmanager
+def seeded_store(pg_server: Any, template_db: str, name: str, seed: list[str]) -> Iterator[str]:
+    """A database `name` with the read-model tables, `seed`'s statements run on it: rows
+    written straight into the read models, for reads whose subject is not the fold."""
+    with pg_server.database(name, template_db) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            create_readmodel_tables(conn)
+            for statement in seed:
+                conn.execute(statement)
+        yield url
+
+
+@contextmanager
+def reader_of(
+    database_url: str, folder: Path, namespace: str, prefix: str
+) -> Iterator[httpx.Client]:
+    """An API on `database_url` whose caller (token `<prefix>bea`) may read `namespace`
+    alone, and a client of its /api/v1 as that caller."""
+    policy = {"read": [{"subjects": ["bea"], "namespaces": [namespace]}]}
+    env = access_env(folder, policy, {"bea": []}, ["read"], prefix)
+    with (
+        running("api", database_url, folder, env=env) as api,
+        httpx.Client(
+            base_url=api.base_url + "/api/v1",
+            timeout=30,
+            headers={"Authorization": f"Bearer {prefix}bea"},
+        ) as client,
+    ):
+        yield client
 
 
 def access_env(

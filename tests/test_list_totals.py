@@ -19,14 +19,14 @@ import psycopg
 import pytest
 
 from metastore.api.pagination import TOTAL_CAP
-from projections.schema import create_readmodel_tables
 from tests.conftest import Server
 from tests.support import (
-    access_env,
     plan_nodes,
     plans_logged,
+    reader_of,
     rows_read,
     running,
+    seeded_store,
     server_log,
 )
 
@@ -85,11 +85,7 @@ SELECT unnest(ARRAY['a', 'b', 'c', 's3']), now(), now()""",
 
 @pytest.fixture(scope="module")
 def store(pg_server: Server, template_db: str) -> Iterator[str]:
-    with pg_server.database("list_totals", template_db) as url:
-        with psycopg.connect(url, autocommit=True) as conn:
-            create_readmodel_tables(conn)
-            for statement in SEED:
-                conn.execute(statement)
+    with seeded_store(pg_server, template_db, "list_totals", SEED) as url:
         yield url
 
 
@@ -158,16 +154,7 @@ def test_totals_read_indexes_not_rows(store: str, pg_server: Server, tmp_path: P
 
 
 def test_a_restricted_caller_counts_the_late_jobs_it_may_read(store: str, tmp_path: Path) -> None:
-    policy = {"read": [{"subjects": ["bea"], "namespaces": ["b"]}]}
-    env = access_env(tmp_path, policy, {"bea": []}, ["read"], "totals-")
-    with (
-        running("api", store, tmp_path, env=env) as api,
-        httpx.Client(
-            base_url=api.base_url + "/api/v1",
-            timeout=30,
-            headers={"Authorization": "Bearer totals-bea"},
-        ) as client,
-    ):
+    with reader_of(store, tmp_path, "b", "totals-") as client:
         for path in ("/jobs?late=true&limit=5", "/jobs?late=true&namespace=b&limit=5"):
             page = client.get(path).json()
             assert (page["total"], page["total_is_exact"]) == (1_000, True), path

@@ -797,11 +797,7 @@ async def list_datasets(request: Request) -> Response:
     planned = DATASETS.plan(query, access)
     ordered = query.namespace is not None and not query.q and query.name is None
     async with connection(request) as conn:
-        if ordered:
-            await conn.execute(ORDERED_WALK.format(on="off"))
-        listed = await planned.read(conn)
-        if ordered:
-            await conn.execute(ORDERED_WALK.format(on="on"))
+        listed = await planned.read_walking(conn, ORDERED_WALK if ordered else None)
         summaries = await _summaries(conn, access, listed.rows)
     return json_response(
         request,

@@ -173,6 +173,16 @@ class Planned:
     sort: Sort
     narrow: str | None = None
 
+    async def read_walking(self, conn: AsyncConnection[Any], walk: str | None) -> Listed:
+        """`read` with `walk` (SET LOCAL statements, `{on}` formatted "off") in force for
+        the page and total, when given (a page the planner would sort every row for)."""
+        if walk is None:
+            return await self.read(conn)
+        await conn.execute(walk.format(on="off"))
+        listed = await self.read(conn)
+        await conn.execute(walk.format(on="on"))
+        return listed
+
     async def read(self, conn: AsyncConnection[Any]) -> Listed:
         """The page's rows and next cursor, and the list's total."""
         if self.narrow is not None:
