@@ -270,6 +270,8 @@ COLUMN_OP = Operation(
 resource = Resource()
 
 EdgeKey = tuple[str, str, str, str, str, str]  # out namespace, name, field; in ...
+# A report's pair as stored: out field; in namespace, name, field; transformations (JSON).
+StoredPair = tuple[str, str, str, str, msgspec.Raw]
 
 
 @dataclass
@@ -290,17 +292,18 @@ class Walk:
     edges: dict[EdgeKey, _Edge] = field(default_factory=dict)
     fields: set[tuple[str, str, str]] = field(default_factory=set)
     datasets: dict[tuple[str, str], uuid.UUID] = field(default_factory=dict)
-    reports: dict[bytes, list[tuple[str, str, str, str, msgspec.Raw]]] = field(default_factory=dict)
+    reports: dict[bytes, list[StoredPair]] = field(default_factory=dict)
     visited: int = 0
     truncated: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pair:
     """A pair found in a level's reports: from the latest of them, its transformations and
-    job; the jobs of all of them, in the order they first sent a report."""
+    job; the jobs of all of them, in the order they first sent a report (a list shared
+    with other pairs: replaced, never changed in place)."""
 
-    transformations: str
+    transformations: msgspec.Raw
     job: uuid.UUID | None
     latest: tuple[Any, Any]  # (eventTime, seq) of the latest event that sent it
     jobs: list[uuid.UUID]
@@ -309,59 +312,73 @@ class _Pair:
     partial: bool = False  # a report's jobs were more than the level read
 
 
-_report_pairs = msgspec.json.Decoder(list[tuple[str, str, str, str, msgspec.Raw]])
+# A pair a level found: the row (LEVEL) of the report it came in, and the pair as stored.
+Found = tuple[Any, StoredPair]
+_report_pairs = msgspec.json.Decoder(list[StoredPair])
+_NO_JOB = uuid.UUID(int=0)
 
 
 def _level_pairs(
     reports: list[Any], direction: str, asked: dict[int, set[str]] | None, walk: Walk
-) -> list[Any]:
-    """A level's report rows (LEVEL) as a row per pair and report that touches a field
-    asked (`asked`: by the name's ordinal; None: every field of the names): the six names,
-    the pair's transformations, then the report's columns. Each report's pairs are decoded
-    once per walk (`walk.reports`)."""
+) -> list[Found]:
+    """A level's report rows (LEVEL) as the pairs in them that touch a field asked
+    (`asked`: by the name's ordinal; None: every field of the names), each with its
+    report's row: a pair is never copied (3,000 pairs of a wide table cost 2.3 ms so).
+    Each report's pairs are decoded once per walk (`walk.reports`)."""
     for r in reports:
         if r[13] is not None:  # (the first row of the report)
             try:
                 walk.reports[bytes(r[12])] = _report_pairs.decode(r[13])
             except msgspec.DecodeError:  # (never written so; left out rather than a 500)
                 walk.reports[bytes(r[12])] = []
-    found = []
+    found: list[Found] = []
     for r in reports:
         pairs = walk.reports.get(bytes(r[12]), [])
         fields = None if asked is None else asked.get(r[0], set())
-        rest = (r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12])
-        out_ns, out_name = r[3], r[4]
         if direction == "up":
-            for p in pairs:
-                if fields is None or p[0] in fields:
-                    found.append((out_ns, out_name, *p[:4], bytes(p[4]).decode(), *rest))
+            found += [(r, p) for p in pairs if fields is None or p[0] in fields]
         else:
             k_ns, k_name = r[1], r[2]
-            for p in pairs:
-                if p[1] == k_ns and p[2] == k_name and (fields is None or p[3] in fields):
-                    found.append((out_ns, out_name, *p[:4], bytes(p[4]).decode(), *rest))
+            found += [
+                (r, p)
+                for p in pairs
+                if p[1] == k_ns and p[2] == k_name and (fields is None or p[3] in fields)
+            ]
     return found
 
 
-def _pairs(found: list[Any]) -> dict[EdgeKey, _Pair]:
-    """The level's rows (a row per pair and report) by pair."""
+def _pairs(found: list[Found]) -> dict[EdgeKey, _Pair]:
+    """The level's pairs (a pair and report each) by pair, the reports taken in the order
+    they were first sent (then by job). A report's pairs come together and share its
+    order, so its rows are sorted, not each pair (sorting 3,000 pairs compared their
+    jobs' ids in Python)."""
+    runs: list[tuple[Any, list[StoredPair]]] = []  # (a report's row, its pairs), in order
+    for r, p in found:
+        if runs and runs[-1][0] is r:
+            runs[-1][1].append(p)
+        else:
+            runs.append((r, [p]))
+    runs.sort(key=lambda run: (run[0][11], run[0][5] or _NO_JOB))
     pairs: dict[EdgeKey, _Pair] = {}
-    for r in sorted(found, key=lambda r: (r[13], r[7] or uuid.UUID(int=0))):
-        key: EdgeKey = (r[0], r[1], r[2], r[3], r[4], r[5])
-        pair = pairs.get(key)
-        if pair is None:
-            pair = pairs[key] = _Pair(r[6], r[7], (r[11], r[12]), [], 0)
-        elif (r[11], r[12]) > pair.latest:
-            pair.transformations, pair.job, pair.latest = r[6], r[7], (r[11], r[12])
-        report = (r[0], r[1], bytes(r[14]))
-        if report in pair.reports:  # (the report listed the pair twice)
-            continue
-        pair.reports.append(report)
-        pair.jobs += [j for j in r[9] if j not in pair.jobs]
-        pair.job_count = len(pair.jobs)
-        pair.partial |= r[10] > len(r[9])
-        if len(pair.reports) == 1:
-            pair.job_count = r[10]  # (one report: exactly its jobs)
+    for r, stored in runs:
+        out_ns, out_name, job, latest = r[3], r[4], r[5], (r[9], r[10])
+        jobs, job_count = r[7], r[8]
+        partial = job_count > len(jobs)
+        report = (out_ns, out_name, bytes(r[12]))
+        for p in stored:
+            key: EdgeKey = (out_ns, out_name, p[0], p[1], p[2], p[3])
+            pair = pairs.get(key)
+            if pair is None:  # (one report: exactly its jobs)
+                pairs[key] = _Pair(p[4], job, latest, jobs, job_count, [report], partial)
+                continue
+            if latest > pair.latest:
+                pair.transformations, pair.job, pair.latest = p[4], job, latest
+            if report in pair.reports:  # (the report listed the pair twice)
+                continue
+            pair.reports.append(report)
+            pair.jobs = pair.jobs + [j for j in jobs if j not in pair.jobs]
+            pair.job_count = len(pair.jobs)
+            pair.partial |= partial
     return pairs
 
 
@@ -452,7 +469,7 @@ async def walk_fields(
             walk.truncated = True
             found = found[:cap]
         if access.restricted:
-            found = [r for r in found if access.reads(r[0]) and access.reads(r[3])]
+            found = [(r, p) for r, p in found if access.reads(r[3]) and access.reads(p[1])]
         pairs = _pairs(found)
         await _count_jobs(conn, pairs, as_of, window)
         walk.visited += len(pairs)
@@ -476,22 +493,25 @@ async def walk_fields(
             for d in {d for _, _, d, _ in found_names} - names.keys():
                 names[d] = []  # (looked up: no name of it has edges)
         next_frontier: dict[tuple[uuid.UUID, str], None] = {}
+        far_at = 3 if direction == "up" else 0  # (where the far end's name is in a key)
+        edges, kept = walk.edges, walk.fields
         for key, pair in pairs.items():
-            transformations, job = pair.transformations, pair.job
-            far_name, far_field = (
-                ((key[3], key[4]), key[5]) if direction == "up" else ((key[0], key[1]), key[2])
-            )
-            if key not in walk.edges:  # (found before: at a lesser depth, or the other way)
+            far_name, far_field = (key[far_at], key[far_at + 1]), key[far_at + 2]
+            if key not in edges:  # (found before: at a lesser depth, or the other way)
                 far_key = (*far_name, far_field)
-                new_field = far_key not in walk.fields
-                if len(walk.edges) >= limits.EDGE_LIMIT or (
-                    new_field and len(walk.fields) >= walk.max_fields
+                if len(edges) >= limits.EDGE_LIMIT or (
+                    far_key not in kept and len(kept) >= walk.max_fields
                 ):
                     walk.truncated = True
                     continue
-                walk.fields.add(far_key)
-                jobs = pair.jobs[: limits.EDGE_JOBS]
-                walk.edges[key] = _Edge(level, transformations, job, jobs, pair.job_count)
+                kept.add(far_key)
+                edges[key] = _Edge(
+                    level,
+                    bytes(pair.transformations).decode(),
+                    pair.job,
+                    pair.jobs[: limits.EDGE_JOBS],
+                    pair.job_count,
+                )
             far = walk.datasets.get(far_name)
             if far is None or far in start_datasets or (far, far_field) in seen:
                 continue
@@ -585,19 +605,22 @@ async def column_edges(
         )
     }
     edges = []
+    columns = _Columns(refs)
+    shown_as: dict[str, msgspec.Raw] = {}  # (a wide table's edges share a few texts)
     for key, e in sorted(walk.edges.items(), key=lambda item: (item[1].depth, item[0])):
         job_count = e.job_count
         if access.restricted:  # (the jobs it may see, of the first EDGE_JOBS)
             job_count = sum(j in jobs for j in e.jobs)
+        named = [jobs[j] for j in e.jobs if j in jobs]
+        if len(named) > 1:
+            named.sort(key=lambda j: (j.namespace, j.name))
         edges.append(
             models_lineage.ColumnEdge(
-                from_=_column(refs, key[3], key[4], key[5]),
-                to=_column(refs, key[0], key[1], key[2]),
-                transformations=parts.transformations(e.transformations),
+                from_=columns.of(key[3], key[4], key[5]),
+                to=columns.of(key[0], key[1], key[2]),
+                transformations=_transformations(e.transformations, shown_as),
                 job=jobs.get(e.job) if e.job else None,
-                jobs=sorted(
-                    (jobs[j] for j in e.jobs if j in jobs), key=lambda j: (j.namespace, j.name)
-                ),
+                jobs=named,
                 job_count=job_count,
                 depth=e.depth,
             )
@@ -605,16 +628,34 @@ async def column_edges(
     return edges
 
 
-def _column(
-    refs: dict[tuple[str, str], models.DatasetRef], namespace: str, name: str, field: str
-) -> models_lineage.ColumnRef:
-    """A field under its dataset's display name (`refs`, by the name the facet used)."""
-    dataset = refs.get((namespace, name))
-    shown = dataset or models.NameKey(namespace=namespace, name=name)
-    return models_lineage.ColumnRef(
-        dataset=dataset,
-        namespace=shown.namespace,
-        name=shown.name,
-        field=field,
-        reported_as=models.NameKey(namespace=namespace, name=name),
-    )
+def _transformations(text: str, shown_as: dict[str, msgspec.Raw]) -> msgspec.Raw:
+    """parts.transformations of `text`, checked once per answer when it holds (a text it
+    cleans is cleaned, and counted, each time, as before)."""
+    found = shown_as.get(text)
+    if found is None:
+        found = parts.transformations(text)
+        if bytes(found) == text.encode():  # (as sent: it holds)
+            shown_as[text] = found
+    return found
+
+
+class _Columns:
+    """Fields under their dataset's display name (`refs`, by the name the facet used),
+    each name's parts made once (a wide table's 1,000 edges name two datasets)."""
+
+    def __init__(self, refs: dict[tuple[str, str], models.DatasetRef]) -> None:
+        self.refs = refs
+        self.names: dict[tuple[str, str], tuple[Any, str, str, models.NameKey]] = {}
+
+    def of(self, namespace: str, name: str, field: str) -> models_lineage.ColumnRef:
+        known = self.names.get((namespace, name))
+        if known is None:
+            dataset = self.refs.get((namespace, name))
+            shown = dataset or models.NameKey(namespace=namespace, name=name)
+            reported = models.NameKey(namespace=namespace, name=name)
+            known = (dataset, shown.namespace, shown.name, reported)
+            self.names[(namespace, name)] = known
+        dataset, shown_ns, shown_name, reported = known
+        return models_lineage.ColumnRef(
+            dataset=dataset, namespace=shown_ns, name=shown_name, field=field, reported_as=reported
+        )
