@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -182,6 +183,9 @@ JOIN readmodel.dataset_names n ON n.namespace = k.namespace AND n.name = k.name
 JOIN readmodel.datasets d ON d.id = n.dataset_id{display_join}
 """
 JOB_REFS = "SELECT id, namespace, name FROM readmodel.jobs WHERE id = ANY(%(ids)s::uuid[])"
+# A walk's planner setting (walk_fields), and the default column_edges restores.
+SEQSCAN_OFF = "SET LOCAL enable_seqscan = off"
+SEQSCAN_ON = "SET LOCAL enable_seqscan = on"
 DATASET_REF = """
 SELECT d.id, {display}, d.first_seen FROM readmodel.datasets d{display_join}
 WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
@@ -424,11 +428,14 @@ async def walk_fields(
     and window of `window` (asof.window). Restricted by `access`, an edge counts only when
     both names it was reported under are readable: the walk never passes through a hidden
     dataset, and no edge names a hidden name (`reported_as`). The walk keeps at most
-    `walk.max_fields` fields at the far ends of its edges (`truncated` past them)."""
+    `walk.max_fields` fields at the far ends of its edges (`truncated` past them). It
+    leaves the transaction planning without sequential scans: column_edges, which reads
+    the walk's answer, plans as usual again."""
     # Index probes whatever the statistics: on a small column_lineage_runs the planner
     # hashed the whole table against a level's names (a scan per level once it grows). Set
-    # once a walk, not around each level: each SET was a round trip of its own.
-    await conn.execute("SET LOCAL enable_seqscan = off")
+    # once a walk, in its first statement's round trip, and left for column_edges to undo
+    # in its own: each SET was a round trip of its own.
+    setting: str | None = SEQSCAN_OFF
     frontier = list(starts)
     start_datasets = {d for d, _ in starts}
     every_field = any(f is None for _, f in starts)
@@ -439,7 +446,9 @@ async def walk_fields(
         if unknown:
             for d in unknown:
                 names[d] = []
-            for d, ns, name in await rows(conn, NAMES[direction], {"ids": unknown}):
+            found_names = await _rows_after(conn, setting, NAMES[direction], {"ids": unknown})
+            setting = None
+            for d, ns, name in found_names:
                 names[d].append((ns, name))
         lookups = list({(ns, name): None for d, _ in frontier for ns, name in names[d]})
         if not lookups:
@@ -520,7 +529,19 @@ async def walk_fields(
         if walk.truncated or not next_frontier:
             break
         frontier = list(next_frontier)
-    await conn.execute("SET LOCAL enable_seqscan = on")
+
+
+async def _rows_after(
+    conn: AsyncConnection[Any], setting: str | None, query: str, params: Any
+) -> list[Any]:
+    """The rows of `query`, after `setting` (None: none) in the same round trip."""
+    if setting is None:
+        return await rows(conn, query, params)
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        async with conn.pipeline():
+            await conn.execute(setting)
+            await cur.execute(query, params)
+        return await cur.fetchall()
 
 
 @resource.add(COLUMN_OP)
@@ -584,26 +605,30 @@ async def column_edges(
     dataset's display name, its jobs named (restricted: the visible ones)."""
     readable = access.sql_params() if access.restricted else {}
     names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
-    refs = {
-        (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])
-        for r in await rows(
-            conn,
-            NAME_REFS.format(**_display(as_of, access)),
-            {"namespaces": [n[0] for n in names], "names": [n[1] for n in names], "as_of": as_of}
-            | readable,
-        )
-    }
     job_ids = {e.job for e in walk.edges.values() if e.job} | {
         j for e in walk.edges.values() for j in e.jobs
     }
-    jobs = {
-        r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2])
-        for r in await rows(
-            conn,
-            JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
-            {"ids": list(job_ids)} | readable,
-        )
-    }
+    # One round trip: the walk's setting undone (walk_fields), the names and the jobs.
+    async with (
+        conn.cursor(row_factory=tuple_row) as names_at,
+        conn.cursor(row_factory=tuple_row) as jobs_at,
+    ):
+        async with conn.pipeline():
+            await conn.execute(SEQSCAN_ON)
+            await names_at.execute(
+                NAME_REFS.format(**_display(as_of, access)),
+                {"namespaces": [n[0] for n in names], "names": [n[1] for n in names]}
+                | {"as_of": as_of}
+                | readable,
+            )
+            await jobs_at.execute(
+                JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
+                {"ids": list(job_ids)} | readable,
+            )
+        name_rows = await names_at.fetchall()
+        job_rows = await jobs_at.fetchall()
+    refs = {(r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4]) for r in name_rows}
+    jobs = {r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2]) for r in job_rows}
     edges = []
     columns = _Columns(refs)
     shown_as: dict[str, msgspec.Raw] = {}  # (a wide table's edges share a few texts)
