@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from metastore.api import limits
+from tests.pg_wire import round_trips
 from tests.support import (
     access_env,
     bearer_clients,
@@ -418,3 +419,45 @@ def test_each_further_level_of_a_column_walk_costs_two_round_trips(
                     sent[depth] = statements()
                 # (+ 1: the api reads the read models' versions again at most once a second)
                 assert sent[CHAIN_HOPS] - sent[1] <= 2 * (CHAIN_HOPS - 1) + 1, (as_of, sent)
+
+
+def test_a_column_walk_waits_on_the_server_once_a_level_and_once_for_its_answer(
+    pg_server: Any, template_db: str, tmp_path: Path
+) -> None:
+    """Round trips counted on the wire (tests/pg_wire.py): a field impact and a column
+    lineage one hop down the chain wait on PostgreSQL for the dataset, the first level's
+    names with the walk's planner setting, the level, its far datasets, the answer's names
+    and jobs with the setting undone (for impact, then the datasets' details), besides the
+    request's own (its transaction, the ETag's position). The two settings and the jobs
+    each waited on their own before: three wake-ups of both processes more a request."""
+    with serving(pg_server, template_db, tmp_path, "walkwaits") as (url, _, client):
+        answer = client.post("/api/v1/lineage/batch", json=chain())
+        assert answer.status_code == 200, answer.text
+        wait_until_folded(client)
+        first = client.get(
+            "/api/v1/datasets", params={"namespace": LAKE, "name": "chain.c0"}
+        ).json()["items"][0]["id"]
+        with (
+            round_trips(url) as relay,
+            running("api", relay.url(), tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+        ):
+            reads = {
+                "column lineage": (
+                    f"{api.base_url}/api/v1/datasets/{first}/column-lineage",
+                    {"direction": "downstream", "field": "f_000", "depth": 1},
+                ),
+                "field impact": (
+                    f"{api.base_url}/api/v1/impact",
+                    {"node": f"field:{first}:f_000", "depth": 1},
+                ),
+            }
+            waits: dict[str, int] = {}
+            for read, (path, params) in reads.items():
+                httpx.get(path, params=params, timeout=30)  # (warm: pool, versions)
+                for _ in range(3):  # (the fewest: the api rereads versions once a second)
+                    relay.take()
+                    answer = httpx.get(path, params=params, timeout=30)
+                    assert answer.status_code == 200, answer.text
+                    assert len(answer.json()["edges" if "lineage" in read else "columns"]) == 1
+                    waits[read] = min(waits.get(read, 99), relay.take())
+    assert waits["column lineage"] <= 10 and waits["field impact"] <= 8, waits  # (13, 11)
