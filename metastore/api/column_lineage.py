@@ -484,7 +484,7 @@ async def walk_fields(
         walk.visited += len(pairs)
         far_names = {(k[3], k[4]) if direction == "up" else (k[0], k[1]) for k in pairs}
         unseen = [n for n in far_names if n not in walk.datasets]
-        if unseen:
+        if unseen and level < depth:  # (the last level's far ends start no level: unread)
             found_names = await rows(
                 conn,
                 FAR_DATASETS[direction],
