@@ -13,7 +13,7 @@ has the wide event, its column lineage now and as of 2030 as bench/fig_bounded.p
 it. Each side is timed on one keep-alive connection after 10 warm-ups, the order swapped
 each round; with the APIs' process ids, also their CPU time a request (what a loaded
 machine's wall clock hides). Prints p50 / p95 ms per side and round, and how many answers
-are byte-identical.
+are equal (status and bytes).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from bench.fig_bounded import ID_OF
 from bench.fig_column_lineage import FIELDS_WITH_DEPENDENTS, WITH_COLUMN_LINEAGE
 from bench.harness import cpu_seconds
 from bench.scenario import parser
+from bench.scenarios.graph_requests import compared
 from bench.sizes import FULL, SEED
 
 WIDE_AS_OF = urllib.parse.quote("2030-01-01T00:00:00Z")  # (bench/fig_bounded.py's `end`)
@@ -86,12 +87,5 @@ def main(argv: list[str]) -> int:
                 figures[side].append(f"p50 {p50:.1f} p95 {p95:.1f}{spent}")
                 if turn == 0:
                     bodies[side] = list(zip(answers.statuses, answers.bodies, strict=True))
-        pairs = list(zip(bodies["other"], bodies["this"], strict=True))
-        differ = [i for i, (a, b) in enumerate(pairs) if a != b]
-        print(
-            f"{kind}: other {' / '.join(figures['other'])} | this {' / '.join(figures['this'])}"
-            f" | answers identical {len(pairs) - len(differ)} of {len(pairs)}"
-        )
-        if differ:
-            print(f"  first different: {asked[differ[0]]}")
+        compared(kind, asked, figures, bodies)
     return 0
