@@ -37,6 +37,7 @@ SCENARIOS = {
     "live-batches": "bench.scenarios.live_batches",
     "graph": "bench.scenarios.graph",
     "graph-requests": "bench.scenarios.graph_requests",
+    "column-requests": "bench.scenarios.column_requests",
     "column-walk": "bench.scenarios.column_walk",
     "list-freshness": "bench.scenarios.list_freshness",
     "namespace-counts": "bench.scenarios.namespace_counts",

@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import httpx
 import pytest
 
 from metastore.api import limits
+from tests.pg_wire import round_trips
 from tests.support import (
     access_env,
     bearer_clients,
@@ -385,6 +387,21 @@ def test_400_columns_over_8_hops_stay_within_max_nodes_and_the_answer_cap(
     assert too_many.status_code == 400 and "at most 100" in too_many.text
 
 
+@contextmanager
+def _chain_served(
+    pg_server: Any, template_db: str, tmp_path: Path, name: str
+) -> Iterator[tuple[str, str]]:
+    """The chain folded in a database of its own: its URL and chain.c0's id."""
+    with serving(pg_server, template_db, tmp_path, name) as (url, _, client):
+        answer = client.post("/api/v1/lineage/batch", json=chain())
+        assert answer.status_code == 200, answer.text
+        wait_until_folded(client)
+        first = client.get(
+            "/api/v1/datasets", params={"namespace": LAKE, "name": "chain.c0"}
+        ).json()["items"][0]["id"]
+        yield url, first
+
+
 def test_each_further_level_of_a_column_walk_costs_two_round_trips(
     pg_server: Any, template_db: str, tmp_path: Path
 ) -> None:
@@ -394,27 +411,58 @@ def test_each_further_level_of_a_column_walk_costs_two_round_trips(
     the datasets and one for their names): on a loaded server each is a wake-up of both
     processes."""
     log_file = server_log(pg_server)
-    with serving(pg_server, template_db, tmp_path, "walktrips") as (url, _, client):
-        answer = client.post("/api/v1/lineage/batch", json=chain())
-        assert answer.status_code == 200, answer.text
-        wait_until_folded(client)
-        first = client.get(
-            "/api/v1/datasets", params={"namespace": LAKE, "name": "chain.c0"}
-        ).json()["items"][0]["id"]
-        with (
-            statements_logged(url, log_file) as statements,
-            running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
-        ):
-            path = f"{api.base_url}/api/v1/datasets/{first}/column-lineage"
-            sent = {}
-            for as_of in ({}, {"as_of": "2030-01-01T00:00:00Z"}):
-                for depth in (1, CHAIN_HOPS):
-                    params = {"direction": "downstream", "field": "f_000", "depth": depth}
-                    httpx.get(path, params=params | as_of, timeout=30)  # (warm: pool, versions)
-                    statements()
-                    answer = httpx.get(path, params=params | as_of, timeout=30)
-                    assert answer.status_code == 200, answer.text
-                    assert len(answer.json()["edges"]) == depth  # (f_000 of each hop)
-                    sent[depth] = statements()
-                # (+ 1: the api reads the read models' versions again at most once a second)
-                assert sent[CHAIN_HOPS] - sent[1] <= 2 * (CHAIN_HOPS - 1) + 1, (as_of, sent)
+    with (
+        _chain_served(pg_server, template_db, tmp_path, "walktrips") as (url, first),
+        statements_logged(url, log_file) as statements,
+        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        path = f"{api.base_url}/api/v1/datasets/{first}/column-lineage"
+        sent = {}
+        for as_of in ({}, {"as_of": "2030-01-01T00:00:00Z"}):
+            for depth in (1, CHAIN_HOPS):
+                params = {"direction": "downstream", "field": "f_000", "depth": depth}
+                httpx.get(path, params=params | as_of, timeout=30)  # (warm: pool, versions)
+                statements()
+                answer = httpx.get(path, params=params | as_of, timeout=30)
+                assert answer.status_code == 200, answer.text
+                assert len(answer.json()["edges"]) == depth  # (f_000 of each hop)
+                sent[depth] = statements()
+            # (+ 1: the api reads the read models' versions again at most once a second)
+            assert sent[CHAIN_HOPS] - sent[1] <= 2 * (CHAIN_HOPS - 1) + 1, (as_of, sent)
+
+
+def test_a_column_walk_waits_on_the_server_once_a_level_and_once_for_its_answer(
+    pg_server: Any, template_db: str, tmp_path: Path
+) -> None:
+    """Round trips counted on the wire (tests/pg_wire.py): a field impact and a column
+    lineage one hop down the chain wait on PostgreSQL for the dataset, the first level's
+    names with the walk's planner setting, the level, the answer's names and jobs with the
+    setting undone (for impact, then the datasets' details), besides the request's own
+    (its transaction, the ETag's position). The two settings and the jobs each waited on
+    their own before, and the last level's far datasets were read though no level
+    followed: four wake-ups of both processes more a request."""
+    with (
+        _chain_served(pg_server, template_db, tmp_path, "walkwaits") as (url, first),
+        round_trips(url) as relay,
+        running("api", relay.url(), tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        reads = {
+            "column lineage": (
+                f"{api.base_url}/api/v1/datasets/{first}/column-lineage",
+                {"direction": "downstream", "field": "f_000", "depth": 1},
+            ),
+            "field impact": (
+                f"{api.base_url}/api/v1/impact",
+                {"node": f"field:{first}:f_000", "depth": 1},
+            ),
+        }
+        waits: dict[str, int] = {}
+        for read, (path, params) in reads.items():
+            httpx.get(path, params=params, timeout=30)  # (warm: pool, versions)
+            for _ in range(3):  # (the fewest: the api rereads versions once a second)
+                relay.take()
+                answer = httpx.get(path, params=params, timeout=30)
+                assert answer.status_code == 200, answer.text
+                assert len(answer.json()["edges" if "lineage" in read else "columns"]) == 1
+                waits[read] = min(waits.get(read, 99), relay.take())
+    assert waits["column lineage"] <= 9 and waits["field impact"] <= 7, waits  # (13, 11)

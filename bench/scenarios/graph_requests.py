@@ -21,6 +21,7 @@ import json
 import random
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -87,14 +88,27 @@ def main(argv: list[str]) -> int:
                         (status, _normal(body))
                         for status, body in zip(answers.statuses, answers.bodies, strict=True)
                     ]
-        pairs = list(zip(bodies["other"], bodies["this"], strict=True))
-        differ = [i for i, (a, b) in enumerate(pairs) if a != b]
-        print(
-            f"{kind}: other {' / '.join(figures['other'])} | this {' / '.join(figures['this'])}"
-            f" | answers equal {len(pairs) - len(differ)} of {len(pairs)}"
-        )
+        differ = compared(kind, asked, figures, bodies)
         if differ:
             for side in sides:
                 Path(f"/tmp/graph-requests-{side}.json").write_text(bodies[side][differ[0]][1])
-            print(f"  first different: {asked[differ[0]]}")
     return 0
+
+
+def compared(
+    kind: str,
+    asked: list[str],
+    figures: dict[str, list[str]],
+    bodies: dict[str, list[tuple[int, Any]]],
+) -> list[int]:
+    """Prints a kind's figures by side and round and how many answers are equal (status
+    and body); the indexes of those that differ."""
+    pairs = list(zip(bodies["other"], bodies["this"], strict=True))
+    differ = [i for i, (a, b) in enumerate(pairs) if a != b]
+    print(
+        f"{kind}: other {' / '.join(figures['other'])} | this {' / '.join(figures['this'])}"
+        f" | answers equal {len(pairs) - len(differ)} of {len(pairs)}"
+    )
+    if differ:
+        print(f"  first different: {asked[differ[0]]}")
+    return differ

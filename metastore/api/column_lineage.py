@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -182,6 +183,9 @@ JOIN readmodel.dataset_names n ON n.namespace = k.namespace AND n.name = k.name
 JOIN readmodel.datasets d ON d.id = n.dataset_id{display_join}
 """
 JOB_REFS = "SELECT id, namespace, name FROM readmodel.jobs WHERE id = ANY(%(ids)s::uuid[])"
+# A walk's planner setting (walk_fields), and the default column_edges restores.
+SEQSCAN_OFF = "SET LOCAL enable_seqscan = off"
+SEQSCAN_ON = "SET LOCAL enable_seqscan = on"
 DATASET_REF = """
 SELECT d.id, {display}, d.first_seen FROM readmodel.datasets d{display_join}
 WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
@@ -270,6 +274,8 @@ COLUMN_OP = Operation(
 resource = Resource()
 
 EdgeKey = tuple[str, str, str, str, str, str]  # out namespace, name, field; in ...
+# A report's pair as stored: out field; in namespace, name, field; transformations (JSON).
+StoredPair = tuple[str, str, str, str, msgspec.Raw]
 
 
 @dataclass
@@ -290,17 +296,18 @@ class Walk:
     edges: dict[EdgeKey, _Edge] = field(default_factory=dict)
     fields: set[tuple[str, str, str]] = field(default_factory=set)
     datasets: dict[tuple[str, str], uuid.UUID] = field(default_factory=dict)
-    reports: dict[bytes, list[tuple[str, str, str, str, msgspec.Raw]]] = field(default_factory=dict)
+    reports: dict[bytes, list[StoredPair]] = field(default_factory=dict)
     visited: int = 0
     truncated: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pair:
     """A pair found in a level's reports: from the latest of them, its transformations and
-    job; the jobs of all of them, in the order they first sent a report."""
+    job; the jobs of all of them, in the order they first sent a report (a list shared
+    with other pairs: replaced, never changed in place)."""
 
-    transformations: str
+    transformations: msgspec.Raw
     job: uuid.UUID | None
     latest: tuple[Any, Any]  # (eventTime, seq) of the latest event that sent it
     jobs: list[uuid.UUID]
@@ -309,59 +316,73 @@ class _Pair:
     partial: bool = False  # a report's jobs were more than the level read
 
 
-_report_pairs = msgspec.json.Decoder(list[tuple[str, str, str, str, msgspec.Raw]])
+# A pair a level found: the row (LEVEL) of the report it came in, and the pair as stored.
+Found = tuple[Any, StoredPair]
+_report_pairs = msgspec.json.Decoder(list[StoredPair])
+_NO_JOB = uuid.UUID(int=0)
 
 
 def _level_pairs(
     reports: list[Any], direction: str, asked: dict[int, set[str]] | None, walk: Walk
-) -> list[Any]:
-    """A level's report rows (LEVEL) as a row per pair and report that touches a field
-    asked (`asked`: by the name's ordinal; None: every field of the names): the six names,
-    the pair's transformations, then the report's columns. Each report's pairs are decoded
-    once per walk (`walk.reports`)."""
+) -> list[Found]:
+    """A level's report rows (LEVEL) as the pairs in them that touch a field asked
+    (`asked`: by the name's ordinal; None: every field of the names), each with its
+    report's row: a pair is never copied (3,000 pairs of a wide table cost 2.3 ms so).
+    Each report's pairs are decoded once per walk (`walk.reports`)."""
     for r in reports:
         if r[13] is not None:  # (the first row of the report)
             try:
                 walk.reports[bytes(r[12])] = _report_pairs.decode(r[13])
             except msgspec.DecodeError:  # (never written so; left out rather than a 500)
                 walk.reports[bytes(r[12])] = []
-    found = []
+    found: list[Found] = []
     for r in reports:
         pairs = walk.reports.get(bytes(r[12]), [])
         fields = None if asked is None else asked.get(r[0], set())
-        rest = (r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12])
-        out_ns, out_name = r[3], r[4]
         if direction == "up":
-            for p in pairs:
-                if fields is None or p[0] in fields:
-                    found.append((out_ns, out_name, *p[:4], bytes(p[4]).decode(), *rest))
+            found += [(r, p) for p in pairs if fields is None or p[0] in fields]
         else:
             k_ns, k_name = r[1], r[2]
-            for p in pairs:
-                if p[1] == k_ns and p[2] == k_name and (fields is None or p[3] in fields):
-                    found.append((out_ns, out_name, *p[:4], bytes(p[4]).decode(), *rest))
+            found += [
+                (r, p)
+                for p in pairs
+                if p[1] == k_ns and p[2] == k_name and (fields is None or p[3] in fields)
+            ]
     return found
 
 
-def _pairs(found: list[Any]) -> dict[EdgeKey, _Pair]:
-    """The level's rows (a row per pair and report) by pair."""
+def _pairs(found: list[Found]) -> dict[EdgeKey, _Pair]:
+    """The level's pairs (a pair and report each) by pair, the reports taken in the order
+    they were first sent (then by job). A report's pairs come together and share its
+    order, so its rows are sorted, not each pair (sorting 3,000 pairs compared their
+    jobs' ids in Python)."""
+    runs: list[tuple[Any, list[StoredPair]]] = []  # (a report's row, its pairs), in order
+    for r, p in found:
+        if runs and runs[-1][0] is r:
+            runs[-1][1].append(p)
+        else:
+            runs.append((r, [p]))
+    runs.sort(key=lambda run: (run[0][11], run[0][5] or _NO_JOB))
     pairs: dict[EdgeKey, _Pair] = {}
-    for r in sorted(found, key=lambda r: (r[13], r[7] or uuid.UUID(int=0))):
-        key: EdgeKey = (r[0], r[1], r[2], r[3], r[4], r[5])
-        pair = pairs.get(key)
-        if pair is None:
-            pair = pairs[key] = _Pair(r[6], r[7], (r[11], r[12]), [], 0)
-        elif (r[11], r[12]) > pair.latest:
-            pair.transformations, pair.job, pair.latest = r[6], r[7], (r[11], r[12])
-        report = (r[0], r[1], bytes(r[14]))
-        if report in pair.reports:  # (the report listed the pair twice)
-            continue
-        pair.reports.append(report)
-        pair.jobs += [j for j in r[9] if j not in pair.jobs]
-        pair.job_count = len(pair.jobs)
-        pair.partial |= r[10] > len(r[9])
-        if len(pair.reports) == 1:
-            pair.job_count = r[10]  # (one report: exactly its jobs)
+    for r, stored in runs:
+        out_ns, out_name, job, latest = r[3], r[4], r[5], (r[9], r[10])
+        jobs, job_count = r[7], r[8]
+        partial = job_count > len(jobs)
+        report = (out_ns, out_name, bytes(r[12]))
+        for p in stored:
+            key: EdgeKey = (out_ns, out_name, p[0], p[1], p[2], p[3])
+            pair = pairs.get(key)
+            if pair is None:  # (one report: exactly its jobs)
+                pairs[key] = _Pair(p[4], job, latest, jobs, job_count, [report], partial)
+                continue
+            if latest > pair.latest:
+                pair.transformations, pair.job, pair.latest = p[4], job, latest
+            if report in pair.reports:  # (the report listed the pair twice)
+                continue
+            pair.reports.append(report)
+            pair.jobs = pair.jobs + [j for j in jobs if j not in pair.jobs]
+            pair.job_count = len(pair.jobs)
+            pair.partial |= partial
     return pairs
 
 
@@ -407,11 +428,14 @@ async def walk_fields(
     and window of `window` (asof.window). Restricted by `access`, an edge counts only when
     both names it was reported under are readable: the walk never passes through a hidden
     dataset, and no edge names a hidden name (`reported_as`). The walk keeps at most
-    `walk.max_fields` fields at the far ends of its edges (`truncated` past them)."""
+    `walk.max_fields` fields at the far ends of its edges (`truncated` past them). It
+    leaves the transaction planning without sequential scans: column_edges, which reads
+    the walk's answer, plans as usual again."""
     # Index probes whatever the statistics: on a small column_lineage_runs the planner
     # hashed the whole table against a level's names (a scan per level once it grows). Set
-    # once a walk, not around each level: each SET was a round trip of its own.
-    await conn.execute("SET LOCAL enable_seqscan = off")
+    # once a walk, in its first statement's round trip, and left for column_edges to undo
+    # in its own: each SET was a round trip of its own.
+    setting: str | None = SEQSCAN_OFF
     frontier = list(starts)
     start_datasets = {d for d, _ in starts}
     every_field = any(f is None for _, f in starts)
@@ -422,7 +446,9 @@ async def walk_fields(
         if unknown:
             for d in unknown:
                 names[d] = []
-            for d, ns, name in await rows(conn, NAMES[direction], {"ids": unknown}):
+            found_names = await _rows_after(conn, setting, NAMES[direction], {"ids": unknown})
+            setting = None
+            for d, ns, name in found_names:
                 names[d].append((ns, name))
         lookups = list({(ns, name): None for d, _ in frontier for ns, name in names[d]})
         if not lookups:
@@ -452,13 +478,13 @@ async def walk_fields(
             walk.truncated = True
             found = found[:cap]
         if access.restricted:
-            found = [r for r in found if access.reads(r[0]) and access.reads(r[3])]
+            found = [(r, p) for r, p in found if access.reads(r[3]) and access.reads(p[1])]
         pairs = _pairs(found)
         await _count_jobs(conn, pairs, as_of, window)
         walk.visited += len(pairs)
         far_names = {(k[3], k[4]) if direction == "up" else (k[0], k[1]) for k in pairs}
         unseen = [n for n in far_names if n not in walk.datasets]
-        if unseen:
+        if unseen and level < depth:  # (the last level's far ends start no level: unread)
             found_names = await rows(
                 conn,
                 FAR_DATASETS[direction],
@@ -476,22 +502,25 @@ async def walk_fields(
             for d in {d for _, _, d, _ in found_names} - names.keys():
                 names[d] = []  # (looked up: no name of it has edges)
         next_frontier: dict[tuple[uuid.UUID, str], None] = {}
+        far_at = 3 if direction == "up" else 0  # (where the far end's name is in a key)
+        edges, kept = walk.edges, walk.fields
         for key, pair in pairs.items():
-            transformations, job = pair.transformations, pair.job
-            far_name, far_field = (
-                ((key[3], key[4]), key[5]) if direction == "up" else ((key[0], key[1]), key[2])
-            )
-            if key not in walk.edges:  # (found before: at a lesser depth, or the other way)
+            far_name, far_field = (key[far_at], key[far_at + 1]), key[far_at + 2]
+            if key not in edges:  # (found before: at a lesser depth, or the other way)
                 far_key = (*far_name, far_field)
-                new_field = far_key not in walk.fields
-                if len(walk.edges) >= limits.EDGE_LIMIT or (
-                    new_field and len(walk.fields) >= walk.max_fields
+                if len(edges) >= limits.EDGE_LIMIT or (
+                    far_key not in kept and len(kept) >= walk.max_fields
                 ):
                     walk.truncated = True
                     continue
-                walk.fields.add(far_key)
-                jobs = pair.jobs[: limits.EDGE_JOBS]
-                walk.edges[key] = _Edge(level, transformations, job, jobs, pair.job_count)
+                kept.add(far_key)
+                edges[key] = _Edge(
+                    level,
+                    bytes(pair.transformations).decode(),
+                    pair.job,
+                    pair.jobs[: limits.EDGE_JOBS],
+                    pair.job_count,
+                )
             far = walk.datasets.get(far_name)
             if far is None or far in start_datasets or (far, far_field) in seen:
                 continue
@@ -500,7 +529,19 @@ async def walk_fields(
         if walk.truncated or not next_frontier:
             break
         frontier = list(next_frontier)
-    await conn.execute("SET LOCAL enable_seqscan = on")
+
+
+async def _rows_after(
+    conn: AsyncConnection[Any], setting: str | None, query: str, params: Any
+) -> list[Any]:
+    """The rows of `query`, after `setting` (None: none) in the same round trip."""
+    if setting is None:
+        return await rows(conn, query, params)
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        async with conn.pipeline():
+            await conn.execute(setting)
+            await cur.execute(query, params)
+        return await cur.fetchall()
 
 
 @resource.add(COLUMN_OP)
@@ -564,40 +605,47 @@ async def column_edges(
     dataset's display name, its jobs named (restricted: the visible ones)."""
     readable = access.sql_params() if access.restricted else {}
     names = {(k[0], k[1]) for k in walk.edges} | {(k[3], k[4]) for k in walk.edges}
-    refs = {
-        (r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4])
-        for r in await rows(
-            conn,
-            NAME_REFS.format(**_display(as_of, access)),
-            {"namespaces": [n[0] for n in names], "names": [n[1] for n in names], "as_of": as_of}
-            | readable,
-        )
-    }
     job_ids = {e.job for e in walk.edges.values() if e.job} | {
         j for e in walk.edges.values() for j in e.jobs
     }
-    jobs = {
-        r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2])
-        for r in await rows(
-            conn,
-            JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
-            {"ids": list(job_ids)} | readable,
-        )
-    }
+    # One round trip: the walk's setting undone (walk_fields), the names and the jobs.
+    async with (
+        conn.cursor(row_factory=tuple_row) as names_at,
+        conn.cursor(row_factory=tuple_row) as jobs_at,
+    ):
+        async with conn.pipeline():
+            await conn.execute(SEQSCAN_ON)
+            await names_at.execute(
+                NAME_REFS.format(**_display(as_of, access)),
+                {"namespaces": [n[0] for n in names], "names": [n[1] for n in names]}
+                | {"as_of": as_of}
+                | readable,
+            )
+            await jobs_at.execute(
+                JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
+                {"ids": list(job_ids)} | readable,
+            )
+        name_rows = await names_at.fetchall()
+        job_rows = await jobs_at.fetchall()
+    refs = {(r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4]) for r in name_rows}
+    jobs = {r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2]) for r in job_rows}
     edges = []
+    columns = _Columns(refs)
+    shown_as: dict[str, msgspec.Raw] = {}  # (a wide table's edges share a few texts)
     for key, e in sorted(walk.edges.items(), key=lambda item: (item[1].depth, item[0])):
         job_count = e.job_count
         if access.restricted:  # (the jobs it may see, of the first EDGE_JOBS)
             job_count = sum(j in jobs for j in e.jobs)
+        named = [jobs[j] for j in e.jobs if j in jobs]
+        if len(named) > 1:
+            named.sort(key=lambda j: (j.namespace, j.name))
         edges.append(
             models_lineage.ColumnEdge(
-                from_=_column(refs, key[3], key[4], key[5]),
-                to=_column(refs, key[0], key[1], key[2]),
-                transformations=parts.transformations(e.transformations),
+                from_=columns.of(key[3], key[4], key[5]),
+                to=columns.of(key[0], key[1], key[2]),
+                transformations=_transformations(e.transformations, shown_as),
                 job=jobs.get(e.job) if e.job else None,
-                jobs=sorted(
-                    (jobs[j] for j in e.jobs if j in jobs), key=lambda j: (j.namespace, j.name)
-                ),
+                jobs=named,
                 job_count=job_count,
                 depth=e.depth,
             )
@@ -605,16 +653,34 @@ async def column_edges(
     return edges
 
 
-def _column(
-    refs: dict[tuple[str, str], models.DatasetRef], namespace: str, name: str, field: str
-) -> models_lineage.ColumnRef:
-    """A field under its dataset's display name (`refs`, by the name the facet used)."""
-    dataset = refs.get((namespace, name))
-    shown = dataset or models.NameKey(namespace=namespace, name=name)
-    return models_lineage.ColumnRef(
-        dataset=dataset,
-        namespace=shown.namespace,
-        name=shown.name,
-        field=field,
-        reported_as=models.NameKey(namespace=namespace, name=name),
-    )
+def _transformations(text: str, shown_as: dict[str, msgspec.Raw]) -> msgspec.Raw:
+    """parts.transformations of `text`, checked once per answer when it holds (a text it
+    cleans is cleaned, and counted, each time, as before)."""
+    found = shown_as.get(text)
+    if found is None:
+        found = parts.transformations(text)
+        if bytes(found) == text.encode():  # (as sent: it holds)
+            shown_as[text] = found
+    return found
+
+
+class _Columns:
+    """Fields under their dataset's display name (`refs`, by the name the facet used),
+    each name's parts made once (a wide table's 1,000 edges name two datasets)."""
+
+    def __init__(self, refs: dict[tuple[str, str], models.DatasetRef]) -> None:
+        self.refs = refs
+        self.names: dict[tuple[str, str], tuple[Any, str, str, models.NameKey]] = {}
+
+    def of(self, namespace: str, name: str, field: str) -> models_lineage.ColumnRef:
+        known = self.names.get((namespace, name))
+        if known is None:
+            dataset = self.refs.get((namespace, name))
+            shown = dataset or models.NameKey(namespace=namespace, name=name)
+            reported = models.NameKey(namespace=namespace, name=name)
+            known = (dataset, shown.namespace, shown.name, reported)
+            self.names[(namespace, name)] = known
+        dataset, shown_ns, shown_name, reported = known
+        return models_lineage.ColumnRef(
+            dataset=dataset, namespace=shown_ns, name=shown_name, field=field, reported_as=reported
+        )
