@@ -174,11 +174,25 @@ TIERS: dict[bool, dict[HitType, Tier]] = {
 # not the names'), so a page of substring hits lies at or before the bound; hits hidden by
 # a better name of the same dataset can leave it short, and it is then read without one.
 COUNT_OF = "SELECT {key}, {name} FROM {table} {alias} WHERE {name} LIKE %(pattern)s {namespace}"
+# When the names counted are all the hits (TOTAL_CAP or fewer), the page of substring hits
+# is among them: the first ones in order, a dataset's by its best name (a better one hides
+# the rest), looked up in the name index by the page's read (`listed`); a second read
+# through the trigram index built the bitmap of every hit again (a prefix in 2,000 names,
+# common trigrams: about 12 ms). NULL past the cap (a sample). Past a cursor, one more:
+# the cursor's own name (shown).
+LISTED = {False: "%(limit)s", True: "%(limit)s + 1"}
 COUNT = f"""
     WITH found (key, low) AS MATERIALIZED ({{select}} LIMIT {TOTAL_CAP + 1})
     SELECT '{{kind}}', count(*), count(DISTINCT key),
            (SELECT low FROM found WHERE low NOT LIKE %(prefix)s {{past}}
-            ORDER BY low COLLATE "C" OFFSET %(limit)s - 1 LIMIT 1)
+            ORDER BY low COLLATE "C" OFFSET %(limit)s - 1 LIMIT 1),
+           (SELECT array_agg(low ORDER BY low COLLATE "C") FROM (
+                SELECT low FROM (
+                    SELECT DISTINCT ON (key) low FROM found
+                    ORDER BY key, low NOT LIKE %(prefix)s, low COLLATE "C") best
+                WHERE low NOT LIKE %(prefix)s {{past}}
+                ORDER BY low COLLATE "C" LIMIT {{listed}}) first
+            WHERE (SELECT count(*) FROM found) <= {TOTAL_CAP})
     FROM found"""
 # How the planner reads names, whatever its estimate of a pattern's hits (a rare
 # substring estimated common made it scan the whole name index in order): "trigram"
@@ -222,10 +236,12 @@ def _tier(
     ns: bool,
     bounded: bool = False,
     probe: bool = False,
+    listed: bool = False,
 ) -> str:
     """One (type, rank) of the hits, a page of it past `cursor`: '' if the cursor is past
     all of it. `bounded`: only names up to `%(upper_<type>)s` (the count's bound); `probe`
-    (bounded too): only among the first PROBE_ROWS of those names in order."""
+    (bounded too): only among the first PROBE_ROWS of those names in order; `listed`: only
+    the names in `%(lows_<type>)s` (the count's first ones, when it counted every hit)."""
     name, key, source = tier.name, tier.key, tier.table
     if probe:
         start = "AND lower(s.name) ~>=~ %(after_name)s" if cursor and cursor[0] == rank else ""
@@ -248,6 +264,8 @@ def _tier(
             after = f"AND {name} ~>=~ %(after_name)s AND ({name} ~>~ %(after_name)s OR {tie})"
     if bounded:
         after += f" AND {name} ~<=~ %(upper_{kind})s"
+    if listed:
+        after += f" AND {name} = ANY(%(lows_{kind})s)"
     return tier.template.format(
         source=source,
         name=name,
@@ -264,8 +282,16 @@ def _counts(
     ns: bool,
     cursor: tuple[int, str, str, str] | None,
 ) -> list[str]:
-    past = "AND low ~>=~ %(after_name)s" if cursor is not None and cursor[0] == 2 else ""
-    return [COUNT.format(kind=k, select=_count_of(tiers[k], ns), past=past) for k in kinds]
+    past = "AND low ~>=~ %(after_name)s" if _past_name(cursor) else ""
+    return [
+        COUNT.format(kind=k, select=_count_of(tiers[k], ns), past=past, listed=LISTED[bool(past)])
+        for k in kinds
+    ]
+
+
+def _past_name(cursor: tuple[int, str, str, str] | None) -> bool:
+    """Whether the cursor is among the substring hits (their names from its own on)."""
+    return cursor is not None and cursor[0] == 2
 
 
 def _count_of(tier: Tier, ns: bool) -> str:
@@ -421,35 +447,48 @@ async def search(request: Request) -> Response:
     async with connection(request) as conn:
         (trigrams,) = await row(conn, TRIGRAM_INDEXES)
         by_trigram_plan = "trigram" if trigrams else "any"
-        counted = await _read(conn, by_trigram_plan, _counts(tiers, kinds, ns, cursor), args)
+        counts = await _read(conn, by_trigram_plan, _counts(tiers, kinds, ns, cursor), args)
+        counted = [(k, names, hits, upper) for k, names, hits, upper, _ in counts]
         capped = {k for k, names, _, _ in counted if names > TOTAL_CAP}
+        lows = {k: low for k, _, _, _, low in counts if k not in capped}
         # past the cap of names, a type whose names were fewer hits: its hits counted
         for i, (k, names, hits, upper) in enumerate(counted):
             if names > TOTAL_CAP and hits <= TOTAL_CAP:
                 hits = await _count_distinct(conn, tiers[k], ns, args)
                 counted[i] = (k, hits, hits, upper)
         bounds = {k: upper for k, _, _, upper in counted}
+        # (a listed page lies among its names: the last one bounds it when there are more)
+        full = args["limit"] + _past_name(cursor)
+        bounds.update({k: v[-1] if v and len(v) >= full else None for k, v in lows.items()})
         args.update({f"upper_{k}": upper for k, upper in bounds.items()})
+        args.update({f"lows_{k}": v for k, v in lows.items()})
         # exact and prefix hits are ranges of the name index, read in order
         ordered = [t for k in kinds for r in range(2) if (t := _tier(tiers[k], k, r, cursor, ns))]
         found = await _read(conn, "ordered", ordered, args)
-        # substring hits up to each type's bound: probed for along the name index where the
-        # count stopped at its cap (a trigram bitmap would list more names than it read),
-        # else (or when the probe found no page) through the trigram index
+        # substring hits up to each type's bound: looked up by name where the count read
+        # every hit, probed for along the name index where it stopped at its cap (a trigram
+        # bitmap would list more names than it read), else (or when the probe found no page)
+        # through the trigram index
         many = {k for k in capped if bounds[k] is not None}
+        listed = [
+            t
+            for k, v in lows.items()
+            if v and (t := _tier(tiers[k], k, 2, cursor, ns, listed=True))
+        ]
         probes = [
             t for k in kinds if k in many and (t := _tier(tiers[k], k, 2, cursor, ns, probe=True))
         ]
-        probed = await _read(conn, "ordered", probes, args)
+        probed = await _read(conn, "ordered", listed + probes, args)
         per_probe = collections.Counter(r[0] for r in probed)
         paged = {k for k in many if per_probe[k] > query.limit}
         bounded = [
             t
             for k in kinds
-            if k not in paged
+            if k in capped
+            and k not in paged
             and (t := _tier(tiers[k], k, 2, cursor, ns, bounded=bounds[k] is not None))
         ]
-        substring = [r for r in probed if r[0] in paged]
+        substring = [r for r in probed if r[0] in paged or r[0] not in capped]
         substring += await _read(conn, by_trigram_plan, bounded, args)
         per_type = collections.Counter(r[0] for r in substring)
         short = [k for k in kinds if bounds[k] is not None and per_type[k] <= query.limit]
