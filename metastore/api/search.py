@@ -512,6 +512,8 @@ async def search(request: Request) -> Response:
                 args,
                 names_fill_page=len(found) > query.limit,
                 names_past_cap=sum(hits for _, _, hits, _ in counted) > TOTAL_CAP,
+                # (the datasets' count, in every namespace: did any name have `q`)
+                named=ns or any(names for k, names, *_ in counts if k == "dataset"),
             )
         found += fields.rows
     # each type's page is in order: merged by (rank, name's bytes, type, key)
