@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import models_search, params, search_fields
+from metastore.api import models_search, params, search_fields, search_probe
 from metastore.api.db import connection, row
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
@@ -214,18 +214,10 @@ PLANS = {
 }
 
 
-# A probe: the first PROBE_ROWS names in order from the cursor up to the count's bound, read
-# along the name index and tested outside the read, so it stops at a page or at PROBE_ROWS
-# names (ordered by `low`, the read's own column, so no sort waits for all of them). It is
-# sent where the count stopped at its cap: through the trigram index the same page first
-# builds a bitmap of every name with `q`'s trigrams (38,000 for a word in a fifth of 200,000
-# names) whatever the bound cuts; with fewer hits that bitmap is cheap, and a failed probe
-# (a page further along the index than PROBE_ROWS names) is not.
-PROBE_ROWS = search_fields.PROBE_ROWS  # as a field page's probe
-PROBE_SOURCE = """(
-        SELECT s.*, lower(s.name) AS low FROM {table} s
-        WHERE lower(s.name) ~<=~ %(upper_{kind})s {start}
-        ORDER BY lower(s.name) USING ~<~, s.{key} LIMIT {rows})"""
+# A probe (api/search_probe.py), up to the count's bound, is sent where the count stopped at
+# its cap: with fewer hits the trigram bitmap is cheap, and a failed probe (a page further
+# along the index than PROBE_ROWS names) is not.
+PROBE_ROWS = search_probe.PROBE_ROWS
 
 
 def _tier(
@@ -244,10 +236,8 @@ def _tier(
     the names in `%(lows_<type>)s` (the count's first ones, when it counted every hit)."""
     name, key, source = tier.name, tier.key, tier.table
     if probe:
-        start = "AND lower(s.name) ~>=~ %(after_name)s" if cursor and cursor[0] == rank else ""
-        source = PROBE_SOURCE.format(
-            table=tier.table, kind=kind, start=start, key=key.split(".")[1], rows=PROBE_ROWS
-        )
+        after_name = cursor is not None and cursor[0] == rank
+        source = search_probe.source(tier.table, key.split(".")[1], f"upper_{kind}", after_name)
         name, bounded = f"{tier.alias}.low", True
     after = ""
     if cursor is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from metastore.api import search_probe
 from metastore.api.visibility import for_access, mark, visible_display_name
 
 # Field hits read to count them: exact up to this many, a lower bound beyond.
@@ -101,16 +102,8 @@ AFTER = (
 UPPER = """AND (lower(f.name) ~<~ %(field_upper)s
            OR lower(f.name) ~>=~ %(field_upper)s AND lower(f.name) ~<=~ %(field_upper)s
               AND f.dataset_id <= %(field_upper_id)s)"""
-# A probe of a rank containing `q` past the cap: the first PROBE_ROWS fields in order from
-# the cursor up to the page's bound, read along the name index and tested outside the read,
-# so it stops at a page or at PROBE_ROWS fields (ordered by `low`, the read's own column: no
-# sort waits for all of them). Through the trigram indexes the same page first builds a
-# bitmap of every field with `q`'s trigrams (100,000 for `_id` in 400,000 fields, 26-40 ms).
-PROBE_ROWS = 2_000
-PROBE_SOURCE = f"""(
-        SELECT s.*, lower(s.name) AS low FROM readmodel.dataset_fields s
-        WHERE lower(s.name) ~<=~ %(field_upper)s {{start}} {{described}}
-        ORDER BY lower(s.name) USING ~<~, s.dataset_id LIMIT {PROBE_ROWS})"""
+# A rank containing `q` past the cap is probed for up to the page's bound (api/search_probe.py).
+PROBE_ROWS = search_probe.PROBE_ROWS
 TABLE = "readmodel.dataset_fields"
 # A description's word (rank 6) is probed for among the described fields alone (their own
 # index, dataset_fields_described): among all, `remark` read 250,000 fields named before its
@@ -159,9 +152,10 @@ def _tier(
 ) -> str:
     """One rank's page past the cursor (`after`), up to the page's bound (`upper`), or
     `probe`d for among the first PROBE_ROWS fields up to it."""
-    start = "AND lower(s.name) ~>=~ %(after_name)s" if after else ""
     return TIER.format(
-        source=PROBE_SOURCE.format(start=start, described=DESCRIBED if rank == 6 else "")
+        source=search_probe.source(
+            TABLE, "dataset_id", "field_upper", after, DESCRIBED if rank == 6 else ""
+        )
         if probe
         else TABLE,
         low="f.low" if probe else "lower(f.name)",
