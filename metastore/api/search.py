@@ -183,17 +183,23 @@ COUNT_OF = "SELECT {key}, {name} FROM {table} {alias} WHERE {name} LIKE %(patter
 LISTED = {False: "%(limit)s", True: "%(limit)s + 1"}
 COUNT = f"""
     WITH found (key, low) AS MATERIALIZED ({{select}} LIMIT {TOTAL_CAP + 1})
-    SELECT '{{kind}}', count(*), count(DISTINCT key),
+    SELECT '{{kind}}', count(*), {{hits}},
            (SELECT low FROM found WHERE low NOT LIKE %(prefix)s {{past}}
             ORDER BY low COLLATE "C" OFFSET %(limit)s - 1 LIMIT 1),
            (SELECT array_agg(low ORDER BY low COLLATE "C") FROM (
-                SELECT low FROM (
-                    SELECT DISTINCT ON (key) low FROM found
-                    ORDER BY key, low NOT LIKE %(prefix)s, low COLLATE "C") best
+                SELECT low FROM {{best}} best
                 WHERE low NOT LIKE %(prefix)s {{past}}
                 ORDER BY low COLLATE "C" LIMIT {{listed}}) first
             WHERE (SELECT count(*) FROM found) <= {TOTAL_CAP})
     FROM found"""
+# A dataset is a hit under several names: counted once, listed under its best one. A job or
+# a namespace has one name (no sort of 10,000 keys to count them).
+HITS = {True: "count(DISTINCT key)", False: "count(*)"}
+BEST = {
+    True: """(SELECT DISTINCT ON (key) low FROM found
+              ORDER BY key, low NOT LIKE %(prefix)s, low COLLATE "C")""",
+    False: "found",
+}
 # How the planner reads names, whatever its estimate of a pattern's hits (a rare
 # substring estimated common made it scan the whole name index in order): "trigram"
 # through the pg_trgm indexes, "ordered" along the name index, "any" as it sees fit (no
@@ -274,7 +280,14 @@ def _counts(
 ) -> list[str]:
     past = "AND low ~>=~ %(after_name)s" if _past_name(cursor) else ""
     return [
-        COUNT.format(kind=k, select=_count_of(tiers[k], ns), past=past, listed=LISTED[bool(past)])
+        COUNT.format(
+            kind=k,
+            select=_count_of(tiers[k], ns),
+            past=past,
+            listed=LISTED[bool(past)],
+            hits=HITS[k == "dataset"],
+            best=BEST[k == "dataset"],
+        )
         for k in kinds
     ]
 
