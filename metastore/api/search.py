@@ -9,9 +9,10 @@ No page ranks every hit: each (type, rank) gives one page past the cursor and th
 are merged. Exact and prefix hits are ranges of the name index, read in order. The total
 counts hits (datasets, jobs, namespaces), not names: exact up to TOTAL_CAP. It is counted
 through the `pg_trgm` index (where the extension is installed) on up to TOTAL_CAP names
-and, when those hold fewer hits, on the keys alone until TOTAL_CAP hits; the names counted,
-a sample of the hits when there are more, bound where the page of substring hits ends, and
-only the hits up to that bound are sorted and looked up.
+and, when those hold fewer hits, on the keys alone until TOTAL_CAP hits. When the names
+counted are all the hits, the page of substring hits is their first ones, looked up by name;
+else they are a sample, which bounds where that page ends: only the names up to the bound
+are read (probed for along the name index, or through the trigram index) and sorted.
 
 Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
 every name hit, those none of whose names match (api/search_fields.py): counted up to
