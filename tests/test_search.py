@@ -238,3 +238,32 @@ def test_a_common_words_page_reads_names_in_order_and_stops_at_a_page(
                     if n.get("Index Name") == "dataset_names_name_trigrams"
                 ]
                 assert not trigrams or any(c in plan["Query Text"] for c in counts)
+
+
+def test_a_word_counted_whole_pages_without_a_second_trigram_read(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
+) -> None:
+    """A word in fewer names than the count's cap ("orders_items": 400 datasets' 800
+    names): the count reads every hit, and its pages of substring hits are looked up by name
+    among them along the name indexes, never through a trigram index again (a second bitmap
+    of every hit: the common trigrams of a prefix cost as much as the count), in the order
+    and with the totals every name gives."""
+    log_file = server_log(pg_server)
+    url, _ = store
+    expected = _expected(url, "orders_items")
+    with (
+        plans_logged(url, log_file) as logged,
+        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        logged()
+        hits, pages = _walk(api.base_url, "orders_items", 50)
+        plans = logged()
+    assert [_seen(h) for h in hits] == expected and len(pages) == 8
+    assert all(p["total"] == len(expected) and p["total_is_exact"] for p in pages)
+    trigrams = ("dataset_names_name_trigrams", "jobs_name_trigrams")
+    read = [
+        p["Query Text"]
+        for p in plans
+        if any(n.get("Index Name") in trigrams for n in plan_nodes(p["Plan"]))
+    ]
+    assert read and all("MATERIALIZED" in q for q in read)

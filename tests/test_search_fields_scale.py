@@ -177,3 +177,22 @@ def test_a_page_of_fields_containing_a_word_is_read_in_order_not_from_a_bitmap(
         assert all(n["Actual Rows"] <= search_fields.PROBE_ROWS for n in bitmaps), plan
         read = [n["Actual Rows"] for n in nodes if n.get("Index Name") in in_order]
         assert all(rows <= search_fields.PROBE_ROWS for rows in read)
+
+
+def test_a_field_word_no_name_has_reads_no_dataset_name(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
+) -> None:
+    """`_id` and `total` are in no dataset's name (the names' count found none): the field
+    hits' count and pages probe no field's dataset for a name with the word (1,001 probes,
+    half a field word's count), and answer the documented pages all the same."""
+    url, _ = store
+    answers, plans = _logged_pages(store, pg_server, tmp_path, ["_id", "total"])
+    expected = [_expected(url, q) for q in ("_id", "total")]
+    assert [[_seen(h) for h in a["items"]] for a in answers] == [
+        e[i * 50 : (i + 1) * 50] for e in expected for i in range(2)
+    ]
+    fields = [p for p in plans if "dataset_fields" in p["Query Text"]]
+    assert fields
+    for plan in fields:
+        names = [n for n in plan_nodes(plan["Plan"]) if "dataset_names" in n.get("Index Name", "")]
+        assert not names, plan["Query Text"]

@@ -9,9 +9,10 @@ No page ranks every hit: each (type, rank) gives one page past the cursor and th
 are merged. Exact and prefix hits are ranges of the name index, read in order. The total
 counts hits (datasets, jobs, namespaces), not names: exact up to TOTAL_CAP. It is counted
 through the `pg_trgm` index (where the extension is installed) on up to TOTAL_CAP names
-and, when those hold fewer hits, on the keys alone until TOTAL_CAP hits; the names counted,
-a sample of the hits when there are more, bound where the page of substring hits ends, and
-only the hits up to that bound are sorted and looked up.
+and, when those hold fewer hits, on the keys alone until TOTAL_CAP hits. When the names
+counted are all the hits, the page of substring hits is their first ones, looked up by name;
+else they are a sample, which bounds where that page ends: only the names up to the bound
+are read (probed for along the name index, or through the trigram index) and sorted.
 
 Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
 every name hit, those none of whose names match (api/search_fields.py): counted up to
@@ -35,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import models_search, params, search_fields
+from metastore.api import models_search, params, search_fields, search_probe
 from metastore.api.db import connection, row
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
@@ -174,12 +175,32 @@ TIERS: dict[bool, dict[HitType, Tier]] = {
 # not the names'), so a page of substring hits lies at or before the bound; hits hidden by
 # a better name of the same dataset can leave it short, and it is then read without one.
 COUNT_OF = "SELECT {key}, {name} FROM {table} {alias} WHERE {name} LIKE %(pattern)s {namespace}"
+# When the names counted are all the hits (TOTAL_CAP or fewer), the page of substring hits
+# is among them: the first ones in order, a dataset's by its best name (a better one hides
+# the rest), looked up in the name index by the page's read (`listed`); a second read
+# through the trigram index built the bitmap of every hit again (a prefix in 2,000 names,
+# common trigrams: about 12 ms). NULL past the cap (a sample). Past a cursor, one more:
+# the cursor's own name (shown).
+LISTED = {False: "%(limit)s", True: "%(limit)s + 1"}
 COUNT = f"""
     WITH found (key, low) AS MATERIALIZED ({{select}} LIMIT {TOTAL_CAP + 1})
-    SELECT '{{kind}}', count(*), count(DISTINCT key),
+    SELECT '{{kind}}', count(*), {{hits}},
            (SELECT low FROM found WHERE low NOT LIKE %(prefix)s {{past}}
-            ORDER BY low COLLATE "C" OFFSET %(limit)s - 1 LIMIT 1)
+            ORDER BY low COLLATE "C" OFFSET %(limit)s - 1 LIMIT 1),
+           (SELECT array_agg(low ORDER BY low COLLATE "C") FROM (
+                SELECT low FROM {{best}} best
+                WHERE low NOT LIKE %(prefix)s {{past}}
+                ORDER BY low COLLATE "C" LIMIT {{listed}}) first
+            WHERE (SELECT count(*) FROM found) <= {TOTAL_CAP})
     FROM found"""
+# A dataset is a hit under several names: counted once, listed under its best one. A job or
+# a namespace has one name (no sort of 10,000 keys to count them).
+HITS = {True: "count(DISTINCT key)", False: "count(*)"}
+BEST = {
+    True: """(SELECT DISTINCT ON (key) low FROM found
+              ORDER BY key, low NOT LIKE %(prefix)s, low COLLATE "C")""",
+    False: "found",
+}
 # How the planner reads names, whatever its estimate of a pattern's hits (a rare
 # substring estimated common made it scan the whole name index in order): "trigram"
 # through the pg_trgm indexes, "ordered" along the name index, "any" as it sees fit (no
@@ -200,18 +221,10 @@ PLANS = {
 }
 
 
-# A probe: the first PROBE_ROWS names in order from the cursor up to the count's bound, read
-# along the name index and tested outside the read, so it stops at a page or at PROBE_ROWS
-# names (ordered by `low`, the read's own column, so no sort waits for all of them). It is
-# sent where the count stopped at its cap: through the trigram index the same page first
-# builds a bitmap of every name with `q`'s trigrams (38,000 for a word in a fifth of 200,000
-# names) whatever the bound cuts; with fewer hits that bitmap is cheap, and a failed probe
-# (a page further along the index than PROBE_ROWS names) is not.
-PROBE_ROWS = search_fields.PROBE_ROWS  # as a field page's probe
-PROBE_SOURCE = """(
-        SELECT s.*, lower(s.name) AS low FROM {table} s
-        WHERE lower(s.name) ~<=~ %(upper_{kind})s {start}
-        ORDER BY lower(s.name) USING ~<~, s.{key} LIMIT {rows})"""
+# A probe (api/search_probe.py), up to the count's bound, is sent where the count stopped at
+# its cap: with fewer hits the trigram bitmap is cheap, and a failed probe (a page further
+# along the index than PROBE_ROWS names) is not.
+PROBE_ROWS = search_probe.PROBE_ROWS
 
 
 def _tier(
@@ -222,16 +235,16 @@ def _tier(
     ns: bool,
     bounded: bool = False,
     probe: bool = False,
+    listed: bool = False,
 ) -> str:
     """One (type, rank) of the hits, a page of it past `cursor`: '' if the cursor is past
     all of it. `bounded`: only names up to `%(upper_<type>)s` (the count's bound); `probe`
-    (bounded too): only among the first PROBE_ROWS of those names in order."""
+    (bounded too): only among the first PROBE_ROWS of those names in order; `listed`: only
+    the names in `%(lows_<type>)s` (the count's first ones, when it counted every hit)."""
     name, key, source = tier.name, tier.key, tier.table
     if probe:
-        start = "AND lower(s.name) ~>=~ %(after_name)s" if cursor and cursor[0] == rank else ""
-        source = PROBE_SOURCE.format(
-            table=tier.table, kind=kind, start=start, key=key.split(".")[1], rows=PROBE_ROWS
-        )
+        after_name = cursor is not None and cursor[0] == rank
+        source = search_probe.source(tier.table, key.split(".")[1], f"upper_{kind}", after_name)
         name, bounded = f"{tier.alias}.low", True
     after = ""
     if cursor is not None:
@@ -248,6 +261,8 @@ def _tier(
             after = f"AND {name} ~>=~ %(after_name)s AND ({name} ~>~ %(after_name)s OR {tie})"
     if bounded:
         after += f" AND {name} ~<=~ %(upper_{kind})s"
+    if listed:
+        after += f" AND {name} = ANY(%(lows_{kind})s)"
     return tier.template.format(
         source=source,
         name=name,
@@ -264,8 +279,23 @@ def _counts(
     ns: bool,
     cursor: tuple[int, str, str, str] | None,
 ) -> list[str]:
-    past = "AND low ~>=~ %(after_name)s" if cursor is not None and cursor[0] == 2 else ""
-    return [COUNT.format(kind=k, select=_count_of(tiers[k], ns), past=past) for k in kinds]
+    past = "AND low ~>=~ %(after_name)s" if _past_name(cursor) else ""
+    return [
+        COUNT.format(
+            kind=k,
+            select=_count_of(tiers[k], ns),
+            past=past,
+            listed=LISTED[bool(past)],
+            hits=HITS[k == "dataset"],
+            best=BEST[k == "dataset"],
+        )
+        for k in kinds
+    ]
+
+
+def _past_name(cursor: tuple[int, str, str, str] | None) -> bool:
+    """Whether the cursor is among the substring hits (their names from its own on)."""
+    return cursor is not None and cursor[0] == 2
 
 
 def _count_of(tier: Tier, ns: bool) -> str:
@@ -421,35 +451,48 @@ async def search(request: Request) -> Response:
     async with connection(request) as conn:
         (trigrams,) = await row(conn, TRIGRAM_INDEXES)
         by_trigram_plan = "trigram" if trigrams else "any"
-        counted = await _read(conn, by_trigram_plan, _counts(tiers, kinds, ns, cursor), args)
+        counts = await _read(conn, by_trigram_plan, _counts(tiers, kinds, ns, cursor), args)
+        counted = [(k, names, hits, upper) for k, names, hits, upper, _ in counts]
         capped = {k for k, names, _, _ in counted if names > TOTAL_CAP}
+        lows = {k: low for k, _, _, _, low in counts if k not in capped}
         # past the cap of names, a type whose names were fewer hits: its hits counted
         for i, (k, names, hits, upper) in enumerate(counted):
             if names > TOTAL_CAP and hits <= TOTAL_CAP:
                 hits = await _count_distinct(conn, tiers[k], ns, args)
                 counted[i] = (k, hits, hits, upper)
         bounds = {k: upper for k, _, _, upper in counted}
+        # (a listed page lies among its names: the last one bounds it when there are more)
+        full = args["limit"] + _past_name(cursor)
+        bounds.update({k: v[-1] if v and len(v) >= full else None for k, v in lows.items()})
         args.update({f"upper_{k}": upper for k, upper in bounds.items()})
+        args.update({f"lows_{k}": v for k, v in lows.items()})
         # exact and prefix hits are ranges of the name index, read in order
         ordered = [t for k in kinds for r in range(2) if (t := _tier(tiers[k], k, r, cursor, ns))]
         found = await _read(conn, "ordered", ordered, args)
-        # substring hits up to each type's bound: probed for along the name index where the
-        # count stopped at its cap (a trigram bitmap would list more names than it read),
-        # else (or when the probe found no page) through the trigram index
+        # substring hits up to each type's bound: looked up by name where the count read
+        # every hit, probed for along the name index where it stopped at its cap (a trigram
+        # bitmap would list more names than it read), else (or when the probe found no page)
+        # through the trigram index
         many = {k for k in capped if bounds[k] is not None}
+        listed = [
+            t
+            for k, v in lows.items()
+            if v and (t := _tier(tiers[k], k, 2, cursor, ns, listed=True))
+        ]
         probes = [
             t for k in kinds if k in many and (t := _tier(tiers[k], k, 2, cursor, ns, probe=True))
         ]
-        probed = await _read(conn, "ordered", probes, args)
+        probed = await _read(conn, "ordered", listed + probes, args)
         per_probe = collections.Counter(r[0] for r in probed)
         paged = {k for k in many if per_probe[k] > query.limit}
         bounded = [
             t
             for k in kinds
-            if k not in paged
+            if k in capped
+            and k not in paged
             and (t := _tier(tiers[k], k, 2, cursor, ns, bounded=bounds[k] is not None))
         ]
-        substring = [r for r in probed if r[0] in paged]
+        substring = [r for r in probed if r[0] in paged or r[0] not in capped]
         substring += await _read(conn, by_trigram_plan, bounded, args)
         per_type = collections.Counter(r[0] for r in substring)
         short = [k for k in kinds if bounds[k] is not None and per_type[k] <= query.limit]
@@ -473,6 +516,8 @@ async def search(request: Request) -> Response:
                 args,
                 names_fill_page=len(found) > query.limit,
                 names_past_cap=sum(hits for _, _, hits, _ in counted) > TOTAL_CAP,
+                # (the datasets' count, in every namespace: did any name have `q`)
+                named=ns or any(names for k, names, *_ in counts if k == "dataset"),
             )
         found += fields.rows
     # each type's page is in order: merged by (rank, name's bytes, type, key)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from metastore.api import search_probe
 from metastore.api.visibility import for_access, mark, visible_display_name
 
 # Field hits read to count them: exact up to this many, a lower bound beyond.
@@ -42,15 +43,16 @@ RANK_TESTS = {
 # A field hit's dataset: none of its (readable) names matches, in `namespace=` when given,
 # restricted with a readable name. Each test is a probe by the dataset's id for each field
 # read (OFFSET 0 keeps the planner from making it a join, which read every name).
-FILTERS = (
-    """
-      {namespace}
-      AND NOT EXISTS (
+FILTERS = """
+      {namespace} {unnamed} {readable}"""
+# (left out when the names' count found no readable name with `q` in any namespace: then no
+# field's dataset has one, and the count of a field word saved 1,001 probes, half its time)
+UNNAMED = (
+    """AND NOT EXISTS (
           SELECT 1 FROM readmodel.dataset_names m
           WHERE m.dataset_id = f.dataset_id AND lower(m.name) LIKE %(pattern)s """
     + mark("name", "m")
-    + """ OFFSET 0)
-      {readable}"""
+    + """ OFFSET 0)"""
 )
 IN_NAMESPACE = (
     "AND EXISTS (SELECT 1 FROM readmodel.dataset_names x"
@@ -100,16 +102,8 @@ AFTER = (
 UPPER = """AND (lower(f.name) ~<~ %(field_upper)s
            OR lower(f.name) ~>=~ %(field_upper)s AND lower(f.name) ~<=~ %(field_upper)s
               AND f.dataset_id <= %(field_upper_id)s)"""
-# A probe of a rank containing `q` past the cap: the first PROBE_ROWS fields in order from
-# the cursor up to the page's bound, read along the name index and tested outside the read,
-# so it stops at a page or at PROBE_ROWS fields (ordered by `low`, the read's own column: no
-# sort waits for all of them). Through the trigram indexes the same page first builds a
-# bitmap of every field with `q`'s trigrams (100,000 for `_id` in 400,000 fields, 26-40 ms).
-PROBE_ROWS = 2_000
-PROBE_SOURCE = f"""(
-        SELECT s.*, lower(s.name) AS low FROM readmodel.dataset_fields s
-        WHERE lower(s.name) ~<=~ %(field_upper)s {{start}} {{described}}
-        ORDER BY lower(s.name) USING ~<~, s.dataset_id LIMIT {PROBE_ROWS})"""
+# A rank containing `q` past the cap is probed for up to the page's bound (api/search_probe.py).
+PROBE_ROWS = search_probe.PROBE_ROWS
 TABLE = "readmodel.dataset_fields"
 # A description's word (rank 6) is probed for among the described fields alone (their own
 # index, dataset_fields_described): among all, `remark` read 250,000 fields named before its
@@ -134,20 +128,22 @@ class Found(NamedTuple):
     rows: list[Any]  # search.py's hit rows, a page past the cursor in rank order
 
 
-def _filters(restricted: bool, ns: bool) -> str:
-    return for_access(FILTERS, restricted).format(
-        namespace=IN_NAMESPACE if ns else "", readable=READABLE if restricted else ""
+def _filters(restricted: bool, ns: bool, named: bool) -> str:
+    """The conditions on a field hit's dataset (`f`); `named`: some name has `q`."""
+    return FILTERS.format(
+        namespace=IN_NAMESPACE if ns else "",
+        unnamed=for_access(UNNAMED, restricted) if named else "",
+        readable=READABLE if restricted else "",
     )
 
 
-def _sample(restricted: bool, ns: bool, short: bool) -> str:
+def _sample(filters: str, short: bool) -> str:
     matches = (SHORT_MATCHES if short else MATCHES).format(f="f")
-    return SAMPLE.format(matches=matches, filters=_filters(restricted, ns))
+    return SAMPLE.format(matches=matches, filters=filters)
 
 
 def _tier(
-    restricted: bool,
-    ns: bool,
+    filters: str,
     short: bool,
     rank: int,
     after: bool,
@@ -156,16 +152,17 @@ def _tier(
 ) -> str:
     """One rank's page past the cursor (`after`), up to the page's bound (`upper`), or
     `probe`d for among the first PROBE_ROWS fields up to it."""
-    start = "AND lower(s.name) ~>=~ %(after_name)s" if after else ""
     return TIER.format(
-        source=PROBE_SOURCE.format(start=start, described=DESCRIBED if rank == 6 else "")
+        source=search_probe.source(
+            TABLE, "dataset_id", "field_upper", after, DESCRIBED if rank == 6 else ""
+        )
         if probe
         else TABLE,
         low="f.low" if probe else "lower(f.name)",
         rank=rank,
         test=RANK_TESTS[rank].format(f="f"),
         after=(AFTER if after else "") + (UPPER if upper else ""),
-        filters=_filters(restricted, ns),
+        filters=filters,
         matches_b=(SHORT_MATCHES if short else MATCHES).format(f="b"),
         rank_b=RANK_OF.format(f="b"),
     )
@@ -200,8 +197,7 @@ def _best(rows: list[Any]) -> list[Any]:
 async def _paged(
     read: Read,
     sample: list[Any],
-    restricted: bool,
-    ns: bool,
+    filters: str,
     short: bool,
     cursor: Cursor | None,
     args: dict[str, Any],
@@ -214,23 +210,21 @@ async def _paged(
             continue
         after = cursor is not None and rank == cursor[0]
         if rank < 5:
-            page += await read("ordered", [_tier(restricted, ns, short, rank, after, False)], args)
+            page += await read("ordered", [_tier(filters, short, rank, after, False)], args)
         else:
             ahead = sorted(_key(r) for r in sample if r[4] == rank and past(r))
             if len(ahead) >= want - len(page):
                 _, low, _, key = ahead[want - len(page) - 1]
                 args["field_upper"], args["field_upper_id"] = low.decode(), key
-                probe = _tier(restricted, ns, short, rank, after, True, probe=True)
+                probe = _tier(filters, short, rank, after, True, probe=True)
                 found = await read("ordered", [probe], args)
                 if len(found) < want - len(page):  # the bound lies past the probe's fields
-                    bounded = _tier(restricted, ns, short, rank, after, True)
+                    bounded = _tier(filters, short, rank, after, True)
                     found = await read("trigram", [bounded], args)
             else:
                 found = []
             if len(found) < want - len(page):  # few of this rank, or hidden by better fields
-                found = await read(
-                    "trigram", [_tier(restricted, ns, short, rank, after, False)], args
-                )
+                found = await read("trigram", [_tier(filters, short, rank, after, False)], args)
             page += found
         if len(page) >= want:
             break
@@ -246,14 +240,17 @@ async def field_hits(
     args: dict[str, Any],
     names_fill_page: bool,
     names_past_cap: bool = False,
+    named: bool = True,
 ) -> Found:
     """The datasets a field of theirs finds: counted, and their page past `cursor` (none
     when the names' hits fill it). Neither is read when the names fill the page and their
-    hits are past the total's cap already (the total cannot tell more)."""
+    hits are past the total's cap already (the total cannot tell more). `named` false: no
+    (readable) dataset name has `q`, so no field hit's dataset is probed for one."""
     if names_fill_page and names_past_cap:
         return Found(0, False, [])
     short = len(q) < SHORT_Q
-    sample = await read("trigram", [_sample(restricted, ns, short)], args)
+    filters = _filters(restricted, ns, named)
+    sample = await read("trigram", [_sample(filters, short)], args)
     exact = len(sample) <= FIELD_CAP
     count = len({r[0] for r in sample})
     if names_fill_page:
@@ -261,7 +258,7 @@ async def field_hits(
     elif exact:
         hits = [r for r in _best(sample) if _past(cursor)(r)]
     else:
-        hits = _best(await _paged(read, sample, restricted, ns, short, cursor, args))
+        hits = _best(await _paged(read, sample, filters, short, cursor, args))
     hits = hits[: args["limit"]]
     if not hits:
         return Found(count, exact, [])
