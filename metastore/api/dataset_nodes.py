@@ -113,7 +113,7 @@ INPUT_NAME_NOW = "LEFT JOIN readmodel.datasets ind ON ind.id = f.input"
 INPUT_NAME_AS_OF = f"LEFT JOIN LATERAL {asof.display_name_at('f.input')} ind ON true"
 # The state of a write's, attempt's or failure's run: now its state; as of T its state then
 # (a run that FAILed and COMPLETEd on a retry later was FAIL in between).
-RUN_AT = asof.RUN_AT_JOIN.replace("lr.run_id", "f.run")
+RUN_AT = "\nLEFT JOIN readmodel.lineage_runs lr ON lr.run_id = f.run" + asof.run_at_join("f.run")
 RUN_STATE_AS_OF = "coalesce(s.event_type, r.state)"
 # Its lifecycle state: now its facet's; as of T the latest its writers reported by then
 # (joined as `lc`).
