@@ -174,3 +174,20 @@ def test_a_runs_state_reads_its_own_events(
     log = [(read, what) for read, what in rows_read(walk) if '"event_log' in what.split("Plans")[0]]
     assert log
     assert max(log)[0] < HOURLY_RUNS / 3, max(log)
+
+
+def test_a_run_ended_by_the_moment_reads_no_log(pg_server: Any, store: tuple[str, Path]) -> None:
+    # as of a moment after every run's last event: each run's state then is its latest
+    # terminal one, which lineage_runs holds; only a run still running then reads the log
+    job = job_id(store[0], "build_orders")
+    read = f"/lineage?node=job:{job}&depth=2&as_of=2026-06-01T00:00:00Z"
+    found, plans = planned(pg_server, store, read)
+    (node,) = [n for n in found["nodes"] if n["name"] == "build_orders"]
+    assert (node["latest_run"]["id"], node["latest_run"]["state"]) == (run_id("t2"), "FAIL")
+    edges = {(e["from"]["name"], e["to"]["name"]): e for e in found["edges"]}
+    assert edges[("build_orders", "orders")]["last_run"]["state"] == "FAIL"
+    assert edges[("orders", "report")]["last_run"]["state"] == "COMPLETE"
+    (orders,) = [n for n in found["nodes"] if n["name"] == "orders"]
+    assert orders["freshness"]["failed_attempt"]["run"]["state"] == "FAIL"
+    log = [(n, what) for n, what in rows_read(plans) if '"event_log' in what.split("Plans")[0]]
+    assert max(log, default=(0, ""))[0] == 0, max(log)

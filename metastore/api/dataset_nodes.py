@@ -52,12 +52,10 @@ OUTS_AS_OF = """
 SELECT n.dataset_id, re.job_id,
        CASE WHEN re.last_write_at <= %(as_of)s THEN re.last_write_at
             WHEN re.first_write_at <= %(as_of)s THEN re.first_write_at END AS write_at,
-       re.run_id, lr.failed_at AS attempt_at, lr.run_id AS attempt_run,
-       lr.failed_state AS attempt_state, re.lifecycle_state, re.lifecycle_time
+       re.run_id, {attempt}, re.lifecycle_state, re.lifecycle_time
 FROM names n
 JOIN readmodel.run_edges re
-  ON re.namespace = n.namespace AND re.name = n.name AND re.direction = 'output'
-LEFT JOIN readmodel.lineage_runs lr ON lr.run_id = re.run_id AND lr.failed_at <= %(as_of)s
+  ON re.namespace = n.namespace AND re.name = n.name AND re.direction = 'output'{attempt_join}
 WHERE re.first_seen <= %(as_of)s
 UNION ALL
 -- (a writer by static lineage declared by then, as job_edges has it now)
@@ -66,6 +64,14 @@ FROM names n
 JOIN readmodel.job_edges e
   ON e.namespace = n.namespace AND e.name = n.name AND e.direction = 'output'
 WHERE e.source = 'static' AND e.first_seen <= %(as_of)s"""
+# Each edge's run's failure by T (the attempt columns), read for the datasets asked about;
+# the walk upstream reads no attempt (UPSTREAM: a lineage_runs probe a run edge it spared).
+ATTEMPT_AS_OF = (
+    "lr.failed_at AS attempt_at, lr.run_id AS attempt_run, lr.failed_state AS attempt_state"
+)
+ATTEMPT_JOIN_AS_OF = """
+LEFT JOIN readmodel.lineage_runs lr ON lr.run_id = re.run_id AND lr.failed_at <= %(as_of)s"""
+NO_ATTEMPT = "NULL::timestamptz, NULL::uuid, NULL::text"
 # The writes of the inputs that are not among the datasets asked about (rows dataset_id,
 # write_at, run_id), as above.
 INPUT_OUTS_NOW = """
@@ -113,7 +119,7 @@ INPUT_NAME_NOW = "LEFT JOIN readmodel.datasets ind ON ind.id = f.input"
 INPUT_NAME_AS_OF = f"LEFT JOIN LATERAL {asof.display_name_at('f.input')} ind ON true"
 # The state of a write's, attempt's or failure's run: now its state; as of T its state then
 # (a run that FAILed and COMPLETEd on a retry later was FAIL in between).
-RUN_AT = asof.RUN_AT_JOIN.replace("lr.run_id", "f.run")
+RUN_AT = "\nLEFT JOIN readmodel.lineage_runs lr ON lr.run_id = f.run" + asof.run_at_join("f.run")
 RUN_STATE_AS_OF = "coalesce(s.event_type, r.state)"
 # Its lifecycle state: now its facet's; as of T the latest its writers reported by then
 # (joined as `lc`).
@@ -268,13 +274,20 @@ LEFT JOIN LATERAL (
          AS x("datasetType" json, "lifecycleStateChange" json, ownership json)) df ON true"""
 
 
-def _facts(as_of: bool, datasets: str) -> str:
-    """FACTS for the datasets of array expression `datasets`, now or as of T."""
+def _facts(as_of: bool, datasets: str, attempts: bool = True) -> str:
+    """FACTS for the datasets of array expression `datasets`, now or as of T; `attempts`:
+    with the failed attempts of their writes (else NULL: the walk upstream's)."""
+    outs = OUTS_NOW
+    if as_of:
+        outs = OUTS_AS_OF.format(
+            attempt=ATTEMPT_AS_OF if attempts else NO_ATTEMPT,
+            attempt_join=ATTEMPT_JOIN_AS_OF if attempts else "",
+        )
     return FACTS.format(
         names=NAMES.format(
             datasets=datasets, seen=" AND n.first_seen <= %(as_of)s" if as_of else ""
         ),
-        outs=OUTS_AS_OF if as_of else OUTS_NOW,
+        outs=outs,
         failed=FAILED_AS_OF if as_of else FAILED_NOW,
     )
 
@@ -288,7 +301,9 @@ def _reason(as_of: bool) -> str:
 
 
 def _upstream(as_of: bool) -> str:
-    hop_facts = HOP_FACTS.format(facts=_facts(as_of, "b.batch"), writer_failed=WRITER_FAILED)
+    hop_facts = HOP_FACTS.format(
+        facts=_facts(as_of, "b.batch", attempts=False), writer_failed=WRITER_FAILED
+    )
     return UPSTREAM.format(
         hop_facts=hop_facts,
         # (the first hop is past the datasets asked about: at most HOPS - 1 more)
