@@ -153,7 +153,8 @@ WHERE v.run_id = ANY(%(runs)s::uuid[]) AND v.direction = 'output' AND v.last_wri
   AND t.job_id = v.job_id AND t.direction = 'output' AND t.namespace = v.namespace
   AND t.name = v.name AND t.source = 'run' AND t.last_write_run = v.run_id
 """
-# A job edge's latest write, and latest failed attempt, over the batch's runs' edges.
+# A job edge's latest write, and latest failed attempt, over the batch's runs' edges (those
+# stored before too: the upsert had this batch's own).
 SETTLE_JOB_WRITES = """
 UPDATE job_edges t SET last_write_at = x.at, last_write_run = x.run
 FROM (
@@ -250,15 +251,26 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             assert event.run_id is not None
             fold_lineage_run(runs, event.run_id, jid, event)
     for span in job_edges.values():
-        span += [None] * 5  # (the latest write and attempt: the settling statements')
+        span += [None] * 5  # the latest write and attempt, of this batch's runs (below)
     # The runs whose edges' writes may have changed: an end, or outputs, in this batch.
     touched = {rid for rid, r in runs.items() if r[2] is not None}
     touched.update(rid for rid, direction, _, _ in run_edges if direction == "output")
-    for (rid, direction, _, _), span in run_edges.items():
+    for (rid, direction, namespace, name), span in run_edges.items():
+        if direction != "output":
+            continue
         run = runs[rid]
-        if direction == "output" and run[9] not in FAILED_STATES:
+        if run[9] not in FAILED_STATES:
             span[6] = min((t for t in (span[4], run[4]) if t is not None), default=None)
             span[7] = max((t for t in (span[5], run[5]) if t is not None), default=None)
+        # The job edge's latest write and attempt as this batch's runs give them go in its
+        # upsert, so the settling statements find those rows settled instead of writing them
+        # a second time in the batch (a tuple and index entries more for each).
+        job = run_jobs[(rid, direction, namespace, name)]
+        job_span = job_edges[(job, direction, namespace, name, "run")]
+        if span[7] is not None:
+            _later(job_span, 4, (span[7], rid))
+        if run[6] is not None:
+            _later(job_span, 6, (run[6], rid, run[7]))
     if run_edges:
         edge_runs, directions, namespaces, names, *spans = columns_of(run_edges)
         columns = [edge_runs, list(run_jobs.values()), directions, namespaces, names, *spans]
