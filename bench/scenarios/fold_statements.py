@@ -39,7 +39,7 @@ SELECT round(sum(total_exec_time)::numeric), sum(wal_bytes) FROM pg_stat_stateme
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 """
 TABLES = """
-SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, pg_total_relation_size(relid)
+SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, pg_total_relation_size(relid)
 FROM pg_stat_user_tables WHERE schemaname = 'readmodel' AND n_tup_ins + n_tup_upd > 0
 ORDER BY n_tup_ins + n_tup_upd DESC
 """
@@ -52,9 +52,9 @@ def report(url: str, top: int) -> None:
         print("  statements (ms, calls, rows, WAL KiB, text):")
         for row in conn.execute(STATEMENTS, (top,)):
             print(f"    {row[0]:>7} {row[1]:>6} {row[2]:>8} {int(row[3]) // 1024:>8} {row[4]}")
-        print("  tables (inserted, updated, HOT, MiB):")
-        for name, ins, upd, hot, size in conn.execute(TABLES):
-            print(f"    {name:<22} {ins:>9} {upd:>9} {hot:>9} {size / 2**20:>8.1f}")
+        print("  tables (inserted, updated, HOT, deleted, MiB):")
+        for name, ins, upd, hot, deleted, size in conn.execute(TABLES):
+            print(f"    {name:<22} {ins:>9} {upd:>9} {hot:>9} {deleted:>9} {size / 2**20:>8.1f}")
 
 
 def main(argv: list[str]) -> int:
