@@ -7,7 +7,7 @@
 -- dataset_id` plus `merged_into` on the absorbed row; lineage and column-lineage tables
 -- are keyed by names, so they follow without a rewrite.
 -- fillfactor: each batch that names a dataset updates it (last_seen); room left on each page
--- keeps those updates HOT, no new index entries (also dataset_versions: last_event_time)
+-- keeps those updates HOT, no new index entries (dataset_versions too: last_event_time)
 CREATE TABLE datasets (
     id              uuid        PRIMARY KEY,   -- uuid5 of the first name it was seen under
     namespace       text        NOT NULL,      -- its display name: its most table-like
@@ -110,7 +110,7 @@ CREATE TABLE dataset_versions (
     last_event_time timestamptz NOT NULL,
     last_seq        bigint      NOT NULL,
     PRIMARY KEY (dataset_id, fields_hash)
-) WITH (fillfactor = 80);
+) WITH (fillfactor = 70);
 CREATE INDEX dataset_versions_order ON dataset_versions (dataset_id, event_time, seq);
 
 -- Each run's sightings of a schema as a version, per name (projections/dataset_writes.py):
