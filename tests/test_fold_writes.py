@@ -73,3 +73,23 @@ def test_a_job_run_again_updates_its_rows_in_place(conn: Conn) -> None:
         hot = after[table][1] - before[table][1]
         assert updated >= JOBS // 10, (table, updated)
         assert hot == updated, (table, updated, hot)
+
+
+def test_a_cadence_learned_again_unchanged_is_not_rewritten(conn: Conn) -> None:
+    job = ("spark-etl", "daily_orders")
+    events = []
+    for day in range(6):
+        run = str(uuid.UUID(int=7 << 64 | day))
+        for kind, hour in (("START", 2), ("COMPLETE", 3)):
+            when = f"2026-09-{day + 1:02d}T0{hour}:00:00Z"
+            events.append(run_event(kind, when, PRODUCER, job, run, [], []))
+    append(conn, events)
+    catch_up(conn)
+    cadence = "SELECT cadence, next_expected, xmin::text FROM readmodel.job_cadence"
+    before = conn.execute(cadence).fetchall()
+    assert [row[0] for row in before] == ["daily"]
+    # A late RUNNING event of the last run: the run is still COMPLETE, the cadence the same.
+    last = str(uuid.UUID(int=7 << 64 | 5))
+    append(conn, [run_event("RUNNING", "2026-09-06T02:30:00Z", PRODUCER, job, last, [], [])])
+    catch_up(conn)
+    assert conn.execute(cadence).fetchall() == before  # the same row version
