@@ -43,6 +43,7 @@ SCENARIOS = {
     "namespace-counts": "bench.scenarios.namespace_counts",
     "list-totals": "bench.scenarios.list_totals",
     "fold-index-cost": "bench.scenarios.fold_index_cost",
+    "fold-statements": "bench.scenarios.fold_statements",
     "bounded": "bench.scenarios.bounded",
     "hostile-fold": "bench.scenarios.hostile_fold",
     "authz-ingest-cpu": "bench.authz_ingest_cpu",

@@ -120,6 +120,13 @@ ON CONFLICT (job_id) DO UPDATE SET
     duration_seconds = excluded.duration_seconds, slots = excluded.slots,
     last_expected = excluded.last_expected, next_expected = excluded.next_expected,
     late_at = excluded.late_at, missed_at = excluded.missed_at
+-- (a cadence learned again as it was is left as it is: no new row version, no index entries)
+WHERE (k.namespace, k.basis, k.cadence, k.period_seconds, k.delay_seconds, k.tolerance_seconds,
+       k.duration_seconds, k.slots, k.last_expected, k.next_expected, k.late_at, k.missed_at)
+    IS DISTINCT FROM (excluded.namespace, excluded.basis, excluded.cadence,
+       excluded.period_seconds, excluded.delay_seconds, excluded.tolerance_seconds,
+       excluded.duration_seconds, excluded.slots, excluded.last_expected, excluded.next_expected,
+       excluded.late_at, excluded.missed_at)
 """
 
 

@@ -6,6 +6,8 @@
 -- datasets (the Trino and the Spark name of one table) is `UPDATE dataset_names SET
 -- dataset_id` plus `merged_into` on the absorbed row; lineage and column-lineage tables
 -- are keyed by names, so they follow without a rewrite.
+-- fillfactor: each batch that names a dataset updates it (last_seen); room left on each page
+-- keeps those updates HOT, no new index entries (dataset_versions too: last_event_time)
 CREATE TABLE datasets (
     id              uuid        PRIMARY KEY,   -- uuid5 of the first name it was seen under
     namespace       text        NOT NULL,      -- its display name: its most table-like
@@ -31,7 +33,7 @@ CREATE TABLE datasets (
     home_namespace  text,
     home_name       text,
     home_key        jsonb
-);
+) WITH (fillfactor = 80);
 CREATE INDEX datasets_merged_into ON datasets (merged_into) WHERE merged_into IS NOT NULL;
 -- the live datasets (/datasets' total): counted by an index-only scan, not from the wide rows
 CREATE INDEX datasets_live ON datasets (id) WHERE merged_into IS NULL;
@@ -108,7 +110,7 @@ CREATE TABLE dataset_versions (
     last_event_time timestamptz NOT NULL,
     last_seq        bigint      NOT NULL,
     PRIMARY KEY (dataset_id, fields_hash)
-);
+) WITH (fillfactor = 70);
 CREATE INDEX dataset_versions_order ON dataset_versions (dataset_id, event_time, seq);
 
 -- Each run's sightings of a schema as a version, per name (projections/dataset_writes.py):

@@ -28,6 +28,9 @@ CREATE INDEX schema_observations_run ON schema_observations (run_id) WHERE run_i
 -- `bigint`): observations of the data, never versions. One row per name and distinct
 -- schema (by the engine-neutral hash of its fields, as dataset_versions), with the fields,
 -- job and run of the latest event that reported it (by eventTime, then seq).
+-- fillfactor: each read updates the schema's row (last_seen, run); room left on each page
+-- keeps those updates HOT, no new index entries (60: rows inserted together are updated
+-- together, as job_edges')
 CREATE TABLE reader_schemas (
     namespace   text        NOT NULL,
     name        text        NOT NULL,
@@ -39,4 +42,4 @@ CREATE TABLE reader_schemas (
     job_id      uuid,
     run_id      uuid,
     PRIMARY KEY (namespace, name, fields_hash)
-);
+) WITH (fillfactor = 60);
