@@ -44,7 +44,11 @@ def vacuum(
     VACUUM cannot run in a transaction: the connection goes to autocommit for it (it must
     be idle) and back. A table at a time, so no lock is held on all of them at once.
     """
-    statement = sql.SQL("VACUUM (ANALYZE) {}") if analyze else sql.SQL("VACUUM {}")
+    # INDEX_CLEANUP ON: by default VACUUM leaves a few dead items when under 2 % of the
+    # pages have them, and those pages stay not all-visible (469 of runs' 63,050 at
+    # 1,000,000 events: 88-136 heap fetches a total).
+    options = "ANALYZE, INDEX_CLEANUP ON" if analyze else "INDEX_CLEANUP ON"
+    statement = sql.SQL(f"VACUUM ({options}) {{}}")
     was = conn.autocommit
     conn.autocommit = True
     try:
