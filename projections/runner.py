@@ -66,6 +66,7 @@ from projections.schema import (
     outdated_projections,
     rules_key,
 )
+from projections.settle import Settler
 
 log = logging.getLogger("metastore.projector")
 
@@ -412,6 +413,7 @@ def lead(
         if stop.is_set():
             return
         keeper = LeaseKeeper(leader)
+        settler = Settler(database_url)
         try:
             LEADER.set(1)
             log.info("this projector is now active", extra={"lease_s": LEASE_S})
@@ -429,12 +431,15 @@ def lead(
             ):
                 tune_session(conn)
                 tune_session(side)
-                fold_until_stopped(conn, side, leader, stop, prefetcher, catalogs, status, keeper)
+                fold_until_stopped(
+                    conn, side, leader, stop, prefetcher, catalogs, status, keeper, settler
+                )
         except LeaseLost:
             log.warning("this projector lost its lease; standing by")
         finally:
             LEADER.set(0)
             keeper.close()
+            settler.close()
 
 
 def end_sessions_of(leader: psycopg.Connection[Any], previous: list[str]) -> None:
@@ -465,6 +470,7 @@ def fold_until_stopped(
     catalogs: CatalogMap = NO_CATALOGS,
     status: ProjectorStatus | None = None,
     keeper: LeaseKeeper | None = None,
+    settler: Settler | None = None,
 ) -> None:
     last_check = 0.0
     leader_pid = leader.info.backend_pid
@@ -480,6 +486,8 @@ def fold_until_stopped(
                 status.folding()  # (a failed rebuild raises here, and the projector stops)
             if result.read:
                 FOLD_BATCH_SECONDS.observe(time.monotonic() - started)
+            if settler is not None:
+                settler.batch(result.read, result.full)
             if time.monotonic() - last_check > RULES_CHECK_EVERY_S:
                 if status is not None and status.rebuild is None:
                     # Tables swapped in by a replay with another map (or version) are not

@@ -94,10 +94,15 @@ READMODEL_TABLES = (
 )
 
 
-def dump_readmodel(conn: psycopg.Connection[Any], schema: str = "readmodel") -> dict[str, Any]:
-    """Every row of every read-model table, in a canonical order (for equality checks)."""
+def dump_readmodel(
+    conn: psycopg.Connection[Any],
+    schema: str = "readmodel",
+    tables: Iterable[str] = READMODEL_TABLES,
+) -> dict[str, Any]:
+    """Every row of `tables` (the main read-model tables), in a canonical order (for
+    equality checks), and the dead letters."""
     dump: dict[str, Any] = {}
-    for table in READMODEL_TABLES:
+    for table in tables:
         rows = conn.execute(f"SELECT * FROM {schema}.{table}").fetchall()
         dump[table] = sorted(rows, key=lambda r: json.dumps(r, default=str, sort_keys=True))
     dump["dead_letters"] = sorted(
