@@ -389,11 +389,21 @@ def read_batch_after(
     as their stored sizes add up to at most `max_bytes` (the first one whatever its size);
     and whether the byte budget cut the batch short. `guard_times`: see read_events_after.
     """
-    query = READ_BATCH_AFTER.format(times=GUARDED_TIMES if guard_times else TIMES)
-    params = {"tx": after.tx, "seq": after.seq, "limit": limit, "max_bytes": max_bytes}
     with conn.cursor(row_factory=tuple_row) as cur:
-        cur.execute(query, params)
-        rows = cur.fetchall()
+        cur.execute(*batch_after_query(after, limit, max_bytes, guard_times))
+        return batch_rows(cur.fetchall())
+
+
+def batch_after_query(
+    after: Position, limit: int, max_bytes: int, guard_times: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """read_batch_after's statement and parameters (for a caller that pipelines it)."""
+    query = READ_BATCH_AFTER.format(times=GUARDED_TIMES if guard_times else TIMES)
+    return query, {"tx": after.tx, "seq": after.seq, "limit": limit, "max_bytes": max_bytes}
+
+
+def batch_rows(rows: list[tuple[Any, ...]]) -> tuple[list[StoredEvent], bool]:
+    """read_batch_after's answer from its statement's rows."""
     cut = bool(rows) and rows[-1][-1] is None
     return _stored_events(rows[:-1] if cut else rows), cut
 

@@ -26,7 +26,13 @@ from psycopg.rows import tuple_row
 
 from metastore import pgarray
 from metastore.catalogs import NO_CATALOGS, CatalogMap
-from metastore.eventlog import Position, read_batch_after
+from metastore.eventlog import (
+    Position,
+    StoredEvent,
+    batch_after_query,
+    batch_rows,
+    read_batch_after,
+)
 from metastore.metrics import DEAD_LETTERS, FOLD_FALLBACKS, FOLDED_EVENTS
 from projections.common import FoldEvent, planner_without
 from projections.decode import fold_event
@@ -134,11 +140,9 @@ def read_batch(
     guard costs nothing while every row loads); a decoding that raises fails its event.
     """
     try:
-        with conn.transaction(), planner_without(conn, "enable_sort"):
-            stored_events, cut = read_batch_after(conn, after, limit, max_bytes)
+        stored_events, cut = _read_past(conn, after, limit, max_bytes)
     except psycopg.DataError:
-        with conn.transaction(), planner_without(conn, "enable_sort"):
-            stored_events, cut = read_batch_after(conn, after, limit, max_bytes, guard_times=True)
+        stored_events, cut = _read_past(conn, after, limit, max_bytes, guard_times=True)
     events: list[FoldEvent] = []
     unreadable: list[Unreadable] = []
     names = 0
@@ -178,6 +182,30 @@ def read_batch(
         cut or len(stored_events) == limit,
         cut,
     )
+
+
+def _read_past(
+    conn: psycopg.Connection[Any],
+    after: Position,
+    limit: int,
+    max_bytes: int,
+    guard_times: bool = False,
+) -> tuple[list[StoredEvent], bool]:
+    """read_batch_after with sorting off, in one round trip on a connection in a transaction.
+
+    The setting, the read and the reset go in one pipeline and the rows are loaded after
+    it (a time Python cannot hold fails there, with the setting already reset): five
+    round trips (a savepoint, the setting, the read, the reset, the release) were a fixed
+    cost of every batch the projector reads itself. The prefetcher's autocommit connection
+    reads in a transaction of its own (SET LOCAL needs one).
+    """
+    if conn.autocommit:
+        with conn.transaction(), planner_without(conn, "enable_sort"):
+            return read_batch_after(conn, after, limit, max_bytes, guard_times)
+    with conn.cursor(row_factory=tuple_row) as cur:
+        with conn.pipeline(), planner_without(conn, "enable_sort"):
+            cur.execute(*batch_after_query(after, limit, max_bytes, guard_times))
+        return batch_rows(cur.fetchall())
 
 
 UNREADABLE_TIME = (
@@ -281,12 +309,41 @@ def load_cursors(
     or by rules they were not derived with.) Locks their state rows until the transaction
     ends: those of the SIDE_PROJECTIONS in the `side` connection's transaction, when given.
     """
+    return open_batch(conn, projections, None, side, catalogs)
+
+
+def open_batch(
+    conn: psycopg.Connection[Any],
+    projections: Sequence[ModuleType],
+    schema: str | None,
+    side: psycopg.Connection[Any] | None = None,
+    catalogs: CatalogMap = NO_CATALOGS,
+    first: Callable[[psycopg.Connection[Any]], Callable[[], None]] | None = None,
+) -> dict[str, Position]:
+    """load_cursors, after setting the search path to `schema` (unless None: in a
+    batch_transaction(search_path=False)) and queueing `first`'s statements on `conn`, in
+    one pipeline on each connection, `conn`'s first, so the side's statements follow
+    `first`'s (the fold lock). `first` returns what checks its statements' results, called
+    after the pipeline.
+
+    Each statement waited for its answer before: on a loaded machine a round trip costs a
+    millisecond or more, and this was eight of them a batch.
+    """
     versions = {p.NAME: (p.VERSION, rules_of(p, catalogs)) for p in projections}
-    cursors = {}
-    for on, names in by_connection(versions, conn, side):
+    lanes = {id(on): names for on, names in by_connection(versions, conn, side)}
+    cursors: dict[str, Position] = {}
+    for on in [conn] if side is None else [conn, side]:
+        names = lanes.get(id(on), [])
         with on.cursor(row_factory=tuple_row) as cur:
-            cur.execute(LOAD_STATE, (names,))
-            for name, version, rules, tx, seq in cur.fetchall():
+            with on.pipeline():
+                if schema is not None:
+                    set_search_path(on, schema)
+                check = first(on) if first is not None and on is conn else None
+                if names:
+                    cur.execute(LOAD_STATE, (names,))
+            if check is not None:
+                check()
+            for name, version, rules, tx, seq in cur.fetchall() if names else []:
                 if versions[name] == (version, rules):
                     cursors[name] = Position(tx, seq)
     return cursors
@@ -294,18 +351,23 @@ def load_cursors(
 
 @contextlib.contextmanager
 def batch_transaction(
-    conn: psycopg.Connection[Any], schema: str, side: psycopg.Connection[Any] | None = None
+    conn: psycopg.Connection[Any],
+    schema: str,
+    side: psycopg.Connection[Any] | None = None,
+    search_path: bool = True,
 ) -> Iterator[None]:
-    """One batch's transaction on `conn`, and on `side` (committed just after), in `schema`.
+    """One batch's transaction on `conn`, and on `side` (committed just after), in `schema`
+    (unless `search_path` is False: then open_batch sets it).
 
     A crash between the two commits leaves the side projections' cursors a batch behind
     the others': the next batch folds their events again, nothing is lost or doubled.
     """
     try:
         with conn.transaction():
-            set_search_path(conn, schema)
-            if side is not None:
-                set_search_path(side, schema)
+            if search_path:
+                set_search_path(conn, schema)
+                if side is not None:
+                    set_search_path(side, schema)
             yield
         if side is not None:
             side.commit()
@@ -474,17 +536,19 @@ def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = 
     (docs/PERFORMANCE.md, "The next batch is read once the current one is queued").
     An error only shows at the end (the pipeline's sync), too late to tell which
     projection it came from, so the whole batch is undone (a savepoint on each connection)
-    and the caller folds it again projection by projection (`fold_isolated`).
+    and the caller folds it again projection by projection (`fold_isolated`). The
+    savepoints are set and released inside the pipelines: psycopg's own (a transaction
+    block around the pipeline) cost two round trips a connection, every batch.
     """
     conns = list({id(item.cur.connection): item.cur.connection for item in work}.values())
     loading = [item for item in work if hasattr(item.projection, "load")]
     writing = [item for item in work if not hasattr(item.projection, "load")]
     reading = {id(item.cur.connection) for item in loading}  # connections that load
+    released: set[int] = set()
     try:
         with contextlib.ExitStack() as stack:
             for conn in conns:
-                stack.enter_context(conn.transaction())
-                stack.enter_context(conn.pipeline())
+                stack.enter_context(pipelined_savepoint(conn, released))
             for projection, events, cur in writing:
                 if id(cur.connection) not in reading:
                     projection.fold(cur, events)
@@ -500,11 +564,35 @@ def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = 
     except Exception as exc:
         if any(conn.broken or conn.closed for conn in conns):
             raise  # the database is gone: nothing to isolate
+        for conn in conns:
+            if (
+                id(conn) not in released
+            ):  # (one that synced before the other failed keeps its work, as before)
+                conn.execute(ROLLBACK_TO_FOLD)
         log.info(
             "pipelined batch fold failed; folding projection by projection",
             extra={"error": _first_line(exc)},
         )
         return False
+
+
+# The savepoint of fold_pipelined, by name: set and released in the pipeline, rolled back
+# to (after the pipeline's sync) when it fails.
+SAVEPOINT_FOLD = "SAVEPOINT pipelined_fold"
+RELEASE_FOLD = "RELEASE SAVEPOINT pipelined_fold"
+ROLLBACK_TO_FOLD = "ROLLBACK TO SAVEPOINT pipelined_fold"
+
+
+@contextlib.contextmanager
+def pipelined_savepoint(conn: psycopg.Connection[Any], released: set[int]) -> Iterator[None]:
+    """A pipeline on `conn` (in a transaction) opened by a savepoint, released at its end
+    when the block and the pipeline's sync did not raise (then `id(conn)` is added to
+    `released`); otherwise the caller rolls back to it (ROLLBACK_TO_FOLD)."""
+    with conn.pipeline():
+        conn.execute(SAVEPOINT_FOLD)
+        yield
+        conn.execute(RELEASE_FOLD)
+    released.add(id(conn))
 
 
 def fold_isolated(
