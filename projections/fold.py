@@ -447,16 +447,18 @@ def fold_batch(
     prefetcher: Prefetcher | None = None,
     side: psycopg.Connection[Any] | None = None,
     catalogs: CatalogMap = NO_CATALOGS,
+    save: bool = False,
 ) -> BatchResult:
     """Reads and folds one batch past `cursors` (moved in place), in the open transaction.
 
     `catalogs`: the catalog map the events are decoded with (a prefetcher has its own,
     the same).
 
-    The caller has set the search path (live or build schema), saves the cursors and
-    commits. With a `prefetcher`, the next batch is read while this one folds. With a
-    `side` connection (in a transaction, search path set), the SIDE_PROJECTIONS fold on it
-    and the caller saves their cursors there and commits it after `conn`.
+    The caller has set the search path (live or build schema), saves the cursors (unless
+    `save`: then save_cursors stores them here) and commits. With a `prefetcher`, the next
+    batch is read while this one folds. With a `side` connection (in a transaction, search
+    path set), the SIDE_PROJECTIONS fold on it, their cursors are saved there, and the
+    caller commits it after `conn`.
     """
     start = min(cursors[p.NAME] for p in projections)
     batch = prefetcher.take(start, limit) if prefetcher else None
@@ -487,9 +489,17 @@ def fold_batch(
                 work.append(Work(projection, mine, on))
             result.folded[projection.NAME] = len(mine) + len(lost)
             cursors[projection.NAME] = max(last, cursor)
-        if not fold_pipelined(work, read_next):
-            for item in work:
-                fold_isolated(item.cur, item.projection, item.events, dead_letter)
+        # Saved in the fold's pipelines when every cursor's connection has one: a round trip
+        # for the save after the batch was one more wait a batch.
+        saving = {id(on) for on, _ in by_connection(result.folded, conn, side)}
+        queued = save and saving <= {id(item.cur.connection) for item in work}
+        then = functools.partial(save_cursors, conn, cursors, result, side) if queued else None
+        undone = fold_pipelined(work, read_next, then)
+        for item in undone:
+            fold_isolated(item.cur, item.projection, item.events, dead_letter)
+        if save and (undone or not queued):
+            redo = {id(item.cur.connection) for item in undone} if queued else None
+            save_cursors(conn, cursors, result, side, redo)
     for item in work:
         FOLDED_EVENTS.labels(projection=item.projection.NAME).inc(len(item.events))
     return result
@@ -517,8 +527,14 @@ class Work(NamedTuple):
     cur: psycopg.Cursor[Any]
 
 
-def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = None) -> bool:
-    """Folds every projection's events in pipelines; False (and nothing done) on an error.
+def fold_pipelined(
+    work: Sequence[Work],
+    read_next: Callable[[], None] | None = None,
+    then: Callable[[], None] | None = None,
+) -> list[Work]:
+    """Folds every projection's events in pipelines, then queues `then`'s statements in
+    them; returns the work an error undid: none, or that of each connection whose pipeline
+    failed (rolled back to its savepoint, with `then`'s statements on it).
 
     Waiting for each statement left the server idle while Python folded, and Python idle
     while the server wrote. In a pipeline the writes queue up and run while Python folds
@@ -560,20 +576,21 @@ def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = 
                 projection.apply(cur, events, state)
             if read_next is not None:
                 read_next()
-        return True
+            if then is not None:
+                then()
+        return []
     except Exception as exc:
         if any(conn.broken or conn.closed for conn in conns):
             raise  # the database is gone: nothing to isolate
+        # (A connection whose pipeline synced before another's failed keeps its work.)
         for conn in conns:
-            if (
-                id(conn) not in released
-            ):  # (one that synced before the other failed keeps its work, as before)
+            if id(conn) not in released:
                 conn.execute(ROLLBACK_TO_FOLD)
         log.info(
             "pipelined batch fold failed; folding projection by projection",
             extra={"error": _first_line(exc)},
         )
-        return False
+        return [item for item in work if id(item.cur.connection) not in released]
 
 
 # The savepoint of fold_pipelined, by name: set and released in the pipeline, rolled back
@@ -638,9 +655,13 @@ def save_cursors(
     cursors: dict[str, Position],
     result: BatchResult,
     side: psycopg.Connection[Any] | None = None,
+    only: set[int] | None = None,
 ) -> None:
-    """Stores the cursors of the projections `result` folded (SIDE_PROJECTIONS' on `side`)."""
+    """Stores the cursors of the projections `result` folded (SIDE_PROJECTIONS' on `side`);
+    with `only`, of those folding on the connections of these ids."""
     for on, names in by_connection(result.folded, conn, side):
+        if only is not None and id(on) not in only:
+            continue
         with on.cursor() as cur:
             cur.execute(
                 SAVE_STATES,

@@ -53,7 +53,6 @@ from projections.fold import (
     collector_for_batches,
     fold_batch,
     open_batch,
-    save_cursors,
     tune_session,
 )
 from projections.replay import RebuildStopped, prepare_tables, rebuild
@@ -107,9 +106,15 @@ def fold_live_batch(
         if not projections:
             return BatchResult()
         result = fold_batch(
-            conn, projections, cursors, limit, prefetcher=prefetcher, side=side, catalogs=catalogs
+            conn,
+            projections,
+            cursors,
+            limit,
+            prefetcher=prefetcher,
+            side=side,
+            catalogs=catalogs,
+            save=True,
         )
-        save_cursors(conn, cursors, result, side)
     return result
 
 
