@@ -119,6 +119,22 @@ class Batch(msgspec.Struct):
     # It ended at its limit of bytes or dataset names: the next is not read ahead, so the
     # projector holds one such batch at a time (docs/PERFORMANCE.md, "Bounded fold").
     heavy: bool = False
+    size: int = 0  # its events' stored bytes
+    names: int = 0  # the dataset names its events bring (see BATCH_NAMES)
+
+    def then(self, rest: Batch) -> Batch:
+        """This batch and `rest`, read past it (read_batch's `continues`)."""
+        return Batch(
+            self.events + rest.events,
+            self.unreadable + rest.unreadable,
+            self.read + rest.read,
+            rest.last or self.last,
+            rest.received_at if rest.last else self.received_at,
+            rest.full,
+            rest.heavy,
+            self.size + rest.size,
+            self.names + rest.names,
+        )
 
 
 def read_batch(
@@ -127,10 +143,13 @@ def read_batch(
     limit: int,
     catalogs: CatalogMap = NO_CATALOGS,
     max_bytes: int = BATCH_BYTES,
+    continues: Batch | None = None,
 ) -> Batch:
     """The next `limit` events past `after` (no more than `max_bytes` of them, unless one
     alone is larger, and up to the one that brings their dataset names to BATCH_NAMES),
-    decoded for the folds (with `catalogs`).
+    decoded for the folds (with `catalogs`). With `continues` (a batch that did not end at
+    a limit, `after` its last position), its rest: the limits count its events too, and
+    the first event read is no exception to the bytes.
 
     In the caller's transaction (the setting is reset after the read), or in a
     transaction of its own on an autocommit connection (the prefetcher's). What cannot be
@@ -139,13 +158,20 @@ def read_batch(
     the whole read, which is then done again with such times as NULL (only then: the
     guard costs nothing while every row loads); a decoding that raises fails its event.
     """
+    alone, names = continues is None, 0
+    if continues is not None:
+        limit, max_bytes, names = (
+            limit - continues.read,
+            max_bytes - continues.size,
+            continues.names,
+        )
     try:
-        stored_events, cut = _read_past(conn, after, limit, max_bytes)
+        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, alone=alone)
     except psycopg.DataError:
-        stored_events, cut = _read_past(conn, after, limit, max_bytes, guard_times=True)
+        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, True, alone)
     events: list[FoldEvent] = []
     unreadable: list[Unreadable] = []
-    names = 0
+    first_names = names
     for index, stored in enumerate(stored_events):
         if names >= BATCH_NAMES:  # (the events after are read again by the next batch)
             del stored_events[index:]
@@ -173,7 +199,7 @@ def read_batch(
         events.append(event)
         names += sum(1 + len(ref.symlinks) for ref in event.refs)
     last = stored_events[-1] if stored_events else None
-    return Batch(
+    batch = Batch(
         events,
         unreadable,
         len(stored_events),
@@ -181,7 +207,10 @@ def read_batch(
         last.received_at if last else None,
         cut or len(stored_events) == limit,
         cut,
+        size,
+        names - first_names,
     )
+    return batch if continues is None else continues.then(batch)
 
 
 def _read_past(
@@ -190,7 +219,8 @@ def _read_past(
     limit: int,
     max_bytes: int,
     guard_times: bool = False,
-) -> tuple[list[StoredEvent], bool]:
+    alone: bool = True,
+) -> tuple[list[StoredEvent], bool, int]:
     """read_batch_after with sorting off, in one round trip on a connection in a transaction.
 
     The setting, the read and the reset go in one pipeline and the rows are loaded after
@@ -201,10 +231,10 @@ def _read_past(
     """
     if conn.autocommit:
         with conn.transaction(), planner_without(conn, "enable_sort"):
-            return read_batch_after(conn, after, limit, max_bytes, guard_times)
+            return read_batch_after(conn, after, limit, max_bytes, guard_times, alone)
     with conn.cursor(row_factory=tuple_row) as cur:
         with conn.pipeline(), planner_without(conn, "enable_sort"):
-            cur.execute(*batch_after_query(after, limit, max_bytes, guard_times))
+            cur.execute(*batch_after_query(after, limit, max_bytes, guard_times, alone))
         return batch_rows(cur.fetchall())
 
 
@@ -462,14 +492,19 @@ def fold_batch(
     """
     start = min(cursors[p.NAME] for p in projections)
     batch = prefetcher.take(start, limit) if prefetcher else None
-    if batch is None:
+    if batch is None or batch.last is None:
         batch = read_batch(conn, start, limit, catalogs)
+    elif not batch.full:
+        # Read ahead while the last batch's writes ran (the live fold's, which ended where
+        # the log did): the events that came since are all there is left to read and
+        # decode here, while the next batch waits.
+        batch = read_batch(conn, batch.last, limit, catalogs, continues=batch)
     result = BatchResult(read=batch.read, folded={}, full=batch.full)
     if batch.last is None:
         return result
     events, last = batch.events, batch.last
     read_next = None
-    if prefetcher is not None and batch.full and not batch.heavy:
+    if prefetcher is not None and not batch.heavy:
         read_next = functools.partial(prefetcher.request, last, limit)
     result.received_at = batch.received_at
     with contextlib.ExitStack() as stack:
