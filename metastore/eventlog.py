@@ -381,36 +381,21 @@ ORDER BY sized.tx, sized.seq
 """
 
 
-def read_batch_after(
-    conn: psycopg.Connection[Any],
-    after: Position,
-    limit: int,
-    max_bytes: int,
-    guard_times: bool = False,
-    alone: bool = True,
-) -> tuple[list[StoredEvent], bool, int]:
-    """Up to `limit` committed events past `after`, as raw JSON text, in log order, as long
-    as their stored sizes add up to at most `max_bytes` (the first one whatever its size,
-    if `alone`); whether the byte budget cut the batch short; their stored bytes.
-    `guard_times`: see read_events_after.
-    """
-    with conn.cursor(row_factory=tuple_row) as cur:
-        cur.execute(*batch_after_query(after, limit, max_bytes, guard_times, alone))
-        return batch_rows(cur.fetchall())
-
-
 def batch_after_query(
     after: Position, limit: int, max_bytes: int, guard_times: bool = False, alone: bool = True
 ) -> tuple[str, dict[str, Any]]:
-    """read_batch_after's statement and parameters (for a caller that pipelines it)."""
+    """The projector's read of up to `limit` committed events past `after`, as raw JSON
+    text, in log order, as long as their stored sizes add up to at most `max_bytes` (the
+    first one whatever its size, if `alone`): its statement and parameters, for batch_rows.
+    `guard_times`: see read_events_after."""
     query = READ_BATCH_AFTER.format(times=GUARDED_TIMES if guard_times else TIMES)
     params = {"tx": after.tx, "seq": after.seq, "limit": limit, "max_bytes": max_bytes}
     return query, {**params, "alone": alone}
 
 
 def batch_rows(rows: list[tuple[Any, ...]]) -> tuple[list[StoredEvent], bool, int]:
-    """read_batch_after's answer from its statement's rows: those before the first whose
-    event is NULL (past the budget)."""
+    """batch_after_query's events (those before the first row whose event is NULL: past
+    the budget), whether the budget cut them short, and their stored bytes."""
     kept = next((i for i, row in enumerate(rows) if row[9] is None), len(rows))
     return _stored_events(rows[:kept]), kept < len(rows), rows[kept - 1][10] if kept else 0
 

@@ -31,7 +31,6 @@ from metastore.eventlog import (
     StoredEvent,
     batch_after_query,
     batch_rows,
-    read_batch_after,
 )
 from metastore.metrics import DEAD_LETTERS, FOLD_FALLBACKS, FOLDED_EVENTS
 from projections.common import FoldEvent, planner_without
@@ -166,7 +165,7 @@ def read_batch(
             continues.names,
         )
     try:
-        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, alone=alone)
+        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, False, alone)
     except psycopg.DataError:
         stored_events, cut, size = _read_past(conn, after, limit, max_bytes, True, alone)
     events: list[FoldEvent] = []
@@ -214,14 +213,10 @@ def read_batch(
 
 
 def _read_past(
-    conn: psycopg.Connection[Any],
-    after: Position,
-    limit: int,
-    max_bytes: int,
-    guard_times: bool = False,
-    alone: bool = True,
+    conn: psycopg.Connection[Any], *statement: Any
 ) -> tuple[list[StoredEvent], bool, int]:
-    """read_batch_after with sorting off, in one round trip on a connection in a transaction.
+    """The log's events past a position (eventlog.batch_after_query's `statement`), with
+    sorting off (see planner_without), in one round trip on a connection in a transaction.
 
     The setting, the read and the reset go in one pipeline and the rows are loaded after
     it (a time Python cannot hold fails there, with the setting already reset): five
@@ -229,12 +224,13 @@ def _read_past(
     cost of every batch the projector reads itself. The prefetcher's autocommit connection
     reads in a transaction of its own (SET LOCAL needs one).
     """
-    if conn.autocommit:
-        with conn.transaction(), planner_without(conn, "enable_sort"):
-            return read_batch_after(conn, after, limit, max_bytes, guard_times, alone)
     with conn.cursor(row_factory=tuple_row) as cur:
-        with conn.pipeline(), planner_without(conn, "enable_sort"):
-            cur.execute(*batch_after_query(after, limit, max_bytes, guard_times, alone))
+        if conn.autocommit:
+            with conn.transaction(), planner_without(conn, "enable_sort"):
+                cur.execute(*batch_after_query(*statement))
+        else:
+            with conn.pipeline(), planner_without(conn, "enable_sort"):
+                cur.execute(*batch_after_query(*statement))
         return batch_rows(cur.fetchall())
 
 
