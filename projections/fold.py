@@ -222,15 +222,12 @@ def _read_past(
     it (a time Python cannot hold fails there, with the setting already reset): five
     round trips (a savepoint, the setting, the read, the reset, the release) were a fixed
     cost of every batch the projector reads itself. The prefetcher's autocommit connection
-    reads in a transaction of its own (SET LOCAL needs one).
+    reads in a transaction of its own (SET LOCAL needs one): three round trips.
     """
+    own = conn.transaction() if conn.autocommit else contextlib.nullcontext()
     with conn.cursor(row_factory=tuple_row) as cur:
-        if conn.autocommit:
-            with conn.transaction(), planner_without(conn, "enable_sort"):
-                cur.execute(*batch_after_query(*statement))
-        else:
-            with conn.pipeline(), planner_without(conn, "enable_sort"):
-                cur.execute(*batch_after_query(*statement))
+        with own, conn.pipeline(), planner_without(conn, "enable_sort"):
+            cur.execute(*batch_after_query(*statement))
         return batch_rows(cur.fetchall())
 
 
