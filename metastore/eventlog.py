@@ -356,10 +356,13 @@ def read_events_after(
 # bytes (ten 4 MB events in one batch took the projector past 1 GiB). The row that would
 # pass the budget (the second, when the first alone does) comes back with its event NULL
 # (its text is never read: a value only leaves TOAST when an expression uses it), which
-# tells the reader the batch was cut.
+# tells the reader the batch was cut. `alone`: false when the page continues a batch (the
+# prefetcher's), whose rest of the budget even the first must fit. `running` gives the
+# bytes read.
 READ_BATCH_AFTER = f"""
 SELECT tx::text::bigint, seq, {{times}}, kind, event_type, run_id, job_namespace, job_name,
-       CASE WHEN n = 1 OR running <= %(max_bytes)s THEN event::text END
+       CASE WHEN (n = 1 AND %(alone)s) OR running <= %(max_bytes)s THEN event::text END,
+       running
 FROM (
     SELECT tx, seq, received_at, event_time, kind, event_type, run_id, job_namespace,
            job_name, event, size_bytes, row_number() OVER w AS n,
@@ -378,24 +381,23 @@ ORDER BY sized.tx, sized.seq
 """
 
 
-def read_batch_after(
-    conn: psycopg.Connection[Any],
-    after: Position,
-    limit: int,
-    max_bytes: int,
-    guard_times: bool = False,
-) -> tuple[list[StoredEvent], bool]:
-    """Up to `limit` committed events past `after`, as raw JSON text, in log order, as long
-    as their stored sizes add up to at most `max_bytes` (the first one whatever its size);
-    and whether the byte budget cut the batch short. `guard_times`: see read_events_after.
-    """
+def batch_after_query(
+    after: Position, limit: int, max_bytes: int, guard_times: bool = False, alone: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """The projector's read of up to `limit` committed events past `after`, as raw JSON
+    text, in log order, as long as their stored sizes add up to at most `max_bytes` (the
+    first one whatever its size, if `alone`): its statement and parameters, for batch_rows.
+    `guard_times`: see read_events_after."""
     query = READ_BATCH_AFTER.format(times=GUARDED_TIMES if guard_times else TIMES)
     params = {"tx": after.tx, "seq": after.seq, "limit": limit, "max_bytes": max_bytes}
-    with conn.cursor(row_factory=tuple_row) as cur:
-        cur.execute(query, params)
-        rows = cur.fetchall()
-    cut = bool(rows) and rows[-1][-1] is None
-    return _stored_events(rows[:-1] if cut else rows), cut
+    return query, {**params, "alone": alone}
+
+
+def batch_rows(rows: list[tuple[Any, ...]]) -> tuple[list[StoredEvent], bool, int]:
+    """batch_after_query's events (those before the first row whose event is NULL: past
+    the budget), whether the budget cut them short, and their stored bytes."""
+    kept = next((i for i, row in enumerate(rows) if row[9] is None), len(rows))
+    return _stored_events(rows[:kept]), kept < len(rows), rows[kept - 1][10] if kept else 0
 
 
 async def read_events_after_async(

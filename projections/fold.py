@@ -26,7 +26,12 @@ from psycopg.rows import tuple_row
 
 from metastore import pgarray
 from metastore.catalogs import NO_CATALOGS, CatalogMap
-from metastore.eventlog import Position, read_batch_after
+from metastore.eventlog import (
+    Position,
+    StoredEvent,
+    batch_after_query,
+    batch_rows,
+)
 from metastore.metrics import DEAD_LETTERS, FOLD_FALLBACKS, FOLDED_EVENTS
 from projections.common import FoldEvent, planner_without
 from projections.decode import fold_event
@@ -113,6 +118,22 @@ class Batch(msgspec.Struct):
     # It ended at its limit of bytes or dataset names: the next is not read ahead, so the
     # projector holds one such batch at a time (docs/PERFORMANCE.md, "Bounded fold").
     heavy: bool = False
+    size: int = 0  # its events' stored bytes
+    names: int = 0  # the dataset names its events bring (see BATCH_NAMES)
+
+    def then(self, rest: Batch) -> Batch:
+        """This batch and `rest`, read past it (read_batch's `continues`)."""
+        return Batch(
+            self.events + rest.events,
+            self.unreadable + rest.unreadable,
+            self.read + rest.read,
+            rest.last or self.last,
+            rest.received_at if rest.last else self.received_at,
+            rest.full,
+            rest.heavy,
+            self.size + rest.size,
+            self.names + rest.names,
+        )
 
 
 def read_batch(
@@ -121,10 +142,13 @@ def read_batch(
     limit: int,
     catalogs: CatalogMap = NO_CATALOGS,
     max_bytes: int = BATCH_BYTES,
+    continues: Batch | None = None,
 ) -> Batch:
     """The next `limit` events past `after` (no more than `max_bytes` of them, unless one
     alone is larger, and up to the one that brings their dataset names to BATCH_NAMES),
-    decoded for the folds (with `catalogs`).
+    decoded for the folds (with `catalogs`). With `continues` (a batch that did not end at
+    a limit, `after` its last position), its rest: the limits count its events too, and
+    the first event read is no exception to the bytes.
 
     In the caller's transaction (the setting is reset after the read), or in a
     transaction of its own on an autocommit connection (the prefetcher's). What cannot be
@@ -133,15 +157,20 @@ def read_batch(
     the whole read, which is then done again with such times as NULL (only then: the
     guard costs nothing while every row loads); a decoding that raises fails its event.
     """
+    alone, names = continues is None, 0
+    if continues is not None:
+        limit, max_bytes, names = (
+            limit - continues.read,
+            max_bytes - continues.size,
+            continues.names,
+        )
     try:
-        with conn.transaction(), planner_without(conn, "enable_sort"):
-            stored_events, cut = read_batch_after(conn, after, limit, max_bytes)
+        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, False, alone)
     except psycopg.DataError:
-        with conn.transaction(), planner_without(conn, "enable_sort"):
-            stored_events, cut = read_batch_after(conn, after, limit, max_bytes, guard_times=True)
+        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, True, alone)
     events: list[FoldEvent] = []
     unreadable: list[Unreadable] = []
-    names = 0
+    first_names = names
     for index, stored in enumerate(stored_events):
         if names >= BATCH_NAMES:  # (the events after are read again by the next batch)
             del stored_events[index:]
@@ -169,7 +198,7 @@ def read_batch(
         events.append(event)
         names += sum(1 + len(ref.symlinks) for ref in event.refs)
     last = stored_events[-1] if stored_events else None
-    return Batch(
+    batch = Batch(
         events,
         unreadable,
         len(stored_events),
@@ -177,7 +206,29 @@ def read_batch(
         last.received_at if last else None,
         cut or len(stored_events) == limit,
         cut,
+        size,
+        names - first_names,
     )
+    return batch if continues is None else continues.then(batch)
+
+
+def _read_past(
+    conn: psycopg.Connection[Any], *statement: Any
+) -> tuple[list[StoredEvent], bool, int]:
+    """The log's events past a position (eventlog.batch_after_query's `statement`), with
+    sorting off (see planner_without), in one round trip on a connection in a transaction.
+
+    The setting, the read and the reset go in one pipeline and the rows are loaded after
+    it (a time Python cannot hold fails there, with the setting already reset): five
+    round trips (a savepoint, the setting, the read, the reset, the release) were a fixed
+    cost of every batch the projector reads itself. The prefetcher's autocommit connection
+    reads in a transaction of its own (SET LOCAL needs one): three round trips.
+    """
+    own = conn.transaction() if conn.autocommit else contextlib.nullcontext()
+    with conn.cursor(row_factory=tuple_row) as cur:
+        with own, conn.pipeline(), planner_without(conn, "enable_sort"):
+            cur.execute(*batch_after_query(*statement))
+        return batch_rows(cur.fetchall())
 
 
 UNREADABLE_TIME = (
@@ -281,12 +332,41 @@ def load_cursors(
     or by rules they were not derived with.) Locks their state rows until the transaction
     ends: those of the SIDE_PROJECTIONS in the `side` connection's transaction, when given.
     """
+    return open_batch(conn, projections, None, side, catalogs)
+
+
+def open_batch(
+    conn: psycopg.Connection[Any],
+    projections: Sequence[ModuleType],
+    schema: str | None,
+    side: psycopg.Connection[Any] | None = None,
+    catalogs: CatalogMap = NO_CATALOGS,
+    first: Callable[[psycopg.Connection[Any]], Callable[[], None]] | None = None,
+) -> dict[str, Position]:
+    """load_cursors, after setting the search path to `schema` (unless None: in a
+    batch_transaction(search_path=False)) and queueing `first`'s statements on `conn`, in
+    one pipeline on each connection, `conn`'s first, so the side's statements follow
+    `first`'s (the fold lock). `first` returns what checks its statements' results, called
+    after the pipeline.
+
+    Each statement waited for its answer before: on a loaded machine a round trip costs a
+    millisecond or more, and this was eight of them a batch.
+    """
     versions = {p.NAME: (p.VERSION, rules_of(p, catalogs)) for p in projections}
-    cursors = {}
-    for on, names in by_connection(versions, conn, side):
+    lanes = {id(on): names for on, names in by_connection(versions, conn, side)}
+    cursors: dict[str, Position] = {}
+    for on in [conn] if side is None else [conn, side]:
+        names = lanes.get(id(on), [])
         with on.cursor(row_factory=tuple_row) as cur:
-            cur.execute(LOAD_STATE, (names,))
-            for name, version, rules, tx, seq in cur.fetchall():
+            with on.pipeline():
+                if schema is not None:
+                    set_search_path(on, schema)
+                check = first(on) if first is not None and on is conn else None
+                if names:
+                    cur.execute(LOAD_STATE, (names,))
+            if check is not None:
+                check()
+            for name, version, rules, tx, seq in cur.fetchall() if names else []:
                 if versions[name] == (version, rules):
                     cursors[name] = Position(tx, seq)
     return cursors
@@ -294,18 +374,23 @@ def load_cursors(
 
 @contextlib.contextmanager
 def batch_transaction(
-    conn: psycopg.Connection[Any], schema: str, side: psycopg.Connection[Any] | None = None
+    conn: psycopg.Connection[Any],
+    schema: str,
+    side: psycopg.Connection[Any] | None = None,
+    search_path: bool = True,
 ) -> Iterator[None]:
-    """One batch's transaction on `conn`, and on `side` (committed just after), in `schema`.
+    """One batch's transaction on `conn`, and on `side` (committed just after), in `schema`
+    (unless `search_path` is False: then open_batch sets it).
 
     A crash between the two commits leaves the side projections' cursors a batch behind
     the others': the next batch folds their events again, nothing is lost or doubled.
     """
     try:
         with conn.transaction():
-            set_search_path(conn, schema)
-            if side is not None:
-                set_search_path(side, schema)
+            if search_path:
+                set_search_path(conn, schema)
+                if side is not None:
+                    set_search_path(side, schema)
             yield
         if side is not None:
             side.commit()
@@ -385,27 +470,34 @@ def fold_batch(
     prefetcher: Prefetcher | None = None,
     side: psycopg.Connection[Any] | None = None,
     catalogs: CatalogMap = NO_CATALOGS,
+    save: bool = False,
 ) -> BatchResult:
     """Reads and folds one batch past `cursors` (moved in place), in the open transaction.
 
     `catalogs`: the catalog map the events are decoded with (a prefetcher has its own,
     the same).
 
-    The caller has set the search path (live or build schema), saves the cursors and
-    commits. With a `prefetcher`, the next batch is read while this one folds. With a
-    `side` connection (in a transaction, search path set), the SIDE_PROJECTIONS fold on it
-    and the caller saves their cursors there and commits it after `conn`.
+    The caller has set the search path (live or build schema), saves the cursors (unless
+    `save`: then save_cursors stores them here) and commits. With a `prefetcher`, the next
+    batch is read while this one folds. With a `side` connection (in a transaction, search
+    path set), the SIDE_PROJECTIONS fold on it, their cursors are saved there, and the
+    caller commits it after `conn`.
     """
     start = min(cursors[p.NAME] for p in projections)
     batch = prefetcher.take(start, limit) if prefetcher else None
-    if batch is None:
+    if batch is None or batch.last is None:
         batch = read_batch(conn, start, limit, catalogs)
+    elif not batch.full:
+        # Read ahead while the last batch's writes ran (the live fold's, which ended where
+        # the log did): the events that came since are all there is left to read and
+        # decode here, while the next batch waits.
+        batch = read_batch(conn, batch.last, limit, catalogs, continues=batch)
     result = BatchResult(read=batch.read, folded={}, full=batch.full)
     if batch.last is None:
         return result
     events, last = batch.events, batch.last
     read_next = None
-    if prefetcher is not None and batch.full and not batch.heavy:
+    if prefetcher is not None and not batch.heavy:
         read_next = functools.partial(prefetcher.request, last, limit)
     result.received_at = batch.received_at
     with contextlib.ExitStack() as stack:
@@ -425,9 +517,17 @@ def fold_batch(
                 work.append(Work(projection, mine, on))
             result.folded[projection.NAME] = len(mine) + len(lost)
             cursors[projection.NAME] = max(last, cursor)
-        if not fold_pipelined(work, read_next):
-            for item in work:
-                fold_isolated(item.cur, item.projection, item.events, dead_letter)
+        # Saved in the fold's pipelines when every cursor's connection has one: a round trip
+        # for the save after the batch was one more wait a batch.
+        saving = {id(on) for on, _ in by_connection(result.folded, conn, side)}
+        queued = save and saving <= {id(item.cur.connection) for item in work}
+        then = functools.partial(save_cursors, conn, cursors, result, side) if queued else None
+        undone = fold_pipelined(work, read_next, then)
+        for item in undone:
+            fold_isolated(item.cur, item.projection, item.events, dead_letter)
+        if save and (undone or not queued):
+            redo = {id(item.cur.connection) for item in undone} if queued else None
+            save_cursors(conn, cursors, result, side, redo)
     for item in work:
         FOLDED_EVENTS.labels(projection=item.projection.NAME).inc(len(item.events))
     return result
@@ -455,8 +555,14 @@ class Work(NamedTuple):
     cur: psycopg.Cursor[Any]
 
 
-def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = None) -> bool:
-    """Folds every projection's events in pipelines; False (and nothing done) on an error.
+def fold_pipelined(
+    work: Sequence[Work],
+    read_next: Callable[[], None] | None = None,
+    then: Callable[[], None] | None = None,
+) -> list[Work]:
+    """Folds every projection's events in pipelines, then queues `then`'s statements in
+    them; returns the work an error undid: none, or that of each connection whose pipeline
+    failed (rolled back to its savepoint, with `then`'s statements on it).
 
     Waiting for each statement left the server idle while Python folded, and Python idle
     while the server wrote. In a pipeline the writes queue up and run while Python folds
@@ -474,17 +580,19 @@ def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = 
     (docs/PERFORMANCE.md, "The next batch is read once the current one is queued").
     An error only shows at the end (the pipeline's sync), too late to tell which
     projection it came from, so the whole batch is undone (a savepoint on each connection)
-    and the caller folds it again projection by projection (`fold_isolated`).
+    and the caller folds it again projection by projection (`fold_isolated`). The
+    savepoints are set and released inside the pipelines: psycopg's own (a transaction
+    block around the pipeline) cost two round trips a connection, every batch.
     """
     conns = list({id(item.cur.connection): item.cur.connection for item in work}.values())
     loading = [item for item in work if hasattr(item.projection, "load")]
     writing = [item for item in work if not hasattr(item.projection, "load")]
     reading = {id(item.cur.connection) for item in loading}  # connections that load
+    released: set[int] = set()
     try:
         with contextlib.ExitStack() as stack:
             for conn in conns:
-                stack.enter_context(conn.transaction())
-                stack.enter_context(conn.pipeline())
+                stack.enter_context(pipelined_savepoint(conn, released))
             for projection, events, cur in writing:
                 if id(cur.connection) not in reading:
                     projection.fold(cur, events)
@@ -496,15 +604,40 @@ def fold_pipelined(work: Sequence[Work], read_next: Callable[[], None] | None = 
                 projection.apply(cur, events, state)
             if read_next is not None:
                 read_next()
-        return True
+            if then is not None:
+                then()
+        return []
     except Exception as exc:
         if any(conn.broken or conn.closed for conn in conns):
             raise  # the database is gone: nothing to isolate
+        # (A connection whose pipeline synced before another's failed keeps its work.)
+        for conn in conns:
+            if id(conn) not in released:
+                conn.execute(ROLLBACK_TO_FOLD)
         log.info(
             "pipelined batch fold failed; folding projection by projection",
             extra={"error": _first_line(exc)},
         )
-        return False
+        return [item for item in work if id(item.cur.connection) not in released]
+
+
+# The savepoint of fold_pipelined, by name: set and released in the pipeline, rolled back
+# to (after the pipeline's sync) when it fails.
+SAVEPOINT_FOLD = "SAVEPOINT pipelined_fold"
+RELEASE_FOLD = "RELEASE SAVEPOINT pipelined_fold"
+ROLLBACK_TO_FOLD = "ROLLBACK TO SAVEPOINT pipelined_fold"
+
+
+@contextlib.contextmanager
+def pipelined_savepoint(conn: psycopg.Connection[Any], released: set[int]) -> Iterator[None]:
+    """A pipeline on `conn` (in a transaction) opened by a savepoint, released at its end
+    when the block and the pipeline's sync did not raise (then `id(conn)` is added to
+    `released`); otherwise the caller rolls back to it (ROLLBACK_TO_FOLD)."""
+    with conn.pipeline():
+        conn.execute(SAVEPOINT_FOLD)
+        yield
+        conn.execute(RELEASE_FOLD)
+    released.add(id(conn))
 
 
 def fold_isolated(
@@ -550,9 +683,13 @@ def save_cursors(
     cursors: dict[str, Position],
     result: BatchResult,
     side: psycopg.Connection[Any] | None = None,
+    only: set[int] | None = None,
 ) -> None:
-    """Stores the cursors of the projections `result` folded (SIDE_PROJECTIONS' on `side`)."""
+    """Stores the cursors of the projections `result` folded (SIDE_PROJECTIONS' on `side`);
+    with `only`, of those folding on the connections of these ids."""
     for on, names in by_connection(result.folded, conn, side):
+        if only is not None and id(on) not in only:
+            continue
         with on.cursor() as cur:
             cur.execute(
                 SAVE_STATES,

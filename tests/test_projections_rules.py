@@ -150,6 +150,29 @@ def test_a_batch_ends_at_its_bytes_and_an_event_larger_than_them_is_one_alone(
     assert conn.execute("SELECT count(*) FROM readmodel.runs").fetchone() == (7,)
 
 
+def test_a_batch_read_ahead_then_continued_keeps_to_its_limits_and_reads_each_event_once(
+    conn: Conn,
+) -> None:
+    """The projector reads ahead of a batch that ended where the log did (the live fold)
+    and reads the rest when the next batch begins: the two parts are one batch's events,
+    within one batch's bytes and count (no exception for the rest's first event)."""
+    pad = {"pad": {"x": "y" * 5_000}}
+    small = [run_event("START", i, new_id(), "small") for i in range(4)]
+    append(conn, small[:1])
+    first = read_batch(conn, START, 100)
+    assert (first.read, first.full) == (1, False)
+    append(conn, [small[1], run_event("START", 9, new_id(), "big", run_facets=pad), *small[2:]])
+    sizes = [r[0] for r in conn.execute("SELECT size_bytes FROM event_log ORDER BY tx, seq")]
+    budget = sum(sizes[:2]) + 10  # the first two events, not the large third
+    assert first.last is not None
+    rest = read_batch(conn, first.last, 100, max_bytes=budget, continues=first)
+    alone = read_batch(conn, START, 100, max_bytes=budget)
+    assert [e.position for e in rest.events] == [e.position for e in alone.events]
+    assert (rest.read, rest.full, rest.heavy, rest.size) == (2, True, True, sum(sizes[:2]))
+    counted = read_batch(conn, first.last, 3, continues=first)
+    assert (counted.read, counted.full, counted.heavy) == (3, True, False)
+
+
 def test_a_parent_cycle_folded_a_run_at_a_time_stops_where_it_closes(conn: Conn) -> None:
     """Each run's root is the run below it in the cycle (the walk stops before it comes
     back), whichever batch closes the cycle; and a run above it is the root of neither."""
