@@ -237,7 +237,14 @@ DATASETS = Listing(
         ),
     ),
     extra_args=lambda query: {"namespace": query.namespace},
+    settings=lambda query: ORDERED_WALK if _ordered(query) else None,
 )
+
+
+def _ordered(query: Any) -> bool:
+    """Whether the page is a namespace's walk in the name index's order (ORDERED_WALK)."""
+    return query.namespace is not None and not query.q and query.name is None
+
 
 # The jobs that wrote any of its names: when last successfully (a run that COMPLETEd),
 # and the lifecycle change they last reported; now from job_edges, as of T from the run
@@ -795,9 +802,8 @@ async def list_datasets(request: Request) -> Response:
             ),
         )
     planned = DATASETS.plan(query, access)
-    ordered = query.namespace is not None and not query.q and query.name is None
     async with connection(request) as conn:
-        listed = await planned.read_walking(conn, ORDERED_WALK if ordered else None)
+        listed = await planned.read(conn)
         summaries = await _summaries(conn, access, listed.rows)
     return json_response(
         request,

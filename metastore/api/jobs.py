@@ -26,10 +26,12 @@ from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     DATASETS_PAGE,
     DATASETS_PAGE_VISIBLE,
+    FAILED_STATES,
     JOB_EDGES_OF,
     description,
     duration,
     failed_first,
+    failed_first_walk,
     job_datasets_at,
     job_datasets_now,
     jobs_with_runs,
@@ -171,7 +173,6 @@ KEYED_FROM = (
     "CROSS JOIN LATERAL (SELECT * FROM readmodel.jobs j WHERE j.id = k.id OFFSET 0) j\n"
 ) + LATEST_RUN_JOIN
 _STARTED = started("r")
-_FAILED_STATES = "('FAIL', 'ABORT')"
 
 
 def _keyed(restricted: bool, ctes: str, keys: str, order: str) -> str:
@@ -190,16 +191,10 @@ def _walked(query: Any, restricted: bool, filters: str, order: str) -> str:
     others = ""
     bound = f" AND {_STARTED} <= %(a0)s" if cursor else ""
     if query.sort == "failed_first":
-        after = f" AND %(a0)s = 0 AND {_STARTED} <= %(a1)s" if cursor else ""
-        walks["failed"] = f"{runs} AND r.state IN {_FAILED_STATES}{after}"
+        after, bound = failed_first_walk("r", cursor)
+        walks["failed"] = f"{runs} AND r.state IN {FAILED_STATES}{after}"
         failed = "(SELECT count(*) FROM failed)"
-        others = f" AND r.state NOT IN {_FAILED_STATES} AND {failed} < %(limit)s"
-        # (past a cursor among the failed, the others from their first; among them, from it)
-        bound = (
-            f" AND {_STARTED} <= CASE WHEN %(a0)s = 1 THEN %(a1)s ELSE 'infinity' END"
-            if cursor
-            else ""
-        )
+        others = f" AND r.state NOT IN {FAILED_STATES} AND {failed} < %(limit)s"
     walks["ran"] = f"{runs}{others}{bound}"
     gate = (
         f"{failed} + (SELECT count(*) FROM ran) < %(limit)s OR (SELECT min(t) FROM ran) = {NEVER}"
@@ -286,6 +281,7 @@ def _jobs(overrides: bool) -> Listing:
         visible=job_visible,
         narrow=_narrow(overrides),
         narrow_below=FEW_LATE,
+        settings=lambda query: WALK if _walks(query) else None,
     )
 
 
@@ -488,10 +484,7 @@ def _parent(r: Any) -> models.JobRefWithRun | None:
 async def list_jobs(request: Request) -> Response:
     # (with cadence overrides, `late` judges the overridden late_at: api/lateness.py)
     overrides = request.app.state.settings.cadence_overrides is not None
-    query: ListQuery = LIST.parse_query(request)
-    planned = JOBS[overrides].plan(query, await access_of(request))
-    async with connection(request) as conn:
-        listed = await planned.read_walking(conn, WALK if _walks(query) else None)
+    listed = await JOBS[overrides].serve(request, LIST)
     return json_response(
         request,
         models_jobs.JobPage(

@@ -102,7 +102,9 @@ class Listing:
     filters, order)`: for a query it serves (else None), a list statement reading the rows
     from where `count` finds them, run instead of `select` when the count, then run first,
     finds at most `narrow_below` (a walk in the list's order past many rows that do not
-    match costs more than sorting the few that do: the late jobs among every job)."""
+    match costs more than sorting the few that do: the late jobs among every job);
+    `settings(query)`: SET LOCAL statements (`{on}` formatted "off", then "on") in force for
+    the page and total of a query the planner would otherwise sort every row for, or None."""
 
     kind: str
     select: Callable[[Any, bool, str, str], str]
@@ -115,6 +117,7 @@ class Listing:
     extra_args: Callable[[Any], dict[str, Any]] = field(default=lambda query: {})
     narrow: Callable[[Any, bool, str, str], str | None] | None = None
     narrow_below: int = 0
+    settings: Callable[[Any], str | None] = field(default=lambda query: None)
 
     def sort(self, query: Any) -> Sort:
         return self.sorts[getattr(query, "sort", "")]
@@ -148,7 +151,7 @@ class Listing:
         narrow = None
         if self.narrow is not None:
             narrow = self.narrow(query, restricted, "\n  ".join(filters), sort.order)
-        return Planned(self, query, sql, counted, args, kind, sort, narrow)
+        return Planned(self, query, sql, counted, args, kind, sort, narrow, self.settings(query))
 
     async def serve(self, request: Request, op: Operation) -> Listed:
         """The page the query of `op` asks for, as the caller may see it (its Access is kept
@@ -172,19 +175,18 @@ class Planned:
     kind: str
     sort: Sort
     narrow: str | None = None
-
-    async def read_walking(self, conn: AsyncConnection[Any], walk: str | None) -> Listed:
-        """`read` with `walk` (SET LOCAL statements, `{on}` formatted "off") in force for
-        the page and total, when given (a page the planner would sort every row for)."""
-        if walk is None:
-            return await self.read(conn)
-        await conn.execute(walk.format(on="off"))
-        listed = await self.read(conn)
-        await conn.execute(walk.format(on="on"))
-        return listed
+    settings: str | None = None
 
     async def read(self, conn: AsyncConnection[Any]) -> Listed:
-        """The page's rows and next cursor, and the list's total."""
+        """The page's rows and next cursor, and the list's total (with `settings` in force)."""
+        if self.settings is None:
+            return await self._read(conn)
+        await conn.execute(self.settings.format(on="off"))
+        listed = await self._read(conn)
+        await conn.execute(self.settings.format(on="on"))
+        return listed
+
+    async def _read(self, conn: AsyncConnection[Any]) -> Listed:
         if self.narrow is not None:
             (counted,) = await row(conn, self.count, self.args)
             few = counted <= self.listing.narrow_below

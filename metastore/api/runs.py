@@ -25,10 +25,12 @@ from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page_of_bytes
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
+    FAILED_STATES,
     RUN_EDGES_OF,
     duration,
     edge_datasets,
     failed_first,
+    failed_first_walk,
     run_ref,
     started,
 )
@@ -100,8 +102,6 @@ KEYED_FROM = (
     "CROSS JOIN LATERAL (SELECT * FROM readmodel.runs r WHERE r.id = k.id OFFSET 0) r\n"
 )
 assert all(RUNS_FROM in sql for sql in LISTS_RUNS.values())  # (the list's FROM, replaced)
-_FAILED_STATES = "('FAIL', 'ABORT')"
-_STARTED = started("r")
 
 
 def _walks(query: Any) -> bool:
@@ -116,16 +116,11 @@ def _walks(query: Any) -> bool:
 def _select(query: Any, restricted: bool, filters: str, order: str) -> str:
     if not _walks(query):
         return LISTS_RUNS[restricted].format(filters=filters, order=order)
-    cursor = query.cursor is not None
-    after = f" AND %(a0)s = 0 AND {_STARTED} <= %(a1)s" if cursor else ""
-    failed = WALK_IDS.format(filters=f"{filters} AND r.state IN {_FAILED_STATES}{after}")
-    # (past a cursor among the failed, the others from their first; among them, from it)
-    after = (
-        f" AND {_STARTED} <= CASE WHEN %(a0)s = 1 THEN %(a1)s ELSE 'infinity' END" if cursor else ""
-    )
+    after, bound = failed_first_walk("r", query.cursor is not None)
+    failed = WALK_IDS.format(filters=f"{filters} AND r.state IN {FAILED_STATES}{after}")
     ran = WALK_IDS.format(
-        filters=f"{filters} AND r.state NOT IN {_FAILED_STATES}"
-        f" AND (SELECT count(*) FROM failed) < %(limit)s{after}"
+        filters=f"{filters} AND r.state NOT IN {FAILED_STATES}"
+        f" AND (SELECT count(*) FROM failed) < %(limit)s{bound}"
     )
     listed = LISTS_RUNS[restricted].replace(RUNS_FROM, KEYED_FROM, 1)
     return (
@@ -178,6 +173,7 @@ RUNS = Listing(
         Filter("until", lambda query, _: UNTIL[query.state is not None]),
     ),
     visible=run_visible,
+    settings=lambda query: WALK if _walks(query) else None,
 )
 
 CHILDREN = f"""
@@ -393,11 +389,8 @@ def _summary(r: Any, access: Access) -> dict[str, Any]:
 
 @resource.add(LIST)
 async def list_runs(request: Request) -> Response:
-    query: ListQuery = LIST.parse_query(request)
-    access = await access_of(request)
-    planned = RUNS.plan(query, access)
-    async with connection(request) as conn:
-        listed = await planned.read_walking(conn, WALK if _walks(query) else None)
+    listed = await RUNS.serve(request, LIST)
+    access = await access_of(request)  # (as the list decided it)
     return json_response(
         request,
         models_runs.RunPage(

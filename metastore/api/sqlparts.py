@@ -142,9 +142,24 @@ def started(r: str) -> str:
     return f"coalesce({r}.started_at, {r}.first_seen)"
 
 
+FAILED_STATES = "('FAIL', 'ABORT')"
+
+
 def failed_first(r: str) -> str:
     """0 for a run that failed or aborted, else 1: the first key of sort `failed_first`."""
-    return f"CASE WHEN {r}.state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END"
+    return f"CASE WHEN {r}.state IN {FAILED_STATES} THEN 0 ELSE 1 END"
+
+
+def failed_first_walk(r: str, cursor: bool) -> tuple[str, str]:
+    """A `failed_first` page walked along the runs' start (a cursor's a0: failed_first's
+    key, a1: the start): the bounds of the walk of failed runs and of the others'. Past a
+    cursor among the failed, the others from their first; among them, from it."""
+    if not cursor:
+        return "", ""
+    return (
+        f" AND %(a0)s = 0 AND {started(r)} <= %(a1)s",
+        f" AND {started(r)} <= CASE WHEN %(a0)s = 1 THEN %(a1)s ELSE 'infinity' END",
+    )
 
 
 def duration(r: str) -> str:
