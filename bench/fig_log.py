@@ -128,9 +128,8 @@ def _settle(url: str) -> tuple[int, float] | None:
     import psycopg
 
     from projections import settle
-    from projections.schema import LIVE_SCHEMA, PROJECTIONS
 
     started = time.monotonic()
     with psycopg.connect(url) as conn:
-        settle.vacuum(conn, LIVE_SCHEMA, settle.tables_of(PROJECTIONS))
+        settle.vacuum_read_models(conn)
     return settle.SETTLE_AFTER_EVENTS, time.monotonic() - started

@@ -59,6 +59,12 @@ def vacuum(
         conn.autocommit = was
 
 
+def vacuum_read_models(conn: psycopg.Connection[Any]) -> None:
+    """VACUUM ANALYZE every live read-model table: what the projector does after a long
+    catch-up."""
+    vacuum(conn, LIVE_SCHEMA, tables_of(PROJECTIONS))
+
+
 # The fold commits asynchronously (synchronous_commit off), and VACUUM sets a page
 # all-visible only once its rows' commits are flushed (their hint bits): the WAL writer
 # flushes them within 3 x wal_writer_delay (200 ms by default).
@@ -105,7 +111,7 @@ class Settler:
         started = time.monotonic()
         try:
             with login.connect(self.database_url, autocommit=True, connect_timeout=10) as conn:
-                vacuum(conn, LIVE_SCHEMA, tables_of(PROJECTIONS))
+                vacuum_read_models(conn)
         except psycopg.Error as exc:  # autovacuum settles them later; nothing is wrong
             log.warning("read models not vacuumed", extra={"error": one_line(exc)})
             return
