@@ -15,6 +15,7 @@ import jwt
 import pytest
 
 from metastore.embedded_pg import free_port
+from metastore.jwks import MIN_REFRESH
 from tests.oidc_issuer import Issuer, new_key, running_issuer
 from tests.support import Process, running
 
@@ -153,16 +154,19 @@ def test_a_rotated_key_is_fetched_and_made_up_key_ids_do_not_hammer_the_issuer(
     assert _get(api, issuer.token("bob")).status_code == 200
     assert issuer.jwks_fetches == 1
     issuer.rotate("key-2", kind="EC")
+    rotated_at = time.monotonic()
     assert _get(api, issuer.token("alice")).status_code == 200  # the new key, fetched
     assert issuer.jwks_fetches == 2
     # the dropped key no longer verifies (a JWT that passed with it before is remembered for
-    # up to a minute), and made-up kids fetch nothing more
+    # up to a minute), and made-up kids fetch at most once every MIN_REFRESH seconds: none
+    # more unless this loop outlasts it (a loaded machine), one more a window then
     signed_with_the_old_key = issuer.token("carol", kid="key-1", key=old_key)
     assert "'key-1' is not one of" in _problem(_get(api, signed_with_the_old_key), 401)
     for n in range(20):
         made_up = issuer.token(kid=f"made-up-{n}", key=new_key("EC"))
         assert "is not one of the issuer's keys" in _problem(_get(api, made_up), 401)
-    assert issuer.jwks_fetches == 2
+    windows = int((time.monotonic() - rotated_at) // MIN_REFRESH)
+    assert issuer.jwks_fetches <= 2 + windows
     discovery = "/realms/platform/.well-known/openid-configuration"
     assert issuer.fetched[discovery] == 1
 
