@@ -24,6 +24,8 @@ import pytest
 from metastore.api.pagination import capped
 from tests.conftest import Server
 from tests.support import (
+    api_logging_plans,
+    cadences_sql,
     plans_logged,
     reader_of,
     rows_read,
@@ -229,20 +231,12 @@ def test_runs_failed_first_pages_are_sorted_and_read_a_page(
 # --- filters with the run sorts (issue 46, n-runsorts) ----------------------------------
 # The same jobs, but the latest run fails for every even job (1,470 of them: more than
 # jobs.FEW, so their pages are walked), aborts for every 77th (a few: read from their runs),
-# and the cadences of jobs not divisible by 3 are late (2,000; 250 in namespace b).
+# and the cadences of jobs not divisible by 3, or by 4, are late (2,250; 250 in namespace b).
 FILTERED_SEED = [
     SEED[0],
     SEED[1].replace("(i + d) % 7 = 0", "(i + d) % 2 = 0"),
     *SEED[2:-1],
-    f"""
-INSERT INTO readmodel.job_cadence (job_id, namespace, basis, cadence, period_seconds,
-    delay_seconds, tolerance_seconds, slots, last_expected, next_expected, late_at, missed_at)
-SELECT md5('j' || i)::uuid, CASE WHEN i % 3 = 0 THEN 'b' ELSE 'a' END, 'nominal', 'hourly',
-       3600, 0, 600, 10, t - interval '1 hour', t, t + interval '10 minutes',
-       t + interval '70 minutes'
-FROM generate_series(1, {JOBS}) i
-CROSS JOIN LATERAL (SELECT CASE WHEN i % 3 <> 0 OR i % 4 = 0 THEN now() - interval '1 day'
-                                ELSE now() + interval '1 day' END AS t) x""",
+    cadences_sql("j", JOBS, "CASE WHEN i % 3 = 0 THEN 'b' ELSE 'a' END", "i % 3 <> 0 OR i % 4 = 0"),
     SEED[-1],
 ]
 assert FILTERED_SEED[1] != SEED[1]
@@ -402,11 +396,7 @@ def test_a_filtered_page_reads_a_page_not_every_match(
             )
         ]
     )
-    with (
-        plans_logged(filtered_store, log_file) as logged,
-        running("api", filtered_store, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
-        httpx.Client(base_url=api.base_url + "/api/v1", timeout=30) as client,
-    ):
+    with api_logging_plans(filtered_store, log_file, tmp_path) as (logged, client):
         for path, params in lists:
             logged()
             first = client.get(path, params={**params, "limit": 20}).json()

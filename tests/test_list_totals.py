@@ -21,6 +21,8 @@ import pytest
 from metastore.api.pagination import TOTAL_CAP
 from tests.conftest import Server
 from tests.support import (
+    api_logging_plans,
+    cadences_sql,
     plan_nodes,
     plans_logged,
     reader_of,
@@ -43,15 +45,7 @@ SELECT md5('j' || i)::uuid, CASE WHEN i % 3 = 0 THEN 'b' ELSE 'a' END, 'job_' ||
 FROM generate_series(1, {JOBS}) i""",
     # every job has a cadence; those of a job number not divisible by 3 (namespace a) and
     # every 4th of namespace b are late (late_at passed), 9,000 in all
-    f"""
-INSERT INTO readmodel.job_cadence (job_id, namespace, basis, cadence, period_seconds,
-    delay_seconds, tolerance_seconds, slots, last_expected, next_expected, late_at, missed_at)
-SELECT md5('j' || i)::uuid, CASE WHEN i % 3 = 0 THEN 'b' ELSE 'a' END, 'nominal', 'hourly',
-       3600, 0, 600, 10, t - interval '1 hour', t, t + interval '10 minutes',
-       t + interval '70 minutes'
-FROM generate_series(1, {JOBS}) i
-CROSS JOIN LATERAL (SELECT CASE WHEN i % 3 <> 0 OR i % 4 = 0 THEN now() - interval '1 day'
-                                ELSE now() + interval '1 day' END AS t) x""",
+    cadences_sql("j", JOBS, "CASE WHEN i % 3 = 0 THEN 'b' ELSE 'a' END", "i % 3 <> 0 OR i % 4 = 0"),
     f"""
 INSERT INTO readmodel.datasets (id, namespace, name, facets, first_seen, last_seen,
                                 first_tx, first_seq, merged_into)
@@ -68,14 +62,7 @@ FROM generate_series({MERGED} + 1, {DATASETS}) i""",
 INSERT INTO readmodel.jobs (id, namespace, name, facets, first_seen, last_seen)
 SELECT md5('c' || i)::uuid, 'c', 'job_' || lpad(i::text, 5, '0'), {WIDE}, now(), now()
 FROM generate_series(1, {C_JOBS}) i""",
-    f"""
-INSERT INTO readmodel.job_cadence (job_id, namespace, basis, cadence, period_seconds,
-    delay_seconds, tolerance_seconds, slots, last_expected, next_expected, late_at, missed_at)
-SELECT md5('c' || i)::uuid, 'c', 'nominal', 'hourly', 3600, 0, 600, 10,
-       t - interval '1 hour', t, t + interval '10 minutes', t + interval '70 minutes'
-FROM generate_series(1, {C_JOBS}) i
-CROSS JOIN LATERAL (SELECT CASE WHEN i > {C_JOBS - C_LATE} THEN now() - interval '1 day'
-                                ELSE now() + interval '1 day' END AS t) x""",
+    cadences_sql("c", C_JOBS, "'c'", f"i > {C_JOBS - C_LATE}"),
     """
 INSERT INTO readmodel.namespaces (name, first_seen, last_seen)
 SELECT unnest(ARRAY['a', 'b', 'c', 's3']), now(), now()""",
@@ -218,11 +205,7 @@ def test_a_dataset_name_reads_its_names_not_every_name(
         ({"q": "table_777", "namespace": "s3"}, rare, False),
         ({"q": "no such table"}, [], False),
     ]
-    with (
-        plans_logged(store, log_file) as logged,
-        running("api", store, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
-        httpx.Client(base_url=api.base_url + "/api/v1", timeout=30) as client,
-    ):
+    with api_logging_plans(store, log_file, tmp_path) as (logged, client):
         for params, expected, bounded in cases:
             logged()
             names, params = [], {**params, "limit": 4}
