@@ -42,6 +42,7 @@ SCENARIOS = {
     "list-freshness": "bench.scenarios.list_freshness",
     "namespace-counts": "bench.scenarios.namespace_counts",
     "list-totals": "bench.scenarios.list_totals",
+    "list-plans": "bench.scenarios.list_plans",
     "fold-index-cost": "bench.scenarios.fold_index_cost",
     "fold-statements": "bench.scenarios.fold_statements",
     "bounded": "bench.scenarios.bounded",

@@ -47,6 +47,7 @@ READ_ONLY_INDEXES = frozenset(
         "runs_first_seen",
         "runs_started",
         "runs_namespace_failed",
+        "runs_failed_started",
         "job_cadence_late",
         "job_cadence_late_at",
         "failing_spans_span",

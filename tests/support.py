@@ -264,6 +264,20 @@ class Api:
         return item["id"]  # type: ignore[no-any-return]
 
 
+def cadences_sql(prefix: str, jobs: int, namespace: str, late: str) -> str:
+    """An INSERT of hourly learned cadences (job_cadence) for the jobs md5(`prefix` || i)
+    of i from 1 to `jobs`, in namespace `namespace` (an SQL expression of i): late a day
+    ago where `late` (a condition on i) holds, else due tomorrow."""
+    return f"""
+INSERT INTO readmodel.job_cadence (job_id, namespace, basis, cadence, period_seconds,
+    delay_seconds, tolerance_seconds, slots, last_expected, next_expected, late_at, missed_at)
+SELECT md5('{prefix}' || i)::uuid, {namespace}, 'nominal', 'hourly', 3600, 0, 600, 10,
+       t - interval '1 hour', t, t + interval '10 minutes', t + interval '70 minutes'
+FROM generate_series(1, {jobs}) i
+CROSS JOIN LATERAL (SELECT CASE WHEN {late} THEN now() - interval '1 day'
+                                ELSE now() + interval '1 day' END AS t) x"""
+
+
 @contextmanager
 def seeded_store(pg_server: Any, template_db: str, name: str, seed: list[str]) -> Iterator[str]:
     """A database `name` with the read-model tables, `seed`'s statements run on it: rows
@@ -632,6 +646,19 @@ def plans_logged(url: str, log_file: Path) -> Iterator[Callable[[], list[dict[st
             return [p for p in found if "readmodel." in p["Query Text"]]
 
         yield plans
+
+
+@contextmanager
+def api_logging_plans(
+    url: str, log_file: Path, folder: Path
+) -> Iterator[tuple[Callable[[], list[dict[str, Any]]], httpx.Client]]:
+    """plans_logged's function for database `url` and a client of an API on it (no auth)."""
+    with (
+        plans_logged(url, log_file) as logged,
+        running("api", url, folder, env={"METASTORE_AUTH": "disabled"}) as api,
+        httpx.Client(base_url=api.base_url + "/api/v1", timeout=30) as client,
+    ):
+        yield logged, client
 
 
 @contextmanager

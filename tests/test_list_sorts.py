@@ -10,6 +10,9 @@ The rows are written straight into the read models (the fold is not the subject 
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,8 @@ import pytest
 from metastore.api.pagination import capped
 from tests.conftest import Server
 from tests.support import (
+    api_logging_plans,
+    cadences_sql,
     plans_logged,
     reader_of,
     rows_read,
@@ -221,3 +226,186 @@ def test_runs_failed_first_pages_are_sorted_and_read_a_page(
                 **({"namespace": namespace} if namespace else {}),
             }
             assert _walk(client, params, "/runs", "id") == runs, namespace
+
+
+# --- filters with the run sorts (issue 46, n-runsorts) ----------------------------------
+# The same jobs, but the latest run fails for every even job (1,470 of them: more than
+# jobs.FEW, so their pages are walked), aborts for every 77th (a few: read from their runs),
+# and the cadences of jobs not divisible by 3, or by 4, are late (2,250; 250 in namespace b).
+FILTERED_SEED = [
+    SEED[0],
+    SEED[1].replace("(i + d) % 7 = 0", "(i + d) % 2 = 0"),
+    *SEED[2:-1],
+    cadences_sql("j", JOBS, "CASE WHEN i % 3 = 0 THEN 'b' ELSE 'a' END", "i % 3 <> 0 OR i % 4 = 0"),
+    SEED[-1],
+]
+assert FILTERED_SEED[1] != SEED[1]
+# Every job in each sort's order with what the filters test: its name, namespace, latest
+# run's state and whether it is late.
+JOBS_SORTED = """SELECT j.name, j.namespace, r.state,
+       EXISTS (SELECT 1 FROM readmodel.job_cadence k WHERE k.job_id = j.id
+               AND k.late_at <= now())
+FROM readmodel.jobs j
+LEFT JOIN readmodel.runs r ON r.id = j.latest_run_id ORDER BY {order}"""
+RUNS_SORTED = """SELECT id::text, job_id::text, job_namespace, state, first_seen, state_time
+FROM readmodel.runs
+ORDER BY CASE WHEN state IN ('FAIL', 'ABORT') THEN 0 ELSE 1 END,
+         coalesce(started_at, first_seen) DESC, id"""
+MIDDLE = "2026-10-28T00:00:00Z"
+# (job 14's id, as the seed makes it: one job's four runs)
+JOB_14 = str(uuid.UUID(hashlib.md5(b"j14").hexdigest()))
+JOB_FILTERS: list[dict[str, Any]] = [
+    {"state": "FAIL"},
+    {"state": "COMPLETE"},
+    {"state": "ABORT"},
+    {"state": "FAIL,ABORT"},
+    {"state": "FAIL,COMPLETE"},
+    {"state": "FAIL", "namespace": "b"},
+    {"q": "job_1"},
+    {"q": "job_29"},
+    {"late": "true"},
+    {"late": "false"},
+    {"late": "true", "namespace": "b"},
+    {"late": "true", "state": "FAIL"},
+]
+RUN_FILTERS: list[dict[str, Any]] = [
+    {"state": "FAIL"},
+    {"state": "COMPLETE"},
+    {"state": "ABORT"},
+    {"state": "ABORT,COMPLETE"},
+    {"since": MIDDLE},
+    {"until": MIDDLE},
+    {"state": "FAIL", "since": MIDDLE},
+    {"state": "ABORT,COMPLETE", "until": MIDDLE, "namespace": "b"},
+    {"job_id": JOB_14},
+]
+
+
+@pytest.fixture(scope="module")
+def filtered_store(pg_server: Server, template_db: str) -> Iterator[str]:
+    with seeded_store(pg_server, template_db, "list_filters", FILTERED_SEED) as url:
+        yield url
+
+
+def _kept_jobs(url: str, sort: str, filters: dict[str, Any], namespaces: list[str]) -> list[str]:
+    """The names of the jobs `filters` keeps, sorting every job as `sort` documents."""
+    states = filters.get("state", "").split(",") if "state" in filters else None
+    order = ORDERS.get(sort, "j.namespace, j.name")
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(JOBS_SORTED.format(order=order)).fetchall()
+    return [
+        name
+        for name, namespace, state, late in rows
+        if namespace in namespaces
+        and filters.get("namespace", namespace) == namespace
+        and (states is None or state in states)
+        and filters.get("q", "") in name
+        and filters.get("late", str(late).lower()) == str(late).lower()
+    ]
+
+
+def _kept_runs(url: str, filters: dict[str, Any], namespaces: list[str]) -> list[str]:
+    """The ids of the runs `filters` keeps, failed and aborted first, then by start."""
+    states = filters["state"].split(",") if "state" in filters else None
+    since, until = (
+        dt.datetime.fromisoformat(filters[k]) if k in filters else None for k in ("since", "until")
+    )
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(RUNS_SORTED).fetchall()
+    kept = []
+    for id_, job_id, namespace, state, first_seen, state_time in rows:
+        t = first_seen if states is None else state_time
+        if (
+            namespace in namespaces
+            and filters.get("namespace", namespace) == namespace
+            and filters.get("job_id", job_id) == job_id
+            and (states is None or state in states)
+            and (since is None or t >= since)
+            and (until is None or t < until)
+        ):
+            kept.append(id_)
+    return kept
+
+
+def test_filtered_run_sorts_page_as_sorting_every_match(
+    filtered_store: str, tmp_path: Path
+) -> None:
+    with (
+        running("api", filtered_store, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+        httpx.Client(base_url=api.base_url + "/api/v1", timeout=30) as client,
+    ):
+        for sort in ["name", *ORDERS]:
+            for filters in JOB_FILTERS:
+                expected = _kept_jobs(filtered_store, sort, filters, ["a", "b"])
+                assert expected, (sort, filters)
+                got = _walk(client, {"sort": sort, "limit": 97, **filters})
+                assert got == expected, (sort, filters)
+            # (past the failed jobs into the others, a few at a time)
+            filters = {"state": "FAIL,COMPLETE", "namespace": "b"}
+            expected = _kept_jobs(filtered_store, sort, filters, ["a", "b"])
+            assert _walk(client, {"sort": sort, "limit": 7, **filters}) == expected, sort
+        for filters in RUN_FILTERS:
+            expected = _kept_runs(filtered_store, filters, ["a", "b"])
+            assert expected, filters
+            got = _walk(client, {"sort": "failed_first", "limit": 211, **filters}, "/runs", "id")
+            assert got == expected, filters
+
+
+def test_a_restricted_caller_pages_its_filtered_jobs_and_runs(
+    filtered_store: str, tmp_path: Path
+) -> None:
+    with reader_of(filtered_store, tmp_path, "b", "filters-") as client:
+        for sort in ORDERS:
+            for filters in ({"state": "FAIL"}, {"late": "true"}, {"q": "job_1"}):
+                expected = _kept_jobs(filtered_store, sort, filters, ["b"])
+                got = _walk(client, {"sort": sort, "limit": 113, **filters})
+                assert got == expected, (sort, filters)
+        for filters in ({"state": "COMPLETE"}, {"since": MIDDLE}):
+            expected = _kept_runs(filtered_store, filters, ["b"])
+            got = _walk(client, {"sort": "failed_first", "limit": 499, **filters}, "/runs", "id")
+            assert got == expected, filters
+
+
+def test_a_filtered_page_reads_a_page_not_every_match(
+    filtered_store: str, pg_server: Server, tmp_path: Path
+) -> None:
+    log_file = server_log(pg_server)
+    lists = (
+        [
+            ("/jobs", {"sort": sort, **filters})
+            for sort in ORDERS
+            for filters in (
+                {"state": "FAIL"},
+                {"state": "COMPLETE"},
+                {"state": "ABORT"},
+                {"late": "true"},
+            )
+        ]
+        + [
+            # (not failed first: a name's failed jobs are few, so its first pages would pass
+            # every failed run; it sorts the matches)
+            ("/jobs", {"sort": "latest_run", "q": "job_1"}),
+        ]
+        + [
+            ("/runs", {"sort": "failed_first", **filters})
+            for filters in (
+                {"state": "FAIL"},
+                {"state": "COMPLETE"},
+                {"since": MIDDLE},
+                {"job_id": JOB_14},
+            )
+        ]
+    )
+    with api_logging_plans(filtered_store, log_file, tmp_path) as (logged, client):
+        for path, params in lists:
+            logged()
+            first = client.get(path, params={**params, "limit": 20}).json()
+            assert first["items"], (path, params)
+            if first["next_cursor"]:
+                nxt = {**params, "limit": 20, "cursor": first["next_cursor"]}
+                assert client.get(path, params=nxt).json()["items"], (path, params)
+            pages = [p for p in logged() if not p["Query Text"].startswith("SELECT count(*)")]
+            assert 1 <= len(pages) <= 2, (path, params)
+            # (sorting every match read 1,470-2,940 jobs or 5,880-11,760 runs a node)
+            for read, node in rows_read(pages):
+                assert read <= JOBS // 4, (path, params, node)

@@ -115,13 +115,16 @@ LIMIT %(limit)s
 """
 # (every live dataset has one display name: unfiltered, the list counts the datasets)
 COUNT_ALL = count_capped("SELECT 1 FROM readmodel.datasets d WHERE d.merged_into IS NULL")
-FILTER_NAME = """AND (lower(d.name) LIKE %(pattern)s OR EXISTS (
-    SELECT 1 FROM readmodel.dataset_names n
-    WHERE n.dataset_id = d.id AND lower(n.name) LIKE %(pattern)s))"""
+FILTER_NAME = """AND n.dataset_id IN (
+    SELECT q.dataset_id FROM readmodel.dataset_names q WHERE lower(q.name) LIKE %(pattern)s)"""
+# `q` and `name` test the walked name's dataset (`n.dataset_id`, outside the walk's lateral
+# lookup of its dataset), so the planner can start from the matching names where they are
+# few: tested on the dataset, a page or count of a rare name walked every name (0.4-1.7 s
+# at 1,000,000 events).
 # `name` alone: datasets with a name exactly this, in any namespace (lower() for the index).
-FILTER_EXACT_NAME = f"""AND d.id IN (
-    SELECT n.dataset_id FROM readmodel.dataset_names n
-    WHERE lower(n.name) = lower(%(name)s) AND n.name = %(name)s{mark("name", "n")})"""
+FILTER_EXACT_NAME = f"""AND n.dataset_id IN (
+    SELECT x.dataset_id FROM readmodel.dataset_names x
+    WHERE lower(x.name) = lower(%(name)s) AND x.name = %(name)s{mark("name", "x")})"""
 MATCHED_IN_NAMESPACE = NAME_JSON.format(n="n")
 MATCHED_BY = (
     """(SELECT {json} FROM readmodel.dataset_names m
@@ -160,9 +163,9 @@ WHERE true{name_visible(RESTRICTED, "n")}
            THEN n.namespace = d.namespace AND n.name = d.name
            ELSE ARRAY[n.namespace, n.name] = {visible_display_name("n.dataset_id")} END
   {{filters}}"""
-FILTER_NAME_VISIBLE = f"""AND EXISTS (
-    SELECT 1 FROM readmodel.dataset_names q
-    WHERE q.dataset_id = d.id AND lower(q.name) LIKE %(pattern)s{name_visible(RESTRICTED, "q")})"""
+FILTER_NAME_VISIBLE = f"""AND n.dataset_id IN (
+    SELECT q.dataset_id FROM readmodel.dataset_names q
+    WHERE lower(q.name) LIKE %(pattern)s{name_visible(RESTRICTED, "q")})"""
 # The statements by Access.restricted: (summary columns, display walk, `q` filter, count of
 # all, count in a namespace, namespace walk's filter, exact lookup).
 LISTING = {

@@ -104,7 +104,8 @@ class Listing:
     finds at most `narrow_below` (a walk in the list's order past many rows that do not
     match costs more than sorting the few that do: the late jobs among every job);
     `settings(query)`: SET LOCAL statements (`{on}` formatted "off", then "on") in force for
-    the page and total of a query the planner would otherwise sort every row for, or None."""
+    the page and total of a query the planner would otherwise sort every row for (not for
+    the `narrow` page), or None."""
 
     kind: str
     select: Callable[[Any, bool, str, str], str]
@@ -190,6 +191,9 @@ class Planned:
         if self.narrow is not None:
             (counted,) = await row(conn, self.count, self.args)
             few = counted <= self.listing.narrow_below
+            if few and self.settings is not None:
+                # (the settings are the walk's: the few matches are sorted)
+                await conn.execute(self.settings.format(on="on"))
             found = await rows(conn, self.narrow if few else self.sql, self.args)
             items, next_cursor = page(found, self.query.limit, self.kind, self.sort.key)
             return Listed(items, next_cursor, *capped(counted))

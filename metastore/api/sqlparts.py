@@ -142,7 +142,8 @@ def started(r: str) -> str:
     return f"coalesce({r}.started_at, {r}.first_seen)"
 
 
-FAILED_STATES = "('FAIL', 'ABORT')"
+FAILED_STATE_NAMES = ("FAIL", "ABORT")
+FAILED_STATES = f"{FAILED_STATE_NAMES}"
 
 
 def failed_first(r: str) -> str:
@@ -159,6 +160,28 @@ def failed_first_walk(r: str, cursor: bool) -> tuple[str, str]:
     return (
         f" AND %(a0)s = 0 AND {started(r)} <= %(a1)s",
         f" AND {started(r)} <= CASE WHEN %(a0)s = 1 THEN %(a1)s ELSE 'infinity' END",
+    )
+
+
+def _states(states: set[str]) -> str:
+    # (RunState values: checked names, written as literals)
+    assert all(s.isalpha() and s.isupper() for s in states)
+    return "(" + ", ".join(f"'{s}'" for s in sorted(states)) + ")"
+
+
+def failed_first_parts(r: str, states: list[str] | None) -> tuple[str, str]:
+    """The conditions of a `failed_first` walk's parts, the failed runs' and the others', in
+    place of the `state` filter `states`: each part's states written out, so the failed
+    part reads runs_failed_started and the planner guesses each part's share (a second
+    condition on the state made it guess a hundredth of the rows, and sort them all); a
+    part none of `states` is in reads nothing (walked, it would pass every run to find
+    none)."""
+    if states is None:
+        return f" AND {r}.state IN {FAILED_STATES}", f" AND {r}.state NOT IN {FAILED_STATES}"
+    failed = {*states} & {*FAILED_STATE_NAMES}
+    others = {*states} - failed
+    return tuple(  # type: ignore[return-value]
+        f" AND {r}.state IN {_states(part)}" if part else " AND false" for part in (failed, others)
     )
 
 
