@@ -143,12 +143,15 @@ def read_batch(
     catalogs: CatalogMap = NO_CATALOGS,
     max_bytes: int = BATCH_BYTES,
     continues: Batch | None = None,
+    folding: Sequence[int] = (),
 ) -> Batch:
     """The next `limit` events past `after` (no more than `max_bytes` of them, unless one
     alone is larger, and up to the one that brings their dataset names to BATCH_NAMES),
     decoded for the folds (with `catalogs`). With `continues` (a batch that did not end at
     a limit, `after` its last position), its rest: the limits count its events too, and
-    the first event read is no exception to the bytes.
+    the first event read is no exception to the bytes. `folding`: the backend pids of the
+    sessions folding this batch, whose open transactions do not hold the read back
+    (eventlog.FOLD_HORIZON).
 
     In the caller's transaction (the setting is reset after the read), or in a
     transaction of its own on an autocommit connection (the prefetcher's). What cannot be
@@ -165,9 +168,9 @@ def read_batch(
             continues.names,
         )
     try:
-        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, False, alone)
+        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, False, alone, folding)
     except psycopg.DataError:
-        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, True, alone)
+        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, True, alone, folding)
     events: list[FoldEvent] = []
     unreadable: list[Unreadable] = []
     first_names = names
@@ -414,15 +417,17 @@ class Prefetcher:
         self.conn: psycopg.Connection[Any] | None = None
         self.pending: tuple[Position, int, Future[Batch]] | None = None
 
-    def _read(self, after: Position, limit: int) -> Batch:
+    def _read(self, after: Position, limit: int, folding: Sequence[int]) -> Batch:
         if self.conn is None or self.conn.closed:
             self.conn = psycopg.connect(self.database_url, autocommit=True, connect_timeout=10)
             utc_session(self.conn)
-        return read_batch(self.conn, after, limit, self.catalogs)
+        return read_batch(self.conn, after, limit, self.catalogs, folding=folding)
 
-    def request(self, after: Position, limit: int) -> None:
+    def request(self, after: Position, limit: int, folding: Sequence[int] = ()) -> None:
+        """Reads the batch past `after` on the thread; `folding`: see read_batch."""
         self.discard()
-        self.pending = (after, limit, self.executor.submit(self._read, after, limit))
+        read = self.executor.submit(self._read, after, limit, folding)
+        self.pending = (after, limit, read)
 
     def take(self, after: Position, limit: int) -> Batch | None:
         """The prefetched batch past `after`, or None when there is none for that position."""
@@ -484,21 +489,22 @@ def fold_batch(
     caller commits it after `conn`.
     """
     start = min(cursors[p.NAME] for p in projections)
+    pids = [on.info.backend_pid for on in (conn, side) if on is not None]  # (read_batch)
     batch = prefetcher.take(start, limit) if prefetcher else None
     if batch is None or batch.last is None:
-        batch = read_batch(conn, start, limit, catalogs)
+        batch = read_batch(conn, start, limit, catalogs, folding=pids)
     elif not batch.full:
         # Read ahead while the last batch's writes ran (the live fold's, which ended where
         # the log did): the events that came since are all there is left to read and
         # decode here, while the next batch waits.
-        batch = read_batch(conn, batch.last, limit, catalogs, continues=batch)
+        batch = read_batch(conn, batch.last, limit, catalogs, continues=batch, folding=pids)
     result = BatchResult(read=batch.read, folded={}, full=batch.full)
     if batch.last is None:
         return result
     events, last = batch.events, batch.last
     read_next = None
     if prefetcher is not None and not batch.heavy:
-        read_next = functools.partial(prefetcher.request, last, limit)
+        read_next = functools.partial(prefetcher.request, last, limit, pids)
     result.received_at = batch.received_at
     with contextlib.ExitStack() as stack:
         cur = stack.enter_context(conn.cursor(row_factory=tuple_row))
