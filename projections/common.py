@@ -160,16 +160,6 @@ def run_facts(cur: psycopg.Cursor[Any], events: Sequence[FoldEvent]) -> dict[uui
     return facts
 
 
-def asked_run_facts() -> object:
-    """This thread's last run_facts answer, for another thread folding the same batch."""
-    return getattr(_asked, "last", None)
-
-
-def share_run_facts(asked: object) -> None:
-    """Takes `asked` (another thread's asked_run_facts) as this thread's last answer."""
-    _asked.last = asked
-
-
 def of_another_job(event: FoldEvent, facts: Mapping[uuid.UUID, RunFacts]) -> bool:
     """Whether `event` reuses the runId of another job's run: not that run's (see
     FIRST_JOB_OF_RUNS), so no fold takes what it names."""

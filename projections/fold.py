@@ -14,9 +14,8 @@ import datetime as dt
 import functools
 import gc
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -34,13 +33,7 @@ from metastore.eventlog import (
     batch_rows,
 )
 from metastore.metrics import DEAD_LETTERS, FOLD_FALLBACKS, FOLDED_EVENTS
-from projections.common import (
-    FoldEvent,
-    asked_run_facts,
-    planner_without,
-    run_facts,
-    share_run_facts,
-)
+from projections.common import FoldEvent, planner_without
 from projections.decode import fold_event
 from projections.schema import SIDE_PROJECTIONS, rules_of
 
@@ -585,8 +578,7 @@ def fold_pipelined(
     projections that read their stored rows first (those with `load`, then `apply`) all
     read before anything is written on the main connection, whose write-only projections
     queue their writes next, for the server to work through while Python merges the
-    loaded rows. The loads run on a thread of their own while this one folds the side
-    connection's projections (`loads_beside`): this thread waited for their answers.
+    loaded rows.
     `read_next` (the prefetcher's request for the next batch) is called once everything is
     queued, so the next batch is read and decoded while this thread only waits for the
     servers to finish the writes. Requested as the batch began, the decoding competed for
@@ -607,11 +599,10 @@ def fold_pipelined(
         with contextlib.ExitStack() as stack:
             for conn in conns:
                 stack.enter_context(pipelined_savepoint(conn, released))
-            elsewhere = [item for item in writing if id(item.cur.connection) not in reading]
-            with loads_beside(loading, elsewhere) as loads:
-                for projection, events, cur in elsewhere:
+            for projection, events, cur in writing:
+                if id(cur.connection) not in reading:
                     projection.fold(cur, events)
-            loaded = loads.result()
+            loaded = [(item, item.projection.load(item.cur, item.events)) for item in loading]
             for projection, events, cur in writing:
                 if id(cur.connection) in reading:
                     projection.fold(cur, events)
@@ -634,39 +625,6 @@ def fold_pipelined(
             extra={"error": _first_line(exc)},
         )
         return [item for item in work if id(item.cur.connection) not in released]
-
-
-@contextlib.contextmanager
-def loads_beside(loading: Sequence[Work], elsewhere: Sequence[Work]) -> Iterator[Future[Any]]:
-    """The loads of `loading` (each projection's stored rows, as [(work, state)]), run on a
-    thread of their own while the block folds `elsewhere` (on other connections), or in
-    the block's thread after it when there is nothing to fold beside them. The block's end
-    waits for the thread: until then the loading connection is its alone.
-
-    The loads' answers took this thread's time (a wait for the server a load) while the
-    side connection's projections, Python alone, could have run; the run facts the side
-    asked first are shared with it (common.run_facts: asked once a batch).
-    """
-    loads: Future[Any] = Future()
-
-    def load(asked: object) -> None:
-        try:
-            share_run_facts(asked)
-            states = [(item, item.projection.load(item.cur, item.events)) for item in loading]
-            loads.set_result(states)
-        except BaseException as exc:
-            loads.set_exception(exc)
-
-    if not (loading and elsewhere):
-        yield loads
-        load(asked_run_facts())
-        return
-    run_facts(elsewhere[0].cur, elsewhere[0].events)  # (what its fold asks first)
-    threading.Thread(target=load, args=(asked_run_facts(),), name="loads", daemon=True).start()
-    try:
-        yield loads
-    finally:
-        wait([loads])
 
 
 # The savepoint of fold_pipelined, by name: set and released in the pipeline, rolled back
