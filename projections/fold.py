@@ -14,7 +14,6 @@ import datetime as dt
 import functools
 import gc
 import logging
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
@@ -268,24 +267,6 @@ def collector_for_batches() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*previous)
-
-
-# The interpreter's switch interval while the projector folds. The prefetcher decodes the
-# next batch while the folding thread waits for the servers' writes and its commits, and
-# each answer then waited for the GIL up to the interval (5 ms by default), several times a
-# batch, before the batch was visible.
-FOLD_SWITCH_INTERVAL_S = 0.0005
-
-
-@contextlib.contextmanager
-def switch_interval(seconds: float) -> Iterator[None]:
-    """Sets the interpreter's switch interval for the block (then restores it)."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(seconds)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(previous)
 
 
 def tune_session(conn: psycopg.Connection[Any]) -> None:

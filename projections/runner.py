@@ -48,14 +48,12 @@ from metastore.store_health import (
 from metastore.tls import CertificateReloader, server_context
 from projections.fold import (
     BATCH_SIZE,
-    FOLD_SWITCH_INTERVAL_S,
     BatchResult,
     Prefetcher,
     batch_transaction,
     collector_for_batches,
     fold_batch,
     open_batch,
-    switch_interval,
     tune_session,
 )
 from projections.replay import RebuildStopped, prepare_tables, rebuild
@@ -494,7 +492,7 @@ def fold_until_stopped(
     # (30-47 ms a time, the batch's events' lag; docs/PERFORMANCE.md, issue 46's n-lag).
     gc.collect()
     gc.freeze()
-    with collector_for_batches(), switch_interval(FOLD_SWITCH_INTERVAL_S):
+    with collector_for_batches():
         while not stop.is_set():
             if keeper is not None and keeper.lost.is_set():
                 raise LeaseLost
