@@ -107,23 +107,6 @@ HORIZON = (
     " FROM event_log_clock c)"
 )
 
-# HORIZON for a reader that folds the log: the transactions of the sessions `%(folding)s`
-# (backend pids: the projector's, which write read models, never the log) do not hold it
-# back. Its batch's transactions are open while the next batch is read ahead, so that read
-# found only events of transactions older than the batch. An appender's transaction still
-# holds it; a folding session without a transaction id is left out of the list (a NULL
-# would make `<> ALL` pass over every appender). A pid is a live session's as long as the
-# folding connection is: a read made for one that died is never folded.
-FOLD_HORIZON = (
-    "(SELECT (coalesce("
-    "(SELECT min(x) FROM pg_snapshot_xip(pg_current_snapshot()) AS x"
-    " WHERE x::xid <> ALL (ARRAY("
-    "SELECT a.backend_xid FROM unnest(%(folding)s::int[]) AS p, pg_stat_get_activity(p) AS a"
-    " WHERE a.backend_xid IS NOT NULL))),"
-    " pg_snapshot_xmax(pg_current_snapshot()))::text::bigint + c.xid_offset)::text::xid8"
-    " FROM event_log_clock c)"
-)
-
 
 # One statement, so an append is one round trip (on an autocommit connection, the commit
 # too): PostgreSQL no longer sits idle in transaction between BEGIN, INSERT, COPY, NOTIFY
@@ -387,7 +370,7 @@ FROM (
     FROM (
         SELECT * FROM event_log
         WHERE (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-          AND tx < {FOLD_HORIZON}
+          AND tx < {HORIZON}
         ORDER BY event_log.tx, event_log.seq
         LIMIT %(limit)s
     ) AS page
@@ -399,21 +382,15 @@ ORDER BY sized.tx, sized.seq
 
 
 def batch_after_query(
-    after: Position,
-    limit: int,
-    max_bytes: int,
-    guard_times: bool = False,
-    alone: bool = True,
-    folding: Sequence[int] = (),
+    after: Position, limit: int, max_bytes: int, guard_times: bool = False, alone: bool = True
 ) -> tuple[str, dict[str, Any]]:
     """The projector's read of up to `limit` committed events past `after`, as raw JSON
     text, in log order, as long as their stored sizes add up to at most `max_bytes` (the
     first one whatever its size, if `alone`): its statement and parameters, for batch_rows.
-    `guard_times`: see read_events_after; `folding`: the backend pids of sessions whose
-    transactions never append to the log (FOLD_HORIZON)."""
+    `guard_times`: see read_events_after."""
     query = READ_BATCH_AFTER.format(times=GUARDED_TIMES if guard_times else TIMES)
     params = {"tx": after.tx, "seq": after.seq, "limit": limit, "max_bytes": max_bytes}
-    return query, {**params, "alone": alone, "folding": list(folding)}
+    return query, {**params, "alone": alone}
 
 
 def batch_rows(rows: list[tuple[Any, ...]]) -> tuple[list[StoredEvent], bool, int]:

@@ -143,15 +143,12 @@ def read_batch(
     catalogs: CatalogMap = NO_CATALOGS,
     max_bytes: int = BATCH_BYTES,
     continues: Batch | None = None,
-    folding: Sequence[int] = (),
 ) -> Batch:
     """The next `limit` events past `after` (no more than `max_bytes` of them, unless one
     alone is larger, and up to the one that brings their dataset names to BATCH_NAMES),
     decoded for the folds (with `catalogs`). With `continues` (a batch that did not end at
     a limit, `after` its last position), its rest: the limits count its events too, and
-    the first event read is no exception to the bytes. `folding`: the backend pids of the
-    sessions folding this batch, whose open transactions do not hold the read back
-    (eventlog.FOLD_HORIZON).
+    the first event read is no exception to the bytes.
 
     In the caller's transaction (the setting is reset after the read), or in a
     transaction of its own on an autocommit connection (the prefetcher's). What cannot be
@@ -168,9 +165,9 @@ def read_batch(
             continues.names,
         )
     try:
-        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, False, alone, folding)
+        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, False, alone)
     except psycopg.DataError:
-        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, True, alone, folding)
+        stored_events, cut, size = _read_past(conn, after, limit, max_bytes, True, alone)
     events: list[FoldEvent] = []
     unreadable: list[Unreadable] = []
     first_names = names
@@ -417,17 +414,15 @@ class Prefetcher:
         self.conn: psycopg.Connection[Any] | None = None
         self.pending: tuple[Position, int, Future[Batch]] | None = None
 
-    def _read(self, after: Position, limit: int, folding: Sequence[int]) -> Batch:
+    def _read(self, after: Position, limit: int) -> Batch:
         if self.conn is None or self.conn.closed:
             self.conn = psycopg.connect(self.database_url, autocommit=True, connect_timeout=10)
             utc_session(self.conn)
-        return read_batch(self.conn, after, limit, self.catalogs, folding=folding)
+        return read_batch(self.conn, after, limit, self.catalogs)
 
-    def request(self, after: Position, limit: int, folding: Sequence[int] = ()) -> None:
-        """Reads the batch past `after` on the thread; `folding`: see read_batch."""
+    def request(self, after: Position, limit: int) -> None:
         self.discard()
-        read = self.executor.submit(self._read, after, limit, folding)
-        self.pending = (after, limit, read)
+        self.pending = (after, limit, self.executor.submit(self._read, after, limit))
 
     def take(self, after: Position, limit: int) -> Batch | None:
         """The prefetched batch past `after`, or None when there is none for that position."""
@@ -489,22 +484,21 @@ def fold_batch(
     caller commits it after `conn`.
     """
     start = min(cursors[p.NAME] for p in projections)
-    pids = [on.info.backend_pid for on in (conn, side) if on is not None]  # (read_batch)
     batch = prefetcher.take(start, limit) if prefetcher else None
     if batch is None or batch.last is None:
-        batch = read_batch(conn, start, limit, catalogs, folding=pids)
+        batch = read_batch(conn, start, limit, catalogs)
     elif not batch.full:
         # Read ahead while the last batch's writes ran (the live fold's, which ended where
         # the log did): the events that came since are all there is left to read and
         # decode here, while the next batch waits.
-        batch = read_batch(conn, batch.last, limit, catalogs, continues=batch, folding=pids)
+        batch = read_batch(conn, batch.last, limit, catalogs, continues=batch)
     result = BatchResult(read=batch.read, folded={}, full=batch.full)
     if batch.last is None:
         return result
     events, last = batch.events, batch.last
     read_next = None
     if prefetcher is not None and not batch.heavy:
-        read_next = functools.partial(prefetcher.request, last, limit, pids)
+        read_next = functools.partial(prefetcher.request, last, limit)
     result.received_at = batch.received_at
     with contextlib.ExitStack() as stack:
         cur = stack.enter_context(conn.cursor(row_factory=tuple_row))

@@ -13,13 +13,13 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
-from metastore.eventlog import START, append_events
+from metastore.eventlog import START
 from projections.common import dataset_id, job_id
 from projections.fold import read_batch
 from projections.replay import rebuild
 from projections.runner import catch_up, fold_live_batch
 from projections.schema import PROJECTIONS, SIDE_PROJECTIONS
-from tests.logdata import append, copies, dump_readmodel, log_record
+from tests.logdata import append, copies, dump_readmodel
 from tests.support import all_scenario_events
 
 Conn = psycopg.Connection[Any]
@@ -171,33 +171,6 @@ def test_a_batch_read_ahead_then_continued_keeps_to_its_limits_and_reads_each_ev
     assert (rest.read, rest.full, rest.heavy, rest.size) == (2, True, True, sum(sizes[:2]))
     counted = read_batch(conn, first.last, 3, continues=first)
     assert (counted.read, counted.full, counted.heavy) == (3, True, False)
-
-
-def test_a_folds_read_is_held_back_by_appenders_not_by_its_own_open_transactions(
-    conn: Conn, database_url: str
-) -> None:
-    """The projector reads the next batch ahead while its batch's transactions are open:
-    those never append to the log, so they do not hold that read back (it read only the
-    events of transactions older than the batch's); an open append still does, whatever
-    sessions the read is told are folding."""
-    with (
-        psycopg.connect(database_url) as folding,
-        psycopg.connect(database_url) as idle,
-        psycopg.connect(database_url) as appending,
-    ):
-        folding.execute("SELECT pg_current_xact_id()")  # a batch's (its cursors' FOR UPDATE)
-        append(conn, [run_event("START", 1, new_id(), "a"), run_event("START", 2, new_id())])
-        assert read_batch(conn, START, 100).read == 0  # (any reader of the log)
-        ahead = read_batch(conn, START, 100, folding=[folding.info.backend_pid])
-        assert [e.job_name for e in ahead.events] == ["a", "job"]
-        assert ahead.last is not None
-        append_events(appending, [log_record(run_event("START", 3, new_id(), "open"))])
-        append(conn, [run_event("START", 4, new_id(), "after")])
-        pids = [folding.info.backend_pid, idle.info.backend_pid]  # (idle: no transaction id)
-        assert read_batch(conn, ahead.last, 100, folding=pids).read == 0
-        appending.commit()
-        rest = read_batch(conn, ahead.last, 100, folding=pids)
-        assert [e.job_name for e in rest.events] == ["open", "after"]
 
 
 def test_a_parent_cycle_folded_a_run_at_a_time_stops_where_it_closes(conn: Conn) -> None:
