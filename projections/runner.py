@@ -489,7 +489,7 @@ def fold_until_stopped(
     leader_pid = leader.info.backend_pid
     # What start-up made (modules, connections) lives as long as the process: out of the
     # collector's sight, a full collection no longer walks it in the middle of a batch
-    # (30-47 ms a time, the batch's events' lag; docs/PERFORMANCE.md, issue 46's n-lag).
+    # (30-47 ms a time, that batch's lag; docs/PERFORMANCE.md, "The lag's tail traced").
     gc.collect()
     gc.freeze()
     with collector_for_batches():
