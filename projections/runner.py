@@ -11,6 +11,7 @@ tables in while nothing moves.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -486,6 +487,11 @@ def fold_until_stopped(
 ) -> None:
     last_check = 0.0
     leader_pid = leader.info.backend_pid
+    # What start-up made (modules, connections) lives as long as the process: out of the
+    # collector's sight, a full collection no longer walks it in the middle of a batch
+    # (30-47 ms a time, that batch's lag; docs/PERFORMANCE.md, "The lag's tail traced").
+    gc.collect()
+    gc.freeze()
     with collector_for_batches():
         while not stop.is_set():
             if keeper is not None and keeper.lost.is_set():
