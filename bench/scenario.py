@@ -44,6 +44,7 @@ SCENARIOS = {
     "list-totals": "bench.scenarios.list_totals",
     "fold-index-cost": "bench.scenarios.fold_index_cost",
     "fold-statements": "bench.scenarios.fold_statements",
+    "root-paths": "bench.scenarios.root_paths",
     "bounded": "bench.scenarios.bounded",
     "hostile-fold": "bench.scenarios.hostile_fold",
     "authz-ingest-cpu": "bench.authz_ingest_cpu",
