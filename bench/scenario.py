@@ -45,6 +45,8 @@ SCENARIOS = {
     "list-plans": "bench.scenarios.list_plans",
     "fold-index-cost": "bench.scenarios.fold_index_cost",
     "fold-statements": "bench.scenarios.fold_statements",
+    "root-paths": "bench.scenarios.root_paths",
+    "fold-ratio": "bench.scenarios.fold_ratio",
     "bounded": "bench.scenarios.bounded",
     "hostile-fold": "bench.scenarios.hostile_fold",
     "authz-ingest-cpu": "bench.authz_ingest_cpu",

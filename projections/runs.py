@@ -129,16 +129,23 @@ WHERE id = ANY(%b::uuid[]) AND root_run_id = ANY(%b::uuid[]) AND id <> root_run_
 # The stored runs below each other top (those whose root it was; not those whose path is
 # full: their root is further down) get its new path after theirs, up to the bound; the
 # count of those cut by it comes back. (In the server: only the few tops' paths travel.)
+# Each top's runs are found by runs_root, top by top (fenced by OFFSET 0), and updated by
+# their ctid: with statistics from when a few roots held every run, the planner read all
+# of runs_root instead, testing each run against the batch's ids and every top (0.6 s a
+# batch that moved nothing, at 30,000 runs).
 TOP_TYPES = ("uuid", "uuid[]")
 EXTEND_PATHS = f"""
 WITH tops(top, tail) AS ({rows_select(TOP_TYPES)}),
 moved AS (
     UPDATE runs SET root_path = n.path, root_run_id = n.path[cardinality(n.path)]
-    FROM tops, runs old,
-         LATERAL (SELECT (old.root_path || tops.tail)[1:{MAX_PARENT_DEPTH}] AS path) n
-    WHERE old.root_run_id = tops.top AND old.id <> tops.top
-      AND cardinality(old.root_path) < {MAX_PARENT_DEPTH} AND old.id <> ALL(%b::uuid[])
-      AND runs.id = old.id
+    FROM tops
+    CROSS JOIN LATERAL (
+        SELECT old.ctid AS row, old.root_path FROM runs old
+        WHERE old.root_run_id = tops.top AND old.id <> tops.top
+          AND cardinality(old.root_path) < {MAX_PARENT_DEPTH} AND old.id <> ALL(%b::uuid[])
+        OFFSET 0) old
+    CROSS JOIN LATERAL (SELECT (old.root_path || tops.tail)[1:{MAX_PARENT_DEPTH}] AS path) n
+    WHERE runs.ctid = old.row
     RETURNING cardinality(old.root_path) + cardinality(tops.tail) > {MAX_PARENT_DEPTH} AS cut
 )
 SELECT count(*) FILTER (WHERE cut) FROM moved

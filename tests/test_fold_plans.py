@@ -9,11 +9,12 @@ the table and held the projection lag at seconds (docs/PERFORMANCE.md, issue 46)
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import psycopg
 
-from projections.common import INDEX_PROBES_ONLY, planner_without
+from projections.common import INDEX_PROBES_ONLY, planner_without, row_param
 from projections.datasets import SYNC_FIELDS
 from projections.lineage import (
     RESETTLE_JOB_WRITES,
@@ -22,6 +23,7 @@ from projections.lineage import (
     SETTLE_RUN_WRITES,
 )
 from projections.runner import catch_up
+from projections.runs import EXTEND_PATHS, TOP_TYPES
 from tests.logdata import append, copies
 from tests.support import all_scenario_events, run_event, schema_facet
 
@@ -92,6 +94,47 @@ def test_the_sync_of_dataset_fields_probes_by_dataset_with_statistics_of_nearly_
 
 
 SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark"
+
+
+def _child_runs(parents: list[str], children: int) -> list[dict[str, Any]]:
+    """`children` Spark runs under each of `parents` (an Airflow task's run each)."""
+    events = []
+    for p, parent in enumerate(parents):
+        facet = {"run": {"runId": parent}, "job": {"namespace": "airflow", "name": "dag.task"}}
+        for c in range(children):
+            job, run = ("spark", f"job_{(p * children + c) % 50}"), str(uuid.uuid4())
+            when = "2026-09-01T10:00:00Z"
+            events.append(run_event("COMPLETE", when, SPARK, job, run, [], [], {"parent": facet}))
+    return events
+
+
+def test_the_extension_of_root_paths_probes_by_top_with_statistics_of_few_roots(
+    conn: Conn,
+) -> None:
+    # Analyzed when one run was the root of all, runs_root's statistics said each root holds
+    # every run: the planner read all of runs_root and tested each run against the batch's
+    # ids and each top (30 s over 50 batches that moved nothing, at 100,000 events).
+    conn.execute("ALTER TABLE readmodel.runs SET (autovacuum_enabled = false)")
+    append(conn, _child_runs([str(uuid.uuid4())], 300))
+    catch_up(conn)
+    conn.execute("ANALYZE readmodel.runs")
+    conn.commit()
+    append(conn, _child_runs([str(uuid.uuid4()) for _ in range(2000)], 3))
+    catch_up(conn)
+    tops = conn.execute(
+        "SELECT array_agg(DISTINCT root_run_id) FROM readmodel.runs WHERE root_run_id <> id"
+    ).fetchone()
+    batch = conn.execute("SELECT array_agg(id) FROM readmodel.runs").fetchone()
+    assert tops is not None and batch is not None and len(tops[0]) > 2000
+    tails = ["{" + str(uuid.uuid4()) + "}" for _ in tops[0][:50]]
+    (rows,) = row_param(TOP_TYPES, [tops[0][:50], tails])
+    query = EXTEND_PATHS.replace("%s::jsonb", "%(tops)s::jsonb").replace("%b", "%(ids)s")
+    plan = probes_plan(conn, query, {"tops": rows, "ids": batch[0][:700]})
+    assert "Index Cond: (root_run_id = " in plan, plan  # (a probe per top)
+    assert "Tid Scan on runs" in plan, plan
+    assert "Join Filter" not in plan, plan
+
+
 TABLE = {"namespace": "s3a://sales", "name": "orders"}
 
 

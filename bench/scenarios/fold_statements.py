@@ -8,11 +8,14 @@ seed and graph) into a throwaway PostgreSQL with pg_stat_statements, then folds 
 (`catch_up`, the projector's path) into fresh copies of that database, this checkout's code
 and the other tree's in turns, each side making its own read models. Prints each fold's
 rate and WAL, the statements that took the most server time (ms, calls, rows, WAL bytes)
-and each read-model table's inserted, updated and HOT-updated rows.
+and each read-model table's inserted, updated and HOT-updated rows; with `--wal-records`,
+the fold's WAL by record type (pg_waldump --stats=record: which rows, index entries and
+speculative-insert confirmations the server wrote).
 """
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -57,12 +60,35 @@ def report(url: str, top: int) -> None:
             print(f"    {name:<22} {ins:>9} {upd:>9} {hot:>9} {deleted:>9} {size / 2**20:>8.1f}")
 
 
+# Checkpoints recycle WAL segments; pg_waldump needs the fold's to stay.
+KEEP_WAL = ("ALTER SYSTEM SET max_wal_size = '20GB'", "ALTER SYSTEM SET checkpoint_timeout = '1h'")
+
+
+# "Heap/INSERT  N (%)  record bytes (%)  FPI bytes (%)  combined bytes (%)"
+RECORD_STATS = re.compile(r"^(\S+/\S+)\s+(\d+)\s+\(.*?\)\s+\d+\s+\(.*?\)\s+\d+\s+\(.*?\)\s+(\d+)")
+
+
+def wal_records(pg: Any, start: str, end: str, top: int) -> None:
+    """Prints the `top` record types of the WAL from `start` to `end` by bytes."""
+    out = pg.pg._run(
+        "pg_waldump", "--stats=record", "-p", str(pg.pg.pgdata / "pg_wal"), "-s", start, "-e", end
+    ).stdout
+    rows = []
+    for line in out.splitlines():
+        if found := RECORD_STATS.match(line):
+            rows.append((int(found[3]), int(found[2]), found[1]))
+    print("  WAL by record type (records, MiB):")
+    for size, count, kind in sorted(rows, reverse=True)[:top]:
+        print(f"    {kind:<26} {count:>9} {size / 2**20:>8.1f}")
+
+
 def main(argv: list[str]) -> int:
     cli = parser("fold-statements", __doc__)
     cli.add_argument("--events", type=int, default=50_000)
     cli.add_argument("--nodes", type=int, default=100_000)
     cli.add_argument("--seed", type=int, default=20241017)
     cli.add_argument("--top", type=int, default=15)
+    cli.add_argument("--wal-records", action="store_true")
     args = cli.parse_args(argv)
     # (this process starts the server: its options get pg_stat_statements)
     exec(WITH_STATEMENTS, {"EmbeddedPostgres": EmbeddedPostgres})
@@ -74,6 +100,9 @@ def main(argv: list[str]) -> int:
         url = pg.database()
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            for setting in KEEP_WAL if args.wal_records else ():
+                conn.execute(setting)
+            conn.execute("SELECT pg_reload_conf()")
         gen = datagen.Generator(datagen.build_graph(args.nodes, args.seed), args.seed)
         copy_records(url, (datagen.to_record(b) for b in gen.events(args.events)))
         for round_, (name, tree) in turns(sides, args.rounds):
@@ -85,7 +114,8 @@ def main(argv: list[str]) -> int:
             count, seconds = out.split()
             with psycopg.connect(target, autocommit=True) as conn:
                 wal = conn.execute(
-                    "SELECT pg_current_wal_lsn() - %s::pg_lsn", (before[0],)
+                    "SELECT pg_current_wal_lsn() - %s::pg_lsn, pg_current_wal_lsn()::text",
+                    (before[0],),
                 ).fetchone()
             print(
                 f"round {round_ + 1} {name}: {count} events in {float(seconds):.1f} s, "
@@ -93,5 +123,7 @@ def main(argv: list[str]) -> int:
                 f"WAL {int(wal[0] if wal else 0) / 2**20:,.1f} MiB"
             )
             report(target, args.top)
+            if args.wal_records and wal:
+                wal_records(pg, str(before[0]), wal[1], args.top)
             pg.drop(target)
     return 0

@@ -88,7 +88,9 @@ BEGIN
                        trgm_schema);
         EXECUTE format('CREATE INDEX dataset_fields_name_trgm ON dataset_fields USING gin (lower(name) %I.gin_trgm_ops)',
                        trgm_schema);
-        EXECUTE format('CREATE INDEX dataset_fields_description_trgm ON dataset_fields USING gin (lower(description) %I.gin_trgm_ops)',
+        -- (the described fields alone: a GIN index holds a NULL too, and most fields have no
+        -- description, so each of their inserts cost the fold an entry no search reads)
+        EXECUTE format('CREATE INDEX dataset_fields_description_trgm ON dataset_fields USING gin (lower(description) %I.gin_trgm_ops) WHERE description IS NOT NULL',
                        trgm_schema);
     END IF;
 END
