@@ -20,6 +20,7 @@ from bench import search_store
 from bench.harness import cluster
 from bench.scenario import parser
 from metastore.api import search, search_fields
+from metastore.api.planner import turned_off
 from metastore.api.sqlparts import like_prefix, like_substring
 from metastore.migrations import apply_migrations
 from projections.schema import create_readmodel_tables
@@ -39,16 +40,16 @@ async def measure(url: str, words: list[str]) -> None:
         total.update(buffers=0, statements=0)
 
         async def read(plan: str, parts: list[str], a: Any) -> list[Any]:
-            await conn.execute(search.PLANS[plan])
             statement = "\n UNION ALL".join(f"({p})" for p in parts)
-            cur = await conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, a)
-            row = await cur.fetchone()
-            assert row is not None
-            node = row[0][0]["Plan"]
-            total["buffers"] += node["Shared Hit Blocks"] + node["Shared Read Blocks"]
-            total["statements"] += 1
-            cur = await conn.execute(statement, a)
-            return await cur.fetchall()
+            async with turned_off(conn, search.PLANS[plan]):
+                cur = await conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, a)
+                row = await cur.fetchone()
+                assert row is not None
+                node = row[0][0]["Plan"]
+                total["buffers"] += node["Shared Hit Blocks"] + node["Shared Read Blocks"]
+                total["statements"] += 1
+                cur = await conn.execute(statement, a)
+                return await cur.fetchall()
 
         await search_fields.field_hits(read, False, q, False, None, args, names_fill_page=False)
         print(f"{q}: {total['buffers']:,} buffers in {total['statements']} statements")

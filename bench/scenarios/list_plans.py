@@ -78,13 +78,13 @@ def measured(conn, listing, planned):
     out = {}
     with conn.transaction():
         if planned.settings:
-            conn.execute(planned.settings.format(on="off"))
+            conn.execute(planned.settings.set(on=False))
         sql = planned.sql
         if planned.narrow is not None:
             if conn.execute(planned.count, planned.args).fetchone()[0] <= listing.narrow_below:
                 sql = planned.narrow
                 if planned.settings:
-                    conn.execute(planned.settings.format(on="on"))
+                    conn.execute(planned.settings.set(on=True))
         found = conn.execute(sql, planned.args).fetchall()
         out["page"] = explain(conn, sql, planned.args)
         out["count"] = explain(conn, planned.count, planned.args)

@@ -23,7 +23,6 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -33,6 +32,7 @@ from metastore.api.datasets import DatasetPath
 from metastore.api.db import connection, not_found, rows
 from metastore.api.lineage import HIDDEN_NODES
 from metastore.api.operation import Operation, Resource
+from metastore.api.planner import SEQSCAN, Planner, pipelined
 from metastore.api.responses import json_response
 
 # The names of the frontier's datasets under which column_lineage has edges on the `near`
@@ -183,9 +183,6 @@ JOIN readmodel.dataset_names n ON n.namespace = k.namespace AND n.name = k.name
 JOIN readmodel.datasets d ON d.id = n.dataset_id{display_join}
 """
 JOB_REFS = "SELECT id, namespace, name FROM readmodel.jobs WHERE id = ANY(%(ids)s::uuid[])"
-# A walk's planner setting (walk_fields), and the default column_edges restores.
-SEQSCAN_OFF = "SET LOCAL enable_seqscan = off"
-SEQSCAN_ON = "SET LOCAL enable_seqscan = on"
 DATASET_REF = """
 SELECT d.id, {display}, d.first_seen FROM readmodel.datasets d{display_join}
 WHERE d.id = coalesce((SELECT merged_into FROM readmodel.datasets WHERE id = %(id)s), %(id)s)
@@ -435,7 +432,7 @@ async def walk_fields(
     # hashed the whole table against a level's names (a scan per level once it grows). Set
     # once a walk, in its first statement's round trip, and left for column_edges to undo
     # in its own: each SET was a round trip of its own.
-    setting: str | None = SEQSCAN_OFF
+    setting: Planner | None = SEQSCAN
     frontier = list(starts)
     start_datasets = {d for d, _ in starts}
     every_field = any(f is None for _, f in starts)
@@ -446,7 +443,9 @@ async def walk_fields(
         if unknown:
             for d in unknown:
                 names[d] = []
-            found_names = await _rows_after(conn, setting, NAMES[direction], {"ids": unknown})
+            (found_names,) = await pipelined(
+                conn, [(NAMES[direction], {"ids": unknown})], off=setting, restore=False
+            )
             setting = None
             for d, ns, name in found_names:
                 names[d].append((ns, name))
@@ -531,19 +530,6 @@ async def walk_fields(
         frontier = list(next_frontier)
 
 
-async def _rows_after(
-    conn: AsyncConnection[Any], setting: str | None, query: str, params: Any
-) -> list[Any]:
-    """The rows of `query`, after `setting` (None: none) in the same round trip."""
-    if setting is None:
-        return await rows(conn, query, params)
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        async with conn.pipeline():
-            await conn.execute(setting)
-            await cur.execute(query, params)
-        return await cur.fetchall()
-
-
 @resource.add(COLUMN_OP)
 async def get_column_lineage(request: Request) -> Response:
     path: DatasetPath = COLUMN_OP.parse_path(request)
@@ -609,24 +595,22 @@ async def column_edges(
         j for e in walk.edges.values() for j in e.jobs
     }
     # One round trip: the walk's setting undone (walk_fields), the names and the jobs.
-    async with (
-        conn.cursor(row_factory=tuple_row) as names_at,
-        conn.cursor(row_factory=tuple_row) as jobs_at,
-    ):
-        async with conn.pipeline():
-            await conn.execute(SEQSCAN_ON)
-            await names_at.execute(
+    name_rows, job_rows = await pipelined(
+        conn,
+        [
+            (
                 NAME_REFS.format(**_display(as_of, access)),
                 {"namespaces": [n[0] for n in names], "names": [n[1] for n in names]}
                 | {"as_of": as_of}
                 | readable,
-            )
-            await jobs_at.execute(
+            ),
+            (
                 JOB_REFS_RESTRICTED if access.restricted else JOB_REFS,
                 {"ids": list(job_ids)} | readable,
-            )
-        name_rows = await names_at.fetchall()
-        job_rows = await jobs_at.fetchall()
+            ),
+        ],
+        on=SEQSCAN,
+    )
     refs = {(r[0], r[1]): models.DatasetRef(id=r[2], namespace=r[3], name=r[4]) for r in name_rows}
     jobs = {r[0]: models.JobRef(id=r[0], namespace=r[1], name=r[2]) for r in job_rows}
     edges = []

@@ -39,6 +39,7 @@ from metastore.api.pagination import (
     page,
     page_of_bytes,
 )
+from metastore.api.planner import SEQSCAN, Planner, turn_off, turn_on
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     dataset_type,
@@ -101,7 +102,7 @@ DISPLAY_KEY = "n.namespace, n.name"
 # transaction, for its page and total): the planner guesses the first-name test keeps one
 # name in 200, and past a cursor it then read every name after it by bitmap and sorted them
 # (16,601 names, 650-1,070 ms at 1,000,000 events, the namespace depending on statistics).
-ORDERED_WALK = "SET LOCAL enable_bitmapscan = {on}; SET LOCAL enable_seqscan = {on}"
+ORDERED_WALK = Planner(("enable_bitmapscan", "enable_seqscan"))
 # A namespace's datasets unfiltered, counted each once in the (namespace, dataset_id)
 # index's order.
 COUNT_IN_NAMESPACE = count_capped(
@@ -851,7 +852,7 @@ async def _runs(
     # Index probes whatever the tables' sizes (a small schema_observations, now that
     # readers' schemas are not in it, was scanned whole once per name and per run): no seq
     # scans for the names and the page.
-    await conn.execute("SET LOCAL enable_seqscan = off")
+    await turn_off(conn, SEQSCAN)
     names = await rows(conn, RUN_NAMES, {"id": dataset})
     args: dict[str, Any] = {
         "id": dataset,
@@ -870,7 +871,7 @@ async def _runs(
         query.as_of is not None, query.sort, query.cursor is not None, access.restricted
     )
     found = await rows(conn, sql, args)
-    await conn.execute("SET LOCAL enable_seqscan = on")
+    await turn_on(conn, SEQSCAN)
     at = {"run_id": 0, "direction": 1, "started_at": 2}
     items, next_cursor = page(found, query.limit, kind, lambda r: [r[at[c]] for c in columns])
     return models_datasets.RunOfDatasetPage(

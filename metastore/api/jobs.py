@@ -22,6 +22,7 @@ from metastore.api.db import connection, not_found, row, rows
 from metastore.api.listing import Filter, Listing, Sort
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page
+from metastore.api.planner import Planner
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     DATASETS_PAGE,
@@ -278,7 +279,7 @@ def _select(overrides: bool) -> Callable[[Any, bool, str, str], str]:
 # The walk's page is read with explicit sorts and parallel merges off: the planner guesses
 # a job's latest run rare among the runs, so it prices sorting every job (3,000 jobs: 31 ms
 # against 0.5) or walking in workers (50 ms to start them at 1,000,000 events) as cheaper.
-WALK = "SET LOCAL enable_sort = {on}; SET LOCAL enable_gathermerge = {on}"
+WALK = Planner(("enable_sort", "enable_gathermerge"))
 assert all(JOBS_FROM in sql for sql in LISTS_JOBS.values())  # (the list's FROM, replaced)
 
 SORTS = {

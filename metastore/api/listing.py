@@ -23,9 +23,11 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 
 from metastore.access import Access, access_of
+from metastore.api import planner
 from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation
 from metastore.api.pagination import bound_kind, capped, decode_cursor, page, total
+from metastore.api.planner import Planner
 from metastore.api.visibility import for_access
 
 # A fragment of SQL as the query (its parameters) and the access's kind (restricted or
@@ -103,9 +105,8 @@ class Listing:
     from where `count` finds them, run instead of `select` when the count, then run first,
     finds at most `narrow_below` (a walk in the list's order past many rows that do not
     match costs more than sorting the few that do: the late jobs among every job);
-    `settings(query)`: SET LOCAL statements (`{on}` formatted "off", then "on") in force for
-    the page and total of a query the planner would otherwise sort every row for (not for
-    the `narrow` page), or None."""
+    `settings(query)`: the planner's methods off for the page and total of a query the
+    planner would otherwise sort every row for (not for the `narrow` page), or None."""
 
     kind: str
     select: Callable[[Any, bool, str, str], str]
@@ -118,7 +119,7 @@ class Listing:
     extra_args: Callable[[Any], dict[str, Any]] = field(default=lambda query: {})
     narrow: Callable[[Any, bool, str, str], str | None] | None = None
     narrow_below: int = 0
-    settings: Callable[[Any], str | None] = field(default=lambda query: None)
+    settings: Callable[[Any], Planner | None] = field(default=lambda query: None)
 
     def sort(self, query: Any) -> Sort:
         return self.sorts[getattr(query, "sort", "")]
@@ -176,24 +177,19 @@ class Planned:
     kind: str
     sort: Sort
     narrow: str | None = None
-    settings: str | None = None
+    settings: Planner | None = None
 
     async def read(self, conn: AsyncConnection[Any]) -> Listed:
         """The page's rows and next cursor, and the list's total (with `settings` in force)."""
-        if self.settings is None:
+        async with planner.turned_off(conn, self.settings):
             return await self._read(conn)
-        await conn.execute(self.settings.format(on="off"))
-        listed = await self._read(conn)
-        await conn.execute(self.settings.format(on="on"))
-        return listed
 
     async def _read(self, conn: AsyncConnection[Any]) -> Listed:
         if self.narrow is not None:
             (counted,) = await row(conn, self.count, self.args)
             few = counted <= self.listing.narrow_below
-            if few and self.settings is not None:
-                # (the settings are the walk's: the few matches are sorted)
-                await conn.execute(self.settings.format(on="on"))
+            if few:  # (the settings are the walk's: the few matches are sorted)
+                await planner.turn_on(conn, self.settings)
             found = await rows(conn, self.narrow if few else self.sql, self.args)
             items, next_cursor = page(found, self.query.limit, self.kind, self.sort.key)
             return Listed(items, next_cursor, *capped(counted))

@@ -23,6 +23,7 @@ from metastore.api.jobs import DatasetsQuery, datasets_handler
 from metastore.api.listing import Filter, Listing, Sort, templates
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import bound_kind, count_capped, decode_cursor, page_of_bytes
+from metastore.api.planner import Planner
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import (
     RUN_EDGES_OF,
@@ -145,10 +146,10 @@ def _select(query: Any, restricted: bool, filters: str, order: str) -> str:
 # moment: the planner prices sorting every failed run (since then) as cheaper than walking
 # past the others. (Another filter's statistics lead it right: it sorts the few runs of a
 # rare state or a job.)
-WALK = "SET LOCAL enable_sort = {on}"
+WALK = Planner(("enable_sort",))
 
 
-def _settings(query: Any) -> str | None:
+def _settings(query: Any) -> Planner | None:
     return WALK if query.sort == "failed_first" and not _filtered(query) else None
 
 

@@ -31,15 +31,15 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from msgspec import Meta
 from psycopg import AsyncConnection
-from psycopg.rows import tuple_row
 from starlette.requests import Request
 from starlette.responses import Response
 
 from metastore.access import access_of
-from metastore.api import models_search, params, search_fields, search_probe
-from metastore.api.db import connection, row
+from metastore.api import models_search, params, planner, search_fields, search_probe
+from metastore.api.db import connection, row, rows
 from metastore.api.operation import Operation, Resource
 from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
+from metastore.api.planner import Planner, pipelined
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
 from metastore.api.visibility import (
@@ -204,20 +204,14 @@ BEST = {
 # How the planner reads names, whatever its estimate of a pattern's hits (a rare
 # substring estimated common made it scan the whole name index in order): "trigram"
 # through the pg_trgm indexes, "ordered" along the name index, "any" as it sees fit (no
-# trigram index: pg_trgm not installed). Each sets all three, local to the request's
-# transaction, so it ends with the request.
+# trigram index: pg_trgm not installed). Each read turns its methods off and back on.
 TRIGRAM_INDEXES = """
 SELECT to_regclass('readmodel.dataset_names_name_trigrams') IS NOT NULL
        AND to_regclass('readmodel.jobs_name_trigrams') IS NOT NULL"""
-PLAN = (
-    "SELECT set_config('enable_seqscan', '{seq}', true), "
-    "set_config('enable_indexscan', '{index}', true), "
-    "set_config('enable_bitmapscan', '{bitmap}', true)"
-)
-PLANS = {
-    "trigram": PLAN.format(seq="off", index="off", bitmap="on"),
-    "ordered": PLAN.format(seq="off", index="on", bitmap="off"),
-    "any": PLAN.format(seq="on", index="on", bitmap="on"),
+PLANS: dict[str, Planner | None] = {
+    "trigram": Planner(("enable_seqscan", "enable_indexscan")),
+    "ordered": Planner(("enable_seqscan", "enable_bitmapscan")),
+    "any": None,
 }
 
 
@@ -310,11 +304,14 @@ COUNT_KEYS = "SELECT {key} FROM {table} {alias} WHERE {name} LIKE %(pattern)s {n
 KEYS_BATCH = 5_000
 
 
-async def _count_distinct(conn: AsyncConnection[Any], tier: Tier, ns: bool, args: Any) -> int:
+async def _count_distinct(
+    conn: AsyncConnection[Any], plan: str, tier: Tier, ns: bool, args: Any
+) -> int:
     """How many hits of `tier` there are, up to TOTAL_CAP + 1, however many names each has
     (a dataset with 2,000 symlinks among them counts once): the keys stream from a
-    server-side cursor, which stops once that many are seen. Run when the names counted
-    reached the cap, so a common word with few names a hit costs no more than before."""
+    server-side cursor planned the `plan` way, which stops once that many are seen. Run
+    when the names counted reached the cap, so a common word with few names a hit costs
+    no more than before."""
     sql = COUNT_KEYS.format(
         key=tier.key,
         name=tier.name,
@@ -323,13 +320,16 @@ async def _count_distinct(conn: AsyncConnection[Any], tier: Tier, ns: bool, args
         namespace=tier.where(ns),
     )
     seen: set[Any] = set()
-    async with conn.cursor(name="search_count_keys", row_factory=tuple_row) as cur:
-        await cur.execute(sql, args)
-        while len(seen) <= TOTAL_CAP:
-            batch = await cur.fetchmany(KEYS_BATCH)
-            if not batch:
-                break
-            seen.update(r[0] for r in batch)
+    # (declared by hand: psycopg's server-side cursors do not pipeline the plan's settings)
+    await pipelined(
+        conn, [(f"DECLARE search_count_keys NO SCROLL CURSOR FOR {sql}", args)], off=PLANS[plan]
+    )
+    while len(seen) <= TOTAL_CAP:
+        batch = await rows(conn, f"FETCH FORWARD {KEYS_BATCH} FROM search_count_keys")
+        if not batch:
+            break
+        seen.update(r[0] for r in batch)
+    await conn.execute("CLOSE search_count_keys")
     return min(len(seen), TOTAL_CAP + 1)
 
 
@@ -337,13 +337,10 @@ async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: A
     """The rows of `parts` (statements, UNION ALL), planned the `plan` way."""
     if not parts:
         return []
-    # one round trip: the plan's settings and the statement pipelined (a search sends up
-    # to eight of these pairs)
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        async with conn.pipeline():
-            await conn.execute(PLANS[plan])
-            await cur.execute("\n UNION ALL".join(f"({p})" for p in parts), args)
-        return await cur.fetchall()
+    # one round trip: the plan's settings, the statement and their restore pipelined (a
+    # search sends up to eight of these)
+    statement = "\n UNION ALL".join(f"({p})" for p in parts)
+    return await planner.rows_planned(conn, PLANS[plan], statement, args)
 
 
 class SearchQuery(params.Paged, frozen=True):
@@ -458,7 +455,7 @@ async def search(request: Request) -> Response:
         # past the cap of names, a type whose names were fewer hits: its hits counted
         for i, (k, names, hits, upper) in enumerate(counted):
             if names > TOTAL_CAP and hits <= TOTAL_CAP:
-                hits = await _count_distinct(conn, tiers[k], ns, args)
+                hits = await _count_distinct(conn, by_trigram_plan, tiers[k], ns, args)
                 counted[i] = (k, hits, hits, upper)
         bounds = {k: upper for k, _, _, upper in counted}
         # (a listed page lies among its names: the last one bounds it when there are more)
