@@ -56,6 +56,20 @@ def _latest_run_probes(plans: list[dict[str, Any]]) -> int:
     )
 
 
+def _sorted_probes(plans: list[dict[str, Any]]) -> int:
+    """The sorts over a job's runs found by lineage_runs_job in the page's statement: the
+    index orders them as "the latest run at or before T" does (ties by run id) or each
+    lookup sorts the job's runs."""
+    return sum(
+        1
+        for plan in plans
+        if "readmodel.job_edges e" in plan["Query Text"]
+        for node in plan_nodes(plan["Plan"])
+        if node["Node Type"] in ("Sort", "Incremental Sort")
+        and any(n.get("Index Name") == "lineage_runs_job" for n in node.get("Plans", []))
+    )
+
+
 def test_a_dataset_page_checks_each_job_once(
     pg_server: Server, template_db: str, tmp_path: Path
 ) -> None:
@@ -64,7 +78,7 @@ def test_a_dataset_page_checks_each_job_once(
         api = Api(client, NS, DS_NS)
         api.post(_events())
         dataset = api.dataset_id("orders")
-        probes = {}
+        probes, sorts = {}, {}
         with plans_logged(url, log_file) as logged:
             explained = tmp_path / "explained"
             explained.mkdir()
@@ -80,8 +94,12 @@ def test_a_dataset_page_checks_each_job_once(
                     assert (page["producer_count"], page["consumer_count"]) == (WRITERS, READERS)
                     assert len(page["producers"]) == WRITERS
                     assert len(page["consumers"]) == READERS
-                    probes[bool(moment)] = _latest_run_probes(logged())
+                    plans = logged()
+                    probes[bool(moment)] = _latest_run_probes(plans)
+                    sorts[bool(moment)] = _sorted_probes(plans)
     # now: a lookup per job, for the page and its count alike (it was two); as of T the
     # jobs listed also look their run up again, for its state then
     assert probes[False] == WRITERS + READERS, probes
     assert probes[True] <= 2 * (WRITERS + READERS), probes
+    # each lookup is the index's first entry for the job, not a sort of its runs
+    assert sorts == {False: 0, True: 0}, sorts

@@ -73,4 +73,6 @@ CREATE TABLE lineage_runs (
     ended_state     text,
     ended_seq       bigint
 );
-CREATE INDEX lineage_runs_job ON lineage_runs (job_id, started_at DESC);
+-- (run_id too: "the latest run at or before T" breaks ties by it, so a probe is the index's
+-- first entry, not a sort of the job's runs: a report of 20,000 jobs probes each)
+CREATE INDEX lineage_runs_job ON lineage_runs (job_id, started_at DESC, run_id DESC);
