@@ -13,10 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tests.conftest import Server
-from tests.support import Api, plan_nodes, plans_logged, run_event, running, server_log, serving
+from tests.support import Api, api_logging_plans, plan_nodes, run_event, server_log, serving
 
 NS, DS_NS = "page-cost", "s3://page-cost"
 PRODUCER = "https://github.com/stackabletech/metastore/tests"
@@ -79,24 +77,20 @@ def test_a_dataset_page_checks_each_job_once(
         api.post(_events())
         dataset = api.dataset_id("orders")
         probes, sorts = {}, {}
-        with plans_logged(url, log_file) as logged:
-            explained = tmp_path / "explained"
-            explained.mkdir()
-            env = {"METASTORE_AUTH": "disabled"}
-            with running("api", url, explained, env=env) as served:  # (auto_explain loaded)
-                for moment in ({}, {"as_of": "2026-06-02T00:00:00Z"}):
-                    logged()
-                    answer = httpx.get(
-                        f"{served.base_url}/api/v1/datasets/{dataset}", params=moment, timeout=30
-                    )
-                    assert answer.status_code == 200, answer.text
-                    page = answer.json()
-                    assert (page["producer_count"], page["consumer_count"]) == (WRITERS, READERS)
-                    assert len(page["producers"]) == WRITERS
-                    assert len(page["consumers"]) == READERS
-                    plans = logged()
-                    probes[bool(moment)] = _latest_run_probes(plans)
-                    sorts[bool(moment)] = _sorted_probes(plans)
+        explained = tmp_path / "explained"
+        explained.mkdir()
+        with api_logging_plans(url, log_file, explained) as (logged, served):
+            for moment in ({}, {"as_of": "2026-06-02T00:00:00Z"}):
+                logged()
+                answer = served.get(f"/datasets/{dataset}", params=moment)
+                assert answer.status_code == 200, answer.text
+                page = answer.json()
+                assert (page["producer_count"], page["consumer_count"]) == (WRITERS, READERS)
+                assert len(page["producers"]) == WRITERS
+                assert len(page["consumers"]) == READERS
+                plans = logged()
+                probes[bool(moment)] = _latest_run_probes(plans)
+                sorts[bool(moment)] = _sorted_probes(plans)
     # now: a lookup per job, for the page and its count alike (it was two); as of T the
     # jobs listed also look their run up again, for its state then
     assert probes[False] == WRITERS + READERS, probes

@@ -14,15 +14,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tests.conftest import Server
 from tests.support import (
     Api,
+    api_logging_plans,
     plan_nodes,
-    plans_logged,
     run_event,
-    running,
     server_log,
     serving,
 )
@@ -68,30 +65,26 @@ def test_staleness_upstream_costs_the_same_statements_whatever_the_hops(
         Api(client, NS, DS_NS).post(_events())
         ids = {f"d{i}": Api(client, NS, DS_NS).dataset_id(f"d{i}") for i in (2, LENGTH)}
         statements, probes = {}, {}
-        with plans_logged(url, log_file) as logged:
-            explained = tmp_path / "explained"
-            explained.mkdir()
-            env = {"METASTORE_AUTH": "disabled"}
-            with running("api", url, explained, env=env) as api:  # (auto_explain loaded)
-                for name, dataset in ids.items():
-                    for moment in ({}, {"as_of": "2026-06-02T00:00:00Z"}):
-                        logged()
-                        answer = httpx.get(
-                            f"{api.base_url}/api/v1/lineage",
-                            params={"node": f"dataset:{dataset}", "depth": 1, **moment},
-                            timeout=30,
-                        )
-                        assert answer.status_code == 200, answer.text
-                        plans = logged()
-                        statements[name, bool(moment)] = len(plans)
-                        probes[name, bool(moment)] = _run_probes(plans)
-                        node = next(
-                            n for n in answer.json()["nodes"] if n["key"] == f"dataset:{dataset}"
-                        )
-                        reasons = node["freshness"]["stale_reasons"]
-                        assert [(r["reason"], r["run"]["id"]) for r in reasons] == [
-                            ("upstream_failed", _run("load_seed"))
-                        ], (name, moment)
+        explained = tmp_path / "explained"
+        explained.mkdir()
+        with api_logging_plans(url, log_file, explained) as (logged, served):
+            for name, dataset in ids.items():
+                for moment in ({}, {"as_of": "2026-06-02T00:00:00Z"}):
+                    logged()
+                    answer = served.get(
+                        "/lineage", params={"node": f"dataset:{dataset}", "depth": 1, **moment}
+                    )
+                    assert answer.status_code == 200, answer.text
+                    plans = logged()
+                    statements[name, bool(moment)] = len(plans)
+                    probes[name, bool(moment)] = _run_probes(plans)
+                    node = next(
+                        n for n in answer.json()["nodes"] if n["key"] == f"dataset:{dataset}"
+                    )
+                    reasons = node["freshness"]["stale_reasons"]
+                    assert [(r["reason"], r["run"]["id"]) for r in reasons] == [
+                        ("upstream_failed", _run("load_seed"))
+                    ], (name, moment)
     # the same statements for a failure 1 hop beyond the graph and 11 hops beyond it
     for as_of in (False, True):
         assert statements["d2", as_of] == statements[f"d{LENGTH}", as_of], statements
