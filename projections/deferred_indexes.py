@@ -51,8 +51,7 @@ READ_ONLY_INDEXES = frozenset(
         "job_cadence_late",
         "job_cadence_late_at",
         "failing_spans_span",
-        # lineage
-        "lineage_runs_job",
+        # lineage (not lineage_runs_job: SETTLE_HELD finds each job's latest run by it)
         # column_lineage
         "column_lineage_report",
         "column_lineage_runs_latest",

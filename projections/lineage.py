@@ -41,8 +41,8 @@ from projections.common import (
 NAME = "lineage"
 # 2: lifecycle_state of each edge; 3: writes (completed runs) and failed attempts; 4: a run
 # that ends FAIL or ABORT wrote nothing (run_edges.first_writing, lineage_runs.ended_state);
-# 5: another job's events reusing a runId are left out (common.run_owners)
-VERSION = 5
+# 5: another job's events reusing a runId are left out (common.run_owners); 6: job_edges.held_now
+VERSION = 6
 TABLES = ("run_edges", "job_edges", "lineage_runs")
 
 # The lifecycle state of an edge: the latest `lifecycleStateChange` its events reported
@@ -93,16 +93,20 @@ _LATEST_FAILURE = _latest(("failed_at", "failed_state"))
 _LATEST_END = _latest(("ended_at", "ended_seq", "ended_state"))
 JOB_EDGE_TYPES = (
     "uuid", "text", "text", "text", "text", *EDGE_TIMES,
-    "timestamptz", "uuid", "timestamptz", "uuid", "text",
+    "timestamptz", "uuid", "timestamptz", "uuid", "text", "boolean",
 )  # fmt: skip
+# held_now as this batch guesses it (static lineage; an edge of the job's latest run in
+# the batch): most often right, so SETTLE_HELD finds nothing to change; where it is not (a
+# later run stored before), SETTLE_HELD puts it right.
 UPSERT_JOB_EDGES = f"""
 INSERT INTO job_edges AS t (job_id, direction, namespace, name, source, first_seen, last_seen,
-    lifecycle_state, lifecycle_time, {", ".join(WRITE)}, {", ".join(ATTEMPT)})
+    lifecycle_state, lifecycle_time, {", ".join(WRITE)}, {", ".join(ATTEMPT)}, held_now)
 {rows_select(JOB_EDGE_TYPES)}
 ON CONFLICT (job_id, direction, namespace, name, source) DO UPDATE SET
     first_seen = least(t.first_seen, excluded.first_seen),
     last_seen = greatest(t.last_seen, excluded.last_seen),{_LIFECYCLE},{_LATEST_WRITE},
-    {_LATEST_ATTEMPT.lstrip()}
+    {_LATEST_ATTEMPT.lstrip()},
+    held_now = t.held_now OR excluded.held_now
 """
 # started_at: the earliest START, else the earliest event of the run. The completion
 # (first and last COMPLETE) and the latest failure (FAIL or ABORT, and which).
@@ -196,6 +200,50 @@ WHERE t.ctid = j.edge
        OR (x.at, x.run, x.state) > (t.attempt_at, t.attempt_run, t.attempt_state))
 """
 
+# Which job edges are held now (job_edges.held_now): static lineage, and the edges of each
+# job's latest run (by started_at, then run id: asof.LATEST_RUN). For each job whose runs
+# this batch folded, from what is stored after its upserts: the held edges its latest run
+# does not have are let go (found by job_edges_held, not among every edge the job ever had),
+# the latest run's edges not held yet are held. Each job looked up by index alone (OFFSET 0
+# under INDEX_PROBES_ONLY), as the settling statements above; the run's edge by its primary
+# key as asof.KEY_PROBE does (the planner otherwise took run_edges_dataset, every run that
+# ever named the table: 20,000 for a table 20,000 Trino queries wrote).
+_LATEST_OF_JOB = """unnest(%(jobs)s::uuid[]) AS j(job_id)
+CROSS JOIN LATERAL (
+    SELECT lr.run_id FROM lineage_runs lr WHERE lr.job_id = j.job_id
+    ORDER BY lr.started_at DESC, lr.run_id DESC LIMIT 1) l"""
+SETTLE_HELD_OFF = f"""
+UPDATE job_edges t SET held_now = false
+FROM {_LATEST_OF_JOB}
+CROSS JOIN LATERAL (
+    SELECT h.ctid AS edge, h.direction, h.namespace, h.name FROM job_edges h
+    WHERE h.job_id = j.job_id AND h.held_now AND h.source = 'run' OFFSET 0) h
+LEFT JOIN LATERAL (
+    SELECT re.run_id, re.direction, re.namespace, re.name FROM run_edges re
+    WHERE (re.run_id, re.direction, re.namespace, re.name)
+          >= (l.run_id, h.direction, h.namespace, h.name)
+    ORDER BY re.run_id, re.direction, re.namespace, re.name LIMIT 1) re
+  ON (re.run_id, re.direction, re.namespace, re.name)
+     = (l.run_id, h.direction, h.namespace, h.name)
+WHERE t.ctid = h.edge AND re.run_id IS NULL
+"""
+SETTLE_HELD_ON = f"""
+UPDATE job_edges t SET held_now = true
+FROM {_LATEST_OF_JOB}
+CROSS JOIN LATERAL (
+    SELECT re.direction, re.namespace, re.name FROM run_edges re
+    WHERE re.run_id = l.run_id OFFSET 0) re
+CROSS JOIN LATERAL (
+    SELECT h.ctid AS edge, h.held_now, h.job_id, h.direction, h.namespace, h.name, h.source
+    FROM job_edges h
+    WHERE (h.job_id, h.direction, h.namespace, h.name, h.source)
+          >= (j.job_id, re.direction, re.namespace, re.name, 'run')
+    ORDER BY h.job_id, h.direction, h.namespace, h.name, h.source LIMIT 1) h
+WHERE t.ctid = h.edge AND NOT h.held_now
+  AND (h.job_id, h.direction, h.namespace, h.name, h.source)
+      = (j.job_id, re.direction, re.namespace, re.name, 'run')
+"""
+
 DIRECTIONS = {"input": "input", "output": "output"}
 
 
@@ -261,8 +309,19 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         if is_run:
             assert event.run_id is not None
             fold_lineage_run(runs, event.run_id, jid, event)
-    for span in job_edges.values():
-        span += [None] * 5  # the latest write and attempt, of this batch's runs (below)
+    # Each job's latest run in this batch (by started_at, then run id): its edges, and
+    # static lineage, are inserted held (SETTLE_HELD checks against what is stored).
+    latest: dict[uuid.UUID, tuple[dt.datetime, uuid.UUID]] = {}
+    for rid, run in runs.items():
+        if run[0] not in latest or (run[1], rid) > latest[run[0]]:
+            latest[run[0]] = (run[1], rid)
+    for (job, direction, namespace, name, source), span in job_edges.items():
+        # the latest write and attempt, of this batch's runs (below), and held_now
+        span += [None] * 5
+        span.append(
+            source == "static"
+            or (job in latest and (latest[job][1], direction, namespace, name) in run_edges)
+        )
     # The runs whose edges' writes may have changed: an end, or outputs, in this batch.
     touched = {rid for rid, r in runs.items() if r[2] is not None}
     touched.update(rid for rid, direction, _, _ in run_edges if direction == "output")
@@ -293,14 +352,18 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
             UPSERT_LINEAGE_RUNS,
             row_param(LINEAGE_RUN_TYPES, [list(runs), *zip(*runs.values(), strict=True)]),
         )
-    if touched:
-        # (what an earlier batch stored: a completion or outputs folded before)
-        settle = {"runs": list(touched)}
+    if runs:
         with planner_without(cur, *INDEX_PROBES_ONLY):
-            cur.execute(SETTLE_RUN_WRITES, settle)
-            cur.execute(RESETTLE_JOB_WRITES, settle)
-            cur.execute(SETTLE_JOB_WRITES, settle)
-            cur.execute(SETTLE_JOB_ATTEMPTS, settle)
+            if touched:
+                # (what an earlier batch stored: a completion or outputs folded before)
+                settle = {"runs": list(touched)}
+                cur.execute(SETTLE_RUN_WRITES, settle)
+                cur.execute(RESETTLE_JOB_WRITES, settle)
+                cur.execute(SETTLE_JOB_WRITES, settle)
+                cur.execute(SETTLE_JOB_ATTEMPTS, settle)
+            held = {"jobs": list(latest)}
+            cur.execute(SETTLE_HELD_OFF, held)
+            cur.execute(SETTLE_HELD_ON, held)
 
 
 def fold_lineage_run(

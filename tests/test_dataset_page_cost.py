@@ -2,9 +2,11 @@
 
 The page lists its first writers and readers by name and counts them all (`producer_count`,
 `consumer_count`), each job counting when its latest run (by the moment asked) had the
-edge: a lookup of that run per job. The count once checked every job a second time, in a
-subquery of its own: the 20,000 Trino queries writing one table cost 0.4 s of its page
-(docs/PERFORMANCE.md, "The bounded reads' regression").
+edge: as of T a lookup of that run per job, now none (the fold keeps which edges hold now,
+job_edges.held_now: 20,000 lookups for the table 20,000 Trino queries wrote). The count
+once checked every job a second time, in a subquery of its own: the 20,000 Trino queries
+writing one table cost 0.4 s of its page (docs/PERFORMANCE.md, "The bounded reads'
+regression"). A graph through the dataset, now, checks its jobs by the same flag.
 """
 
 from __future__ import annotations
@@ -91,9 +93,51 @@ def test_a_dataset_page_checks_each_job_once(
                 plans = logged()
                 probes[bool(moment)] = _latest_run_probes(plans)
                 sorts[bool(moment)] = _sorted_probes(plans)
-    # now: a lookup per job, for the page and its count alike (it was two); as of T the
-    # jobs listed also look their run up again, for its state then
-    assert probes[False] == WRITERS + READERS, probes
-    assert probes[True] <= 2 * (WRITERS + READERS), probes
+    # now: no lookup, the fold's job_edges.held_now says which jobs hold (it was one a job,
+    # and before that two); as of T a lookup per job, for the page and its count alike,
+    # and the jobs listed look their run up again, for its state then
+    assert probes[False] == 0, probes
+    assert WRITERS + READERS <= probes[True] <= 2 * (WRITERS + READERS), probes
     # each lookup is the index's first entry for the job, not a sort of its runs
     assert sorts == {False: 0, True: 0}, sorts
+
+
+def _run_probes(plans: list[dict[str, Any]]) -> int:
+    """The lookups of a job's latest run (by lineage_runs_job) in a request's statements."""
+    return sum(
+        node.get("Actual Loops", 0)
+        for plan in plans
+        for node in plan_nodes(plan["Plan"])
+        if node.get("Index Name") == "lineage_runs_job"
+    )
+
+
+MAX_NODES = 4
+
+
+def test_a_graph_now_looks_up_no_run_of_the_jobs_a_dataset_reaches(
+    pg_server: Server, template_db: str, tmp_path: Path
+) -> None:
+    log_file = server_log(pg_server)
+    with serving(pg_server, template_db, tmp_path, "graph-cost") as (url, _, client):
+        api = Api(client, NS, DS_NS)
+        api.post(_events())
+        dataset = api.dataset_id("orders")
+        explained = tmp_path / "explained"
+        explained.mkdir()
+        probes = {}
+        with api_logging_plans(url, log_file, explained) as (logged, served):
+            for moment in ({}, {"as_of": "2026-06-02T00:00:00Z"}):
+                logged()
+                params = {"node": f"dataset:{dataset}", "depth": 1, "max_nodes": MAX_NODES}
+                answer = served.get("/lineage", params=params | moment)
+                assert answer.status_code == 200, answer.text
+                graph = answer.json()
+                assert graph["truncated"] is True
+                assert len(graph["nodes"]) == MAX_NODES, graph
+                probes[bool(moment)] = _run_probes(logged())
+    # now: the jobs kept look up their runs for their own edges (their inputs and outputs,
+    # the run's edges), none of the 17 the dataset reaches (37 before job_edges.held_now);
+    # as of T each of the 17 is checked
+    assert probes[False] <= 2 * (MAX_NODES - 1), probes
+    assert probes[True] >= WRITERS + READERS, probes

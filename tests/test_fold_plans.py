@@ -18,6 +18,8 @@ from projections.common import INDEX_PROBES_ONLY, planner_without, row_param
 from projections.datasets import SYNC_FIELDS
 from projections.lineage import (
     RESETTLE_JOB_WRITES,
+    SETTLE_HELD_OFF,
+    SETTLE_HELD_ON,
     SETTLE_JOB_ATTEMPTS,
     SETTLE_JOB_WRITES,
     SETTLE_RUN_WRITES,
@@ -75,6 +77,27 @@ def test_the_settle_of_job_edges_probes_by_run_with_statistics_of_nearly_empty_t
         assert "Index Scan using run_edges_pkey on run_edges" in plan, plan
         assert "Tid Scan on job_edges t" in plan, plan  # (each edge found by its key first)
         assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
+
+
+def test_the_settle_of_held_edges_probes_by_job_with_statistics_of_nearly_empty_tables(
+    conn: Conn,
+) -> None:
+    # (job_edges.held_now: each job's latest run, its held edges and its run's edges, by
+    # index whatever the statistics: a scan of lineage_runs or job_edges a batch would
+    # grow with the store)
+    fold_with_statistics_of_one_copy(conn, ("run_edges", "job_edges", "lineage_runs"))
+    # (41 runs of each job: the statistics of one say a job has one)
+    row = conn.execute("SELECT array_agg(DISTINCT job_id) FROM readmodel.lineage_runs").fetchone()
+    assert row is not None and len(row[0]) >= 20
+    for query in (SETTLE_HELD_OFF, SETTLE_HELD_ON):
+        plan = probes_plan(conn, query, {"jobs": row[0]})
+        assert "Index Only Scan using lineage_runs_job on lineage_runs" in plan, plan
+        assert "Tid Scan on job_edges t" in plan, plan
+        assert "on run_edges_pkey" in plan or "using run_edges_pkey" in plan, plan
+        assert "Seq Scan" not in plan and "run_edges_dataset" not in plan, plan
+        assert "job_edges_dataset" not in plan, plan
+    off = probes_plan(conn, SETTLE_HELD_OFF, {"jobs": row[0]})
+    assert "Index Cond: (job_id = j.job_id)" in off and "job_edges_held" in off, off
 
 
 def test_the_sync_of_dataset_fields_probes_by_dataset_with_statistics_of_nearly_empty_tables(

@@ -35,16 +35,22 @@ from bench.sizes import SEED
 
 # The statements of a source tree (run with that tree first on the path): JSON on stdout.
 # Since 4c848a5 the walks are by (as_of given, rule, from a run, restricted), the edges by
-# (rule, restricted), and "now" is the moment asof.NOW (`now`: what `as_of` is then).
+# (rule, restricted) (since job_edges.held_now by (now, rule, restricted)), and "now" is
+# the moment asof.NOW (`now`: what `as_of` is then).
 DUMP = """
 import json
 from metastore.api import lineage
 if hasattr(lineage, "WALKS"):
     from metastore.api import asof
+    now_key = (True, "latest", False)  # (now,) first in the edges' key since job_edges.held_now
+    if now_key in lineage.LINEAGE_EDGES:
+        edges = lineage.LINEAGE_EDGES[now_key]
+        edges_as_of = lineage.LINEAGE_EDGES[(False, "latest", False)]
+    else:
+        edges = edges_as_of = lineage.LINEAGE_EDGES[("latest", False)]
     out = {"walk": lineage.WALKS[(False, "latest", False, False)],
            "walk_as_of": lineage.WALKS[(True, "latest", False, False)],
-           "edges": lineage.LINEAGE_EDGES[("latest", False)],
-           "edges_as_of": lineage.LINEAGE_EDGES[("latest", False)],
+           "edges": edges, "edges_as_of": edges_as_of,
            "now": asof.NOW.isoformat()}
 else:
     out = {"walk": lineage.LINEAGE, "walk_as_of": lineage.LINEAGE_AS_OF,

@@ -274,7 +274,17 @@ def job_edges_at(job: str, direction: str, union: str = "UNION", rule: str = "la
     return JOB_EDGES_AT.format(job=job, runs=runs, direction=direction, union=union)
 
 
-def edge_held(job: str = "e.job_id", rule: str = "latest") -> str:
+# Whether the job_edges row `e` holds now: asof.NOW's EDGE_HELD by the `latest` rule, kept by
+# the fold (job_edges.held_now, projections/lineage.py), so a read as of now looks up no run.
+HELD_NOW = "e.held_now"
+
+
+def edge_held(job: str = "e.job_id", rule: str = "latest", now: bool = False) -> str:
+    """Whether job_edges row `e` held at `%(as_of)s` by `rule`; `now`: at asof.NOW, for
+    the statements of a read without `as_of` (the same rows, from the fold's flag for the
+    `latest` rule)."""
+    if now and rule == "latest":
+        return HELD_NOW
     probe = key_probe(
         "readmodel.run_edges", "re", RUN_EDGE_KEY, "r.run_id, e.direction, e.namespace, e.name"
     )

@@ -283,6 +283,8 @@ JOBS_OF = (
     HAVING bool_or({held})"""
 )
 HELD = asof.edge_held()
+# (now: the fold's flag, no lookup of each job's latest run; the same jobs)
+HELD_NOW = asof.edge_held(now=True)
 JOB = "j.id, j.namespace, j.name, j.latest_run_id"
 # Each job's latest run: now (`jr`), or at T (`lr` and `s`).
 RUN_NOW = {
@@ -302,7 +304,7 @@ WRITERS = FIRST_BY_NAME.format(
            (array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]
                AS lifecycle_state""",
         direction="output",
-        held=HELD,
+        held=HELD_NOW,
     ),
     run_joins=RUN_NOW["run_joins"],
     alias="w",
@@ -347,7 +349,7 @@ READER = (
 )
 READERS = FIRST_BY_NAME.format(
     item=READER.format(job=RUN_NOW["job"]),
-    jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD),
+    jobs=JOBS_OF.format(columns=JOB, direction="input", held=HELD_NOW),
     run_joins=RUN_NOW["run_joins"],
     alias="rd",
 )

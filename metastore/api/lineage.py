@@ -161,15 +161,15 @@ def _job_datasets(jobs: str, direction: str, rule: str) -> str:
                 ON dn.namespace = e.namespace AND dn.name = e.name{where}"""
 
 
-def _dataset_jobs(datasets: str, direction: str, rule: str) -> str:
-    """The jobs that read or wrote the datasets in array `datasets` at `%(as_of)s`;
-    restricted, the visible ones."""
+def _dataset_jobs(datasets: str, direction: str, rule: str, now: bool) -> str:
+    """The jobs that read or wrote the datasets in array `datasets` at `%(as_of)s` (`now`:
+    at asof.NOW, by the fold's flag); restricted, the visible ones."""
     return f"""SELECT e.job_id
               FROM readmodel.dataset_names dn
               JOIN readmodel.job_edges e
                 ON e.namespace = dn.namespace AND e.name = dn.name
               WHERE dn.dataset_id = ANY({datasets}) AND e.direction = '{direction}'
-                AND {asof.edge_held(rule=rule)}{visibility.mark("job_id", "e.job_id")}"""
+                AND {asof.edge_held(rule=rule, now=now)}{visibility.mark("job_id", "e.job_id")}"""
 
 
 # From a run (its job's node, kind 'job'): the first hop downstream goes to the datasets
@@ -201,9 +201,9 @@ def _walk(as_of: bool, rule: str, from_run: bool, restricted: bool = False) -> s
         dataset_namespace=dataset_namespace,
         dataset_name=dataset_name,
         down_datasets=down_datasets,
-        down_jobs=_dataset_jobs("w.down_ds", "input", rule),
+        down_jobs=_dataset_jobs("w.down_ds", "input", rule, not as_of),
         up_datasets=_job_datasets("w.up_jobs", "input", rule),
-        up_jobs=_dataset_jobs("w.up_ds", "output", rule),
+        up_jobs=_dataset_jobs("w.up_ds", "output", rule, not as_of),
         node_columns=NODE_COLUMNS_AS_OF if as_of else NODE_COLUMNS,
         node_joins=node_joins,
     )
@@ -280,13 +280,13 @@ JOIN readmodel.job_edges e ON e.namespace = dn.namespace AND e.name = dn.name
 WHERE dn.dataset_id = ANY(%(datasets)s::uuid[]) AND {held}{visible}"""
 
 
-def _dataset_side(rule: str) -> str:
+def _dataset_side(rule: str, now: bool) -> str:
     return DATASET_SIDE.format(
-        held=asof.edge_held(rule=rule), visible=visibility.mark("job_id", "e.job_id")
+        held=asof.edge_held(rule=rule, now=now), visible=visibility.mark("job_id", "e.job_id")
     )
 
 
-def _links(rule: str, restricted: bool) -> str:
+def _links(now: bool, rule: str, restricted: bool) -> str:
     # restricted, a node's `beyond` counts its visible neighbours alone: what expanding it
     # would add
     job_side = JOB_SIDE.format(
@@ -303,17 +303,19 @@ def _links(rule: str, restricted: bool) -> str:
         outputs=asof.job_edges_at("j.id", "output", rule=rule),
         visible=visibility.mark("dataset", "n.dataset_id", where=True),
     )
-    links = LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(rule))
+    links = LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(rule, now))
     return visibility.for_access(links, restricted)
 
 
-# By (rule (asof.window), restricted).
-LINEAGE_EDGES = {key: _links(*key) for key in itertools.product(asof.RULES, (False, True))}
+# By (now: without `as_of`, rule (asof.window), restricted).
+LINEAGE_EDGES = {
+    key: _links(*key) for key in itertools.product((False, True), asof.RULES, (False, True))
+}
 # Rows (direction, dataset, count): the jobs of each dataset in `%(datasets)s` that are not
 # in `%(jobs)s`, by direction (the `beyond` of a graph that draws other nodes than jobs),
 # by restricted (then the visible jobs alone).
 DATASETS_BEYOND = visibility.both(f"""
-SELECT direction, dataset_id, count(*) FROM ({_dataset_side("latest")}) s
+SELECT direction, dataset_id, count(*) FROM ({_dataset_side("latest", now=True)}) s
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id""")
 
 Direction = Annotated[
@@ -621,7 +623,7 @@ class _How(msgspec.Struct, frozen=True):
             "since": since,
             "max_edges": limits.EDGE_LIMIT + 1,
         }
-        return LINEAGE_EDGES[(rule, self.access.restricted)], args | self.readable
+        return LINEAGE_EDGES[(as_of is None, rule, self.access.restricted)], args | self.readable
 
     def walked(
         self, found: list[Any], links: list[Any], details: dict[uuid.UUID, dataset_nodes.Details]
