@@ -12,8 +12,12 @@ regression"). A graph through the dataset, now, checks its jobs by the same flag
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from tests.conftest import Server
 from tests.support import Api, api_logging_plans, plan_nodes, run_event, server_log, serving
@@ -70,29 +74,43 @@ def _sorted_probes(plans: list[dict[str, Any]]) -> int:
     )
 
 
-def test_a_dataset_page_checks_each_job_once(
-    pg_server: Server, template_db: str, tmp_path: Path
-) -> None:
+@contextmanager
+def _orders_served(
+    pg_server: Server, template_db: str, tmp_path: Path, name: str
+) -> Iterator[tuple[str, Callable[[], list[dict[str, Any]]], httpx.Client]]:
+    """The `orders` table's id, and an API on a store of its writers and readers whose
+    plans `logged()` gives (tests.support.api_logging_plans)."""
     log_file = server_log(pg_server)
-    with serving(pg_server, template_db, tmp_path, "page-cost") as (url, _, client):
+    with serving(pg_server, template_db, tmp_path, name) as (url, _, client):
         api = Api(client, NS, DS_NS)
         api.post(_events())
         dataset = api.dataset_id("orders")
-        probes, sorts = {}, {}
         explained = tmp_path / "explained"
         explained.mkdir()
         with api_logging_plans(url, log_file, explained) as (logged, served):
-            for moment in ({}, {"as_of": "2026-06-02T00:00:00Z"}):
-                logged()
-                answer = served.get(f"/datasets/{dataset}", params=moment)
-                assert answer.status_code == 200, answer.text
-                page = answer.json()
-                assert (page["producer_count"], page["consumer_count"]) == (WRITERS, READERS)
-                assert len(page["producers"]) == WRITERS
-                assert len(page["consumers"]) == READERS
-                plans = logged()
-                probes[bool(moment)] = _latest_run_probes(plans)
-                sorts[bool(moment)] = _sorted_probes(plans)
+            yield dataset, logged, served
+
+
+# Now, and as of a moment after every event.
+MOMENTS: tuple[dict[str, str], ...] = ({}, {"as_of": "2026-06-02T00:00:00Z"})
+
+
+def test_a_dataset_page_checks_each_job_once(
+    pg_server: Server, template_db: str, tmp_path: Path
+) -> None:
+    probes, sorts = {}, {}
+    with _orders_served(pg_server, template_db, tmp_path, "page-cost") as (dataset, logged, served):
+        for moment in MOMENTS:
+            logged()
+            answer = served.get(f"/datasets/{dataset}", params=moment)
+            assert answer.status_code == 200, answer.text
+            page = answer.json()
+            assert (page["producer_count"], page["consumer_count"]) == (WRITERS, READERS)
+            assert len(page["producers"]) == WRITERS
+            assert len(page["consumers"]) == READERS
+            plans = logged()
+            probes[bool(moment)] = _latest_run_probes(plans)
+            sorts[bool(moment)] = _sorted_probes(plans)
     # now: no lookup, the fold's job_edges.held_now says which jobs hold (it was one a job,
     # and before that two); as of T a lookup per job, for the page and its count alike,
     # and the jobs listed look their run up again, for its state then
@@ -118,24 +136,21 @@ MAX_NODES = 4
 def test_a_graph_now_looks_up_no_run_of_the_jobs_a_dataset_reaches(
     pg_server: Server, template_db: str, tmp_path: Path
 ) -> None:
-    log_file = server_log(pg_server)
-    with serving(pg_server, template_db, tmp_path, "graph-cost") as (url, _, client):
-        api = Api(client, NS, DS_NS)
-        api.post(_events())
-        dataset = api.dataset_id("orders")
-        explained = tmp_path / "explained"
-        explained.mkdir()
-        probes = {}
-        with api_logging_plans(url, log_file, explained) as (logged, served):
-            for moment in ({}, {"as_of": "2026-06-02T00:00:00Z"}):
-                logged()
-                params = {"node": f"dataset:{dataset}", "depth": 1, "max_nodes": MAX_NODES}
-                answer = served.get("/lineage", params=params | moment)
-                assert answer.status_code == 200, answer.text
-                graph = answer.json()
-                assert graph["truncated"] is True
-                assert len(graph["nodes"]) == MAX_NODES, graph
-                probes[bool(moment)] = _run_probes(logged())
+    probes = {}
+    with _orders_served(pg_server, template_db, tmp_path, "graph-cost") as (
+        dataset,
+        logged,
+        served,
+    ):
+        for moment in MOMENTS:
+            logged()
+            params = {"node": f"dataset:{dataset}", "depth": 1, "max_nodes": MAX_NODES}
+            answer = served.get("/lineage", params=params | moment)
+            assert answer.status_code == 200, answer.text
+            graph = answer.json()
+            assert graph["truncated"] is True
+            assert len(graph["nodes"]) == MAX_NODES, graph
+            probes[bool(moment)] = _run_probes(logged())
     # now: the jobs kept look up their runs for their own edges (their inputs and outputs,
     # the run's edges), none of the 17 the dataset reaches (37 before job_edges.held_now);
     # as of T each of the 17 is checked
