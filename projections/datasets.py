@@ -77,7 +77,8 @@ NAME = "datasets"
 # (version_sightings); another job's events reusing a runId are left out
 # 13: the current schema's fields in dataset_fields (/search by field)
 # 14: described fields by name (/search's page of a word in descriptions)
-VERSION = 14
+# 15: the live datasets by display name (/datasets' unfiltered pages)
+VERSION = 15
 TABLES = ("datasets", "dataset_names", "dataset_versions", "version_sightings", "dataset_fields")
 
 DATASET_COLUMNS = (

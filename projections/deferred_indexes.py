@@ -25,6 +25,7 @@ READ_ONLY_INDEXES = frozenset(
     {
         # datasets
         "datasets_live",
+        "datasets_display",
         "dataset_names_namespace_dataset",
         "dataset_names_name",
         "dataset_names_name_trigrams",

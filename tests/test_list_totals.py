@@ -1,7 +1,8 @@
 """List totals on a store of 15,000 jobs (9,060 of them late) and 12,000 datasets (100
-merged away): each total is what counting the list says, and counting it reads indexes
-alone, never the lists' wide rows (issue 46: totals read 10,001 heap rows); a page of late
-jobs when few are late reads those, not every job.
+merged away, the rest with two names): each total is what counting the list says, and
+counting it reads indexes alone, never the lists' wide rows (issue 46: totals read 10,001
+heap rows); a page of late jobs when few are late reads those, not every job; a page of
+every dataset reads a page of datasets.
 
 The rows are written straight into the read models (the fold is not the subject here) and
 vacuumed, as autovacuum leaves a store after a fold: the visibility map set, which an
@@ -55,6 +56,12 @@ FROM generate_series(1, {DATASETS}) i""",
     f"""
 INSERT INTO readmodel.dataset_names (namespace, name, dataset_id, kind, first_seen)
 SELECT 's3', 'table_' || i, md5('d' || i)::uuid, 'emitted', now()
+FROM generate_series({MERGED} + 1, {DATASETS}) i""",
+    # and a symlink each in a namespace that sorts before their display names' (a Hive
+    # metastore's names of S3 tables): the walk of every name in order meets them first
+    f"""
+INSERT INTO readmodel.dataset_names (namespace, name, dataset_id, kind, first_seen)
+SELECT 'hive', 'table_' || i, md5('d' || i)::uuid, 'symlink', now()
 FROM generate_series({MERGED} + 1, {DATASETS}) i""",
     # namespace c: 3,000 jobs, the last 60 by name late (a failing pipeline's jobs share a
     # prefix): a walk by name meets them at its end
@@ -219,3 +226,31 @@ def test_a_dataset_name_reads_its_names_not_every_name(
             assert names == expected, params
             for read, node in rows_read(logged()) if bounded else ():
                 assert read <= 100, (params, node)
+
+
+def test_a_page_of_every_dataset_reads_a_page_of_datasets(
+    store: str, pg_server: Server, tmp_path: Path
+) -> None:
+    """Unfiltered, /datasets pages the live datasets by display name, reading a page of
+    them: the walk of every name in order read each dataset's other names too, all 11,900
+    Hive symlinks here before the first display name (1,661 names for a page of 51 at
+    1,000,000 events; issue 46)."""
+    log_file = server_log(pg_server)
+    with psycopg.connect(store) as conn:
+        expected = conn.execute(
+            "SELECT namespace, name FROM readmodel.datasets WHERE merged_into IS NULL"
+            " ORDER BY namespace, name LIMIT 150"
+        ).fetchall()
+    with api_logging_plans(store, log_file, tmp_path) as (logged, client):
+        logged()
+        shown, params = [], {"limit": 50}
+        for _ in range(3):  # the first page and two past a cursor
+            page = client.get("/datasets", params=params).json()
+            assert (page["total"], page["total_is_exact"]) == _counted(store, LISTS[-1][1])
+            shown += [(d["namespace"], d["name"]) for d in page["items"]]
+            params["cursor"] = page["next_cursor"]
+        plans = [p for p in logged() if not p["Query Text"].startswith("SELECT count(*)")]
+    assert shown == [tuple(r) for r in expected]
+    assert plans
+    for read, node in rows_read(plans):
+        assert read <= 2 * 50, node

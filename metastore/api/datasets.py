@@ -87,6 +87,15 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) d
 WHERE true {filters}"""
+# Unfiltered (no namespace, `q` or `name`) and unrestricted, the live datasets in their
+# display name's order (datasets_display): each entry is a page's row, where the walk of
+# every name read 1,661 names, 8,513 buffers and 8 ms for a page of 51 at 1,000,000 events
+# (the names sorting first are other names of datasets shown under another: 0.4 ms now).
+# `n` is the display name, as the walks' key and cursor name it.
+LIVE_WALK = """
+FROM readmodel.datasets d
+CROSS JOIN LATERAL (SELECT d.namespace, d.name) n
+WHERE d.merged_into IS NULL {filters}"""
 NAMESPACE_WALK = """
 FROM readmodel.dataset_names n
 CROSS JOIN LATERAL (
@@ -200,6 +209,8 @@ LOOKUPS = {
 def _select(query: Any, restricted: bool, filters: str, order: str) -> str:
     summary, display_walk = LISTING[restricted][:2]
     walk = NAMESPACE_WALK if query.namespace is not None else display_walk
+    if walk is DISPLAY_WALK and not query.q and query.name is None:
+        walk = LIVE_WALK
     # The name that matched: of `q`, else of `name`, else its (first) name in `namespace`.
     matched = "NULL::json"
     if query.q:

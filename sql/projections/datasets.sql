@@ -37,6 +37,8 @@ CREATE TABLE datasets (
 CREATE INDEX datasets_merged_into ON datasets (merged_into) WHERE merged_into IS NOT NULL;
 -- the live datasets (/datasets' total): counted by an index-only scan, not from the wide rows
 CREATE INDEX datasets_live ON datasets (id) WHERE merged_into IS NULL;
+-- the live datasets by display name: /datasets' pages, unfiltered
+CREATE INDEX datasets_display ON datasets (namespace, name) WHERE merged_into IS NULL;
 
 CREATE TABLE dataset_names (
     namespace       text        NOT NULL,
