@@ -32,6 +32,7 @@ SCENARIOS = {
     "search": "bench.scenarios.search",
     "field-search-buffers": "bench.scenarios.field_search_buffers",
     "search-split": "bench.scenarios.search_split",
+    "name-replicas": "bench.scenarios.name_replicas",
     "fold": "bench.scenarios.fold",
     "live-fold": "bench.scenarios.live_fold",
     "live-batches": "bench.scenarios.live_batches",
