@@ -33,7 +33,7 @@ from bench.fig_reads import Page
 from bench.fig_search import NAMES, terms
 from bench.harness import cluster, metastore
 from bench.scenario import parser
-from bench.scenarios.search import _versions
+from bench.scenarios.search import _versions, set_versions
 
 TABLES = ("namespaces", "datasets", "dataset_names", "jobs", "dataset_fields")
 # The key column each replica's id is derived from, and the name columns it suffixes.
@@ -58,7 +58,8 @@ def _copy(source: str, target: str) -> None:
 
 
 def _replicate(url: str, times: int) -> None:
-    """`times - 1` replicas of each dataset, its names and fields, and each job."""
+    """`times - 1` replicas of each dataset, its names and fields, and each job (vacuumed
+    and analyzed by the caller, as the copy is)."""
     with psycopg.connect(url) as conn:
         for table, key in IDS.items():
             columns = [
@@ -84,8 +85,6 @@ def _replicate(url: str, times: int) -> None:
                 f" generate_series(1, {times - 1}) k"
             )
             conn.commit()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
 
 
 def _time(base_url: str, searches: list[tuple[str, str]]) -> dict[str, list[float]]:
@@ -139,13 +138,10 @@ def main(argv: list[str]) -> int:
             print(f"{label}: {count[0] if count else 0:,} dataset names", flush=True)
         searches = terms(names, args.searches, args.seed)
         for round_, (side, tree) in turns(sides, args.rounds):
+            versions = _versions(tree)
             for label, url in stores.items():
                 with psycopg.connect(url, autocommit=True) as conn:
-                    for name, version in _versions(tree).items():
-                        conn.execute(
-                            "UPDATE projection_state SET version = %s WHERE name = %s",
-                            (version, name),
-                        )
+                    set_versions(conn, versions)
                 with metastore("api", url, Path(log_dir), cwd=tree) as api:
                     by_read = _time(api.base_url, searches)
                 figures = ", ".join(

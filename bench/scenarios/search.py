@@ -24,6 +24,7 @@ import tempfile
 import time
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -70,6 +71,13 @@ def _versions(tree: Path) -> dict[str, int]:
         [sys.executable, "-c", code], cwd=tree, check=True, capture_output=True, text=True
     )
     return dict(json.loads(out.stdout))
+
+
+def set_versions(conn: psycopg.Connection[Any], versions: dict[str, int]) -> None:
+    """The store's projection versions set to `versions`: a tree's API reads the read
+    models only at its own (another answers 503 rebuilding)."""
+    for name, version in versions.items():
+        conn.execute("UPDATE projection_state SET version = %s WHERE name = %s", (version, name))
 
 
 def main(argv: list[str]) -> int:
@@ -124,12 +132,7 @@ def main(argv: list[str]) -> int:
                     else:
                         conn.execute(definition.replace("INDEX", "INDEX IF NOT EXISTS", 1))
                 # each tree's API reads the read models as of its own projection versions
-                versions = ours if side == "this" else _versions(tree)
-                for name, version in versions.items():
-                    conn.execute(
-                        "UPDATE projection_state SET version = %s WHERE name = %s",
-                        (version, name),
-                    )
+                set_versions(conn, ours if side == "this" else _versions(tree))
             result = time_side(tree, url, searches, Path(log_dir))
             figures = ", ".join(f"{k} {v:.1f}" for k, v in result.items())
             print(f"round {round_ + 1} {side}: p95 ms {figures}", flush=True)

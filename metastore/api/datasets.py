@@ -208,9 +208,12 @@ LOOKUPS = {
 
 def _select(query: Any, restricted: bool, filters: str, order: str) -> str:
     summary, display_walk = LISTING[restricted][:2]
-    walk = NAMESPACE_WALK if query.namespace is not None else display_walk
-    if walk is DISPLAY_WALK and not query.q and query.name is None:
+    if query.namespace is not None:
+        walk = NAMESPACE_WALK
+    elif not restricted and not query.q and query.name is None:
         walk = LIVE_WALK
+    else:
+        walk = display_walk
     # The name that matched: of `q`, else of `name`, else its (first) name in `namespace`.
     matched = "NULL::json"
     if query.q:
