@@ -146,10 +146,18 @@ VERSION_TYPES = (
     "bigint",
 )
 
+# Each of `k`'s names by the primary key, whatever the statistics: a range from the key,
+# one row, then equal (with a fresh store's the planner hashed every name, or probed
+# dataset_names_namespace_dataset by namespace and filtered: both grow with the store).
+NAME_PROBE = """CROSS JOIN LATERAL (
+    SELECT n.* FROM dataset_names n WHERE (n.namespace, n.name) >= (k.namespace, k.name)
+    ORDER BY n.namespace, n.name LIMIT 1) n"""
+NAME_FOUND = "(n.namespace, n.name) = (k.namespace, k.name)"
 SELECT_NAMES = f"""
 SELECT {", ".join(f"n.{c}::text AS {c}" if c == "joined_by" else "n." + c for c in NAME_COLUMNS)}
-FROM dataset_names n JOIN unnest(%b::text[], %b::text[]) AS k(namespace, name)
-  ON n.namespace = k.namespace AND n.name = k.name
+FROM unnest(%b::text[], %b::text[]) AS k(namespace, name)
+{NAME_PROBE}
+WHERE {NAME_FOUND}
 """
 # JSON as text: facets are decoded to name -> raw JSON, never to Python objects (see
 # common.Facets); schema fields are only ever compared by hash and written back.
@@ -164,9 +172,9 @@ def _select_list(columns: tuple[str, ...]) -> str:
 # by ids the names' answer gave: the three loads go in one round trip (Fold.__init__).
 SELECT_DATASETS = f"""
 SELECT {_select_list(DATASET_COLUMNS)} FROM datasets
-WHERE id IN (SELECT n.dataset_id
-             FROM dataset_names n JOIN unnest(%b::text[], %b::text[]) AS k(namespace, name)
-               ON n.namespace = k.namespace AND n.name = k.name)
+WHERE id IN (SELECT n.dataset_id FROM unnest(%b::text[], %b::text[]) AS k(namespace, name)
+             {NAME_PROBE}
+             WHERE {NAME_FOUND})
 """
 # The versions a batch can change: those with a hash its schemas have, of the datasets a
 # ref's names point to now (several: a merge, which loads them all). Not every version: a
@@ -177,9 +185,9 @@ SELECT_VERSIONS = f"""
 SELECT {_select_list(VERSION_COLUMNS)} FROM dataset_versions
 WHERE (dataset_id, fields_hash) IN (
     SELECT n.dataset_id, k.hash
-    FROM dataset_names n
-    JOIN unnest(%b::text[], %b::text[], %b::bytea[]) AS k(namespace, name, hash)
-      ON n.namespace = k.namespace AND n.name = k.name)
+    FROM unnest(%b::text[], %b::text[], %b::bytea[]) AS k(namespace, name, hash)
+    {NAME_PROBE}
+    WHERE {NAME_FOUND})
 """
 # Every version of datasets about to merge (their schemas all move to the survivor).
 SELECT_ALL_VERSIONS = (
@@ -321,7 +329,10 @@ class Fold:
         # working through the datasets and versions while the names are turned into rows
         # here (each waited for the one before: 42 % of the fold was this projection).
         names = text_array([k[0] for k in keys]), text_array([k[1] for k in keys])
+        # Each name by its key whatever the statistics: with a fresh store's, the planner
+        # read every name (a sequential scan and a hash) three times a batch.
         with (
+            planner_without(cur, *INDEX_PROBES_ONLY),
             loading_cursor(cur) as ncur,
             loading_cursor(cur) as dcur,
             loading_cursor(cur) as vcur,

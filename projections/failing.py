@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from projections.common import row_param, rows_select
+from projections.common import INDEX_PROBES_ONLY, planner_without, row_param, rows_select
 
 SINCE_TYPES = ("uuid", "timestamptz")
 _START = "coalesce(r.started_at, r.first_seen)"
@@ -35,8 +35,11 @@ ordered AS (
     FROM redone d JOIN runs r ON r.job_id = d.job_id AND {_START} >= d.since
 ),
 gone AS (
-    DELETE FROM failing_spans f USING redone d
-    WHERE f.job_id = d.job_id AND f.started >= d.since
+    DELETE FROM failing_spans f USING (
+        SELECT s.span_row FROM redone d CROSS JOIN LATERAL (
+            SELECT s.ctid AS span_row FROM failing_spans s
+            WHERE s.job_id = d.job_id AND s.started >= d.since OFFSET 0) s) s
+    WHERE f.ctid = s.span_row
 )
 INSERT INTO failing_spans (run_id, job_id, job_namespace, started, span)
 SELECT o.id, o.job_id, o.job_namespace, o.started, tstzrange(o.state_time, o.next_start, '[)')
@@ -49,4 +52,8 @@ def refold(cur: psycopg.Cursor[Any], since: dict[uuid.UUID, dt.datetime]) -> Non
     """Refolds the failing spans of each job's runs started from `since[job]` (and of the
     run before), after the runs are written."""
     if since:
-        cur.execute(REFOLD, row_param(SINCE_TYPES, [list(since), list(since.values())]))
+        # (each job's runs and spans by index, a job at a time (OFFSET 0): with a fresh
+        # store's statistics the planner hashed every run and every span, or walked all of
+        # failing_spans_job, a scan a batch growing with the store)
+        with planner_without(cur, *INDEX_PROBES_ONLY):
+            cur.execute(REFOLD, row_param(SINCE_TYPES, [list(since), list(since.values())]))

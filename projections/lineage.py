@@ -137,11 +137,27 @@ FIRST_WRITE = (
 LAST_WRITE = (
     f"CASE WHEN {ENDED_FAILED} THEN NULL ELSE greatest(e.last_writing, lr.last_complete) END"
 )
+# Each run by its key, then its output edges by run_edges' primary key (fenced by OFFSET 0
+# under INDEX_PROBES_ONLY): with the statistics of a fresh store and a batch of a few runs
+# the planner read every output edge through run_edges_job (its second column alone) and
+# looked up each edge's run, 12-17 ms a batch of 50 events at 20,000 events, growing with
+# the table (docs/PERFORMANCE.md, "the lag's tail: the settle of run edges, again").
 SETTLE_RUN_WRITES = f"""
-UPDATE run_edges e SET first_write_at = {FIRST_WRITE}, last_write_at = {LAST_WRITE}
-FROM lineage_runs lr
-WHERE lr.run_id = ANY(%(runs)s::uuid[]) AND e.run_id = lr.run_id AND e.direction = 'output'
-  AND (e.first_write_at, e.last_write_at) IS DISTINCT FROM ({FIRST_WRITE}, {LAST_WRITE})
+UPDATE run_edges t SET first_write_at = x.first_write, last_write_at = x.last_write
+FROM (
+    SELECT e.edge, {FIRST_WRITE} AS first_write, {LAST_WRITE} AS last_write,
+           e.first_write_at, e.last_write_at
+    FROM unnest(%(runs)s::uuid[]) AS r(run_id)
+    CROSS JOIN LATERAL (
+        SELECT lr.ended_state, lr.first_complete, lr.last_complete FROM lineage_runs lr
+        WHERE lr.run_id = r.run_id OFFSET 0) lr
+    CROSS JOIN LATERAL (
+        SELECT e.ctid AS edge, e.first_writing, e.last_writing, e.first_write_at,
+               e.last_write_at
+        FROM run_edges e WHERE e.run_id = r.run_id AND e.direction = 'output' OFFSET 0) e
+) x
+WHERE t.ctid = x.edge
+  AND (x.first_write_at, x.last_write_at) IS DISTINCT FROM (x.first_write, x.last_write)
 """
 # The batch's runs' output edges, and the job edge of each, found by primary key, run by run
 # (fenced by OFFSET 0 under INDEX_PROBES_ONLY): with a fresh store's statistics the planner

@@ -15,7 +15,8 @@ from typing import Any
 import psycopg
 
 from projections.common import INDEX_PROBES_ONLY, planner_without, row_param
-from projections.datasets import SYNC_FIELDS
+from projections.datasets import SELECT_DATASETS, SELECT_NAMES, SELECT_VERSIONS, SYNC_FIELDS
+from projections.failing import REFOLD, SINCE_TYPES
 from projections.lineage import (
     RESETTLE_JOB_WRITES,
     SETTLE_HELD_OFF,
@@ -44,13 +45,24 @@ def fold_with_statistics_of_one_copy(conn: Conn, tables: tuple[str, ...]) -> Non
     catch_up(conn)
 
 
-def probes_plan(conn: Conn, query: str, params: dict[str, Any]) -> str:
+def probes_plan(conn: Conn, query: str, params: dict[str, Any] | tuple[Any, ...]) -> str:
     """The plan of `query` as the fold runs it (under INDEX_PROBES_ONLY)."""
     with conn.transaction():
         conn.execute("SET LOCAL search_path TO readmodel, public")
         with planner_without(conn, *INDEX_PROBES_ONLY):
             explained = conn.execute("EXPLAIN (COSTS OFF) " + query, params)  # type: ignore[call-overload]
             return "\n".join(line for (line,) in explained)
+
+
+def whole_index_scans(plan: str) -> list[str]:
+    """The plan's index scans without an index condition: each reads its whole index."""
+    lines = plan.splitlines()
+    return [
+        line
+        for line, after in zip(lines, [*lines[1:], ""], strict=True)
+        if "Index Scan using" in line or "Index Only Scan using" in line
+        if "Index Cond" not in after
+    ]
 
 
 def test_the_settle_of_run_edges_probes_by_run_with_statistics_of_a_nearly_empty_table(
@@ -62,6 +74,73 @@ def test_the_settle_of_run_edges_probes_by_run_with_statistics_of_a_nearly_empty
     plan = probes_plan(conn, SETTLE_RUN_WRITES, {"runs": row[0]})
     assert "Index Scan using run_edges_pkey on run_edges" in plan, plan
     assert "Materialize" not in plan and "Seq Scan" not in plan, plan
+
+
+def _daily_writes(day: int, jobs: int) -> list[dict[str, Any]]:
+    """A day of `jobs` Spark jobs, each reading its own table and writing today's partition
+    of another (a new name a run), every fifth run FAILing."""
+    events = []
+    for j in range(jobs):
+        run, when = str(uuid.uuid4()), f"2026-09-01T10:{day % 60:02d}:{j % 60:02d}Z"
+        job = ("spark", f"load_{j}")
+        read = {"namespace": "s3a://raw", "name": f"events_{j}"}
+        wrote = {"namespace": "s3a://warehouse", "name": f"daily_{j}/day={day}"}
+        end = "FAIL" if (day + j) % 5 == 0 else "COMPLETE"
+        events.append(run_event("START", when, SPARK, job, run, [read], [wrote]))
+        events.append(run_event(end, when, SPARK, job, run, [read], [wrote]))
+    return events
+
+
+def test_a_live_batch_probes_by_key_with_statistics_of_a_fresh_store(
+    conn: Conn,
+) -> None:
+    # The projector's live batches are small (50 events at 1,000 events/s). With the
+    # statistics of a fresh store (its tables vacuumed empty) and a batch's 30 runs, the
+    # settle of run edges read every output edge through run_edges_job (its second column
+    # alone), the datasets projection's three loads hashed every name (or probed by
+    # namespace and filtered) and the failing spans' refold hashed every run: 12-17 ms of a
+    # 30 ms batch at 20,000 events, growing with the store (docs/PERFORMANCE.md).
+    tables = ("run_edges", "lineage_runs", "dataset_names", "datasets", "dataset_versions",
+              "runs", "failing_spans")  # fmt: skip
+    for table in tables:  # (no ANALYZE but ours)
+        conn.execute(f"ALTER TABLE readmodel.{table} SET (autovacuum_enabled = false)")
+    conn.commit()
+    conn.autocommit = True  # (a fresh store's statistics: the tables vacuumed empty)
+    conn.execute("VACUUM ANALYZE " + ", ".join(f"readmodel.{t}" for t in tables))
+    conn.autocommit = False
+    for day in range(1, 31):
+        append(conn, _daily_writes(day, 40))
+    catch_up(conn)
+    runs = conn.execute(
+        "SELECT array_agg(run_id) FROM (SELECT run_id FROM readmodel.lineage_runs"
+        " ORDER BY started_at DESC LIMIT 30) r"
+    ).fetchone()
+    assert runs is not None and len(runs[0]) == 30
+    plan = probes_plan(conn, SETTLE_RUN_WRITES, {"runs": runs[0]})
+    assert "Bitmap" not in plan and "run_edges_job" not in plan, plan
+    assert "Index Scan using run_edges_pkey on run_edges" in plan, plan
+    assert "Tid Scan on run_edges t" in plan, plan
+    assert not whole_index_scans(plan), plan
+
+    names = conn.execute(
+        "SELECT array_agg(namespace), array_agg(name), array_agg(''::bytea) FROM (SELECT *"
+        " FROM readmodel.dataset_names ORDER BY first_seen DESC, name LIMIT 8) n"
+    ).fetchone()
+    assert names is not None and len(names[0]) == 8
+    for query, params in ((SELECT_NAMES, names[:2]), (SELECT_DATASETS, names[:2]),
+                          (SELECT_VERSIONS, names)):  # fmt: skip
+        plan = probes_plan(conn, query.replace("%b", "%s"), tuple(params))
+        assert "Index Scan using dataset_names_pkey on dataset_names" in plan, plan
+        assert "Seq Scan" not in plan and "Hash Join" not in plan, plan
+        assert "dataset_names_namespace_dataset" not in plan, plan
+        assert not whole_index_scans(plan), plan
+
+    jobs = conn.execute("SELECT array_agg(id), array_agg(first_seen) FROM readmodel.jobs")
+    job_ids, seen = jobs.fetchone() or ([], [])
+    plan = probes_plan(conn, REFOLD, row_param(SINCE_TYPES, [job_ids[:6], seen[:6]]))
+    assert "Tid Scan on failing_spans f" in plan, plan
+    assert "Seq Scan" not in plan and "Hash Join" not in plan, plan
+    assert not whole_index_scans(plan), plan
 
 
 def test_the_settle_of_job_edges_probes_by_run_with_statistics_of_nearly_empty_tables(
