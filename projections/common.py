@@ -381,14 +381,30 @@ def planner_without(
 ) -> Iterator[None]:
     """Turns the planner's `methods` (`enable_sort`, ...) off for the block's statements.
 
-    In the open transaction: SET LOCAL, then RESET, so the fold's other statements keep
-    the session's plans (an error rolls the transaction back, and the settings with it).
+    In the open transaction (set_config's is_local), then back to what they were, so the
+    fold's other statements keep the session's plans (an error rolls the transaction back,
+    and the settings with it). One statement each way: a SET LOCAL and a RESET a method
+    were eight statements a block, about 60 of a live batch's 95 (docs/PERFORMANCE.md).
     """
-    for method in methods:
-        conn.execute(f"SET LOCAL {method} = off")
+    off, restore = _planner_switches(methods)
+    conn.execute(off)
     yield
-    for method in methods:
-        conn.execute(f"RESET {method}")
+    conn.execute(restore)
+
+
+@functools.cache
+def _planner_switches(methods: tuple[str, ...]) -> tuple[str, str]:
+    """The statements turning `methods` off, each method's value before kept in a
+    placeholder setting of its own (set first: it is the argument), and back."""
+    off = ", ".join(
+        f"set_config('{m}', 'off' || left(set_config('metastore.before_{m}', "
+        f"current_setting('{m}'), true), 0), true)"
+        for m in methods
+    )
+    restore = ", ".join(
+        f"set_config('{m}', current_setting('metastore.before_{m}'), true)" for m in methods
+    )
+    return f"SELECT {off}", f"SELECT {restore}"
 
 
 # An UPDATE ... FROM unnest(ids) matches a batch's few hundred ids against a whole table

@@ -266,3 +266,17 @@ def test_a_dataset_written_again_with_its_schema_keeps_its_field_rows(conn: Conn
     catch_up(conn)
     after = [(n, d) for n, d, _ in conn.execute(FIELDS).fetchall()]
     assert after == [("amount", None), ("order_id", "The order")]
+
+
+def test_the_planner_s_methods_come_back_as_they_were_after_a_block(conn: Conn) -> None:
+    # (the fold's own statements between blocks keep the session's plans; a caller's own
+    # setting in the transaction stays; nothing outlives the transaction)
+    shown = "SELECT current_setting('enable_hashjoin'), current_setting('enable_seqscan')"
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_hashjoin = off")
+        with planner_without(conn, *INDEX_PROBES_ONLY):
+            assert conn.execute(shown).fetchone() == ("off", "off")
+            assert conn.execute("SHOW enable_material").fetchone() == ("off",)
+        assert conn.execute(shown).fetchone() == ("off", "on")
+        assert conn.execute("SHOW enable_material").fetchone() == ("on",)
+    assert conn.execute(shown).fetchone() == ("on", "on")
