@@ -384,7 +384,7 @@ def planner_without(
     In the open transaction (set_config's is_local), then back to what they were, so the
     fold's other statements keep the session's plans (an error rolls the transaction back,
     and the settings with it). One statement each way: a SET LOCAL and a RESET a method
-    were eight statements a block, about 60 of a live batch's 95 (docs/PERFORMANCE.md).
+    were eight statements a block, 56 of a live batch's 95 (docs/PERFORMANCE.md).
     """
     off, restore = _planner_switches(methods)
     conn.execute(off)
