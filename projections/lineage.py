@@ -128,44 +128,35 @@ ON CONFLICT (run_id) DO UPDATE SET
     last_complete = greatest(t.last_complete, excluded.last_complete),{_LATEST_FAILURE},
     {_LATEST_END.lstrip()}
 """
+# The batch's runs' output edges (each with its `edge`, its ctid), found by primary key, run
+# by run (fenced by OFFSET 0 under INDEX_PROBES_ONLY): with a fresh store's statistics the
+# planner read every output edge instead, through run_edges_job by its second column alone
+# for a live batch's few runs (SETTLE_RUN_WRITES: 12-17 ms a batch of 50 events at 20,000
+# events; docs/PERFORMANCE.md, "the lag's tail: the settle of run edges, again"), or
+# compared each job edge with each of the batch's (the job edges' settles: 1.3 s a batch
+# of 700 runs at 30,000 events); a cost that grew with the store.
+_BATCH_OUTPUTS = """unnest(%(runs)s::uuid[]) AS r(run_id)
+CROSS JOIN LATERAL (
+    SELECT v.ctid AS edge, v.* FROM run_edges v
+    WHERE v.run_id = r.run_id AND v.direction = 'output' OFFSET 0) v"""
 # A run's completion writes all its outputs, those named in other batches included; a run
 # that ended FAIL or ABORT wrote none.
 ENDED_FAILED = "lr.ended_state IN ('FAIL', 'ABORT')"
 FIRST_WRITE = (
-    f"CASE WHEN {ENDED_FAILED} THEN NULL ELSE least(e.first_writing, lr.first_complete) END"
+    f"CASE WHEN {ENDED_FAILED} THEN NULL ELSE least(v.first_writing, lr.first_complete) END"
 )
 LAST_WRITE = (
-    f"CASE WHEN {ENDED_FAILED} THEN NULL ELSE greatest(e.last_writing, lr.last_complete) END"
+    f"CASE WHEN {ENDED_FAILED} THEN NULL ELSE greatest(v.last_writing, lr.last_complete) END"
 )
-# Each run by its key, then its output edges by run_edges' primary key (fenced by OFFSET 0
-# under INDEX_PROBES_ONLY): with the statistics of a fresh store and a batch of a few runs
-# the planner read every output edge through run_edges_job (its second column alone) and
-# looked up each edge's run, 12-17 ms a batch of 50 events at 20,000 events, growing with
-# the table (docs/PERFORMANCE.md, "the lag's tail: the settle of run edges, again").
 SETTLE_RUN_WRITES = f"""
-UPDATE run_edges t SET first_write_at = x.first_write, last_write_at = x.last_write
-FROM (
-    SELECT e.edge, {FIRST_WRITE} AS first_write, {LAST_WRITE} AS last_write,
-           e.first_write_at, e.last_write_at
-    FROM unnest(%(runs)s::uuid[]) AS r(run_id)
-    CROSS JOIN LATERAL (
-        SELECT lr.ended_state, lr.first_complete, lr.last_complete FROM lineage_runs lr
-        WHERE lr.run_id = r.run_id OFFSET 0) lr
-    CROSS JOIN LATERAL (
-        SELECT e.ctid AS edge, e.first_writing, e.last_writing, e.first_write_at,
-               e.last_write_at
-        FROM run_edges e WHERE e.run_id = r.run_id AND e.direction = 'output' OFFSET 0) e
-) x
-WHERE t.ctid = x.edge
-  AND (x.first_write_at, x.last_write_at) IS DISTINCT FROM (x.first_write, x.last_write)
-"""
-# The batch's runs' output edges, and the job edge of each, found by primary key, run by run
-# (fenced by OFFSET 0 under INDEX_PROBES_ONLY): with a fresh store's statistics the planner
-# read every output edge of both tables instead and compared each job edge with each of the
-# batch's, a cost that grew with the store (1.3 s a batch of 700 runs at 30,000 events).
-_BATCH_OUTPUTS = """unnest(%(runs)s::uuid[]) AS r(run_id)
+UPDATE run_edges t SET first_write_at = {FIRST_WRITE}, last_write_at = {LAST_WRITE}
+FROM {_BATCH_OUTPUTS}
 CROSS JOIN LATERAL (
-    SELECT v.* FROM run_edges v WHERE v.run_id = r.run_id AND v.direction = 'output' OFFSET 0) v"""
+    SELECT lr.ended_state, lr.first_complete, lr.last_complete FROM lineage_runs lr
+    WHERE lr.run_id = r.run_id OFFSET 0) lr
+WHERE t.ctid = v.edge
+  AND (v.first_write_at, v.last_write_at) IS DISTINCT FROM ({FIRST_WRITE}, {LAST_WRITE})
+"""
 _ITS_JOB_EDGE = """CROSS JOIN LATERAL (
     SELECT j.ctid AS edge FROM job_edges j
     WHERE j.job_id = {0}.job_id AND j.direction = 'output' AND j.namespace = {0}.namespace
