@@ -125,13 +125,20 @@ class RunFacts(msgspec.Struct, frozen=True):
 NO_RUN = uuid.UUID(int=0)  # the run id a row keyed by run gets for an event without one
 # The log is asked, not another projection's tables: each projection rebuilds alone, and
 # an event not folded yet (a FAIL logged after the COMPLETE) only settles sooner.
+# A run's terminal events are found by the run index alone (OFFSET 0), then kept if its
+# job's, as asof.RUN_AT_LOG: with the job's name in the same scan and a partition not yet
+# analyzed (a new month, a restore), PostgreSQL probed the job index instead and read every
+# event of the job for each run (10,000 runs of one job: 5.4 s a batch, 37 ms this way).
 RUN_FACTS = f"""
 SELECT f.run_id, f.job_namespace, f.job_name, coalesce(e.event_type IN ('FAIL', 'ABORT'), false)
 FROM ({FIRST_JOB_OF_RUNS}) f
 LEFT JOIN LATERAL (
-    SELECT l.event_type FROM event_log l
-    WHERE l.run_id = f.run_id AND l.job_namespace = f.job_namespace
-      AND l.job_name = f.job_name AND l.event_type IN ('COMPLETE', 'FAIL', 'ABORT')
+    SELECT l.event_type FROM (
+        SELECT l.event_type, l.event_time, l.seq, l.job_namespace, l.job_name
+        FROM event_log l
+        WHERE l.run_id = f.run_id AND l.event_type IN ('COMPLETE', 'FAIL', 'ABORT')
+        OFFSET 0) l
+    WHERE l.job_namespace = f.job_namespace AND l.job_name = f.job_name
     ORDER BY l.event_time DESC, l.seq DESC LIMIT 1) e ON true
 """
 

@@ -227,19 +227,26 @@ WHERE run_id = %(run_id)s AND seq = ANY(%(seqs)s::bigint[])
 # metastore/eventlog.py), so a page never passes over an event that commits later.
 # A page ends once it holds PAGE_BYTES of events (always its first): past it, an event is
 # not read (NULL), and the page ends before it. Only its job's: another job's events
-# reusing the runId are not the run's (the job of its first event in the log).
+# reusing the runId are not the run's (the job of its first event in the log). The run's
+# events are walked by the run index alone (OFFSET 0), then kept if its job's: with the
+# job's name in the same scan and a partition not yet analyzed, PostgreSQL walked the job
+# index and read every event of the job (as common.RUN_FACTS in the fold).
 RUN_EVENTS = f"""
 SELECT tx::text::bigint, seq,
        CASE WHEN sum(size_bytes) OVER w - size_bytes < %(page_bytes)s THEN event::text END
 FROM (
     SELECT tx, seq, size_bytes, event
-    FROM event_log
-    WHERE run_id = %(run_id)s
-      AND (job_namespace, job_name) = (
+    FROM (
+        SELECT tx, seq, size_bytes, event, job_namespace, job_name
+        FROM event_log
+        WHERE run_id = %(run_id)s
+          AND (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
+          AND tx < {HORIZON}
+        ORDER BY tx, seq
+        OFFSET 0) e
+    WHERE (job_namespace, job_name) = (
           SELECT f.job_namespace, f.job_name FROM event_log f
           WHERE f.run_id = %(run_id)s ORDER BY f.tx, f.seq LIMIT 1)
-      AND (tx, seq) > (%(tx)s::text::xid8, %(seq)s)
-      AND tx < {HORIZON}
     ORDER BY tx, seq
     LIMIT %(limit)s
 ) p

@@ -1,0 +1,86 @@
+"""A run's events are found in the log by the run index whatever the statistics: the
+fold's RunFacts (common.RUN_FACTS) and a run's event pages (/runs/{id}/events) read a run's
+few events, not every event of its job.
+
+A log partition has no statistics until autovacuum analyzes it (a new month, a store just
+restored): with the job's name beside the run id in one scan, PostgreSQL took the job
+index (two equal columns look more selective than one) and read every event of the job
+for each run. A job of 10,000 runs then folded in 21 s instead of 2 (make bench's parent
+chain figures, whose runs all belong to one job; docs/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+
+from metastore import pgarray
+from metastore.api.runs import RUN_EVENTS
+from projections.common import RUN_FACTS
+from tests.logdata import append
+from tests.support import run_event
+
+Conn = psycopg.Connection[Any]
+RUNS = 3_000
+JOB = ("busy", "every_minute")
+PRODUCER = "https://github.com/apache/airflow"
+
+
+def one_busy_job_without_statistics(conn: Conn) -> list[uuid.UUID]:
+    """RUNS runs of one job, started and completed, in log partitions never analyzed."""
+    partitions = conn.execute(
+        "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
+    ).fetchall()
+    for (partition,) in partitions:  # (no ANALYZE by autovacuum during the test)
+        conn.execute(f"ALTER TABLE {partition} SET (autovacuum_enabled = false)")
+    runs = [uuid.uuid4() for _ in range(RUNS)]
+    events = []
+    for i, run in enumerate(runs):
+        for state, second in (("START", 0), ("COMPLETE", 30)):
+            when = f"2026-11-{1 + i % 28:02d}T10:{i % 60:02d}:{second:02d}Z"
+            events.append(run_event(state, when, PRODUCER, JOB, str(run), [], []))
+    append(conn, events)
+    analyzed = conn.execute(
+        "SELECT count(*) FROM pg_stats WHERE tablename LIKE 'event_log%%'"
+    ).fetchone()
+    assert analyzed == (0,), "the test needs partitions without statistics"
+    return runs
+
+
+def buffers_read(conn: Conn, query: str, params: Any) -> tuple[int, str]:
+    """The shared buffers `query` touched, and its plan."""
+    cur = conn.cursor()
+    pgarray.register(cur)
+    plan = "\n".join(
+        line for (line,) in cur.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + query, params)
+    )
+    top = next(line for line in plan.splitlines() if "Buffers: shared" in line)
+    return int(top.split("hit=")[1].split()[0]) + int(
+        top.split("read=")[1].split()[0] if "read=" in top else 0
+    ), plan
+
+
+def test_the_fold_asks_the_log_about_a_batch_s_runs_by_run_not_by_job(conn: Conn) -> None:
+    runs = one_busy_job_without_statistics(conn)
+    batch = runs[-500:]
+    buffers, plan = buffers_read(conn, RUN_FACTS, (pgarray.uuid_array(batch),))
+    assert "job_namespace_job_name" not in plan, plan
+    # a run's few events in each partition: about 22 buffers; by job it was 200 and more,
+    # growing with the job's runs
+    assert buffers < 40 * len(batch), plan
+    cur = conn.cursor()
+    pgarray.register(cur)
+    rows = cur.execute(RUN_FACTS, (pgarray.uuid_array(batch),)).fetchall()
+    assert len(rows) == len(batch) and not any(failed for *_, failed in rows)
+
+
+def test_a_run_s_events_page_reads_its_events_not_its_job_s(conn: Conn) -> None:
+    runs = one_busy_job_without_statistics(conn)
+    params = {"run_id": runs[1234], "tx": "0", "seq": 0, "limit": 100, "page_bytes": 1 << 20}
+    buffers, plan = buffers_read(conn, RUN_EVENTS, params)
+    assert "job_namespace_job_name" not in plan, plan
+    assert buffers < 60, plan
+    events = conn.execute(RUN_EVENTS, params).fetchall()
+    assert len(events) == 2 and all(text is not None for *_, text in events)
