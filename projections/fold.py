@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import functools
 import gc
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,6 +24,7 @@ import msgspec
 import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
+from psycopg.types.json import set_json_loads
 
 from metastore import pgarray
 from metastore.catalogs import NO_CATALOGS, CatalogMap
@@ -274,9 +276,11 @@ def tune_session(conn: psycopg.Connection[Any]) -> None:
     flush. No JIT: a large batch's statements are estimated past its thresholds, and
     compiling them cost 300 ms a batch for a statement that ran in 40. lz4 compresses the
     large facet documents several times faster than pglz (when the server has it). The
-    time zone: see `utc_session`.
+    time zone: see `utc_session`. JSON values loaded (the rows' facet times and rules) are
+    decoded by msgspec: the standard library's decoder was 4 % of a fold's profile.
     """
     utc_session(conn)
+    set_json_loads(load_json, conn)
     conn.execute("SET synchronous_commit = off")
     conn.execute("SET jit = off")
     try:
@@ -284,6 +288,18 @@ def tune_session(conn: psycopg.Connection[Any]) -> None:
     except psycopg.Error:
         conn.rollback()
     conn.commit()
+
+
+_json_decoder = msgspec.json.Decoder()
+
+
+def load_json(data: str | bytes) -> Any:
+    """A json or jsonb value as `json.loads` gives it: by msgspec, five times faster; by
+    `json.loads` what msgspec refuses (a number beyond a float's range, which jsonb holds)."""
+    try:
+        return _json_decoder.decode(data)
+    except msgspec.DecodeError:
+        return json.loads(data)
 
 
 def utc_session(conn: psycopg.Connection[Any]) -> None:
