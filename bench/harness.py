@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -163,6 +164,20 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def server_cpu_seconds(pg: EmbeddedPostgres) -> float:
+    """User + system CPU of a running server's ended children (backends, their workers),
+    from its postmaster's cutime and cstime: the server's work for connections since closed."""
+    pid = int((pg.pgdata / "postmaster.pid").read_text().split()[0])
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU of this process's ended children (getrusage)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 @dataclass

@@ -8,7 +8,8 @@ them (`catch_up`, the projector's path) into fresh read models made by that tree
 copy of the database, and reads and decodes the same events batch by batch with that
 tree's code (bench/fig_fold.py's baseline). Prints both rates and the fold's ratio to
 reading (issue 46's target: 0.5): bench/fig_fold.py's figure without building the
-1,000,000-event store.
+1,000,000-event store; and the CPU the fold's process and the server spent on the fold (on
+a shared machine steadier than its rate).
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from pathlib import Path
 from bench import datagen
 from bench.ab import other_tree, turns
 from bench.fig_fold import READ_ONLY
-from bench.harness import cluster, copy_records, python_child
+from bench.harness import (
+    children_cpu_seconds,
+    cluster,
+    copy_records,
+    python_child,
+    server_cpu_seconds,
+)
 from bench.scenario import parser
 from bench.scenarios.fold import FOLD
 
@@ -43,15 +50,18 @@ def main(argv: list[str]) -> int:
             target = pg.copy(url, f"ratio_{round_}_{name}")
             # (each child's whole time, as bench/fig_fold.py's run_child measures both)
             started = time.perf_counter()
+            cpu, server = children_cpu_seconds(), server_cpu_seconds(pg.pg)
             count = python_child(FOLD, [target], Path(tmp) / "fold.log", cwd=tree).split()[0]
             seconds = time.perf_counter() - started
+            cpu, server = children_cpu_seconds() - cpu, server_cpu_seconds(pg.pg) - server
             started = time.perf_counter()
             read = python_child(READ_ONLY, [target, "0", "0"], Path(tmp) / "read.log", cwd=tree)
             read_seconds = time.perf_counter() - started
             fold_rate, read_rate = int(count) / seconds, int(read) / read_seconds
             print(
                 f"round {round_ + 1} {name}: fold {fold_rate:,.0f} events/s, reading and "
-                f"decoding {read_rate:,.0f} events/s, ratio {fold_rate / read_rate:.2f}",
+                f"decoding {read_rate:,.0f} events/s, ratio {fold_rate / read_rate:.2f}; "
+                f"the fold's CPU {cpu:.1f} s, the server's {server:.1f} s",
                 flush=True,
             )
             pg.drop(target)
