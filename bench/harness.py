@@ -156,22 +156,22 @@ def memory_kib(pid: int) -> dict[str, int]:
     return out
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process (from /proc/<pid>/stat)."""
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """User + system CPU time of a live process (from /proc/<pid>/stat); `children`: of its
+    children it has waited for instead (cutime and cstime)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except FileNotFoundError:
         return 0.0
     ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
+    first = 13 if children else 11
+    return (int(fields[first]) + int(fields[first + 1])) / ticks
 
 
 def server_cpu_seconds(pg: EmbeddedPostgres) -> float:
     """User + system CPU of a running server's ended children (backends, their workers),
-    from its postmaster's cutime and cstime: the server's work for connections since closed."""
-    pid = int((pg.pgdata / "postmaster.pid").read_text().split()[0])
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    from its postmaster's: the server's work for connections since closed."""
+    return cpu_seconds(int((pg.pgdata / "postmaster.pid").read_text().split()[0]), children=True)
 
 
 def children_cpu_seconds() -> float:
