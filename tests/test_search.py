@@ -109,7 +109,7 @@ def test_pages_walk_every_hit_once_in_the_documented_order(
     assert {h["namespace"] for h in hits if h["type"] == "dataset"} <= {"hive://hms:9083"}
 
 
-@pytest.mark.parametrize("q", ["orders", "_1", "db3."])
+@pytest.mark.parametrize("q", ["orders", "_1", "db3.", "_", ".db/"])
 def test_the_first_pages_of_a_word_in_more_names_than_are_counted(
     store: tuple[str, str], q: str
 ) -> None:
@@ -117,7 +117,9 @@ def test_the_first_pages_of_a_word_in_more_names_than_are_counted(
     pages they bound are still the first hits in order ("orders" in a fifth of the
     names, "_1" in a tenth, "db3." starting a tenth); the total counts hits, not names,
     so it is exact where the names are more than the cap but the hits are not ("db3.":
-    two names of each of its datasets)."""
+    two names of each of its datasets). "_" is in every name and ".db/" in every Spark
+    name: counted by a scan that stops at the cap, their pages probed for along the name
+    index without a bound."""
     url, base_url = store
     expected = _expected(url, q)
     hits: list[dict[str, Any]] = []
@@ -167,14 +169,65 @@ def test_a_page_reads_a_page_of_names_not_every_name(
         rare = plans_of(api.base_url, ["_12345", "db5.orders_clicks_2", "into_users_123"])
         # words in a fifth or a seventh of the 120,000 names, a number in a tenth
         common = plans_of(api.base_url, ["orders", "db3.", "_1", "items_"])
+        # in every name: "_", "."
+        everywhere = plans_of(api.base_url, ["_", "."])
+        with psycopg.connect(url) as conn:
+            (per_page,) = conn.execute(
+                "SELECT max(reltuples / relpages) FROM pg_class"
+                " WHERE oid IN ('readmodel.dataset_names'::regclass, 'readmodel.jobs'::regclass)"
+            ).fetchone()
+
     # A count reads up to 10,001 names, a page of substring hits those up to the bound the
     # count's names set, or every hit when they held less than a page of them (`db3.`
     # starts 11,428 names here and is inside none); the trigram index's bitmap of a common
-    # word lists every name that has it (index entries, not rows read).
+    # word lists every name that has it (index entries, not rows read). The sample that
+    # chooses how to count reads SAMPLE_PAGES pages of a table, whatever its size.
+    def others(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for plan in plans:
+            for node in plan_nodes(plan["Plan"]):
+                if node["Node Type"] == "Sample Scan":
+                    assert node["Actual Rows"] <= 1.5 * search.SAMPLE_PAGES * per_page, node
+        return [p for p in plans if "TABLESAMPLE" not in p["Query Text"]]
+
     for plans, most in ((rare, 1_000), (common, 2 * search.TOTAL_CAP)):
         assert plans
-        for read, node in rows_read(plans, bitmaps=most <= 1_000):
+        for read, node in rows_read(others(plans), bitmaps=most <= 1_000):
             assert read <= most, node
+    # A word in every name is counted by a scan that stops at the cap, not through a bitmap
+    # of every name, and its page is probed for among PROBE_STREAMED names at most.
+    assert everywhere
+    for read, node in rows_read(others(everywhere)):
+        assert read <= search.PROBE_STREAMED, node
+    indexes = [n.get("Index Name", "") for p in everywhere for n in plan_nodes(p["Plan"])]
+    assert not [i for i in indexes if i.endswith("_name_trigrams")]
+
+
+def test_a_whole_name_asks_the_trigram_index_for_its_number_alone(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
+) -> None:
+    """A table's whole name is mostly words every other name has: the trigram index is
+    asked for its number (a few entries), not for every word's (a fifth of the index each),
+    and the answer is the same."""
+    url, base_url = store
+    q = "db4.users_clicks_12345"
+    hits, _ = _walk(base_url, q, 50)
+    assert hits and [_seen(h) for h in hits] == _expected(url, q)
+    with (
+        plans_logged(url, server_log(pg_server)) as logged,
+        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        logged()
+        answer = httpx.get(f"{api.base_url}/api/v1/search", params={"q": q}, timeout=30)
+        assert answer.status_code == 200
+        plans = logged()
+    asked = [
+        n["Index Cond"]
+        for p in plans
+        for n in plan_nodes(p["Plan"])
+        if n.get("Index Name", "").endswith("_name_trigrams")
+    ]
+    assert asked
+    assert all(cond.endswith("~~ '%12345%'::text)") for cond in asked), asked
 
 
 def test_without_the_trigram_index_the_answers_are_the_same(store: tuple[str, str]) -> None:

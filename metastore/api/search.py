@@ -8,11 +8,15 @@ their display name.
 No page ranks every hit: each (type, rank) gives one page past the cursor and the pages
 are merged. Exact and prefix hits are ranges of the name index, read in order. The total
 counts hits (datasets, jobs, namespaces), not names: exact up to TOTAL_CAP. It is counted
-through the `pg_trgm` index (where the extension is installed) on up to TOTAL_CAP names
-and, when those hold fewer hits, on the keys alone until TOTAL_CAP hits. When the names
-counted are all the hits, the page of substring hits is their first ones, looked up by name;
-else they are a sample, which bounds where that page ends: only the names up to the bound
-are read (probed for along the name index, or through the trigram index) and sorted.
+on up to TOTAL_CAP names and, when those hold fewer hits, on the keys alone until TOTAL_CAP
+hits: through the `pg_trgm` index (where the extension is installed), or, where a sample of
+the table's pages says `q` is in enough names for a sequential scan to reach the cap sooner
+than the index's bitmap of every name with `q`'s trigrams is built, by that scan (a
+"stream"). When the names counted are all the hits, the page of substring hits is their
+first ones, looked up by name; else they are a sample, which bounds where that page ends:
+only the names up to the bound are read (probed for along the name index, or through the
+trigram index) and sorted; a streamed type's page is probed for without the bound, among
+more names. The trigram index is asked for `q`'s rarest-looking part (rare_part).
 
 Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
 every name hit, those none of whose names match (api/search_fields.py): counted up to
@@ -27,6 +31,7 @@ namespaces in readable namespaces), and the total counts those hits alone.
 from __future__ import annotations
 
 import collections
+import re
 from typing import Annotated, Any, Literal, NamedTuple
 
 from msgspec import Meta
@@ -36,9 +41,9 @@ from starlette.responses import Response
 
 from metastore.access import access_of
 from metastore.api import models_search, params, planner, search_fields, search_probe
-from metastore.api.db import connection, row, rows
+from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
+from metastore.api.pagination import bound_kind, decode_cursor, page
 from metastore.api.planner import Planner, pipelined
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
@@ -53,14 +58,42 @@ from metastore.api.visibility import (
 )
 
 HitType = Literal["dataset", "job", "namespace"]
+# Hits are counted up to TOTAL_CAP (exact below, "at least" beyond), as field hits are
+# (search_fields.FIELD_CAP).
+TOTAL_CAP = models_search.SEARCH_TOTAL_CAP
 MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
 FIRST_FIELD_RANK = search_fields.FIRST_FIELD_RANK  # field hits' ranks: 3 to 6
 # How a lowercased name `{n}` matches `q`, by rank (the ranks exclude each other).
 RANK_TESTS = (
     "{n} = %(exact)s",
     "{n} LIKE %(prefix)s AND {n} <> %(exact)s",
-    "{n} LIKE %(pattern)s AND {n} NOT LIKE %(prefix)s",
+    "{contains} AND {n} NOT LIKE %(prefix)s",
 )
+# Whether a lowercased name `{n}` contains `q`, by whether the read goes through the trigram
+# index (True): that index is asked only for `%(rare)s`, the part of `q` in fewest names
+# (rare_part), and `q` is tested on the rows it gives. Asked for every trigram of `q`, it
+# reads the entries of each (an exact name of 2,500,000: 40 ms, of its number alone: 1 ms).
+CONTAINS = {
+    False: "{n} LIKE %(pattern)s",
+    True: "{n} LIKE %(rare)s AND strpos({n}, %(exact)s) > 0",
+}
+# pg_trgm's words: runs of letters and digits.
+WORD = re.compile(r"[^\W_]+")
+
+
+def rare_part(q: str) -> str:
+    """The part of `q` (lowercase) the trigram index is asked for: its longest word with a
+    digit in it (a table's number, a date, a hash: in few names, where the words of a
+    platform's vocabulary are in many) of 4 characters or more, else all of `q`."""
+    words = [w for w in WORD.findall(q.lower()) if len(w) >= 4 and any(c.isdigit() for c in w)]
+    return max(words, key=len) if words else q
+
+
+def rank_test(rank: int, name: str, indexed: bool) -> str:
+    """The test of RANK_TESTS[rank] on `name`, for a read through the trigram index or not."""
+    return RANK_TESTS[rank].format(n=name, contains=CONTAINS[indexed].format(n=name))
+
+
 RANK_OF = """CASE WHEN {n} = %(exact)s THEN 0 WHEN {n} LIKE %(prefix)s THEN 1
                 WHEN {n} LIKE %(pattern)s THEN 2 END"""
 # Each row: (type, key, id, namespace, name, rank, sort name, matched namespace, matched
@@ -174,7 +207,7 @@ TIERS: dict[bool, dict[HitType, Tier]] = {
 # The names counted are all of the hits, or a sample of them (in the heap's order, which is
 # not the names'), so a page of substring hits lies at or before the bound; hits hidden by
 # a better name of the same dataset can leave it short, and it is then read without one.
-COUNT_OF = "SELECT {key}, {name} FROM {table} {alias} WHERE {name} LIKE %(pattern)s {namespace}"
+COUNT_OF = "SELECT {key}, {name} FROM {table} {alias} WHERE {contains} {namespace}"
 # When the names counted are all the hits (TOTAL_CAP or fewer), the page of substring hits
 # is among them: the first ones in order, a dataset's by its best name (a better one hides
 # the rest), looked up in the name index by the page's read (`listed`); a second read
@@ -211,8 +244,26 @@ SELECT to_regclass('readmodel.dataset_names_name_trigrams') IS NOT NULL
 PLANS: dict[str, Planner | None] = {
     "trigram": Planner(("enable_seqscan", "enable_indexscan")),
     "ordered": Planner(("enable_seqscan", "enable_bitmapscan")),
+    "stream": Planner(("enable_indexscan", "enable_bitmapscan")),
     "any": None,
 }
+# How many names a type's count reads streaming the table in its heap order (a sequential
+# scan stopping at the cap) when a sample says the cap is reached within STREAM_ROWS rows:
+# a trigram index's bitmap lists every name with each of `q`'s trigrams before the first
+# row is read (a word in a fifth of 2,500,000 names: 120 ms, five times that of 500,000
+# names), and a stream reads the cap's worth, whatever the table's size.
+STREAM_ROWS = 200_000
+# A streamed type's page of substring hits is probed for along the name index among this
+# many names (its hits can be few among the first names in order: a word that starts no
+# name of a schema is in none of its first ones), not PROBE_ROWS.
+PROBE_STREAMED = STREAM_ROWS // 4
+SAMPLE_PAGES = 20  # of a names' table, chosen at random: about 1,500 names
+# A type's sample: (type, its hits, its names, the percent of its table's pages sampled).
+SHARE = f"least(100, 100.0 * {SAMPLE_PAGES} / greatest(1, pg_relation_size('{{table}}') / 8192))"
+SAMPLE = f"""
+SELECT '{{kind}}', count(*) FILTER (WHERE {{name}} LIKE %(pattern)s {{namespace}}), count(*),
+       {SHARE}::float8
+FROM {{table}} {{alias}} TABLESAMPLE SYSTEM ({SHARE}) REPEATABLE (0)"""
 
 
 # A probe (api/search_probe.py), up to the count's bound, is sent where the count stopped at
@@ -230,6 +281,8 @@ def _tier(
     bounded: bool = False,
     probe: bool = False,
     listed: bool = False,
+    upper: bool = True,
+    indexed: bool = False,
 ) -> str:
     """One (type, rank) of the hits, a page of it past `cursor`: '' if the cursor is past
     all of it. `bounded`: only names up to `%(upper_<type>)s` (the count's bound); `probe`
@@ -238,8 +291,15 @@ def _tier(
     name, key, source = tier.name, tier.key, tier.table
     if probe:
         after_name = cursor is not None and cursor[0] == rank
-        source = search_probe.source(tier.table, key.split(".")[1], f"upper_{kind}", after_name)
-        name, bounded = f"{tier.alias}.low", True
+        source = search_probe.source(
+            tier.table,
+            key.split(".")[1],
+            f"upper_{kind}" if upper else None,
+            after_name,
+            rows=f"probe_{kind}",
+            columns=f"s.{key.split('.')[1]}, s.namespace, s.name",
+        )
+        name, bounded = f"{tier.alias}.low", upper
     after = ""
     if cursor is not None:
         after_rank, _, after_type, _ = cursor
@@ -261,7 +321,7 @@ def _tier(
         source=source,
         name=name,
         rank=rank,
-        test=RANK_TESTS[rank].format(n=name),
+        test=rank_test(rank, name, indexed),
         after=after,
         namespace=tier.where(ns),
     )
@@ -272,12 +332,13 @@ def _counts(
     kinds: list[HitType],
     ns: bool,
     cursor: tuple[int, str, str, str] | None,
+    indexed: bool,
 ) -> list[str]:
     past = "AND low ~>=~ %(after_name)s" if _past_name(cursor) else ""
     return [
         COUNT.format(
             kind=k,
-            select=_count_of(tiers[k], ns),
+            select=_count_of(tiers[k], ns, indexed),
             past=past,
             listed=LISTED[bool(past)],
             hits=HITS[k == "dataset"],
@@ -292,20 +353,25 @@ def _past_name(cursor: tuple[int, str, str, str] | None) -> bool:
     return cursor is not None and cursor[0] == 2
 
 
-def _count_of(tier: Tier, ns: bool) -> str:
+def _count_of(tier: Tier, ns: bool, indexed: bool) -> str:
     return COUNT_OF.format(
-        key=tier.key, name=tier.name, table=tier.table, alias=tier.alias, namespace=tier.where(ns)
+        key=tier.key,
+        contains=CONTAINS[indexed].format(n=tier.name),
+        name=tier.name,
+        table=tier.table,
+        alias=tier.alias,
+        namespace=tier.where(ns),
     )
 
 
 # The hits of one type, a key a name (a dataset once for each of its names that match):
 # read in the order the trigram plan gives, until TOTAL_CAP + 1 distinct keys are seen.
-COUNT_KEYS = "SELECT {key} FROM {table} {alias} WHERE {name} LIKE %(pattern)s {namespace}"
+COUNT_KEYS = "SELECT {key} FROM {table} {alias} WHERE {contains} {namespace}"
 KEYS_BATCH = 5_000
 
 
 async def _count_distinct(
-    conn: AsyncConnection[Any], plan: str, tier: Tier, ns: bool, args: Any
+    conn: AsyncConnection[Any], plan: str, tier: Tier, ns: bool, args: Any, narrowed: bool
 ) -> int:
     """How many hits of `tier` there are, up to TOTAL_CAP + 1, however many names each has
     (a dataset with 2,000 symlinks among them counts once): the keys stream from a
@@ -314,7 +380,7 @@ async def _count_distinct(
     no more than before."""
     sql = COUNT_KEYS.format(
         key=tier.key,
-        name=tier.name,
+        contains=CONTAINS[narrowed and plan != "stream"].format(n=tier.name),
         table=tier.table,
         alias=tier.alias,
         namespace=tier.where(ns),
@@ -331,6 +397,51 @@ async def _count_distinct(
         seen.update(r[0] for r in batch)
     await conn.execute("CLOSE search_count_keys")
     return min(len(seen), TOTAL_CAP + 1)
+
+
+async def _plans(
+    conn: AsyncConnection[Any],
+    tiers: dict[HitType, Tier],
+    kinds: list[HitType],
+    ns: bool,
+    args: dict[str, Any],
+    narrowed: bool,
+) -> tuple[str, dict[HitType, str]]:
+    """The trigram plan ("any" without the trigram indexes) and how each type's hits are
+    counted, in one round trip: "stream" where a sample of its table's pages says a
+    sequential scan reaches the cap within STREAM_ROWS names and within as many names as
+    the table has hits (what the trigram index's bitmap lists, at least), else the trigram
+    plan. Not sampled when `q` is `narrowed` (its rare part is in few names). Sets each
+    type's probe budget in `args`."""
+    sampled = [] if narrowed else [k for k in kinds if k != "namespace"]
+    statements: list[tuple[str, Any]] = [(TRIGRAM_INDEXES, None)]
+    if sampled:
+        sample = "\n UNION ALL".join(
+            "("
+            + SAMPLE.format(
+                kind=k,
+                name=tiers[k].name,
+                namespace=tiers[k].where(ns),
+                table=tiers[k].table,
+                alias=tiers[k].alias,
+            )
+            + ")"
+            for k in sampled
+        )
+        statements.append((sample, args))
+    found = await pipelined(conn, statements)
+    indexed = "trigram" if found[0][0][0] else "any"
+    plans: dict[HitType, str] = {k: indexed for k in kinds}
+    for k in kinds:
+        args[f"probe_{k}"] = PROBE_ROWS
+    for k, hits, names, percent in found[1] if sampled else []:
+        if not hits:
+            continue
+        streamed = (TOTAL_CAP + 1) * names / hits  # names read to reach the cap
+        if streamed <= min(STREAM_ROWS, hits * 100.0 / percent):
+            plans[k] = "stream"
+            args[f"probe_{k}"] = PROBE_STREAMED
+    return indexed, plans
 
 
 async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: Any) -> list[Any]:
@@ -435,6 +546,7 @@ async def search(request: Request) -> Response:
         "exact": query.q.lower(),
         "prefix": like_prefix(query.q),
         "pattern": like_substring(query.q),
+        "rare": like_substring(rare := rare_part(query.q)),
         "namespace": query.namespace,
         "limit": query.limit + 1,
     }
@@ -445,17 +557,22 @@ async def search(request: Request) -> Response:
         cursor = decode_cursor(query.cursor, kind, [int, str, str, str])
         (_, args["after_name"], _, args["after_key"]) = cursor
     ns = query.namespace is not None
+    narrowed = rare != query.q  # (the trigram index is asked for a part of `q`)
     async with connection(request) as conn:
-        (trigrams,) = await row(conn, TRIGRAM_INDEXES)
-        by_trigram_plan = "trigram" if trigrams else "any"
-        counts = await _read(conn, by_trigram_plan, _counts(tiers, kinds, ns, cursor), args)
+        by_trigram_plan, plans = await _plans(conn, tiers, kinds, ns, args, narrowed)
+        trigrams = by_trigram_plan == "trigram"
+        counts = []
+        for plan in sorted(set(plans.values())):
+            same = [k for k in kinds if plans[k] == plan]
+            statements = _counts(tiers, same, ns, cursor, indexed=narrowed and plan != "stream")
+            counts += await _read(conn, plan, statements, args)
         counted = [(k, names, hits, upper) for k, names, hits, upper, _ in counts]
         capped = {k for k, names, _, _ in counted if names > TOTAL_CAP}
         lows = {k: low for k, _, _, _, low in counts if k not in capped}
         # past the cap of names, a type whose names were fewer hits: its hits counted
         for i, (k, names, hits, upper) in enumerate(counted):
             if names > TOTAL_CAP and hits <= TOTAL_CAP:
-                hits = await _count_distinct(conn, by_trigram_plan, tiers[k], ns, args)
+                hits = await _count_distinct(conn, plans[k], tiers[k], ns, args, narrowed)
                 counted[i] = (k, hits, hits, upper)
         bounds = {k: upper for k, _, _, upper in counted}
         # (a listed page lies among its names: the last one bounds it when there are more)
@@ -470,14 +587,17 @@ async def search(request: Request) -> Response:
         # every hit, probed for along the name index where it stopped at its cap (a trigram
         # bitmap would list more names than it read), else (or when the probe found no page)
         # through the trigram index
-        many = {k for k in capped if bounds[k] is not None}
+        many = {k for k in capped if bounds[k] is not None or plans[k] == "stream"}
         listed = [
             t
             for k, v in lows.items()
             if v and (t := _tier(tiers[k], k, 2, cursor, ns, listed=True))
         ]
         probes = [
-            t for k in kinds if k in many and (t := _tier(tiers[k], k, 2, cursor, ns, probe=True))
+            t
+            for k in kinds
+            if k in many
+            and (t := _tier(tiers[k], k, 2, cursor, ns, probe=True, upper=plans[k] != "stream"))
         ]
         probed = await _read(conn, "ordered", listed + probes, args)
         per_probe = collections.Counter(r[0] for r in probed)
@@ -487,14 +607,18 @@ async def search(request: Request) -> Response:
             for k in kinds
             if k in capped
             and k not in paged
-            and (t := _tier(tiers[k], k, 2, cursor, ns, bounded=bounds[k] is not None))
+            and (
+                t := _tier(
+                    tiers[k], k, 2, cursor, ns, bounded=bounds[k] is not None, indexed=narrowed
+                )
+            )
         ]
         substring = [r for r in probed if r[0] in paged or r[0] not in capped]
         substring += await _read(conn, by_trigram_plan, bounded, args)
         per_type = collections.Counter(r[0] for r in substring)
         short = [k for k in kinds if bounds[k] is not None and per_type[k] <= query.limit]
         substring = [r for r in substring if r[0] not in short]
-        unbounded = [t for k in short if (t := _tier(tiers[k], k, 2, cursor, ns))]
+        unbounded = [t for k in short if (t := _tier(tiers[k], k, 2, cursor, ns, indexed=narrowed))]
         found += substring + await _read(conn, by_trigram_plan, unbounded, args)
         fields = search_fields.Found(0, True, [])
         if "dataset" in kinds:
