@@ -8,7 +8,8 @@ models (bench/search_store.py) of a throwaway PostgreSQL, then serves them with 
 api` from each tree in turns and times the searches Cockpit's search box sends (a whole
 name, its first eight characters, a word of it: bench/fig_search.py), each first page and
 the next. The other tree is timed on the indexes its own DDL makes: this checkout's
-trigram indexes are dropped for its turn. With `--url`, the store there is (say, one
+trigram indexes are dropped for its turn. Last, whether both trees answered every page the
+same (the bodies of each one's last round). With `--url`, the store there is (say, one
 `make bench-scale SCALE_ARGS=--keep` left) is searched as it is, its indexes untouched:
 for a tree whose DDL has the trigram indexes too. Formerly scripts/time_search.py. A
 shared machine drifts: read the pairs.
@@ -26,11 +27,12 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psycopg
 
 from bench import loadgen, search_store
 from bench.ab import other_tree, turns
-from bench.fig_reads import next_page
+from bench.fig_reads import Page
 from bench.fig_search import NAMES, terms
 from bench.harness import cluster, metastore
 from bench.scenario import parser
@@ -41,10 +43,14 @@ WHERE indexrelid::regclass::text LIKE 'readmodel.%_name_trigrams'
 """
 
 
-def time_side(tree: Path, url: str, searches: list[tuple[str, str]], log_dir: Path) -> dict:
+def time_side(
+    tree: Path, url: str, searches: list[tuple[str, str]], log_dir: Path
+) -> tuple[dict[str, float], dict[str, bytes]]:
+    """p95 ms by kind of search (and of the next pages), and every page's body by its path."""
     with metastore("api", url, log_dir, cwd=tree) as api:
         session = loadgen.Session(api.base_url)
         by_kind: dict[str, list[float]] = {}
+        answers: dict[str, bytes] = {}
         try:
             paths = [("/api/v1/search?" + urllib.parse.urlencode({"q": q}), k) for k, q in searches]
             for path, _ in paths[:5]:  # warm-up
@@ -53,15 +59,20 @@ def time_side(tree: Path, url: str, searches: list[tuple[str, str]], log_dir: Pa
                 ms, status, body = session.get(path)
                 assert status == 200, (path, status, body[:300])
                 by_kind.setdefault(kind, []).append(ms)
-                if (after := next_page(session, path, body)) is not None:
-                    by_kind.setdefault("next page", []).append(after)
+                answers[path] = body
+                if cursor := msgspec.json.decode(body, type=Page).next_cursor:
+                    after = f"{path}&cursor={urllib.parse.quote(cursor)}"
+                    ms, status, answers[after] = session.get(after)
+                    assert status == 200, (after, status, answers[after][:300])
+                    by_kind.setdefault("next page", []).append(ms)
         finally:
             session.close()
         every = [ms for values in by_kind.values() for ms in values]
-        return {
+        figures = {
             "all": loadgen.percentile(every, 95),
             **{k: loadgen.percentile(v, 95) for k, v in sorted(by_kind.items())},
         }
+        return figures, answers
 
 
 def _versions(tree: Path) -> dict[str, int]:
@@ -122,6 +133,7 @@ def main(argv: list[str]) -> int:
                 conn.execute("SELECT name, version FROM projection_state").fetchall()
             )
         searches = terms(names, args.searches, args.seed)
+        answers: dict[str, dict[str, bytes]] = {}
         if args.fields:  # words the fields have and the names have not, in turn
             searches += [("field", search_store.FIELD_WORDS[i % 5]) for i in range(args.searches)]
         for round_, (side, tree) in turns(sides, args.rounds):
@@ -133,7 +145,12 @@ def main(argv: list[str]) -> int:
                         conn.execute(definition.replace("INDEX", "INDEX IF NOT EXISTS", 1))
                 # each tree's API reads the read models as of its own projection versions
                 set_versions(conn, ours if side == "this" else _versions(tree))
-            result = time_side(tree, url, searches, Path(log_dir))
+            result, answers[side] = time_side(tree, url, searches, Path(log_dir))
             figures = ", ".join(f"{k} {v:.1f}" for k, v in result.items())
             print(f"round {round_ + 1} {side}: p95 ms {figures}", flush=True)
+        # (the pages of the last round of each: the same store, the same paths)
+        differ = [p for p, body in answers["this"].items() if answers["other"].get(p) != body]
+        print(f"answers: {len(answers['this']):,} pages, {len(differ)} differ", flush=True)
+        for path in differ[:5]:
+            print(f"  {path}", flush=True)
     return 0
