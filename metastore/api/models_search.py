@@ -17,8 +17,6 @@ from metastore.api.models import (
     TotalIsExact,
 )
 
-SEARCH_TOTAL_CAP = 10_000
-
 
 class MatchedName(Struct):
     namespace: str

@@ -43,7 +43,7 @@ from metastore.access import access_of
 from metastore.api import models_search, params, planner, search_fields, search_probe
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, decode_cursor, page
+from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
 from metastore.api.planner import Planner, pipelined
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
@@ -58,9 +58,6 @@ from metastore.api.visibility import (
 )
 
 HitType = Literal["dataset", "job", "namespace"]
-# Hits are counted up to TOTAL_CAP (exact below, "at least" beyond), as field hits are
-# (search_fields.FIELD_CAP).
-TOTAL_CAP = models_search.SEARCH_TOTAL_CAP
 MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
 FIRST_FIELD_RANK = search_fields.FIRST_FIELD_RANK  # field hits' ranks: 3 to 6
 # How a lowercased name `{n}` matches `q`, by rank (the ranks exclude each other).
