@@ -13,7 +13,8 @@ import asyncio
 import math
 import time
 from bisect import bisect_left
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -63,40 +64,58 @@ async def _watch(
             await asyncio.sleep(POLL_S)
 
 
+class LagRun(NamedTuple):
+    """What a lag run saw: each request, its event's log position by digest, and when the
+    slowest projection's cursor passed each position (perf_counter seconds)."""
+
+    timed: list[loadgen.Timed]
+    digests: list[bytes]
+    position: dict[bytes, tuple[int, int]]
+    seen: list[tuple[float, tuple[int, int]]]
+    started: float  # perf_counter at the first request
+
+
+def run(
+    url: str, bodies: list[bytes], rate: int, seconds: float, log_dir: Path, say: Any = print
+) -> LagRun:
+    """Posts `bodies` open loop at `rate`/s for `seconds` to an api on `url` while a
+    projector folds them, and waits (up to 60 s) for the cursors to pass the last one."""
+    digests = [datagen.to_record(b).digest for b in bodies]
+    names = _projection_names()
+    seen: list[tuple[float, tuple[int, int]]] = []
+    with metastore("api", url, log_dir) as api, metastore("projector", url, log_dir):
+        say(f"lag: {rate}/s for {seconds:g} s")
+
+        async def main() -> tuple[list[loadgen.Timed], float]:
+            stop = asyncio.Event()
+            watcher = asyncio.ensure_future(_watch(url, names, stop, seen))
+            started = time.perf_counter()
+            timed = await loadgen.open_loop(api.base_url, PATH, bodies.__getitem__, rate, seconds)
+            with psycopg.connect(url) as conn:
+                last = max(((r[1], r[2]) for r in conn.execute(POSITIONS)), default=(0, 0))
+            deadline = time.perf_counter() + 60
+            while (not seen or seen[-1][1] < last) and time.perf_counter() < deadline:
+                await asyncio.sleep(0.05)
+            stop.set()
+            await watcher
+            return timed, started
+
+        timed, started = _run(main)
+    with psycopg.connect(url) as conn:
+        position = {bytes(r[0]): (r[1], r[2]) for r in conn.execute(POSITIONS)}
+    return LagRun(timed, digests, position, seen, started)
+
+
 def measure(ctx: Context, out: list[Row]) -> None:
     (row,) = out
     s = ctx.sizes
     total = int(s.lag_rate * s.lag_seconds)
     bodies = list(datagen.events(s.graph_nodes, total, ctx.seed + 3))
-    digests = [datagen.to_record(b).digest for b in bodies]
-    names = _projection_names()
-    seen: list[tuple[float, tuple[int, int]]] = []
     with cluster("lag", ctx.sizes.wal_segments) as pg:
-        url = pg.database()
-        with metastore("api", url, ctx.log_dir) as api, metastore("projector", url, ctx.log_dir):
-            ctx.say(f"lag: {s.lag_rate}/s for {s.lag_seconds:g} s")
-
-            async def main() -> list[loadgen.Timed]:
-                stop = asyncio.Event()
-                watcher = asyncio.ensure_future(_watch(url, names, stop, seen))
-                timed = await loadgen.open_loop(
-                    api.base_url, PATH, bodies.__getitem__, s.lag_rate, s.lag_seconds
-                )
-                with psycopg.connect(url) as conn:
-                    last = max(((r[1], r[2]) for r in conn.execute(POSITIONS)), default=(0, 0))
-                deadline = time.perf_counter() + 60
-                while (not seen or seen[-1][1] < last) and time.perf_counter() < deadline:
-                    await asyncio.sleep(0.05)
-                stop.set()
-                await watcher
-                return timed
-
-            timed = _run(main)
-        with psycopg.connect(url) as conn:
-            position: dict[bytes, tuple[int, int]] = {
-                bytes(r[0]): (r[1], r[2]) for r in conn.execute(POSITIONS)
-            }
-    lags, missing = _lags(timed, digests, position, seen)
+        found = run(pg.database(), bodies, s.lag_rate, s.lag_seconds, ctx.log_dir, ctx.say)
+    timed = found.timed
+    acked_lags, missing = lags_of(found)
+    lags = [lag for _, lag in acked_lags]
     acked = [t for t in timed if not math.isnan(t.acked)]
     achieved = len(acked) / (max(t.acked for t in acked) - timed[0].sent) if acked else 0.0
     late = [t.acked - t.sent for t in acked]
@@ -113,15 +132,21 @@ def measure(ctx: Context, out: list[Row]) -> None:
     ctx.say(f"lag: p99 {row.value}")
 
 
+def lags_of(found: LagRun) -> tuple[list[tuple[float, float]], int]:
+    """(when its 2xx arrived, its lag) of each acknowledged event that became visible, and
+    how many never did."""
+    return _lags(found.timed, found.digests, found.position, found.seen)
+
+
 def _lags(
     timed: list[loadgen.Timed],
     digests: list[bytes],
     position: dict[bytes, tuple[int, int]],
     seen: list[tuple[float, tuple[int, int]]],
-) -> tuple[list[float], int]:
+) -> tuple[list[tuple[float, float]], int]:
     times = [t for t, _ in seen]
     cursors = [c for _, c in seen]  # non-decreasing
-    lags: list[float] = []
+    lags: list[tuple[float, float]] = []
     missing = 0
     for t in timed:
         if math.isnan(t.acked):
@@ -131,7 +156,7 @@ def _lags(
         if k == len(cursors):
             missing += 1
             continue
-        lags.append(max(0.0, times[k] - t.acked))
+        lags.append((t.acked, max(0.0, times[k] - t.acked)))
     return lags, missing
 
 

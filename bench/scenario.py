@@ -36,6 +36,7 @@ SCENARIOS = {
     "fold": "bench.scenarios.fold",
     "live-fold": "bench.scenarios.live_fold",
     "live-batches": "bench.scenarios.live_batches",
+    "lag-timeline": "bench.scenarios.lag_timeline",
     "graph": "bench.scenarios.graph",
     "graph-requests": "bench.scenarios.graph_requests",
     "column-requests": "bench.scenarios.column_requests",
