@@ -1,13 +1,13 @@
 """Where the projection lag's tail falls in time: the lag benchmark's run, second by second.
 
-    python -m bench.scenario lag-timeline [--rate 1000] [--seconds 60]
+    python -m bench.scenario lag-timeline [--rate 1000] [--seconds 60] [--setting NAME=VALUE]
 
 Runs make bench's lag figure (bench/fig_lag.py: `metastore api` and `metastore projector` on
 a throwaway PostgreSQL, an open-loop client at `--rate` events/s) with the server logging its
 checkpoints and every autovacuum, then prints the lag's p50 and p99, each second whose worst
 lag passed 0.1 s (its events and that worst lag), how many events lagged over 0.1 s, and the
 server's checkpoints and autovacuums at their second of the run: whether the tail is one
-stall or spread over the run.
+stall or spread over the run. `--setting` changes a server setting for the run.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import psycopg.sql
 
 from bench import datagen, fig_lag, loadgen
 from bench.harness import WARM_WAL_SEGMENTS, cluster
@@ -35,6 +36,13 @@ def main(argv: list[str]) -> int:
     cli.add_argument("--rate", type=int, default=1_000)
     cli.add_argument("--seconds", type=float, default=60.0)
     cli.add_argument("--seed", type=int, default=20241017)
+    cli.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a server setting for the run (ALTER SYSTEM), e.g. backend_flush_after=256kB",
+    )
     args = cli.parse_args(argv)
     bodies = list(datagen.events(100_000, int(args.rate * args.seconds), args.seed + 3))
     with cluster("lag-timeline", WARM_WAL_SEGMENTS) as pg, tempfile.TemporaryDirectory() as logs:
@@ -42,6 +50,13 @@ def main(argv: list[str]) -> int:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("ALTER SYSTEM SET log_autovacuum_min_duration = 0")
             conn.execute("ALTER SYSTEM SET log_checkpoints = on")
+            for setting in args.setting:
+                name, _, value = setting.partition("=")
+                conn.execute(
+                    psycopg.sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                        psycopg.sql.Identifier(name), psycopg.sql.Literal(value)
+                    )
+                )
             conn.execute("SELECT pg_reload_conf()")
         wall = time.time() - time.perf_counter()  # perf_counter -> epoch seconds
         found = fig_lag.run(url, bodies, args.rate, args.seconds, Path(logs))
