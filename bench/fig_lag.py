@@ -135,23 +135,14 @@ def measure(ctx: Context, out: list[Row]) -> None:
 def lags_of(found: LagRun) -> tuple[list[tuple[float, float]], int]:
     """(when its 2xx arrived, its lag) of each acknowledged event that became visible, and
     how many never did."""
-    return _lags(found.timed, found.digests, found.position, found.seen)
-
-
-def _lags(
-    timed: list[loadgen.Timed],
-    digests: list[bytes],
-    position: dict[bytes, tuple[int, int]],
-    seen: list[tuple[float, tuple[int, int]]],
-) -> tuple[list[tuple[float, float]], int]:
-    times = [t for t, _ in seen]
-    cursors = [c for _, c in seen]  # non-decreasing
+    times = [t for t, _ in found.seen]
+    cursors = [c for _, c in found.seen]  # non-decreasing
     lags: list[tuple[float, float]] = []
     missing = 0
-    for t in timed:
+    for t in found.timed:
         if math.isnan(t.acked):
             continue
-        pos = position.get(digests[t.index])
+        pos = found.position.get(found.digests[t.index])
         k = bisect_left(cursors, pos) if pos is not None else len(cursors)
         if k == len(cursors):
             missing += 1

@@ -29,13 +29,22 @@ class Page(msgspec.Struct):
 
 def next_page(session: loadgen.Session, path: str, body: bytes) -> float | None:
     """The ms of the page after the one `body` answered, by its next_cursor (None: last)."""
+    after = next_answer(session, path, body)
+    return None if after is None else after[1]
+
+
+def next_answer(
+    session: loadgen.Session, path: str, body: bytes
+) -> tuple[str, float, bytes] | None:
+    """The path, ms and body of the page after the one `body` answered (None: last)."""
     cursor = msgspec.json.decode(body, type=Page).next_cursor
     if not cursor:
         return None
     sep = "&" if "?" in path else "?"
-    ms, status, answer = session.get(f"{path}{sep}cursor={urllib.parse.quote(cursor)}")
-    assert status == 200, (path, status, answer[:300])
-    return ms
+    after = f"{path}{sep}cursor={urllib.parse.quote(cursor)}"
+    ms, status, answer = session.get(after)
+    assert status == 200, (after, status, answer[:300])
+    return after, ms, answer
 
 
 rows = p95_figures(GROUP, ("list jobs", "list runs", "list datasets", "lookup by exact name"), 10)

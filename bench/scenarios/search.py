@@ -27,12 +27,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import psycopg
 
 from bench import loadgen, search_store
 from bench.ab import other_tree, turns
-from bench.fig_reads import Page
+from bench.fig_reads import next_answer
 from bench.fig_search import NAMES, terms
 from bench.harness import cluster, metastore
 from bench.scenario import parser
@@ -60,10 +59,8 @@ def time_side(
                 assert status == 200, (path, status, body[:300])
                 by_kind.setdefault(kind, []).append(ms)
                 answers[path] = body
-                if cursor := msgspec.json.decode(body, type=Page).next_cursor:
-                    after = f"{path}&cursor={urllib.parse.quote(cursor)}"
-                    ms, status, answers[after] = session.get(after)
-                    assert status == 200, (after, status, answers[after][:300])
+                if (found := next_answer(session, path, body)) is not None:
+                    after, ms, answers[after] = found
                     by_kind.setdefault("next page", []).append(ms)
         finally:
             session.close()

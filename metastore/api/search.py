@@ -86,9 +86,14 @@ def rare_part(q: str) -> str:
     return max(words, key=len) if words else q
 
 
+def contains(name: str, indexed: bool) -> str:
+    """CONTAINS' test on `name`, for a read through the trigram index or not."""
+    return CONTAINS[indexed].format(n=name)
+
+
 def rank_test(rank: int, name: str, indexed: bool) -> str:
     """The test of RANK_TESTS[rank] on `name`, for a read through the trigram index or not."""
-    return RANK_TESTS[rank].format(n=name, contains=CONTAINS[indexed].format(n=name))
+    return RANK_TESTS[rank].format(n=name, contains=contains(name, indexed))
 
 
 RANK_OF = """CASE WHEN {n} = %(exact)s THEN 0 WHEN {n} LIKE %(prefix)s THEN 1
@@ -288,13 +293,14 @@ def _tier(
     name, key, source = tier.name, tier.key, tier.table
     if probe:
         after_name = cursor is not None and cursor[0] == rank
+        column = key.split(".")[1]
         source = search_probe.source(
             tier.table,
-            key.split(".")[1],
+            column,
             f"upper_{kind}" if upper else None,
             after_name,
             rows=f"probe_{kind}",
-            columns=f"s.{key.split('.')[1]}, s.namespace, s.name",
+            columns=f"s.{column}, s.namespace, s.name",
         )
         name, bounded = f"{tier.alias}.low", upper
     after = ""
@@ -353,7 +359,7 @@ def _past_name(cursor: tuple[int, str, str, str] | None) -> bool:
 def _count_of(tier: Tier, ns: bool, indexed: bool) -> str:
     return COUNT_OF.format(
         key=tier.key,
-        contains=CONTAINS[indexed].format(n=tier.name),
+        contains=contains(tier.name, indexed),
         name=tier.name,
         table=tier.table,
         alias=tier.alias,
@@ -368,7 +374,7 @@ KEYS_BATCH = 5_000
 
 
 async def _count_distinct(
-    conn: AsyncConnection[Any], plan: str, tier: Tier, ns: bool, args: Any, narrowed: bool
+    conn: AsyncConnection[Any], plan: str, tier: Tier, ns: bool, args: Any, indexed: bool
 ) -> int:
     """How many hits of `tier` there are, up to TOTAL_CAP + 1, however many names each has
     (a dataset with 2,000 symlinks among them counts once): the keys stream from a
@@ -377,7 +383,7 @@ async def _count_distinct(
     no more than before."""
     sql = COUNT_KEYS.format(
         key=tier.key,
-        contains=CONTAINS[narrowed and plan != "stream"].format(n=tier.name),
+        contains=contains(tier.name, indexed),
         table=tier.table,
         alias=tier.alias,
         namespace=tier.where(ns),
@@ -554,14 +560,15 @@ async def search(request: Request) -> Response:
         cursor = decode_cursor(query.cursor, kind, [int, str, str, str])
         (_, args["after_name"], _, args["after_key"]) = cursor
     ns = query.namespace is not None
-    narrowed = rare != query.q  # (the trigram index is asked for a part of `q`)
+    # the trigram index is asked for a part of `q` (then no type streams: see _plans)
+    narrowed = rare != query.q
     async with connection(request) as conn:
         by_trigram_plan, plans = await _plans(conn, tiers, kinds, ns, args, narrowed)
         trigrams = by_trigram_plan == "trigram"
         counts = []
         for plan in sorted(set(plans.values())):
             same = [k for k in kinds if plans[k] == plan]
-            statements = _counts(tiers, same, ns, cursor, indexed=narrowed and plan != "stream")
+            statements = _counts(tiers, same, ns, cursor, indexed=narrowed)
             counts += await _read(conn, plan, statements, args)
         counted = [(k, names, hits, upper) for k, names, hits, upper, _ in counts]
         capped = {k for k, names, _, _ in counted if names > TOTAL_CAP}
