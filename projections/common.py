@@ -437,63 +437,51 @@ INDEX_PROBES_ONLY = ("enable_hashjoin", "enable_mergejoin", "enable_seqscan", "e
 
 
 # --- writing rows -----------------------------------------------------------------------
-# Each fold writes its rows with one INSERT ... SELECT per table. The rows go as one jsonb
-# parameter (a JSON array of row arrays, encoded by msgspec in C) rather than one array
-# parameter per column: psycopg dumps array parameters element by element in Python, which
-# was the fold's hottest spot. jsonb is parsed once by the server, then each column is a
-# cast of one element.
-# A `json` column (the facet documents, kilobytes a row) is not in that document: its
-# values go as a binary text[] of their own, zipped with the rows (ROWS FROM), and the
-# server only checks that each is JSON. Parsed into the rows' jsonb they were a third of
-# its size, and PostgreSQL 15's jsonb parser copies every string character by character,
-# where json is only checked.
+# Each fold writes its rows with one INSERT ... SELECT per table. The rows go column by
+# column, each a binary array parameter (metastore.pgarray.column_array: built without a
+# Python step for each element where the column has no NULL) that the server reads as it is:
+# as one jsonb document of row arrays (msgspec's encoding, a fifth of the Python time) the
+# server parsed the document, then cast each element from text, a timestamp's text the
+# slowest; 2,000 rows of 17 columns took 20 ms of its time that way, 7 as arrays
+# (docs/PERFORMANCE.md, "The fold's rows as binary arrays").
+# A `json` or `jsonb` column (the facet documents) goes as text[] and is cast: json only
+# checks its text, jsonb parses it as the document did. A `uuid[]` goes as its array
+# literal's text (an array of arrays cannot be unnested a row at a time).
+_AS_TEXT = {"json": "{}::json", "jsonb": "nullif({}::jsonb, 'null')", "uuid[]": "{}::uuid[]"}
 
 
 def rows_select(types: Sequence[str]) -> str:
-    """`SELECT (r->>0)::type0, ... FROM jsonb_array_elements(%s::jsonb) r`, for `row_param`.
-
-    Each `json` column reads a `%b::text[]` parameter of its own, after the rows'.
-    """
-    columns, sources, names = [], ["jsonb_array_elements(%s::jsonb)"], ["r"]
-    element = 0  # the column's index in a row of the jsonb document
+    """`SELECT c0, ... FROM unnest(%b::type0[], ...)`, the rows `row_param(types, ...)` gives."""
+    columns, arrays, names = [], [], []
     for i, kind in enumerate(types):
-        if kind == "json":
-            columns.append(f"doc{i}::json")
-            sources.append("unnest(%b::text[])")
-            names.append(f"doc{i}")
-            continue
-        columns.append(
-            f"nullif(r->{element}, 'null')" if kind == "jsonb" else f"(r->>{element})::{kind}"
-        )
-        element += 1
+        name = f"c{i}"
+        if kind in _AS_TEXT:
+            columns.append(_AS_TEXT[kind].format(name))
+            arrays.append("%b::text[]")
+        else:
+            pgarray.COLUMN_ENCODERS[kind]  # (a type without an encoder fails on import)
+            columns.append(name)
+            arrays.append(f"%b::{kind}[]")
+        names.append(name)
     return (
         f"SELECT {', '.join(columns)} "
-        f"FROM ROWS FROM ({', '.join(sources)}) AS fold_rows({', '.join(names)})"
+        f"FROM unnest({', '.join(arrays)}) AS fold_rows({', '.join(names)})"
     )
 
 
 def row_param(types: Sequence[str], columns: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
     """The parameters of `rows_select(types)` for rows given column by column.
 
-    jsonb and json columns hold JSON text (or None); jsonb is embedded in the rows as is,
-    json goes as its own text[]. bytea goes as `\\x` hex. The cursor needs
-    `metastore.pgarray.register` for the text[] parameters.
+    json, jsonb and uuid[] columns hold text (or None): JSON, or an array literal. The
+    cursor (or its connection) needs `metastore.pgarray.register`.
     """
-    converted: list[Sequence[Any]] = []
-    documents: list[pgarray.BinaryArray] = []
-    for kind, column in zip(types, columns, strict=True):
-        if kind == "json":
-            documents.append(pgarray.text_array(column))
-            continue
-        if kind == "jsonb":
-            column = [None if v is None else msgspec.Raw(v) for v in column]
-        elif kind == "bytea":
-            column = [None if v is None else "\\x" + v.hex() for v in column]
-        converted.append(column)
-    return (_rows_encoder.encode(list(zip(*converted, strict=True))).decode(), *documents)
-
-
-_rows_encoder = msgspec.json.Encoder()
+    # (unnest pads a shorter array with NULLs: a row lost in Python must fail here)
+    if len(types) != len(columns) or len({len(column) for column in columns}) > 1:
+        raise ValueError(f"{len(columns)} columns of {sorted({len(c) for c in columns})} rows")
+    return tuple(
+        pgarray.column_array("text" if kind in _AS_TEXT else kind, column)
+        for kind, column in zip(types, columns, strict=True)
+    )
 
 
 def columns_of(rows: Mapping[Any, Sequence[Any]]) -> list[Sequence[Any]]:

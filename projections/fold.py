@@ -281,6 +281,7 @@ def tune_session(conn: psycopg.Connection[Any]) -> None:
     """
     utc_session(conn)
     set_json_loads(load_json, conn)
+    pgarray.register(conn)  # (the rows' binary arrays: common.row_param)
     conn.execute("SET synchronous_commit = off")
     conn.execute("SET jit = off")
     try:

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+from metastore import pgarray
 from projections.common import INDEX_PROBES_ONLY, planner_without, row_param
 from projections.datasets import SELECT_DATASETS, SELECT_NAMES, SELECT_VERSIONS, SYNC_FIELDS
 from projections.failing import REFOLD, SINCE_TYPES
@@ -47,6 +48,7 @@ def fold_with_statistics_of_one_copy(conn: Conn, tables: tuple[str, ...]) -> Non
 
 def probes_plan(conn: Conn, query: str, params: dict[str, Any] | tuple[Any, ...]) -> str:
     """The plan of `query` as the fold runs it (under INDEX_PROBES_ONLY)."""
+    pgarray.register(conn)  # (row_param's arrays)
     with conn.transaction():
         conn.execute("SET LOCAL search_path TO readmodel, public")
         with planner_without(conn, *INDEX_PROBES_ONLY):
@@ -229,9 +231,8 @@ def test_the_extension_of_root_paths_probes_by_top_with_statistics_of_few_roots(
     batch = conn.execute("SELECT array_agg(id) FROM readmodel.runs").fetchone()
     assert tops is not None and batch is not None and len(tops[0]) > 2000
     tails = ["{" + str(uuid.uuid4()) + "}" for _ in tops[0][:50]]
-    (rows,) = row_param(TOP_TYPES, [tops[0][:50], tails])
-    query = EXTEND_PATHS.replace("%s::jsonb", "%(tops)s::jsonb").replace("%b", "%(ids)s")
-    plan = probes_plan(conn, query, {"tops": rows, "ids": batch[0][:700]})
+    rows = row_param(TOP_TYPES, [tops[0][:50], tails])
+    plan = probes_plan(conn, EXTEND_PATHS, (*rows, pgarray.uuid_array(batch[0][:700])))
     assert "Index Cond: (root_run_id = " in plan, plan  # (a probe per top)
     assert "Tid Scan on runs" in plan, plan
     assert "Join Filter" not in plan, plan
