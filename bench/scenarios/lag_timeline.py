@@ -7,15 +7,21 @@ a throwaway PostgreSQL, an open-loop client at `--rate` events/s) with the serve
 checkpoints and every autovacuum, then prints the lag's p50 and p99, each second whose worst
 lag passed 0.1 s (its events and that worst lag), how many events lagged over 0.1 s, and the
 server's checkpoints and autovacuums at their second of the run: whether the tail is one
-stall or spread over the run. `--setting` changes a server setting for the run.
+stall or spread over the run. `--setting` changes a server setting for the run. And what the
+server's processes wrote (pg_stat_bgwriter), and when the kernel wrote back a burst of dirty
+pages (/proc/meminfo's Dirty, sampled every half second: where it fell by 50 MB or more).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import itertools
 import re
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -59,7 +65,10 @@ def main(argv: list[str]) -> int:
                 )
             conn.execute("SELECT pg_reload_conf()")
         wall = time.time() - time.perf_counter()  # perf_counter -> epoch seconds
-        found = fig_lag.run(url, bodies, args.rate, args.seconds, Path(logs))
+        before = _buffers_written(url)
+        with _dirty_pages() as dirty:
+            found = fig_lag.run(url, bodies, args.rate, args.seconds, Path(logs))
+        written = {k: v - before[k] for k, v in _buffers_written(url).items()}
         server_log = pg.pg.logfile.read_text(errors="replace")
     lags, missing = fig_lag.lags_of(found)
     values = [lag for _, lag in lags]
@@ -77,6 +86,16 @@ def main(argv: list[str]) -> int:
     print(
         "  " + ", ".join(f"{s}: {n}, {w:.3f}" for s, (n, w) in sorted(worst.items()) if w > TAIL_S)
     )
+    print(
+        "buffers the server wrote during the run (8 kB each; the kernel flushes what nobody"
+        " synced 30 s after): " + ", ".join(f"{k} {v:,}" for k, v in written.items())
+    )
+    falls = [
+        f"{at - found.started:.1f} s: {high - low:,} MB"
+        for (at, high), (_, low) in itertools.pairwise(dirty)
+        if high - low >= DIRTY_FALL_MB
+    ]
+    print("the kernel's writeback bursts (second of the run: Dirty fell by): " + ", ".join(falls))
     start = wall + found.started
     print("the server's checkpoints and autovacuums (second of the run):")
     for line in server_log.splitlines():
@@ -85,3 +104,39 @@ def main(argv: list[str]) -> int:
             at = dt.datetime.fromisoformat(stamp.group(1)).replace(tzinfo=dt.UTC).timestamp()
             print(f"  {at - start:6.1f}  {line[line.find('LOG:') + 5 :].strip()[:110]}")
     return 0
+
+
+def _buffers_written(url: str) -> dict[str, int]:
+    """pg_stat_bgwriter's buffers written so far, by writer: the checkpointer, the background
+    writer (both ask the kernel to flush as they go) and the backends (which do not, unless
+    backend_flush_after is set)."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT buffers_checkpoint, buffers_clean, buffers_backend FROM pg_stat_bgwriter"
+        ).fetchone()
+    assert row is not None
+    return dict(zip(("checkpointer", "background writer", "backends"), row, strict=True))
+
+
+DIRTY_FALL_MB = 50
+
+
+@contextlib.contextmanager
+def _dirty_pages() -> Iterator[list[tuple[float, int]]]:
+    """(perf_counter, /proc/meminfo's Dirty in MB) every half second while the block runs."""
+    samples: list[tuple[float, int]] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.5):
+            for line in Path("/proc/meminfo").read_text().splitlines():
+                if line.startswith("Dirty:"):
+                    samples.append((time.perf_counter(), int(line.split()[1]) // 1024))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        sampler.join()
