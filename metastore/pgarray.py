@@ -115,7 +115,8 @@ _BOOLEANS = {True: b"\x01", False: b"\x00"}  # (anything else is not a boolean: 
 # A timestamp's element by the datetime: a batch's rows repeat their events' few times
 # (first and last seen, state, start and end), and a datetime's microseconds since 2000 cost
 # a quarter of a microsecond (timedelta division), a lookup a thirtieth of that. Cleared
-# when full; only the folding thread encodes.
+# when full. A rebuild's thread folds beside the live fold: each entry is its key's encoding
+# whoever made it, so the two may share it.
 _TIMESTAMPS: dict[dt.datetime, bytes] = {}
 _TIMESTAMPS_KEPT = 100_000
 
