@@ -49,6 +49,7 @@ SCENARIOS = {
     "fold-statements": "bench.scenarios.fold_statements",
     "root-paths": "bench.scenarios.root_paths",
     "fold-ratio": "bench.scenarios.fold_ratio",
+    "fold-answers": "bench.scenarios.fold_answers",
     "bounded": "bench.scenarios.bounded",
     "hostile-fold": "bench.scenarios.hostile_fold",
     "authz-ingest-cpu": "bench.authz_ingest_cpu",
