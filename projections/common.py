@@ -438,12 +438,12 @@ INDEX_PROBES_ONLY = ("enable_hashjoin", "enable_mergejoin", "enable_seqscan", "e
 
 # --- writing rows -----------------------------------------------------------------------
 # Each fold writes its rows with one INSERT ... SELECT per table. The rows go column by
-# column, each a binary array parameter (metastore.pgarray.column_array: built without a
-# Python step for each element where the column has no NULL) that the server reads as it is:
-# as one jsonb document of row arrays (msgspec's encoding, a fifth of the Python time) the
-# server parsed the document, then cast each element from text, a timestamp's text the
-# slowest; 2,000 rows of 17 columns took 20 ms of its time that way, 7 as arrays
-# (docs/PERFORMANCE.md, "The fold's rows as binary arrays").
+# column, each a binary array parameter (metastore.pgarray.column_array) that the server
+# reads as it is. As one jsonb document of row arrays (msgspec's encoding: a quarter of the
+# Python time these arrays take) the server parsed the document, then cast each element from
+# text, a timestamp's text the slowest: 2,000 rows of 17 columns took 20 ms of its time that
+# way, 7 as arrays, and the fold 10 % less of the server's CPU in all (docs/PERFORMANCE.md,
+# "The fold's rows as binary arrays").
 # A `json` or `jsonb` column (the facet documents) goes as text[] and is cast: json only
 # checks its text, jsonb parses it as the document did. A `uuid[]` goes as its array
 # literal's text (an array of arrays cannot be unnested a row at a time).
@@ -458,10 +458,11 @@ def rows_select(types: Sequence[str]) -> str:
         if kind in _AS_TEXT:
             columns.append(_AS_TEXT[kind].format(name))
             arrays.append("%b::text[]")
-        else:
-            pgarray.COLUMN_ENCODERS[kind]  # (a type without an encoder fails on import)
+        elif kind in pgarray.COLUMN_ENCODERS:
             columns.append(name)
             arrays.append(f"%b::{kind}[]")
+        else:  # (at import: each statement's rows are selected when its module loads)
+            raise ValueError(f"no binary array encoder for a {kind} column")
         names.append(name)
     return (
         f"SELECT {', '.join(columns)} "
@@ -477,7 +478,8 @@ def row_param(types: Sequence[str], columns: Sequence[Sequence[Any]]) -> tuple[A
     """
     # (unnest pads a shorter array with NULLs: a row lost in Python must fail here)
     if len(types) != len(columns) or len({len(column) for column in columns}) > 1:
-        raise ValueError(f"{len(columns)} columns of {sorted({len(c) for c in columns})} rows")
+        lengths = sorted({len(column) for column in columns})
+        raise ValueError(f"{len(columns)} columns of {lengths} rows for {len(types)} types")
     return tuple(
         pgarray.column_array("text" if kind in _AS_TEXT else kind, column)
         for kind, column in zip(types, columns, strict=True)

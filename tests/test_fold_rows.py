@@ -46,3 +46,8 @@ def test_columns_of_unequal_length_are_refused() -> None:
     # (unnest would pad the shorter with NULLs: a row half lost)
     with pytest.raises(ValueError, match="rows"):
         row_param(("uuid", "text"), [[uuid.uuid4(), uuid.uuid4()], ["only one"]])
+
+
+def test_a_column_type_without_an_encoder_is_refused_when_the_statement_is_made() -> None:
+    with pytest.raises(ValueError, match="numeric"):
+        rows_select(("uuid", "numeric"))
