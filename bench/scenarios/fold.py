@@ -29,7 +29,8 @@ CONFORMANCE = ROOT.parent / "shared" / "conformance" / "scenarios"
 
 # The read models are made anew by the code being timed (not timed): tables of another
 # version would not be folded into at all (they wait for a rebuild), and that side would
-# look fast.
+# look fast. Its arguments: the database's URL, then the batch size (catch_up's default
+# without it).
 FOLD = """
 import sys, time, psycopg
 from projections.runner import catch_up
@@ -41,7 +42,7 @@ with psycopg.connect(sys.argv[1]) as conn:
     conn.commit()
     create_readmodel_tables(conn)
 started = time.perf_counter()
-count = catch_up(sys.argv[1])
+count = catch_up(sys.argv[1], *map(int, sys.argv[2:3]))
 print(count, time.perf_counter() - started)
 """
 CHECK = """

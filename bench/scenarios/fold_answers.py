@@ -58,8 +58,8 @@ def main(argv: list[str]) -> int:
             digests = []
             for name, tree in sides:
                 target = pg.copy(url, f"answers_{limit}_{name}")
-                fold = FOLD.replace("catch_up(sys.argv[1])", f"catch_up(sys.argv[1], {limit})")
-                count = python_child(fold, [target], Path(tmp) / "fold.log", cwd=tree).split()[0]
+                log = Path(tmp) / "fold.log"
+                count = python_child(FOLD, [target, str(limit)], log, cwd=tree).split()[0]
                 found, dead = _digests(target)
                 print(f"{name} ({tree}), batches of {limit}: {count} events, {dead} dead letters")
                 digests.append(found)
