@@ -50,6 +50,7 @@ SCENARIOS = {
     "root-paths": "bench.scenarios.root_paths",
     "fold-ratio": "bench.scenarios.fold_ratio",
     "fold-answers": "bench.scenarios.fold_answers",
+    "log-index-build": "bench.scenarios.log_index_build",
     "bounded": "bench.scenarios.bounded",
     "hostile-fold": "bench.scenarios.hostile_fold",
     "authz-ingest-cpu": "bench.authz_ingest_cpu",

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from yoyo import get_backend, read_migrations
 
-from metastore import login
+from metastore import log_indexes, login
 from metastore.eventlog import catch_up_order
 from metastore.exit import Exit, one_line
 from metastore.privileges import check_migrator, grant_process_roles
@@ -87,8 +87,10 @@ def apply_migrations(
 
     Raises MissingPrivilege (or RoleMistake) first when the role cannot migrate. Safe to run
     twice and from two pods at once: the second waits for the lock, then finds nothing to
-    do. Then grants `api_role` and `projector_role` (when given) what their processes need,
-    and hands the read models to `projector_role` (a store made before it was set).
+    do. Then builds the log's partition indexes its migrations left to build
+    (metastore/log_indexes.py), grants `api_role` and `projector_role` (when given) what
+    their processes need, and hands the read models to `projector_role` (a store made
+    before it was set).
     """
     with (
         psycopg.connect(
@@ -114,6 +116,9 @@ def apply_migrations(
             finally:
                 backend.connection.close()
             catch_up_order(conn)  # a restored store: new events sort after the restored ones
+            # (after the migrations, outside their transactions: appends go on meanwhile)
+            for index in log_indexes.build(conn):
+                log.info("built a log index", extra={"index": index})
             for statement in grant_process_roles(
                 conn, MIGRATION_TABLE, api_role=api_role, projector_role=projector_role
             ):
