@@ -1,6 +1,6 @@
 """The log's indexes that are built a partition at a time, so appends never wait for them.
 
-A migration creates such an index ON ONLY the partitioned log (sql/0006.log-job-time.sql):
+A migration creates such an index ON ONLY the partitioned log (sql/0006.log-indexes.sql):
 instant, and invalid until every partition has its own. `build`, which `metastore migrate`
 runs after the migrations, creates each missing partition index CONCURRENTLY (appends go on
 while it reads the partition) and attaches it; once all are attached PostgreSQL marks the
@@ -23,8 +23,14 @@ from psycopg import sql
 
 log = logging.getLogger("metastore.log_indexes")
 
-# The log's indexes built partition by partition: name -> the columns each partition indexes.
-BY_PARTITION = {"event_log_job_time": "job_namespace, job_name, event_time"}
+# The log's indexes built partition by partition: name -> what each partition's indexes (as
+# its migration defines it: ATTACH refuses a partition index that differs).
+BY_PARTITION = {
+    "event_log_job_time": "(job_namespace, job_name, event_time)",
+    "event_log_run_ends": (
+        "(run_id, event_time, seq) WHERE event_type IN ('COMPLETE', 'FAIL', 'ABORT')"
+    ),
+}
 
 # The log's partitions without an index attached to the partitioned index %s, and the name
 # their own index gets (`<partition>_<index without its event_log_ prefix>`).
@@ -51,7 +57,7 @@ def build(conn: psycopg.Connection[Any]) -> list[str]:
     role own the log."""
     assert conn.autocommit, "CREATE INDEX CONCURRENTLY runs outside a transaction"
     built: list[str] = []
-    for parent, columns in BY_PARTITION.items():
+    for parent, definition in BY_PARTITION.items():
         (qualified,) = conn.execute("SELECT to_regclass(%s)::text", (parent,)).fetchone() or (None,)
         if qualified is None:
             continue  # (its migration not applied: `metastore migrate` applies it first)
@@ -63,8 +69,8 @@ def build(conn: psycopg.Connection[Any]) -> list[str]:
                 conn.execute(sql.SQL("DROP INDEX CONCURRENTLY {}").format(index))
             log.info("building a log index", extra={"index": name, "partition": partition})
             conn.execute(
-                sql.SQL("CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} ({})").format(
-                    sql.Identifier(name), sql.Identifier(schema, partition), sql.SQL(columns)
+                sql.SQL("CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} {}").format(
+                    sql.Identifier(name), sql.Identifier(schema, partition), sql.SQL(definition)
                 )
             )
             conn.execute(

@@ -89,14 +89,20 @@ class FoldEvent(msgspec.Struct, frozen=True):
 # ids) are not that run's: runs, jobs' latest run and lineage leave them out, so every
 # answer names the run under its job alone. `runs` keeps the job of the run's first event
 # folded; the others ask the log (run_facts: an index probe a run and partition), so each
-# projection rebuilds alone.
+# projection rebuilds alone. The run's first event is the run index's first entry at or
+# after (run, 0, 0), in the order only that index has (then checked to be the run's): with
+# `run_id =` and ORDER BY (tx, seq), a run whose events are a large share of a partition's
+# statistics (a streaming run) made the position index look as good, and it read every
+# event logged before the run's first.
 FIRST_JOB_OF_RUNS = """
 SELECT r.run_id, f.job_namespace, f.job_name
 FROM unnest(%b::uuid[]) AS r(run_id)
 CROSS JOIN LATERAL (
-    SELECT l.job_namespace, l.job_name FROM event_log l
-    WHERE l.run_id = r.run_id AND l.job_namespace IS NOT NULL AND l.job_name IS NOT NULL
-    ORDER BY l.tx, l.seq LIMIT 1) f
+    SELECT l.run_id, l.job_namespace, l.job_name FROM event_log l
+    WHERE (l.run_id, l.tx, l.seq) >= (r.run_id, '0'::xid8, 0) AND l.run_id IS NOT NULL
+      AND l.job_namespace IS NOT NULL AND l.job_name IS NOT NULL
+    ORDER BY l.run_id, l.tx, l.seq LIMIT 1) f
+WHERE f.run_id = r.run_id
 """
 
 

@@ -84,3 +84,49 @@ def test_a_run_s_events_page_reads_its_events_not_its_job_s(conn: Conn) -> None:
     assert buffers < 60, plan
     events = conn.execute(RUN_EVENTS, params).fetchall()
     assert len(events) == 2 and all(text is not None for *_, text in events)
+
+
+STREAMING_EVENTS = 3_000
+
+
+def streaming_runs_without_statistics(conn: Conn) -> tuple[uuid.UUID, uuid.UUID]:
+    """Two streaming runs of STREAMING_EVENTS RUNNING events each (Flink reports one a minute
+    while a job runs), in log partitions never analyzed: one still running, one that then
+    failed."""
+    partitions = conn.execute(
+        "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
+    ).fetchall()
+    for (partition,) in partitions:
+        conn.execute(f"ALTER TABLE {partition} SET (autovacuum_enabled = false)")
+    running, failed = uuid.uuid4(), uuid.uuid4()
+    job = ("flink", "clicks_by_minute")
+    events = []
+    for run in (running, failed):
+        events.append(run_event("START", "2026-11-01T00:00:00Z", PRODUCER, job, str(run), [], []))
+        for i in range(STREAMING_EVENTS):
+            when = f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:30Z"
+            events.append(run_event("RUNNING", when, PRODUCER, job, str(run), [], []))
+    events.append(run_event("FAIL", "2026-11-20T00:00:00Z", PRODUCER, job, str(failed), [], []))
+    append(conn, events)
+    return running, failed
+
+
+def test_the_fold_asks_for_a_streaming_run_s_ends_not_its_every_event(conn: Conn) -> None:
+    running, failed = streaming_runs_without_statistics(conn)
+    for statistics in ("none", "analyzed"):
+        if statistics == "analyzed":
+            conn.execute("ANALYZE event_log")
+        for run in (running, failed):
+            buffers, plan = buffers_read(conn, RUN_FACTS, (pgarray.uuid_array([run]),))
+            # its first event and its ends, a probe a partition each; by the run index the
+            # question read each of the run's 3,001 events (and more each minute it runs)
+            assert buffers < 60, (statistics, plan)
+        cur = conn.cursor()
+        pgarray.register(cur)
+        facts = {
+            run: ended_failed
+            for run, *_, ended_failed in cur.execute(
+                RUN_FACTS, (pgarray.uuid_array([running, failed]),)
+            ).fetchall()
+        }
+        assert facts == {running: False, failed: True}

@@ -1,11 +1,13 @@
-"""A job's page as of T finds the job's last event by then in one probe a log partition,
-and the log index that makes it so is built partition by partition while appends go on.
+"""The log's indexes of sql/0006.log-indexes.sql: what they bound, and how `metastore
+migrate` builds them, a partition at a time while appends go on.
 
-Before, "last seen as of T" was max(event_time) over the job index (by position): every
-event of the job up to T, a heap row each; a run a minute for a year is 1.5 million rows,
-past the read timeout. Now the log has event_log_job_time (job, eventTime), created ON ONLY
-the partitioned log by sql/0006.log-job-time.sql and built for each partition CONCURRENTLY
-by `metastore migrate` (metastore/log_indexes.py).
+A job's page as of T finds the job's last event by then in one probe a log partition
+(event_log_job_time); before, "last seen as of T" was max(event_time) over the job index
+(by position): every event of the job up to T, a heap row each, a run a minute for a year
+1.5 million rows, past the read timeout. The fold's question whether a run ended FAIL or
+ABORT reads the run's ends alone (event_log_run_ends), not every event of a streaming run.
+Both are created ON ONLY the partitioned log and built for each partition CONCURRENTLY
+(metastore/log_indexes.py).
 """
 
 from __future__ import annotations
@@ -125,10 +127,14 @@ def test_migrate_builds_the_index_of_every_partition_and_the_log_s_becomes_valid
     database_url: str, conn: Conn
 ) -> None:
     append(conn, some_events(50))
-    conn.execute("DELETE FROM _yoyo_migration WHERE migration_id = '0006.log-job-time'")
+    conn.execute("DELETE FROM _yoyo_migration WHERE migration_id = '0006.log-indexes'")
     conn.execute("DROP INDEX event_log_job_time")
-    assert apply_migrations(database_url) == ["0006.log-job-time"]
+    conn.execute("DROP INDEX event_log_run_ends")
+    assert apply_migrations(database_url) == ["0006.log-indexes"]
     assert conn.execute(VALID).fetchone() == (True,)
+    assert conn.execute(VALID.replace("job_time", "run_ends")).fetchone() == (True,)
+    ends = conn.execute(PARTITION_INDEXES.replace("job_time", "run_ends")).fetchall()
+    assert all(index == f"{partition}_run_ends" for partition, index in ends), ends
     partitions = conn.execute(PARTITION_INDEXES).fetchall()
     assert len(partitions) >= 5  # the default one and this month's and three ahead
     assert all(index == f"{partition}_job_time" for partition, index in partitions), partitions
