@@ -1,6 +1,7 @@
 """Times the projector's own batch (two connections, pipelines) on a growing store, A/B.
 
     python -m bench.scenario live-batches --events 30000 --limit 300 --rounds 2 [--other SRC]
+        [--streaming RUNNING]
 
 Each run (a child process per source tree, in turns) starts a throwaway PostgreSQL with
 pg_stat_statements, appends `--events` events of the lag benchmark's workload (the seed of
@@ -9,7 +10,9 @@ empty read models (a fresh store's statistics, as the lag benchmark's), then fol
 with `fold_live_batch` in batches of `--limit`, as the projector does between NOTIFYs at
 1,000 events/s. Prints the fold rate, the batches' time percentiles, the process's CPU
 seconds and the statements that took the most server time. SRC is a source tree or a
-commit (bench/ab.py).
+commit (bench/ab.py). `--streaming N`: a streaming run (Flink reports RUNNING every minute)
+has N RUNNING events in the log before the workload and one more every 50 of its events,
+so each batch folds one of its events, as the projector does while such a job runs.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from projections.runner import fold_live_batch
 from projections.schema import adopt_rules
 
 EVENTS, LIMIT, SEED = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+STREAMING = int(sys.argv[4])
 STATEMENTS = """
 SELECT round(total_exec_time::numeric), calls, rows,
        left(regexp_replace(query, '\s+', ' ', 'g'), 110)
@@ -46,6 +50,23 @@ try:
     apply_migrations(url)
     prepare_tables(url, NO_CATALOGS)
     records = [datagen.to_record(b) for b in datagen.events(100_000, EVENTS, SEED + 3)]
+    if STREAMING:
+        import datetime as dt, uuid
+        from tests.logdata import log_record
+        from tests.support import run_event
+        run, job = str(uuid.uuid4()), ("flink", "clicks_by_minute")
+        start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        def running(i):
+            when = (start + dt.timedelta(minutes=i)).isoformat().replace("+00:00", "Z")
+            return log_record(run_event("RUNNING", when, "https://flink", job, run, [], []))
+        streaming = [log_record(run_event("START", "2026-01-01T00:00:00Z", "https://flink",
+                                          job, run, [], []))]
+        streaming += [running(i) for i in range(STREAMING)]
+        mixed = []
+        for i in range(0, len(records), 49):
+            mixed += records[i : i + 49] + [running(STREAMING + i)]
+        records = streaming + mixed
+    PREFIX = 1 + STREAMING if STREAMING else 0  # (its START and RUNNING events so far)
     with psycopg.connect(url, autocommit=True) as conn:
         for start in range(0, len(records), 50):
             append_events(conn, records[start : start + 50])
@@ -58,7 +79,14 @@ try:
         tune_session(side)
         with conn.transaction():
             adopt_rules(conn, NO_CATALOGS)
-        done, started, cpu = 0, time.perf_counter(), time.process_time()
+        done = 0
+        with collector_for_batches():
+            while done < PREFIX:  # (the streaming run's past, folded untimed)
+                done += fold_live_batch(conn, limit=min(2000, PREFIX - done), side=side).read
+        if PREFIX:
+            with psycopg.connect(url, autocommit=True) as reset:
+                reset.execute("SELECT pg_stat_statements_reset()")
+        started, cpu = time.perf_counter(), time.process_time()
         with collector_for_batches():
             while True:
                 at = time.perf_counter()
@@ -67,6 +95,7 @@ try:
                 done += result.read
                 if not result.full:
                     break
+        done -= PREFIX
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     times.sort()
     at = lambda q: times[min(len(times) - 1, int(len(times) * q))]
@@ -87,6 +116,8 @@ finally:
 def main(argv: list[str]) -> int:
     cli = live_parser("live-batches", __doc__, 30_000, 300)
     cli.add_argument("--seed", type=int, default=20241017)
+    cli.add_argument("--streaming", type=int, default=0, help="a streaming run's RUNNING events")
     args = cli.parse_args(argv)
-    in_turns(CHILD, [str(args.events), str(args.limit), str(args.seed)], args.other, args.rounds)
+    child_args = [str(args.events), str(args.limit), str(args.seed), str(args.streaming)]
+    in_turns(CHILD, child_args, args.other, args.rounds)
     return 0
