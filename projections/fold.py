@@ -277,13 +277,19 @@ def tune_session(conn: psycopg.Connection[Any]) -> None:
     compiling them cost 300 ms a batch for a statement that ran in 40. lz4 compresses the
     large facet documents several times faster than pglz (when the server has it). The
     time zone: see `utc_session`. JSON values loaded (the rows' facet times and rules) are
-    decoded by msgspec: the standard library's decoder was 4 % of a fold's profile.
+    decoded by msgspec: the standard library's decoder was 4 % of a fold's profile. Custom
+    plans only: psycopg prepares a statement after five executions and PostgreSQL then
+    keeps a generic plan made with the statistics and sizes of that moment until the next
+    ANALYZE; made while the store was young, it scanned whole tables once they had grown
+    (a streaming scenario's batches of 50: p50 137 ms, 27 with custom plans), at the cost of
+    planning each statement each batch (p50 23 -> 27 ms in the ordinary case).
     """
     utc_session(conn)
     set_json_loads(load_json, conn)
     pgarray.register(conn)  # (the rows' binary arrays: common.row_param)
     conn.execute("SET synchronous_commit = off")
     conn.execute("SET jit = off")
+    conn.execute("SET plan_cache_mode = force_custom_plan")
     try:
         conn.execute("SET default_toast_compression = 'lz4'")
     except psycopg.Error:
