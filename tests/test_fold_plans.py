@@ -94,6 +94,18 @@ def _daily_writes(day: int, jobs: int) -> list[dict[str, Any]]:
     return events
 
 
+def latest_names(conn: Conn, count: int) -> tuple[list[str], list[str], list[bytes]]:
+    """The `count` dataset names seen last: a batch's names, as the datasets loads take them
+    (namespaces, names, and an empty schema hash each for the versions' load)."""
+    names = conn.execute(
+        "SELECT array_agg(namespace), array_agg(name), array_agg(''::bytea) FROM (SELECT *"
+        " FROM readmodel.dataset_names ORDER BY first_seen DESC, name LIMIT %s) n",
+        (count,),
+    ).fetchone()
+    assert names is not None and len(names[0]) == count
+    return names[0], names[1], names[2]
+
+
 def test_a_live_batch_probes_by_key_with_statistics_of_a_fresh_store(
     conn: Conn,
 ) -> None:
@@ -125,11 +137,7 @@ def test_a_live_batch_probes_by_key_with_statistics_of_a_fresh_store(
     assert "Tid Scan on run_edges t" in plan, plan
     assert not whole_index_scans(plan), plan
 
-    names = conn.execute(
-        "SELECT array_agg(namespace), array_agg(name), array_agg(''::bytea) FROM (SELECT *"
-        " FROM readmodel.dataset_names ORDER BY first_seen DESC, name LIMIT 8) n"
-    ).fetchone()
-    assert names is not None and len(names[0]) == 8
+    names = latest_names(conn, 8)
     for query, params in ((SELECT_NAMES, names[:2]), (SELECT_DATASETS, names[:2]),
                           (SELECT_VERSIONS, names)):  # fmt: skip
         plan = probes_plan(conn, query.replace("%b", "%s"), tuple(params))
@@ -300,11 +308,7 @@ def test_the_datasets_loads_probe_by_key_with_statistics_of_a_nearly_empty_table
     for day in range(2, 31):
         append(conn, _daily_writes(day, 40))
     catch_up(conn)
-    names = conn.execute(
-        "SELECT array_agg(namespace), array_agg(name), array_agg(''::bytea) FROM (SELECT *"
-        " FROM readmodel.dataset_names ORDER BY first_seen DESC, name LIMIT 60) n"
-    ).fetchone()
-    assert names is not None and len(names[0]) == 60
+    names = latest_names(conn, 60)
     for query, params in ((SELECT_DATASETS, names[:2]), (SELECT_VERSIONS, names)):
         plan = probes_plan(conn, query.replace("%b", "%s"), tuple(params))
         assert not whole_index_scans(plan), plan
