@@ -13,10 +13,10 @@
 -- index entry for a run's end only.
 --
 -- Both are created ON ONLY the partitioned log: instant, and invalid until every partition
--- has its own, which `metastore migrate` builds right after, CONCURRENTLY, one partition at
--- a time (metastore/log_indexes.py, whose BY_PARTITION repeats these definitions): a CREATE
--- INDEX of the whole log would hold every partition's SHARE lock while a year of events is
--- indexed, and ingest would wait for it. A partition created later gets them with the table.
+-- has its own, which `metastore migrate` builds right after from these definitions,
+-- CONCURRENTLY, one partition at a time (metastore/log_indexes.py): a CREATE INDEX of the
+-- whole log would hold every partition's SHARE lock while a year of events is indexed, and
+-- ingest would wait for it. A partition created later gets them with the table.
 
 CREATE INDEX event_log_job_time ON ONLY event_log (job_namespace, job_name, event_time);
 CREATE INDEX event_log_run_ends ON ONLY event_log (run_id, event_time, seq)

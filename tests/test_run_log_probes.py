@@ -28,13 +28,18 @@ JOB = ("busy", "every_minute")
 PRODUCER = "https://github.com/apache/airflow"
 
 
-def one_busy_job_without_statistics(conn: Conn) -> list[uuid.UUID]:
-    """RUNS runs of one job, started and completed, in log partitions never analyzed."""
+def without_autovacuum(conn: Conn) -> None:
+    """Leaves the log's partitions unanalyzed: no ANALYZE by autovacuum during the test."""
     partitions = conn.execute(
         "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
     ).fetchall()
-    for (partition,) in partitions:  # (no ANALYZE by autovacuum during the test)
+    for (partition,) in partitions:
         conn.execute(f"ALTER TABLE {partition} SET (autovacuum_enabled = false)")
+
+
+def one_busy_job_without_statistics(conn: Conn) -> list[uuid.UUID]:
+    """RUNS runs of one job, started and completed, in log partitions never analyzed."""
+    without_autovacuum(conn)
     runs = [uuid.uuid4() for _ in range(RUNS)]
     events = []
     for i, run in enumerate(runs):
@@ -93,11 +98,7 @@ def streaming_runs_without_statistics(conn: Conn) -> tuple[uuid.UUID, uuid.UUID]
     """Two streaming runs of STREAMING_EVENTS RUNNING events each (Flink reports one a minute
     while a job runs), in log partitions never analyzed: one still running, one that then
     failed."""
-    partitions = conn.execute(
-        "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
-    ).fetchall()
-    for (partition,) in partitions:
-        conn.execute(f"ALTER TABLE {partition} SET (autovacuum_enabled = false)")
+    without_autovacuum(conn)
     running, failed = uuid.uuid4(), uuid.uuid4()
     job = ("flink", "clicks_by_minute")
     events = []
