@@ -51,6 +51,7 @@ SCENARIOS = {
     "fold-ratio": "bench.scenarios.fold_ratio",
     "fold-answers": "bench.scenarios.fold_answers",
     "log-index-build": "bench.scenarios.log_index_build",
+    "run-states": "bench.scenarios.run_states",
     "bounded": "bench.scenarios.bounded",
     "hostile-fold": "bench.scenarios.hostile_fold",
     "authz-ingest-cpu": "bench.authz_ingest_cpu",
