@@ -1,12 +1,13 @@
-"""The log's indexes of sql/0006.log-indexes.sql: what they bound, and how `metastore
-migrate` builds them, a partition at a time while appends go on.
+"""The log's indexes of sql/0006.log-indexes.sql and sql/0007.log-run-time.sql: what they
+bound, and how `metastore migrate` builds them, a partition at a time while appends go on.
 
 A job's page as of T finds the job's last event by then in one probe a log partition
 (event_log_job_time); before, "last seen as of T" was max(event_time) over the job index
 (by position): every event of the job up to T, a heap row each, a run a minute for a year
 1.5 million rows, past the read timeout. The fold's question whether a run ended FAIL or
-ABORT reads the run's ends alone (event_log_run_ends), not every event of a streaming run.
-Both are created ON ONLY the partitioned log and built for each partition CONCURRENTLY
+ABORT reads the run's ends alone (event_log_run_ends), not every event of a streaming run;
+a streaming run's state as of T is its latest event by then (event_log_run_time), not all of
+them. All are created ON ONLY the partitioned log and built for each partition CONCURRENTLY
 (metastore/log_indexes.py).
 """
 
@@ -23,6 +24,7 @@ import psycopg
 import pytest
 
 from metastore import log_indexes
+from metastore.api import asof
 from metastore.api.jobs import GET_JOB_AS_OF, JOB_SEEN_AT
 from metastore.eventlog import append_events
 from metastore.migrations import apply_migrations
@@ -30,7 +32,13 @@ from projections.common import job_id
 from projections.runner import catch_up
 from tests.logdata import append, log_record
 from tests.support import run_event, running
-from tests.test_run_log_probes import JOB, PRODUCER, buffers_read, one_busy_job_without_statistics
+from tests.test_run_log_probes import (
+    JOB,
+    PRODUCER,
+    buffers_read,
+    one_busy_job_without_statistics,
+    without_autovacuum,
+)
 
 Conn = psycopg.Connection[Any]
 AS_OF = dt.datetime(2026, 11, 15, 10, 59, tzinfo=dt.UTC)
@@ -197,3 +205,123 @@ def test_appends_go_on_while_the_index_is_built(database_url: str, conn: Conn) -
             builder.join(timeout=60)
     assert not builder.is_alive() and built
     assert conn.execute(VALID).fetchone() == (True,)
+
+
+STREAMING = ("flink", "clicks_by_minute")
+REUSING = ("flink", "sessions_by_minute")
+JOBS = {
+    "running": STREAMING,
+    "failed": (STREAMING[0], "orders_by_minute"),
+    "restarted": (STREAMING[0], "revenue_by_minute"),
+    "reused": REUSING,
+}
+RESTARTED_AT = dt.datetime(2026, 11, 1, 16, 40, 45, tzinfo=dt.UTC)  # after minute 1,000
+MINUTES = 3_000
+MID_RUN = dt.datetime(2026, 11, 2, 1, 0, 45, tzinfo=dt.UTC)  # between minutes 1,500 and 1,501
+# A run's state at T (what the job's page as of T shows of its latest run).
+RUN_STATE_AT = f"""SELECT s.event_type, s.event_time
+FROM readmodel.lineage_runs lr{asof.RUN_AT_JOIN} WHERE lr.run_id = %(run)s"""
+
+
+def minute(i: int) -> str:
+    return f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:30Z"
+
+
+def streaming_jobs_without_statistics(conn: Conn) -> dict[str, uuid.UUID]:
+    """Four jobs' streaming runs of MINUTES RUNNING events each (Flink reports one a minute),
+    in log partitions never analyzed: one still running; one that FAILed after MID_RUN; one
+    that COMPLETEd before MID_RUN, went on (a restart under the same runId) and COMPLETEd
+    again after it; one whose runId another job's run reused, that job's event coming last
+    before MID_RUN."""
+    without_autovacuum(conn)
+    runs = {key: uuid.uuid4() for key in JOBS}
+    jobs = JOBS
+    events = []
+    for key, run in runs.items():
+        job = jobs[key]
+        events.append(run_event("START", "2026-11-01T00:00:00Z", PRODUCER, job, str(run), [], []))
+        events += [
+            run_event("RUNNING", minute(i), PRODUCER, job, str(run), [], []) for i in range(MINUTES)
+        ]
+    events.append(
+        run_event(
+            "FAIL", "2026-11-20T00:00:00Z", PRODUCER, jobs["failed"], str(runs["failed"]), [], []
+        )
+    )
+    for when in (RESTARTED_AT.isoformat(), "2026-11-20T00:00:00Z"):
+        run = str(runs["restarted"])
+        events.append(run_event("COMPLETE", when, PRODUCER, jobs["restarted"], run, [], []))
+    # (an emitter's bug: another job's event under the same runId, after the run's minute)
+    events.append(
+        run_event(
+            "RUNNING",
+            "2026-11-02T01:00:40Z",
+            PRODUCER,
+            ("other", "job"),
+            str(runs["reused"]),
+            [],
+            [],
+        )
+    )
+    append(conn, events)
+    return runs
+
+
+def test_a_streaming_run_s_state_as_of_t_is_its_latest_event_by_one_probe_a_partition(
+    database_url: str, conn: Conn, tmp_path: Path
+) -> None:
+    runs = streaming_jobs_without_statistics(conn)
+    catch_up(database_url)
+    expected = dt.datetime(2026, 11, 2, 1, 0, 30, tzinfo=dt.UTC)  # minute 1,500
+    (partitions,) = conn.execute(
+        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
+    ).fetchone() or (0,)
+    for statistics in ("none", "analyzed"):
+        if statistics == "analyzed":
+            conn.execute("ANALYZE event_log")
+        for key, state, when in (
+            ("running", "RUNNING", expected),
+            ("failed", "RUNNING", expected),
+            # its COMPLETE by T wins over its later minutes (as in the runs projection)
+            ("restarted", "COMPLETE", RESTARTED_AT),
+        ):
+            # its latest event and its ends, a probe of each partition; by the run index it
+            # read each of the run's 1,501 events up to T, 141 buffers (and a row more a
+            # minute it runs: half a million in a year)
+            buffers, plan = buffers_read(conn, RUN_STATE_AT, {"run": runs[key], "as_of": MID_RUN})
+            assert buffers <= 8 * partitions + 20, (statistics, key, plan)
+            params = {"id": job_id(*JOBS[key]), "as_of": MID_RUN, "readable": []}
+            (row,) = conn.execute(GET_JOB_AS_OF[False], params).fetchall()
+            assert row[10:13] == (runs[key], state, when), (statistics, key)
+        # the reused runId: the other job's event came last, so the run's own are read
+        params = {"id": job_id(*REUSING), "as_of": MID_RUN, "readable": []}
+        (row,) = conn.execute(GET_JOB_AS_OF[False], params).fetchall()
+        assert row[10:13] == (runs["reused"], "RUNNING", expected), statistics
+    # through the service: the page as of T, as of after the failure, and as of now as now
+    with (
+        running("api", database_url, tmp_path) as api,
+        httpx.Client(base_url=api.base_url + "/api/v1", timeout=10) as client,
+    ):
+        for job, as_of, state, when in (
+            (STREAMING, MID_RUN, "RUNNING", expected),
+            ((STREAMING[0], "orders_by_minute"), MID_RUN, "RUNNING", expected),
+            (
+                (STREAMING[0], "orders_by_minute"),
+                dt.datetime(2026, 11, 21, tzinfo=dt.UTC),
+                "FAIL",
+                dt.datetime(2026, 11, 20, tzinfo=dt.UTC),
+            ),
+        ):
+            page = client.get(f"/jobs/{job_id(*job)}", params={"as_of": as_of.isoformat()})
+            assert page.status_code == 200, page.text
+            latest = page.json()["latest_run"]
+            assert latest["state"] == state
+            assert dt.datetime.fromisoformat(latest["state_time"].replace("Z", "+00:00")) == when
+        now = client.get(f"/jobs/{job_id(*STREAMING)}").json()["latest_run"]
+        as_of_now = client.get(
+            f"/jobs/{job_id(*STREAMING)}",
+            params={"as_of": dt.datetime.now(dt.UTC).isoformat()},
+        ).json()["latest_run"]
+        assert now["state"] == as_of_now["state"] == "RUNNING"
+        assert now["state_time"] == as_of_now["state_time"]
+        assert now["state_time"].startswith("2026-11-03T01:59:30")  # its last minute

@@ -3,13 +3,13 @@
     python -m bench.scenario log-index-build [--events 1000000] [--seconds 10] [--blocking]
 
 COPYs `--events` events of make bench's `log` workload (bench/datagen.py) into a throwaway
-PostgreSQL, leaves the indexes of sql/0006.log-indexes.sql as that migration does (ON ONLY
-the log, no partition's index), then runs metastore/log_indexes.py's `build` while a client
-appends one event at a time, each its own transaction (what one ingest request does).
-Prints the build's time and the appends' latency before and during it (p50, p99, max): a
-CREATE INDEX of the partitioned log would hold every append for the whole build:
-`--blocking` builds them so instead, for the comparison. `--seconds`: how long the appends
-are timed alone first.
+PostgreSQL, leaves the indexes of sql/0006.log-indexes.sql and sql/0007.log-run-time.sql as
+those migrations do (ON ONLY the log, no partition's index), then runs
+metastore/log_indexes.py's `build` while a client appends one event at a time, each its own
+transaction (what one ingest request does). Prints the build's time and the appends'
+latency before and during it (p50, p99, max): a CREATE INDEX of the partitioned log would
+hold every append for the whole build: `--blocking` builds them so instead, for the
+comparison. `--seconds`: how long the appends are timed alone first.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from bench.scenario import parser
 from metastore import log_indexes
 from metastore.eventlog import append_events
 
-# The indexes migration 0006 adds to the log.
-INDEXES = ["event_log_job_time", "event_log_run_ends"]
+# The indexes migrations 0006 and 0007 add to the log.
+INDEXES = ["event_log_job_time", "event_log_run_ends", "event_log_run_time"]
 VALID = "SELECT bool_and(indisvalid) FROM pg_index WHERE indexrelid = ANY(%s::regclass[])"
 # Each index's definition as PostgreSQL prints it: `CREATE INDEX ... ON ONLY ...`.
 DEFINITIONS = "SELECT pg_get_indexdef(i::regclass) FROM unnest(%s::text[]) AS i"

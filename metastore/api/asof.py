@@ -198,21 +198,56 @@ DISPLAY_NAME_AT = """(
 # The state at T of run `lr` (a readmodel.lineage_runs row) from its job's events up to T
 # (a terminal event wins, as in the runs projection; another job's events reusing the runId
 # are not the run's): join it as `s`, then read the columns id, state, state_time,
-# started_at, ended_at, duration_seconds of RUN_AT_COLUMNS. The run's events are found by
-# the run index alone (OFFSET 0), then kept if its job's: with the job's name in the same
-# scan PostgreSQL ANDed the job index in, every event of the job, for each run looked up.
-# (Rows of run `{run}`: its event that counts at T, if any.)
+# started_at, ended_at, duration_seconds of RUN_AT_COLUMNS. (Rows of run `{run}`: its event
+# that counts at T, if any.) The run's latest event by T first (`t`: one probe a monthly
+# partition of event_log_run_time, the entry at or before (run, T) if it is the run's;
+# none, and the run has no state at T); then the first of:
+# - `t` if it is its job's and terminal;
+# - its job's latest terminal event by T, from the run's ends alone (event_log_run_ends);
+# - `t` if it is its job's and of a run state;
+# - (another job's event reusing the runId came last, or one without a type) its job's
+#   latest run state by T among all of the run's events, as before that index.
+# The run's events are found by a run index alone (an order only the run index gives, or
+# OFFSET 0), then kept if its job's: with the job's name in the same scan PostgreSQL ANDed
+# the job index in, every event of the job, for each run looked up. `t` is a row comparison
+# for the same reason as common.FIRST_JOB_OF_RUNS: with `run_id =` the statistics said a
+# run has one event a partition, and PostgreSQL sorted all of a streaming run's instead of
+# merging the partitions' newest (20,001 events: 12 ms, against 0.2).
 RUN_AT_LOG = """(
-    SELECT l.event_type, l.event_time FROM (
-        SELECT l.event_type, l.event_time, l.seq, l.job_namespace, l.job_name
+    SELECT x.event_type, x.event_time FROM (
+        SELECT l.run_id, l.event_type, l.event_time, l.job_namespace, l.job_name
         FROM event_log l
-        WHERE l.run_id = {run} AND l.event_time <= %(as_of)s
-          AND l.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')
-        OFFSET 0) l
-    JOIN readmodel.runs lj ON lj.id = {run}
-    WHERE l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
-    ORDER BY l.event_type IN ('COMPLETE', 'FAIL', 'ABORT') DESC, l.event_time DESC, l.seq DESC
-    LIMIT 1)"""
+        WHERE (l.run_id, l.event_time, l.seq) <= ({run}, %(as_of)s, 9223372036854775807)
+          AND l.run_id IS NOT NULL
+        ORDER BY l.run_id DESC, l.event_time DESC, l.seq DESC LIMIT 1) t
+    JOIN readmodel.runs lj ON lj.id = {run} AND t.run_id = {run}
+    CROSS JOIN LATERAL (
+        SELECT t.event_type, t.event_time
+        WHERE t.job_namespace = lj.job_namespace AND t.job_name = lj.job_name
+          AND t.event_type IN ('COMPLETE', 'FAIL', 'ABORT')
+      UNION ALL
+        (SELECT l.event_type, l.event_time FROM (
+            SELECT l.event_type, l.event_time, l.seq, l.job_namespace, l.job_name
+            FROM event_log l
+            WHERE l.run_id = {run} AND l.event_time <= %(as_of)s
+              AND l.event_type IN ('COMPLETE', 'FAIL', 'ABORT')
+            OFFSET 0) l
+         WHERE l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
+         ORDER BY l.event_time DESC, l.seq DESC LIMIT 1)
+      UNION ALL
+        SELECT t.event_type, t.event_time
+        WHERE t.job_namespace = lj.job_namespace AND t.job_name = lj.job_name
+          AND t.event_type IN ('START', 'RUNNING', 'OTHER')
+      UNION ALL
+        (SELECT l.event_type, l.event_time FROM (
+            SELECT l.event_type, l.event_time, l.seq, l.job_namespace, l.job_name
+            FROM event_log l
+            WHERE l.run_id = {run} AND l.event_time <= %(as_of)s
+              AND l.event_type IN ('START', 'RUNNING', 'OTHER')
+            OFFSET 0) l
+         WHERE l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
+         ORDER BY l.event_time DESC, l.seq DESC LIMIT 1)
+        LIMIT 1) x)"""
 # A run whose latest terminal event (lr.ended_at, by eventTime then seq, of its own job's
 # events: projections/lineage.py) is by T had every terminal event by then, so that one
 # counts at T: read from `lr`, not the log (a log read is a probe of every monthly
