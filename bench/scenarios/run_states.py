@@ -29,13 +29,11 @@ import psycopg
 
 from bench import datagen
 from bench.ab import other_tree, turns
-from bench.harness import cluster, load_workload
+from bench.datagen import to_record
+from bench.harness import cluster, copy_records, load_workload
 from bench.scenario import parser
 from bench.sizes import SEED
-from metastore.eventlog import append_events
 from projections.runner import catch_up
-from tests.logdata import log_record
-from tests.support import run_event
 
 # A tree's join (run with that tree first on the path): JSON on stdout.
 DUMP = "import json; from metastore.api import asof; print(json.dumps(asof.RUN_AT_JOIN))"
@@ -55,20 +53,26 @@ def join_of(tree: Path) -> str:
 
 
 def streaming_run(url: str, minutes: int, start: dt.datetime) -> uuid.UUID:
-    """A run of STREAMING_JOB that started at `start` and reported RUNNING once a minute."""
+    """A run of STREAMING_JOB that started at `start` and reported RUNNING once a minute,
+    COPYed into the log as ingest would record it."""
     run = uuid.uuid4()
-    producer, job = "https://github.com/apache/flink", STREAMING_JOB
 
-    def event(kind: str, when: dt.datetime) -> dict[str, Any]:
-        moment = when.isoformat().replace("+00:00", "Z")
-        return run_event(kind, moment, producer, job, str(run), [], [])
+    def event(kind: str, when: dt.datetime) -> bytes:
+        return json.dumps(
+            {
+                "eventType": kind,
+                "eventTime": when.isoformat().replace("+00:00", "Z"),
+                "producer": "https://github.com/apache/flink",
+                "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                "run": {"runId": str(run)},
+                "job": {"namespace": STREAMING_JOB[0], "name": STREAMING_JOB[1]},
+                "inputs": [],
+                "outputs": [],
+            }
+        ).encode()
 
-    events = [event("START", start)]
-    events += [event("RUNNING", start + dt.timedelta(minutes=i + 1)) for i in range(minutes)]
-    with psycopg.connect(url) as conn:
-        for i in range(0, len(events), 5_000):
-            append_events(conn, [log_record(e) for e in events[i : i + 5_000]])
-            conn.commit()
+    moments = [(i, start + dt.timedelta(minutes=i)) for i in range(minutes + 1)]
+    copy_records(url, (to_record(event("RUNNING" if i else "START", t)) for i, t in moments))
     return run
 
 
