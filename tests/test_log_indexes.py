@@ -57,6 +57,14 @@ ORDER BY 1
 VALID = "SELECT indisvalid FROM pg_index WHERE indexrelid = 'event_log_job_time'::regclass"
 
 
+def partition_count(conn: Conn) -> int:
+    """How many partitions the log has (a probe each is what a bounded read costs)."""
+    (count,) = conn.execute(
+        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
+    ).fetchone() or (0,)
+    return int(count)
+
+
 def last_event_by(conn: Conn, when: dt.datetime) -> dt.datetime:
     """The job's last eventTime at or before `when`, from every event of it (the answer)."""
     times = [
@@ -80,9 +88,7 @@ def test_a_job_s_page_as_of_t_reads_its_last_event_by_one_probe_a_partition(
     seen_at = f"""SELECT {JOB_SEEN_AT.format(job="j")}
         FROM (VALUES (%(namespace)s, %(name)s)) AS j(namespace, name)"""
     seen_params = {"namespace": JOB[0], "name": JOB[1], "as_of": AS_OF}
-    (partitions,) = conn.execute(
-        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
-    ).fetchone() or (0,)
+    partitions = partition_count(conn)
     for statistics in ("none", "analyzed"):
         if statistics == "analyzed":
             conn.execute("ANALYZE event_log")
@@ -273,9 +279,7 @@ def test_a_streaming_run_s_state_as_of_t_is_its_latest_event_by_one_probe_a_part
     runs = streaming_jobs_without_statistics(conn)
     catch_up(database_url)
     expected = dt.datetime(2026, 11, 2, 1, 0, 30, tzinfo=dt.UTC)  # minute 1,500
-    (partitions,) = conn.execute(
-        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
-    ).fetchone() or (0,)
+    partitions = partition_count(conn)
     for statistics in ("none", "analyzed"):
         if statistics == "analyzed":
             conn.execute("ANALYZE event_log")

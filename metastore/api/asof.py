@@ -213,40 +213,38 @@ DISPLAY_NAME_AT = """(
 # for the same reason as common.FIRST_JOB_OF_RUNS: with `run_id =` the statistics said a
 # run has one event a partition, and PostgreSQL sorted all of a streaming run's instead of
 # merging the partitions' newest (20,001 events: 12 ms, against 0.2).
-RUN_AT_LOG = """(
+TERMINAL = "'COMPLETE', 'FAIL', 'ABORT'"
+RUN_STATES = "'START', 'RUNNING', 'OTHER'"
+# `t` if it is its job's (`lj`, the run's runs row) and of one of `{types}`.
+_T_IF = """SELECT t.event_type, t.event_time
+        WHERE t.job_namespace = lj.job_namespace AND t.job_name = lj.job_name
+          AND t.event_type IN ({types})"""
+# The job's latest event of `{types}` by T among the run's (its events of those types,
+# fenced: found by a run index).
+_JOBS_LATEST = """(SELECT l.event_type, l.event_time FROM (
+            SELECT l.event_type, l.event_time, l.seq, l.job_namespace, l.job_name
+            FROM event_log l
+            WHERE l.run_id = {run} AND l.event_time <= %(as_of)s
+              AND l.event_type IN ({types})
+            OFFSET 0) l
+         WHERE l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
+         ORDER BY l.event_time DESC, l.seq DESC LIMIT 1)"""
+RUN_AT_LOG = f"""(
     SELECT x.event_type, x.event_time FROM (
         SELECT l.run_id, l.event_type, l.event_time, l.job_namespace, l.job_name
         FROM event_log l
-        WHERE (l.run_id, l.event_time, l.seq) <= ({run}, %(as_of)s, 9223372036854775807)
+        WHERE (l.run_id, l.event_time, l.seq) <= ({{run}}, %(as_of)s, 9223372036854775807)
           AND l.run_id IS NOT NULL
         ORDER BY l.run_id DESC, l.event_time DESC, l.seq DESC LIMIT 1) t
-    JOIN readmodel.runs lj ON lj.id = {run} AND t.run_id = {run}
+    JOIN readmodel.runs lj ON lj.id = {{run}} AND t.run_id = {{run}}
     CROSS JOIN LATERAL (
-        SELECT t.event_type, t.event_time
-        WHERE t.job_namespace = lj.job_namespace AND t.job_name = lj.job_name
-          AND t.event_type IN ('COMPLETE', 'FAIL', 'ABORT')
+        {_T_IF.format(types=TERMINAL)}
       UNION ALL
-        (SELECT l.event_type, l.event_time FROM (
-            SELECT l.event_type, l.event_time, l.seq, l.job_namespace, l.job_name
-            FROM event_log l
-            WHERE l.run_id = {run} AND l.event_time <= %(as_of)s
-              AND l.event_type IN ('COMPLETE', 'FAIL', 'ABORT')
-            OFFSET 0) l
-         WHERE l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
-         ORDER BY l.event_time DESC, l.seq DESC LIMIT 1)
+        {_JOBS_LATEST.format(types=TERMINAL, run="{run}")}
       UNION ALL
-        SELECT t.event_type, t.event_time
-        WHERE t.job_namespace = lj.job_namespace AND t.job_name = lj.job_name
-          AND t.event_type IN ('START', 'RUNNING', 'OTHER')
+        {_T_IF.format(types=RUN_STATES)}
       UNION ALL
-        (SELECT l.event_type, l.event_time FROM (
-            SELECT l.event_type, l.event_time, l.seq, l.job_namespace, l.job_name
-            FROM event_log l
-            WHERE l.run_id = {run} AND l.event_time <= %(as_of)s
-              AND l.event_type IN ('START', 'RUNNING', 'OTHER')
-            OFFSET 0) l
-         WHERE l.job_namespace = lj.job_namespace AND l.job_name = lj.job_name
-         ORDER BY l.event_time DESC, l.seq DESC LIMIT 1)
+        {_JOBS_LATEST.format(types=RUN_STATES, run="{run}")}
         LIMIT 1) x)"""
 # A run whose latest terminal event (lr.ended_at, by eventTime then seq, of its own job's
 # events: projections/lineage.py) is by T had every terminal event by then, so that one
