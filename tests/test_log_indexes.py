@@ -37,6 +37,7 @@ from tests.test_run_log_probes import (
     PRODUCER,
     buffers_read,
     one_busy_job_without_statistics,
+    streaming_run,
     without_autovacuum,
 )
 
@@ -222,41 +223,29 @@ JOBS = {
     "reused": REUSING,
 }
 RESTARTED_AT = dt.datetime(2026, 11, 1, 16, 40, 45, tzinfo=dt.UTC)  # after minute 1,000
-MINUTES = 3_000
 MID_RUN = dt.datetime(2026, 11, 2, 1, 0, 45, tzinfo=dt.UTC)  # between minutes 1,500 and 1,501
 # A run's state at T (what the job's page as of T shows of its latest run).
 RUN_STATE_AT = f"""SELECT s.event_type, s.event_time
 FROM readmodel.lineage_runs lr{asof.RUN_AT_JOIN} WHERE lr.run_id = %(run)s"""
 
 
-def minute(i: int) -> str:
-    return f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:30Z"
-
-
 def streaming_jobs_without_statistics(conn: Conn) -> dict[str, uuid.UUID]:
-    """Four jobs' streaming runs of MINUTES RUNNING events each (Flink reports one a minute),
+    """Four jobs' streaming runs (test_run_log_probes.streaming_run: 3,000 minutes),
     in log partitions never analyzed: one still running; one that FAILed after MID_RUN; one
     that COMPLETEd before MID_RUN, went on (a restart under the same runId) and COMPLETEd
     again after it; one whose runId another job's run reused, that job's event coming last
     before MID_RUN."""
     without_autovacuum(conn)
     runs = {key: uuid.uuid4() for key in JOBS}
-    jobs = JOBS
-    events = []
-    for key, run in runs.items():
-        job = jobs[key]
-        events.append(run_event("START", "2026-11-01T00:00:00Z", PRODUCER, job, str(run), [], []))
-        events += [
-            run_event("RUNNING", minute(i), PRODUCER, job, str(run), [], []) for i in range(MINUTES)
-        ]
+    events = [event for key, run in runs.items() for event in streaming_run(JOBS[key], run)]
     events.append(
         run_event(
-            "FAIL", "2026-11-20T00:00:00Z", PRODUCER, jobs["failed"], str(runs["failed"]), [], []
+            "FAIL", "2026-11-20T00:00:00Z", PRODUCER, JOBS["failed"], str(runs["failed"]), [], []
         )
     )
     for when in (RESTARTED_AT.isoformat(), "2026-11-20T00:00:00Z"):
         run = str(runs["restarted"])
-        events.append(run_event("COMPLETE", when, PRODUCER, jobs["restarted"], run, [], []))
+        events.append(run_event("COMPLETE", when, PRODUCER, JOBS["restarted"], run, [], []))
     # (an emitter's bug: another job's event under the same runId, after the run's minute)
     events.append(
         run_event(

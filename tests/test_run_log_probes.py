@@ -94,6 +94,16 @@ def test_a_run_s_events_page_reads_its_events_not_its_job_s(conn: Conn) -> None:
 STREAMING_EVENTS = 3_000
 
 
+def streaming_run(job: tuple[str, str], run: uuid.UUID) -> list[dict[str, Any]]:
+    """A streaming run's START on 2026-11-01 and STREAMING_EVENTS RUNNING events, one a
+    minute at :30 from then (Flink reports one a minute while a job runs)."""
+    events = [run_event("START", "2026-11-01T00:00:00Z", PRODUCER, job, str(run), [], [])]
+    for i in range(STREAMING_EVENTS):
+        when = f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:30Z"
+        events.append(run_event("RUNNING", when, PRODUCER, job, str(run), [], []))
+    return events
+
+
 def streaming_runs_without_statistics(conn: Conn) -> tuple[uuid.UUID, uuid.UUID]:
     """Two streaming runs of STREAMING_EVENTS RUNNING events each (Flink reports one a minute
     while a job runs), in log partitions never analyzed: one still running, one that then
@@ -101,12 +111,7 @@ def streaming_runs_without_statistics(conn: Conn) -> tuple[uuid.UUID, uuid.UUID]
     without_autovacuum(conn)
     running, failed = uuid.uuid4(), uuid.uuid4()
     job = ("flink", "clicks_by_minute")
-    events = []
-    for run in (running, failed):
-        events.append(run_event("START", "2026-11-01T00:00:00Z", PRODUCER, job, str(run), [], []))
-        for i in range(STREAMING_EVENTS):
-            when = f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:30Z"
-            events.append(run_event("RUNNING", when, PRODUCER, job, str(run), [], []))
+    events = streaming_run(job, running) + streaming_run(job, failed)
     events.append(run_event("FAIL", "2026-11-20T00:00:00Z", PRODUCER, job, str(failed), [], []))
     append(conn, events)
     return running, failed

@@ -202,9 +202,8 @@ DISPLAY_NAME_AT = """(
 # that counts at T, if any.) The run's latest event by T first (`t`: one probe a monthly
 # partition of event_log_run_time, the entry at or before (run, T) if it is the run's;
 # none, and the run has no state at T); then the first of:
-# - `t` if it is its job's and terminal;
 # - its job's latest terminal event by T, from the run's ends alone (event_log_run_ends);
-# - `t` if it is its job's and of a run state;
+# - `t` if it is its job's and of a run state (with no terminal event by T, the latest);
 # - (another job's event reusing the runId came last, or one without a type) its job's
 #   latest run state by T among all of the run's events, as before that index.
 # The run's events are found by a run index alone (an order only the run index gives, or
@@ -215,12 +214,8 @@ DISPLAY_NAME_AT = """(
 # merging the partitions' newest (20,001 events: 12 ms, against 0.2).
 TERMINAL = "'COMPLETE', 'FAIL', 'ABORT'"
 RUN_STATES = "'START', 'RUNNING', 'OTHER'"
-# `t` if it is its job's (`lj`, the run's runs row) and of one of `{types}`.
-_T_IF = """SELECT t.event_type, t.event_time
-        WHERE t.job_namespace = lj.job_namespace AND t.job_name = lj.job_name
-          AND t.event_type IN ({types})"""
-# The job's latest event of `{types}` by T among the run's (its events of those types,
-# fenced: found by a run index).
+# The job's (`lj`, the run's runs row) latest event of `{types}` by T among the run's (its
+# events of those types, fenced: found by a run index).
 _JOBS_LATEST = """(SELECT l.event_type, l.event_time FROM (
             SELECT l.event_type, l.event_time, l.seq, l.job_namespace, l.job_name
             FROM event_log l
@@ -238,11 +233,11 @@ RUN_AT_LOG = f"""(
         ORDER BY l.run_id DESC, l.event_time DESC, l.seq DESC LIMIT 1) t
     JOIN readmodel.runs lj ON lj.id = {{run}} AND t.run_id = {{run}}
     CROSS JOIN LATERAL (
-        {_T_IF.format(types=TERMINAL)}
-      UNION ALL
         {_JOBS_LATEST.format(types=TERMINAL, run="{run}")}
       UNION ALL
-        {_T_IF.format(types=RUN_STATES)}
+        SELECT t.event_type, t.event_time
+        WHERE t.job_namespace = lj.job_namespace AND t.job_name = lj.job_name
+          AND t.event_type IN ({RUN_STATES})
       UNION ALL
         {_JOBS_LATEST.format(types=RUN_STATES, run="{run}")}
         LIMIT 1) x)"""
