@@ -174,7 +174,8 @@ def run_facts(cur: psycopg.Cursor[Any], events: Sequence[FoldEvent]) -> dict[uui
     if last is not None and last[1] == key:
         _asked.last = (same, key, last[2])
         return last[2]
-    with cur.connection.cursor() as pcur:
+    # Planned once (planner_without): each lateral's probes are its one plan by index.
+    with cur.connection.cursor() as pcur, planner_without(pcur, *INDEX_PROBES_ONLY, plan_once=True):
         pgarray.register(pcur)
         rows = pcur.execute(RUN_FACTS, (pgarray.uuid_array(list(runs)),)).fetchall()
     facts = {run: RunFacts(job_id(ns, name), failed) for run, ns, name, failed in rows}
@@ -399,7 +400,7 @@ def json_text(value: Any) -> str:
 
 @contextlib.contextmanager
 def planner_without(
-    conn: psycopg.Connection[Any] | psycopg.Cursor[Any], *methods: str
+    conn: psycopg.Connection[Any] | psycopg.Cursor[Any], *methods: str, plan_once: bool = False
 ) -> Iterator[None]:
     """Turns the planner's `methods` (`enable_sort`, ...) off for the block's statements.
 
@@ -407,24 +408,36 @@ def planner_without(
     fold's other statements keep the session's plans (an error rolls the transaction back,
     and the settings with it). One statement each way: a SET LOCAL and a RESET a method
     were eight statements a block, 56 of a live batch's 95 (docs/PERFORMANCE.md).
+
+    `plan_once`: a statement psycopg has prepared keeps its generic plan (plan_cache_mode
+    force_generic_plan) instead of the folding sessions' plan each execution
+    (fold.tune_session). For the reads of the log alone, whose every plan is the same
+    index probes once `methods` are off: planning them looks at every monthly partition,
+    so each batch paid more for them with each month of the log: with 24 months more, a
+    live batch of 50 planned them in 5.0 ms instead of 1.1 (docs/PERFORMANCE.md, "The
+    log's reads planned once").
     """
-    off, restore = _planner_switches(methods)
+    off, restore = _planner_switches(methods, plan_once)
     conn.execute(off)
     yield
     conn.execute(restore)
 
 
 @functools.cache
-def _planner_switches(methods: tuple[str, ...]) -> tuple[str, str]:
-    """The statements turning `methods` off, each method's value before kept in a
-    placeholder setting of its own (set first: it is the argument), and back."""
+def _planner_switches(methods: tuple[str, ...], plan_once: bool) -> tuple[str, str]:
+    """The statements turning `methods` off (and, `plan_once`, plans kept), each setting's
+    value before kept in a placeholder setting of its own (set first: it is the argument),
+    and back."""
+    settings = [(m, "off") for m in methods]
+    if plan_once:
+        settings.append(("plan_cache_mode", "force_generic_plan"))
     off = ", ".join(
-        f"set_config('{m}', 'off' || left(set_config('metastore.before_{m}', "
-        f"current_setting('{m}'), true), 0), true)"
-        for m in methods
+        f"set_config('{s}', '{value}' || left(set_config('metastore.before_{s}', "
+        f"current_setting('{s}'), true), 0), true)"
+        for s, value in settings
     )
     restore = ", ".join(
-        f"set_config('{m}', current_setting('metastore.before_{m}'), true)" for m in methods
+        f"set_config('{s}', current_setting('metastore.before_{s}'), true)" for s, _ in settings
     )
     return f"SELECT {off}", f"SELECT {restore}"
 

@@ -218,7 +218,9 @@ def _read_past(
     conn: psycopg.Connection[Any], *statement: Any
 ) -> tuple[list[StoredEvent], bool, int]:
     """The log's events past a position (eventlog.batch_after_query's `statement`), with
-    sorting off (see planner_without), in one round trip on a connection in a transaction.
+    sorting off and planned once (see planner_without: with sorting off its one plan is the
+    merge of each partition's position index), in one round trip on a connection in a
+    transaction.
 
     The setting, the read and the reset go in one pipeline and the rows are loaded after
     it (a time Python cannot hold fails there, with the setting already reset): five
@@ -228,7 +230,7 @@ def _read_past(
     """
     own = conn.transaction() if conn.autocommit else contextlib.nullcontext()
     with conn.cursor(row_factory=tuple_row) as cur:
-        with own, conn.pipeline(), planner_without(conn, "enable_sort"):
+        with own, conn.pipeline(), planner_without(conn, "enable_sort", plan_once=True):
             cur.execute(*batch_after_query(*statement))
         return batch_rows(cur.fetchall())
 

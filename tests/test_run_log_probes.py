@@ -11,6 +11,7 @@ chain figures, whose runs all belong to one job; docs/PERFORMANCE.md).
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -18,7 +19,8 @@ import psycopg
 
 from metastore import pgarray
 from metastore.api.runs import RUN_EVENTS
-from projections.common import RUN_FACTS
+from metastore.eventlog import Position, batch_after_query
+from projections.common import INDEX_PROBES_ONLY, RUN_FACTS, planner_without
 from tests.logdata import append
 from tests.support import run_event
 
@@ -67,14 +69,46 @@ def buffers_read(conn: Conn, query: str, params: Any) -> tuple[int, str]:
     ), plan
 
 
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%b")
+
+
+def buffers_read_planned_once(
+    conn: Conn, query: str, params: dict[str, Any] | tuple[Any, ...], *methods: str
+) -> tuple[int, str]:
+    """buffers_read of `query`'s generic plan, made as the fold makes it: prepared, with
+    `methods` off and plans kept (planner_without's `plan_once`, as common.run_facts and
+    the projector's read run)."""
+    names = list(dict.fromkeys(m.group(1) or "" for m in _PLACEHOLDER.finditer(query)))
+    numbered = _PLACEHOLDER.sub(lambda m: f"${names.index(m.group(1) or '') + 1}", query)
+    values = [params[n] for n in names] if isinstance(params, dict) else list(params)
+    with conn.transaction(), planner_without(conn, *methods, plan_once=True):
+        conn.execute("PREPARE planned_once AS " + numbered)
+        try:
+            (types,) = conn.execute(
+                "SELECT parameter_types::text[] FROM pg_prepared_statements"
+                " WHERE name = 'planned_once'"
+            ).fetchone() or ([],)
+            # (EXPLAIN takes no parameters: the values go in as literals)
+            execute = psycopg.ClientCursor(conn).mogrify(
+                f"EXECUTE planned_once({', '.join(f'%s::{t}' for t in types)})", values
+            )
+            return buffers_read(conn, execute, None)
+        finally:
+            conn.execute("DEALLOCATE planned_once")
+
+
 def test_the_fold_asks_the_log_about_a_batch_s_runs_by_run_not_by_job(conn: Conn) -> None:
     runs = one_busy_job_without_statistics(conn)
     batch = runs[-500:]
-    buffers, plan = buffers_read(conn, RUN_FACTS, (pgarray.uuid_array(batch),))
-    assert "job_namespace_job_name" not in plan, plan
-    # a run's few events in each partition: about 22 buffers; by job it was 200 and more,
-    # growing with the job's runs
-    assert buffers < 40 * len(batch), plan
+    params = (pgarray.uuid_array(batch),)
+    for buffers, plan in (
+        buffers_read(conn, RUN_FACTS, params),
+        buffers_read_planned_once(conn, RUN_FACTS, (batch,), *INDEX_PROBES_ONLY),
+    ):
+        assert "job_namespace_job_name" not in plan, plan
+        # a run's few events in each partition: about 22 buffers; by job it was 200 and
+        # more, growing with the job's runs
+        assert buffers < 40 * len(batch), plan
     cur = conn.cursor()
     pgarray.register(cur)
     rows = cur.execute(RUN_FACTS, (pgarray.uuid_array(batch),)).fetchall()
@@ -123,10 +157,15 @@ def test_the_fold_asks_for_a_streaming_run_s_ends_not_its_every_event(conn: Conn
         if statistics == "analyzed":
             conn.execute("ANALYZE event_log")
         for run in (running, failed):
-            buffers, plan = buffers_read(conn, RUN_FACTS, (pgarray.uuid_array([run]),))
-            # its first event and its ends, a probe a partition each; by the run index the
-            # question read each of the run's 3,001 events (and more each minute it runs)
-            assert buffers < 60, (statistics, plan)
+            params = (pgarray.uuid_array([run]),)
+            for buffers, plan in (
+                buffers_read(conn, RUN_FACTS, params),
+                buffers_read_planned_once(conn, RUN_FACTS, ([run],), *INDEX_PROBES_ONLY),
+            ):
+                # its first event and its ends, a probe a partition each; by the run index
+                # the question read each of the run's 3,001 events (and more each minute it
+                # runs)
+                assert buffers < 60, (statistics, plan)
         cur = conn.cursor()
         pgarray.register(cur)
         facts = {
@@ -136,3 +175,30 @@ def test_the_fold_asks_for_a_streaming_run_s_ends_not_its_every_event(conn: Conn
             ).fetchall()
         }
         assert facts == {running: False, failed: True}
+
+
+def test_the_projector_reads_its_page_of_the_log_planned_once_whatever_the_statistics(
+    conn: Conn,
+) -> None:
+    # Planned once (projections.fold._read_past), a plan made on a log without statistics
+    # stays: with sorting off it can only merge each partition's position index, so a
+    # batch reads its events, not the log sorted.
+    streaming_runs_without_statistics(conn)
+    row = conn.execute(
+        "SELECT tx::text, seq FROM event_log ORDER BY tx, seq OFFSET 3000 LIMIT 1"
+    ).fetchone()
+    assert row is not None
+    middle = Position(int(row[0]), row[1])
+    for statistics in ("none", "analyzed"):
+        if statistics == "analyzed":
+            conn.execute("ANALYZE event_log")
+        query, params = batch_after_query(middle, 50, 1 << 20)
+        buffers, plan = buffers_read_planned_once(conn, query, params, "enable_sort")
+        scans = re.findall(r"(\w+ Scan)(?: using \w+)? on (event_log\w*)", plan)
+        assert {scan for scan, table in scans if table != "event_log_clock"} == {"Index Scan"}, (
+            statistics,
+            plan,
+        )
+        assert "Sort Method" not in plan, (statistics, plan)  # (a merge, no sort)
+        # 50 events and a probe a partition; the log sorted was 6,002 events
+        assert buffers < 120, (statistics, plan)
