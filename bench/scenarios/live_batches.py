@@ -13,6 +13,8 @@ seconds and the statements that took the most server time. SRC is a source tree 
 commit (bench/ab.py). `--streaming N`: a streaming run (Flink reports RUNNING every minute)
 has N RUNNING events in the log before the workload and one more every 50 of its events,
 so each batch folds one of its events, as the projector does while such a job runs.
+`--past-months N`: the log has N monthly partitions before the current one (empty: what
+they cost is planning the statements that read the log, not their rows).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from projections.runner import fold_live_batch
 from projections.schema import adopt_rules
 
 EVENTS, LIMIT, SEED = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-STREAMING = int(sys.argv[4])
+STREAMING, PAST_MONTHS = int(sys.argv[4]), int(sys.argv[5])
 STATEMENTS = """
 SELECT round(total_exec_time::numeric), calls, rows,
        left(regexp_replace(query, '\s+', ' ', 'g'), 110)
@@ -49,6 +51,13 @@ url = pg.start()
 try:
     apply_migrations(url)
     prepare_tables(url, NO_CATALOGS)
+    with psycopg.connect(url, autocommit=True) as conn:  # (a log that has run for months)
+        for back in range(1, PAST_MONTHS + 1):
+            month = conn.execute(
+                "SELECT (date_trunc('month', now()) - make_interval(months => %s))::date",
+                (back,)).fetchone()[0]
+            conn.execute(f"CREATE TABLE event_log_past_{back} PARTITION OF event_log"
+                         f" FOR VALUES FROM ('{month}') TO ('{month}'::date + interval '1 month')")
     records = [datagen.to_record(b) for b in datagen.events(100_000, EVENTS, SEED + 3)]
     if STREAMING:
         import datetime as dt, uuid
@@ -117,7 +126,11 @@ def main(argv: list[str]) -> int:
     cli = live_parser("live-batches", __doc__, 30_000, 300)
     cli.add_argument("--seed", type=int, default=20241017)
     cli.add_argument("--streaming", type=int, default=0, help="a streaming run's RUNNING events")
+    cli.add_argument(
+        "--past-months", type=int, default=0, help="empty monthly log partitions before this one"
+    )
     args = cli.parse_args(argv)
     child_args = [str(args.events), str(args.limit), str(args.seed), str(args.streaming)]
+    child_args.append(str(args.past_months))
     in_turns(CHILD, child_args, args.other, args.rounds)
     return 0
