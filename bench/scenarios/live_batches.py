@@ -1,7 +1,7 @@
 """Times the projector's own batch (two connections, pipelines) on a growing store, A/B.
 
     python -m bench.scenario live-batches --events 30000 --limit 300 --rounds 2 [--other SRC]
-        [--streaming RUNNING]
+        [--streaming RUNNING] [--past-months N]
 
 Each run (a child process per source tree, in turns) starts a throwaway PostgreSQL with
 pg_stat_statements, appends `--events` events of the lag benchmark's workload (the seed of
@@ -9,10 +9,11 @@ bench/fig_lag.py) in transactions of 50 as ingest's group commit does, analyzes 
 empty read models (a fresh store's statistics, as the lag benchmark's), then folds them
 with `fold_live_batch` in batches of `--limit`, as the projector does between NOTIFYs at
 1,000 events/s. Prints the fold rate, the batches' time percentiles, the process's CPU
-seconds and the statements that took the most server time. SRC is a source tree or a
-commit (bench/ab.py). `--streaming N`: a streaming run (Flink reports RUNNING every minute)
-has N RUNNING events in the log before the workload and one more every 50 of its events,
-so each batch folds one of its events, as the projector does while such a job runs.
+seconds and the statements that took the most server time (executing and planning). SRC is
+a source tree or a commit (bench/ab.py). `--streaming N`: a streaming run (Flink reports
+RUNNING every minute) has N RUNNING events in the log before the workload and one more
+every 50 of its events, so each batch folds one of its events, as the projector does while
+such a job runs.
 `--past-months N`: the log has N monthly partitions before the current one (empty: what
 they cost is planning the statements that read the log, not their rows).
 """
@@ -39,10 +40,12 @@ from projections.schema import adopt_rules
 EVENTS, LIMIT, SEED = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 STREAMING, PAST_MONTHS = int(sys.argv[4]), int(sys.argv[5])
 STATEMENTS = """
-SELECT round(total_exec_time::numeric), calls, rows,
+SELECT round(total_exec_time::numeric), round(total_plan_time::numeric), calls, rows,
        left(regexp_replace(query, '\s+', ' ', 'g'), 110)
-FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12
+FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 12
 """
+TOTALS = """SELECT round(sum(total_exec_time)), round(sum(total_plan_time))
+FROM pg_stat_statements"""
 '''
     + WITH_STATEMENTS
     + r"""folder = Path(tempfile.mkdtemp(prefix="live-batches-", dir="/tmp"))
@@ -81,6 +84,8 @@ try:
             append_events(conn, records[start : start + 50])
         conn.execute("VACUUM ANALYZE")
         conn.execute("CREATE EXTENSION pg_stat_statements")
+        conn.execute("ALTER SYSTEM SET pg_stat_statements.track_planning = on")
+        conn.execute("SELECT pg_reload_conf()")
         conn.execute("SELECT pg_stat_statements_reset()")
     times = []
     with psycopg.connect(url) as conn, psycopg.connect(url) as side:
@@ -113,7 +118,9 @@ try:
     print(f"  batch ms: p50 {at(0.5):.0f}, p90 {at(0.9):.0f}, p99 {at(0.99):.0f}, "
           f"max {times[-1]:.0f}")
     with psycopg.connect(url) as conn:
-        print("  statements (total ms, calls, rows, text):")
+        spent = conn.execute(TOTALS).fetchone()
+        print("  the server's statements: executing %s ms, planning %s ms" % spent)
+        print("  statements (executing ms, planning ms, calls, rows, text):")
         for row in conn.execute(STATEMENTS):
             print("    ", *row)
 finally:
