@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from starlette.requests import Request
 
@@ -32,6 +33,13 @@ async def connection(
             yield conn
         except OTHER_LAYOUT as exc:
             raise versions.unreadable(exc) from exc
+        except ProblemError:
+            # An answer (a 404, a 400), not a failure: the read ends with COMMIT as a 200's
+            # does. Left to the pool's ROLLBACK, psycopg forgot every statement it had
+            # prepared on the connection, so each read after one was planned again.
+            if conn.info.transaction_status == TransactionStatus.INTRANS:
+                await conn.commit()
+            raise
 
 
 async def rows(conn: AsyncConnection[Any], query: str, params: Any = None) -> list[Any]:
