@@ -52,6 +52,7 @@ SCENARIOS = {
     "fold-answers": "bench.scenarios.fold_answers",
     "log-index-build": "bench.scenarios.log_index_build",
     "run-states": "bench.scenarios.run_states",
+    "read-planning": "bench.scenarios.read_planning",
     "bounded": "bench.scenarios.bounded",
     "hostile-fold": "bench.scenarios.hostile_fold",
     "authz-ingest-cpu": "bench.authz_ingest_cpu",

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
@@ -38,7 +39,8 @@ async def connection(
             # does. Left to the pool's ROLLBACK, psycopg forgot every statement it had
             # prepared on the connection, so each read after one was planned again.
             if conn.info.transaction_status == TransactionStatus.INTRANS:
-                await conn.commit()
+                with contextlib.suppress(psycopg.Error):  # (the answer stands; the pool
+                    await conn.commit()  # replaces a connection that broke meanwhile)
             raise
 
 
