@@ -20,7 +20,7 @@ they cost is planning the statements that read the log, not their rows).
 
 from __future__ import annotations
 
-from bench.scenarios.live_fold import WITH_STATEMENTS, in_turns, live_parser
+from bench.scenarios.live_fold import PAST_PARTITIONS, WITH_STATEMENTS, in_turns, live_parser
 
 CHILD = (
     r'''
@@ -48,6 +48,7 @@ TOTALS = """SELECT round(sum(total_exec_time)), round(sum(total_plan_time))
 FROM pg_stat_statements"""
 '''
     + WITH_STATEMENTS
+    + PAST_PARTITIONS
     + r"""folder = Path(tempfile.mkdtemp(prefix="live-batches-", dir="/tmp"))
 pg = EmbeddedPostgres(folder, fast_unsafe=True)
 url = pg.start()
@@ -55,12 +56,7 @@ try:
     apply_migrations(url)
     prepare_tables(url, NO_CATALOGS)
     with psycopg.connect(url, autocommit=True) as conn:  # (a log that has run for months)
-        for back in range(1, PAST_MONTHS + 1):
-            month = conn.execute(
-                "SELECT (date_trunc('month', now()) - make_interval(months => %s))::date",
-                (back,)).fetchone()[0]
-            conn.execute(f"CREATE TABLE event_log_past_{back} PARTITION OF event_log"
-                         f" FOR VALUES FROM ('{month}') TO ('{month}'::date + interval '1 month')")
+        past_partitions(conn, PAST_MONTHS)
     records = [datagen.to_record(b) for b in datagen.events(100_000, EVENTS, SEED + 3)]
     if STREAMING:
         import datetime as dt, uuid

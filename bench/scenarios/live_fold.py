@@ -15,13 +15,18 @@ SRC is a source tree or a commit (bench/ab.py). Formerly scripts/time_live_fold.
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
 from argparse import ArgumentParser
+from typing import TYPE_CHECKING, Any
 
 from bench.ab import other_tree, turns
 from bench.scenario import parser
+
+if TYPE_CHECKING:
+    import psycopg
 
 # The child's server loads pg_stat_statements: its start options get the library (both
 # scenarios' children run this text, on this tree's code or the other's).
@@ -34,6 +39,23 @@ def with_statements(self, *args, **kwargs):
 
 EmbeddedPostgres._run = with_statements
 """
+
+
+def past_partitions(conn: psycopg.Connection[Any], months: int) -> None:
+    """`months` empty monthly partitions of the log before the current one: a store that
+    old for what the statements that read the log cost to plan."""
+    for back in range(1, months + 1):
+        (month,) = conn.execute(
+            "SELECT (date_trunc('month', now()) - make_interval(months => %s))::date", (back,)
+        ).fetchone() or (None,)
+        conn.execute(
+            f"CREATE TABLE event_log_past_{back} PARTITION OF event_log"
+            f" FOR VALUES FROM ('{month}') TO ('{month}'::date + interval '1 month')"
+        )
+
+
+# past_partitions as text, as WITH_STATEMENTS, for the children running another tree's code.
+PAST_PARTITIONS = "from typing import Any\n" + inspect.getsource(past_partitions)
 
 CHILD = (
     r'''

@@ -26,7 +26,7 @@ from bench import datagen, loadgen
 from bench.ab import other_tree, turns
 from bench.harness import metastore
 from bench.scenario import parser
-from bench.scenarios.live_fold import WITH_STATEMENTS
+from bench.scenarios.live_fold import WITH_STATEMENTS, past_partitions
 from metastore.catalogs import NO_CATALOGS
 from metastore.embedded_pg import EmbeddedPostgres
 from metastore.eventlog import append_events
@@ -35,8 +35,6 @@ from projections.replay import prepare_tables
 from projections.runner import catch_up
 
 exec(WITH_STATEMENTS)  # (the server with pg_stat_statements)
-PAST_PARTITION = """CREATE TABLE event_log_past_{back} PARTITION OF event_log
-FOR VALUES FROM ('{month}') TO ('{month}'::date + interval '1 month')"""
 SPENT = """SELECT round(sum(total_exec_time)), round(sum(total_plan_time)) FROM pg_stat_statements
 WHERE query NOT LIKE '%%pg_stat_statements%%'"""
 
@@ -45,12 +43,7 @@ def store(url: str, events: int, past_months: int) -> None:
     apply_migrations(url)
     prepare_tables(url, NO_CATALOGS)
     with psycopg.connect(url, autocommit=True) as conn:
-        for back in range(1, past_months + 1):
-            (month,) = conn.execute(
-                "SELECT (date_trunc('month', now()) - make_interval(months => %s))::date",
-                (back,),
-            ).fetchone() or (None,)
-            conn.execute(PAST_PARTITION.format(back=back, month=month))
+        past_partitions(conn, past_months)
         records = [datagen.to_record(b) for b in datagen.events(20_000, events, 20241017)]
         for start in range(0, len(records), 500):
             append_events(conn, records[start : start + 500])
