@@ -425,21 +425,27 @@ def planner_without(
 
 @functools.cache
 def _planner_switches(methods: tuple[str, ...], plan_once: bool) -> tuple[str, str]:
-    """The statements turning `methods` off (and, `plan_once`, plans kept), each setting's
-    value before kept in a placeholder setting of its own (set first: it is the argument),
-    and back."""
+    """local_settings of `methods` off (and, `plan_once`, plans kept)."""
     settings = [(m, "off") for m in methods]
     if plan_once:
         settings.append(("plan_cache_mode", "force_generic_plan"))
-    off = ", ".join(
+    return local_settings(tuple(settings))
+
+
+@functools.cache
+def local_settings(settings: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+    """One statement giving each (setting, value) of `settings` in the open transaction,
+    each setting's value before kept in a placeholder setting of its own (set first: it is
+    the argument), and one statement giving them back."""
+    give = ", ".join(
         f"set_config('{s}', '{value}' || left(set_config('metastore.before_{s}', "
         f"current_setting('{s}'), true), 0), true)"
         for s, value in settings
     )
-    restore = ", ".join(
+    back = ", ".join(
         f"set_config('{s}', current_setting('metastore.before_{s}'), true)" for s, _ in settings
     )
-    return f"SELECT {off}", f"SELECT {restore}"
+    return f"SELECT {give}", f"SELECT {back}"
 
 
 # An UPDATE ... FROM unnest(ids) matches a batch's few hundred ids against a whole table

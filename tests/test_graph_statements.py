@@ -3,10 +3,13 @@
 read once a request (issue 46).
 
 Impact from a failed run used to read its inputs' details (their freshness gives the
-causes) in a statement and a walk upstream of their own after the graph's; the edges' run
-states were a statement of their own after the edges. Now both come with the graph's. A
-run's state at a moment read every event of its job (the job index ANDed with the run's):
-now the run's events alone, however many runs the job has.
+causes) in a statement and a walk upstream of their own after the graph's: now they come
+with the graph's. The edges' run states now come with the edges; as of T they are one
+statement a walk after its edges (asof.RUN_STATES_AT), planned once: inside the edges'
+statement, which is planned for each request, they planned every monthly partition of the
+log three times. A run's state at a
+moment read every event of its job (the job index ANDed with the run's): now the run's
+events alone, however many runs the job has.
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ from tests.support import (
 NS, DS_NS = "gs", "s3://gs"
 PRODUCER = "https://github.com/stackabletech/metastore/tests"
 # The statement that reads what a graph's dataset nodes show (dataset_nodes.NODE) and the
-# one that read the edges' run states alone, as the server logs them.
+# one that reads the edges' run states (asof.RUN_STATES_AT), as the server logs them.
 DETAILS = "c.names, "
-RUN_STATES_ALONE = "SELECT lr.run_id, coalesce(s.event_type, 'RUNNING') FROM readmodel.lineage_runs"
+RUN_STATES = "SELECT lr.run_id, s.event_type, s.event_time"
 
 
 def run_id(label: str) -> str:
@@ -68,8 +71,9 @@ HOURLY = [
           ["hourly_out"])
     for h in range(HOURLY_RUNS)
 ]  # fmt: skip
-# The statements of the walk and of its edges (lineage.LINEAGE_WALK, LINEAGE_LINKS).
-WALK_STATEMENTS = ("WITH RECURSIVE start", "WITH job_side AS")
+# The statements of the walk, its edges and their runs' states (lineage.LINEAGE_WALK,
+# LINEAGE_LINKS, asof.RUN_STATES_AT).
+WALK_STATEMENTS = ("WITH RECURSIVE start", "WITH job_side AS", RUN_STATES)
 
 
 @pytest.fixture(scope="module")
@@ -121,19 +125,19 @@ def test_impact_reads_the_datasets_details_once(pg_server: Any, store: tuple[str
     assert sum(DETAILS in t for t in texts) == 1, texts
     edges = {(e["from"]["name"], e["to"]["name"]): e for e in found["edges"]}
     assert edges[("build_orders", "orders")]["last_run"]["state"] == "FAIL"
-    assert not [t for t in texts if t.lstrip().startswith(RUN_STATES_ALONE)]
+    assert not [t for t in texts if t.lstrip().startswith(RUN_STATES)]  # (now: with the edges)
 
 
 @pytest.mark.parametrize(
-    ("read", "state"),
+    ("read", "state", "walks"),
     [
-        ("/lineage?node=job:{job}&depth=2", "FAIL"),
-        ("/lineage?node=job:{job}&depth=2&as_of=2026-05-02T12:00:00Z", "COMPLETE"),
-        ("/lineage/diff?node=job:{job}&depth=2&from=2026-05-02T12:00:00Z", None),
+        ("/lineage?node=job:{job}&depth=2", "FAIL", 0),  # (now: with the edges)
+        ("/lineage?node=job:{job}&depth=2&as_of=2026-05-02T12:00:00Z", "COMPLETE", 1),
+        ("/lineage/diff?node=job:{job}&depth=2&from=2026-05-02T12:00:00Z", None, 2),
     ],
 )
-def test_graphs_read_the_edges_run_states_with_the_edges(
-    pg_server: Any, store: tuple[str, Path], read: str, state: str | None
+def test_graphs_read_the_edges_run_states_once_a_walk(
+    pg_server: Any, store: tuple[str, Path], read: str, state: str | None, walks: int
 ) -> None:
     with psycopg.connect(store[0]) as conn:
         (job,) = conn.execute(
@@ -145,7 +149,7 @@ def test_graphs_read_the_edges_run_states_with_the_edges(
         assert edges[("build_orders", "orders")]["last_run"]["state"] == state
     else:  # the same edges then and now: no change
         assert (found["edges_added"], found["edges_removed"]) == ([], [])
-    assert not [t for t in texts if t.lstrip().startswith(RUN_STATES_ALONE)], texts
+    assert sum(t.lstrip().startswith(RUN_STATES) for t in texts) == walks, texts
 
 
 def job_id(url: str, name: str) -> str:
@@ -169,7 +173,7 @@ def test_a_runs_state_reads_its_own_events(
     held = [e for e in found["edges"] if "hourly" in (e["from"]["name"], e["to"]["name"])]
     assert {(e["last_run"]["id"], e["last_run"]["state"]) for e in held} == {(last, "COMPLETE")}
     walk = [p for p in plans if any(s in p["Query Text"] for s in WALK_STATEMENTS)]
-    assert len(walk) == 2
+    assert len(walk) == (3 if as_of else 2)
     # the log's rows or index entries a node reads a loop: the run's, never the job's 300
     log = [(read, what) for read, what in rows_read(walk) if '"event_log' in what.split("Plans")[0]]
     assert log

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Annotated, Literal
+from collections.abc import Collection
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
+from psycopg import AsyncConnection
 
 from metastore.problems import ProblemError
+from projections.common import local_settings
 
 EXAMPLE = "2026-11-24T09:00:00Z"
 # The moment a read without `as_of` binds where it shares a fragment with the as-of read:
@@ -262,6 +265,39 @@ def run_at_join(run: str = "lr.run_id") -> str:
 
 
 RUN_AT_JOIN = run_at_join()
+# The state at T of each run of `%(runs)s` that has a lineage_runs row: rows (run, the type
+# and time of its event that counts at T, or NULLs: RUNNING since it started). A statement
+# of its own, planned once (run_states_at): RUN_AT_LOG reads the log three ways, each a
+# probe of every monthly partition, and inside the statements planned for each request (a
+# graph's edges, a dataset's runs: their arrays of ids are constants to the planner) it
+# cost more to plan than to run, more with each month of the log.
+RUN_STATES_AT = f"""
+SELECT lr.run_id, s.event_type, s.event_time
+FROM readmodel.lineage_runs lr{RUN_AT_JOIN}
+WHERE lr.run_id = ANY(%(runs)s::uuid[])"""
+# Its one plan: the runs by key, each run's events by the log's run indexes (no sequential
+# scan whatever a table's statistics when the plan was made), kept once prepared.
+_PLANNED_ONCE = local_settings(
+    (("plan_cache_mode", "force_generic_plan"), ("enable_seqscan", "off"))
+)
+
+
+async def run_states_at(
+    conn: AsyncConnection[Any], runs: Collection[uuid.UUID], as_of: dt.datetime
+) -> dict[uuid.UUID, tuple[str | None, dt.datetime | None]]:
+    """RUN_STATES_AT of `runs` (those with a lineage_runs row), planned once, in one round
+    trip."""
+    if not runs:
+        return {}
+    give, back = _PLANNED_ONCE
+    async with conn.cursor() as cur, conn.pipeline():
+        await conn.execute(give)
+        await cur.execute(RUN_STATES_AT, {"runs": list(runs), "as_of": as_of})
+        await conn.execute(back)
+        found = await cur.fetchall()
+    return {run: (event_type, event_time) for run, event_type, event_time in found}
+
+
 _ENDED_AT = "CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END"
 RUN_AT_COLUMNS = f"""lr.run_id, coalesce(s.event_type, 'RUNNING'),
        coalesce(s.event_time, lr.started_at), lr.started_at, {_ENDED_AT},

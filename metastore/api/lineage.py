@@ -226,27 +226,26 @@ LINEAGE = WALKS[(False, "latest", False, False)]
 # Rows: ('edge', direction, job, dataset, lifecycle, NULL, first_seen, last_seen,
 # last_run, its state) for each edge (with the lifecycle change the job last reported for
 # an output: DROP, CREATE, ...; when the job first named the dataset that way, when it
-# last did in the run that holds the edge, that run and its state at `%(as_of)s`); ('job'
-# or 'dataset', direction, job or NULL, dataset or NULL, NULL, count, NULL...) for the
+# last did in the run that holds the edge, that run and its state now); ('job' or
+# 'dataset', direction, job or NULL, dataset or NULL, NULL, count, NULL...) for the
 # neighbours a kept job or dataset has along its edges of that direction that are not kept.
-# The runs' states are read here, each run once, not in a round trip of their own.
+# Now, the runs' states are read here, each run once, not in a round trip of their own. As
+# of T they come after (asof.run_states_at; the state column NULL): read here, they made
+# the statement, planned for each request (its arrays are constants to the planner), plan
+# every monthly partition of the log three times; now PostgreSQL mostly keeps its plan.
 LATEST_LIFECYCLE = "(array_agg(e.lifecycle_state ORDER BY e.lifecycle_time DESC NULLS LAST))[1]"
-LINEAGE_LINKS = f"""
-WITH job_side AS ({{job_side}}),
-dataset_side AS ({{dataset_side}}),
+LINEAGE_LINKS = """
+WITH job_side AS ({job_side}),
+dataset_side AS ({dataset_side}),
 edges AS MATERIALIZED (
     SELECT direction, job_id, dataset_id, lifecycle, first_seen, last_seen, last_run
     FROM job_side
     WHERE dataset_id = ANY(%(datasets)s::uuid[])
     ORDER BY job_id, dataset_id, direction
-    LIMIT %(max_edges)s),
-states AS MATERIALIZED (
-    SELECT lr.run_id, coalesce(s.event_type, 'RUNNING') AS state
-    FROM readmodel.lineage_runs lr{asof.RUN_AT_JOIN}
-    WHERE lr.run_id = ANY(ARRAY(SELECT DISTINCT last_run FROM edges)))
+    LIMIT %(max_edges)s){states}
 (SELECT 'edge', e.direction, e.job_id, e.dataset_id, e.lifecycle, NULL::bigint, e.first_seen,
-        e.last_seen, e.last_run, st.state
- FROM edges e LEFT JOIN states st ON st.run_id = e.last_run
+        e.last_seen, e.last_run, {state}
+ FROM edges e{states_join}
  ORDER BY e.job_id, e.dataset_id, e.direction)
 UNION ALL
 SELECT 'job', direction, job_id, NULL, NULL, count(*), NULL, NULL, NULL, NULL FROM job_side
@@ -256,6 +255,17 @@ SELECT 'dataset', direction, NULL, dataset_id, NULL, count(*), NULL, NULL, NULL,
 FROM dataset_side
 WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 """
+# The runs' states now, with the edges (LINEAGE_LINKS).
+STATES_NOW = {
+    "states": f""",
+states AS MATERIALIZED (
+    SELECT lr.run_id, coalesce(s.event_type, 'RUNNING') AS state
+    FROM readmodel.lineage_runs lr{asof.RUN_AT_JOIN}
+    WHERE lr.run_id = ANY(ARRAY(SELECT DISTINCT last_run FROM edges)))""",
+    "state": "st.state",
+    "states_join": " LEFT JOIN states st ON st.run_id = e.last_run",
+}
+STATES_AFTER = {"states": "", "state": "NULL::text", "states_join": ""}
 # Each kept job's datasets at `%(as_of)s` (asof.NOW: now), one row per (direction, dataset).
 JOB_SIDE = """
 SELECT e.direction, j.id AS job_id, n.dataset_id, {lifecycle} AS lifecycle,
@@ -303,7 +313,11 @@ def _links(now: bool, rule: str, restricted: bool) -> str:
         outputs=asof.job_edges_at("j.id", "output", rule=rule),
         visible=visibility.mark("dataset", "n.dataset_id", where=True),
     )
-    links = LINEAGE_LINKS.format(job_side=job_side, dataset_side=_dataset_side(rule, now))
+    links = LINEAGE_LINKS.format(
+        job_side=job_side,
+        dataset_side=_dataset_side(rule, now),
+        **(STATES_NOW if now else STATES_AFTER),
+    )
     return visibility.for_access(links, restricted)
 
 
@@ -538,7 +552,15 @@ async def walk_rows(
     found_details = {}
     if datasets:
         found_details = dataset_nodes.spread(dataset_nodes.build(details_found), access)
-    return how.walked(found, links, found_details)
+    states = {}
+    if as_of is not None:  # (now, they came with the edges: LINEAGE_LINKS)
+        states = await asof.run_states_at(conn, last_runs(links), as_of)
+    return how.walked(found, links, found_details, states)
+
+
+def last_runs(links: list[Any]) -> set[uuid.UUID]:
+    """The runs holding the edges of `links` (rows of LINEAGE_EDGES)."""
+    return {x[8] for x in links if x[0] == "edge" and x[8] is not None}
 
 
 async def walks_at(
@@ -571,10 +593,20 @@ async def walks_at(
         for cursor, moment, found in zip(cursors, moments, walked, strict=True):
             if not isinstance(found, ProblemError):
                 await cursor.execute(*how.links(moment, found))
-        return [
-            found if isinstance(found, ProblemError) else how.walked(found, await c.fetchall(), {})
+        links = [
+            [] if isinstance(found, ProblemError) else await c.fetchall()
             for c, found in zip(cursors, walked, strict=True)
         ]
+    walks: list[Walk | ProblemError] = []
+    for found, moment, edges in zip(walked, moments, links, strict=True):
+        if isinstance(found, ProblemError):
+            walks.append(found)
+        else:
+            states = {}
+            if moment is not None:
+                states = await asof.run_states_at(conn, last_runs(edges), moment)
+            walks.append(how.walked(found, edges, {}, states))
+    return walks
 
 
 class _How(msgspec.Struct, frozen=True):
@@ -626,7 +658,11 @@ class _How(msgspec.Struct, frozen=True):
         return LINEAGE_EDGES[(as_of is None, rule, self.access.restricted)], args | self.readable
 
     def walked(
-        self, found: list[Any], links: list[Any], details: dict[uuid.UUID, dataset_nodes.Details]
+        self,
+        found: list[Any],
+        links: list[Any],
+        details: dict[uuid.UUID, dataset_nodes.Details],
+        states: dict[uuid.UUID, tuple[str | None, dt.datetime | None]],
     ) -> Walk:
         if self.run_outputs is not None:  # the run's job: only the run's own outputs
             wrote = set(self.run_outputs)
@@ -636,6 +672,7 @@ class _How(msgspec.Struct, frozen=True):
                 if x[0] != "edge" or x[2] != self.start or x[1] != "output" or x[3] in wrote
             ]
         run_states = {x[8]: x[9] for x in links if x[0] == "edge" and x[9] is not None}
+        run_states |= {run: found[0] or "RUNNING" for run, found in states.items()}
         return Walk(found=found, links=links, details=details, run_states=run_states)
 
 
