@@ -37,6 +37,7 @@ from tests.test_run_log_probes import (
     PRODUCER,
     buffers_read,
     one_busy_job_without_statistics,
+    partition_count,
     streaming_run,
     without_autovacuum,
 )
@@ -56,14 +57,6 @@ WHERE p.inhparent = 'event_log'::regclass
 ORDER BY 1
 """
 VALID = "SELECT indisvalid FROM pg_index WHERE indexrelid = 'event_log_job_time'::regclass"
-
-
-def partition_count(conn: Conn) -> int:
-    """How many partitions the log has (a probe each is what a bounded read costs)."""
-    (count,) = conn.execute(
-        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
-    ).fetchone() or (0,)
-    return int(count)
 
 
 def last_event_by(conn: Conn, when: dt.datetime) -> dt.datetime:

@@ -18,9 +18,11 @@ from typing import Any
 import psycopg
 
 from metastore import pgarray
+from metastore.api.asof import RUN_STATES_AT
 from metastore.api.runs import RUN_EVENTS
 from metastore.eventlog import Position, batch_after_query
 from projections.common import INDEX_PROBES_ONLY, RUN_FACTS, planner_without
+from projections.runner import catch_up
 from tests.logdata import append
 from tests.support import run_event
 
@@ -37,6 +39,14 @@ def without_autovacuum(conn: Conn) -> None:
     ).fetchall()
     for (partition,) in partitions:
         conn.execute(f"ALTER TABLE {partition} SET (autovacuum_enabled = false)")
+
+
+def partition_count(conn: Conn) -> int:
+    """How many partitions the log has (a probe each is what a bounded read costs)."""
+    (count,) = conn.execute(
+        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'event_log'::regclass"
+    ).fetchone() or (0,)
+    return int(count)
 
 
 def one_busy_job_without_statistics(conn: Conn) -> list[uuid.UUID]:
@@ -202,3 +212,24 @@ def test_the_projector_reads_its_page_of_the_log_planned_once_whatever_the_stati
         assert "Sort Method" not in plan, (statistics, plan)  # (a merge, no sort)
         # 50 events and a probe a partition; the log sorted was 6,002 events
         assert buffers < 120, (statistics, plan)
+
+
+def test_runs_states_at_t_planned_once_read_each_run_s_latest_events(conn: Conn) -> None:
+    # asof.RUN_STATES_AT (a graph's edges' and a dataset's runs' states as of T) keeps the
+    # plan it was first given: made on partitions never analyzed, it still probes each run's
+    # newest events by T, not the 3,001 of a streaming run.
+    running, failed = streaming_runs_without_statistics(conn)
+    catch_up(conn)
+    partitions = partition_count(conn)
+    for statistics in ("none", "analyzed"):
+        if statistics == "analyzed":
+            conn.execute("ANALYZE event_log")
+        for when, states in (
+            ("2026-11-02T00:00:00Z", {running: "RUNNING", failed: "RUNNING"}),
+            ("2026-11-21T00:00:00Z", {running: "RUNNING", failed: "FAIL"}),
+        ):
+            params = {"runs": [running, failed], "as_of": when}
+            buffers, plan = buffers_read_planned_once(conn, RUN_STATES_AT, params, "enable_seqscan")
+            assert buffers < 16 * partitions + 40, (statistics, when, plan)
+            found = conn.execute(RUN_STATES_AT, params).fetchall()
+            assert {run: state for run, state, _ in found} == states
