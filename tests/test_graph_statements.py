@@ -23,6 +23,7 @@ import httpx
 import psycopg
 import pytest
 
+from metastore.api.asof import RUN_STATES_AT
 from tests.support import (
     Api,
     plans_logged,
@@ -38,7 +39,7 @@ PRODUCER = "https://github.com/stackabletech/metastore/tests"
 # The statement that reads what a graph's dataset nodes show (dataset_nodes.NODE) and the
 # one that reads the edges' run states (asof.RUN_STATES_AT), as the server logs them.
 DETAILS = "c.names, "
-RUN_STATES = "SELECT lr.run_id, s.event_type, s.event_time"
+RUN_STATES = RUN_STATES_AT.strip().splitlines()[0]
 
 
 def run_id(label: str) -> str:

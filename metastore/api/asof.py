@@ -265,14 +265,26 @@ def run_at_join(run: str = "lr.run_id") -> str:
 
 
 RUN_AT_JOIN = run_at_join()
-# The state at T of each run of `%(runs)s` that has a lineage_runs row: rows (run, the type
-# and time of its event that counts at T, or NULLs: RUNNING since it started). A statement
-# of its own, planned once (run_states_at): RUN_AT_LOG reads the log three ways, each a
-# probe of every monthly partition, and inside the statements planned for each request (a
-# graph's edges, a dataset's runs: their arrays of ids are constants to the planner) it
-# cost more to plan than to run, more with each month of the log.
+_ENDED_AT = "CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END"
+RUN_AT_COLUMNS = f"""lr.run_id, coalesce(s.event_type, 'RUNNING'),
+       coalesce(s.event_time, lr.started_at), lr.started_at, {_ENDED_AT},
+       extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8"""
+# The same as a LatestRun in JSON (null when the job had not run by T).
+RUN_AT_JSON = f"""CASE WHEN lr.run_id IS NOT NULL THEN json_build_object(
+    'id', lr.run_id, 'state', coalesce(s.event_type, 'RUNNING'),
+    'state_time', coalesce(s.event_time, lr.started_at), 'started_at', lr.started_at,
+    'ended_at', {_ENDED_AT},
+    'duration_seconds', extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8) END"""
+
+
+# The state at T of each run of `%(runs)s` that has a lineage_runs row: rows (run, state,
+# ended_at), as RUN_AT_COLUMNS reads them. A statement of its own, planned once
+# (run_states_at): RUN_AT_LOG reads the log three ways, each a probe of every monthly
+# partition, and inside the statements planned for each request (a graph's edges, a
+# dataset's runs: their arrays of ids are constants to the planner) it cost more to plan
+# than to run, more with each month of the log.
 RUN_STATES_AT = f"""
-SELECT lr.run_id, s.event_type, s.event_time
+SELECT lr.run_id, coalesce(s.event_type, 'RUNNING'), {_ENDED_AT}
 FROM readmodel.lineage_runs lr{RUN_AT_JOIN}
 WHERE lr.run_id = ANY(%(runs)s::uuid[])"""
 # Its one plan: the runs by key, each run's events by the log's run indexes (no sequential
@@ -284,9 +296,9 @@ _PLANNED_ONCE = local_settings(
 
 async def run_states_at(
     conn: AsyncConnection[Any], runs: Collection[uuid.UUID], as_of: dt.datetime
-) -> dict[uuid.UUID, tuple[str | None, dt.datetime | None]]:
+) -> dict[uuid.UUID, tuple[str, dt.datetime | None]]:
     """RUN_STATES_AT of `runs` (those with a lineage_runs row), planned once, in one round
-    trip."""
+    trip: each run's state and end at `as_of`."""
     if not runs:
         return {}
     give, back = _PLANNED_ONCE
@@ -295,19 +307,7 @@ async def run_states_at(
         await cur.execute(RUN_STATES_AT, {"runs": list(runs), "as_of": as_of})
         await conn.execute(back)
         found = await cur.fetchall()
-    return {run: (event_type, event_time) for run, event_type, event_time in found}
-
-
-_ENDED_AT = "CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END"
-RUN_AT_COLUMNS = f"""lr.run_id, coalesce(s.event_type, 'RUNNING'),
-       coalesce(s.event_time, lr.started_at), lr.started_at, {_ENDED_AT},
-       extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8"""
-# The same as a LatestRun in JSON (null when the job had not run by T).
-RUN_AT_JSON = f"""CASE WHEN lr.run_id IS NOT NULL THEN json_build_object(
-    'id', lr.run_id, 'state', coalesce(s.event_type, 'RUNNING'),
-    'state_time', coalesce(s.event_time, lr.started_at), 'started_at', lr.started_at,
-    'ended_at', {_ENDED_AT},
-    'duration_seconds', extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8) END"""
+    return {run: (state, ended) for run, state, ended in found}
 
 
 def latest_run_at_joins(job: str) -> str:

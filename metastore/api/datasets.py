@@ -522,7 +522,6 @@ RUN_STATE_NOW = {"state": "r.state", "ended": "r.ended_at", "state_join": ""}
 # As of T the page's runs' states come after it (asof.run_states_at: read here, they made
 # this statement, planned for each request, plan every monthly partition of the log).
 RUN_STATE_AS_OF = {"state": "NULL::text", "ended": "NULL::timestamptz", "state_join": ""}
-TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 # The sorts: the key's columns (all descending: 'output' > 'input') and their types.
 RUN_SORTS: dict[str, tuple[tuple[str, str, str], list[type]]] = {
     "started": (("started_at", "run_id", "direction"), [dt.datetime, uuid.UUID, str]),
@@ -891,7 +890,7 @@ async def _runs(
     items, next_cursor = page(found, query.limit, kind, lambda r: [r[at[c]] for c in columns])
     if query.as_of is not None:  # (each run's state and end at T: RUN_STATE_AS_OF)
         states = await asof.run_states_at(conn, {r[0] for r in items}, query.as_of)
-        items = [_with_state(r, states.get(r[0], (None, None))) for r in items]
+        items = [(*r[:6], *states.get(r[0], ("RUNNING", None)), *r[8:]) for r in items]
     return models_datasets.RunOfDatasetPage(
         items=[
             models_datasets.RunOfDataset(
@@ -909,13 +908,6 @@ async def _runs(
         ],
         next_cursor=next_cursor,
     )
-
-
-def _with_state(row: Any, state: tuple[str | None, dt.datetime | None]) -> Any:
-    """A row of runs_of_dataset as of T with its run's state and end then filled in."""
-    event_type, event_time = state
-    ended = event_time if event_type in TERMINAL else None
-    return (*row[:6], event_type or "RUNNING", ended, *row[8:])
 
 
 def _versions_kind(dataset: uuid.UUID, query: PageQuery) -> str:

@@ -601,10 +601,8 @@ async def walks_at(
     for found, moment, edges in zip(walked, moments, links, strict=True):
         if isinstance(found, ProblemError):
             walks.append(found)
-        else:
-            states = {}
-            if moment is not None:
-                states = await asof.run_states_at(conn, last_runs(edges), moment)
+        else:  # (as of a moment: the states after the edges, LINEAGE_LINKS)
+            states = await asof.run_states_at(conn, last_runs(edges), moment)
             walks.append(how.walked(found, edges, {}, states))
     return walks
 
@@ -662,7 +660,7 @@ class _How(msgspec.Struct, frozen=True):
         found: list[Any],
         links: list[Any],
         details: dict[uuid.UUID, dataset_nodes.Details],
-        states: dict[uuid.UUID, tuple[str | None, dt.datetime | None]],
+        states: dict[uuid.UUID, tuple[str, dt.datetime | None]],
     ) -> Walk:
         if self.run_outputs is not None:  # the run's job: only the run's own outputs
             wrote = set(self.run_outputs)
@@ -672,7 +670,7 @@ class _How(msgspec.Struct, frozen=True):
                 if x[0] != "edge" or x[2] != self.start or x[1] != "output" or x[3] in wrote
             ]
         run_states = {x[8]: x[9] for x in links if x[0] == "edge" and x[9] is not None}
-        run_states |= {run: found[0] or "RUNNING" for run, found in states.items()}
+        run_states |= {run: state for run, (state, _) in states.items()}
         return Walk(found=found, links=links, details=details, run_states=run_states)
 
 
