@@ -40,6 +40,7 @@ from typing import Any
 
 import psycopg
 
+from metastore import name_terms
 from metastore.pgarray import bytea_array, text_array, uuid_array
 from projections import dataset_writes
 from projections.common import (
@@ -78,8 +79,16 @@ NAME = "datasets"
 # 13: the current schema's fields in dataset_fields (/search by field)
 # 14: described fields by name (/search's page of a word in descriptions)
 # 15: the live datasets by display name (/datasets' unfiltered pages)
-VERSION = 15
-TABLES = ("datasets", "dataset_names", "dataset_versions", "version_sightings", "dataset_fields")
+# 16: each name's search terms (dataset_name_terms: /search by a word of a name)
+VERSION = 16
+TABLES = (
+    "datasets",
+    "dataset_names",
+    "dataset_name_terms",
+    "dataset_versions",
+    "version_sightings",
+    "dataset_fields",
+)
 
 DATASET_COLUMNS = (
     "id",
@@ -234,6 +243,11 @@ UPSERT_VERSIONS = _upsert(
 )
 # The versions of datasets merged into another (which has them now).
 DELETE_VERSIONS = "DELETE FROM dataset_versions WHERE dataset_id = ANY(%s)"
+# The search terms of names new in the batch (metastore/name_terms.py), a row each.
+INSERT_NAME_TERMS = """
+INSERT INTO dataset_name_terms (namespace, name, term)
+SELECT * FROM unnest(%b::text[], %b::text[], %b::text[])
+"""
 # Names (and earlier absorbed datasets) not in this batch follow a merged dataset.
 REPOINT_NAMES = """
 UPDATE dataset_names SET dataset_id = m.survivor
@@ -294,6 +308,15 @@ FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE merged_into = m.
 """
 
 NameKey = tuple[str, str]
+
+
+def write_name_terms(cur: psycopg.Cursor[Any], names: list[NameKey]) -> None:
+    """Writes the search terms of `names` (each new to the store)."""
+    rows = [(ns, n, t) for ns, n in names for t in name_terms.terms(n)]
+    if rows:
+        cur.execute(INSERT_NAME_TERMS, [text_array(c) for c in zip(*rows, strict=True)])
+
+
 # (namespace, name, kind, symlink type, joined_by): a name as one event gives it.
 GivenName = tuple[str, str, str, str | None, str | None]
 
@@ -368,6 +391,7 @@ class Fold:
             if schemas:
                 self._add_versions(vcur.fetchall())
         self.changed_names: set[NameKey] = set()
+        self.new_names: list[NameKey] = []
         self.changed_datasets: set[uuid.UUID] = set()
         self.changed_version_keys: set[tuple[uuid.UUID, bytes]] = set()
         self.emptied: set[uuid.UUID] = set()  # merged away: their stored versions go
@@ -517,6 +541,7 @@ class Fold:
                 "joined_by": joined_by,
             }
             self.changed_names.add((ns, n))
+            self.new_names.append((ns, n))
             self.display(did, self.names[(ns, n)])
             return
         symlink = row["symlink_type"] or symlink_type
@@ -667,6 +692,7 @@ class Fold:
             cur.execute(
                 UPSERT_NAMES, row_param(NAME_TYPES, [[r[c] for r in rows] for c in NAME_COLUMNS])
             )
+        write_name_terms(cur, self.new_names)
         if self.changed_datasets:
             rows = [self.datasets[d] for d in self.changed_datasets]
             columns = [

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from metastore import name_terms
 from metastore.api import search_probe
 from metastore.api.visibility import for_access, mark, visible_display_name
 
@@ -40,9 +41,10 @@ RANK_TESTS = {
     5: "lower({f}.name) LIKE %(pattern)s AND lower({f}.name) NOT LIKE %(prefix)s",
     6: "lower({f}.name) NOT LIKE %(pattern)s AND lower({f}.description) LIKE %(pattern)s",
 }
-# A field hit's dataset: none of its (readable) names matches, in `namespace=` when given,
-# restricted with a readable name. Each test is a probe by the dataset's id for each field
-# read (OFFSET 0 keeps the planner from making it a join, which read every name).
+# A field hit's dataset: none of its (readable) names matches (at its start or a word's:
+# api/search.py), in `namespace=` when given, restricted with a readable name. Each test is
+# a probe by the dataset's id for each field read (OFFSET 0 keeps the planner from making it
+# a join, which read every name).
 FILTERS = """
       {namespace} {unnamed} {readable}"""
 # (left out when the names' count found no readable name with `q` in any namespace: then no
@@ -50,9 +52,16 @@ FILTERS = """
 UNNAMED = (
     """AND NOT EXISTS (
           SELECT 1 FROM readmodel.dataset_names m
-          WHERE m.dataset_id = f.dataset_id AND lower(m.name) LIKE %(pattern)s """
+          WHERE m.dataset_id = f.dataset_id """
     + mark("name", "m")
-    + """ OFFSET 0)"""
+    + """
+            AND (lower(m.name) LIKE %(prefix)s OR EXISTS (
+                SELECT 1 FROM (
+                    SELECT mt.term FROM readmodel.dataset_name_terms mt
+                    WHERE mt.namespace = m.namespace AND mt.name = m.name OFFSET 0) mt
+                WHERE mt.term >= %(word)s AND mt.term < %(word_end)s
+                  AND (length(%(exact)s) <= {max_term} OR strpos(lower(m.name), %(exact)s) > 0)))
+          OFFSET 0)""".replace("{max_term}", str(name_terms.MAX_TERM))
 )
 IN_NAMESPACE = (
     "AND EXISTS (SELECT 1 FROM readmodel.dataset_names x"

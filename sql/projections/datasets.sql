@@ -61,6 +61,23 @@ CREATE INDEX dataset_names_dataset ON dataset_names (dataset_id);
 CREATE INDEX dataset_names_namespace_dataset ON dataset_names (namespace, dataset_id);
 CREATE INDEX dataset_names_name ON dataset_names (lower(name) text_pattern_ops);
 
+-- Each name's search terms (metastore/name_terms.py: the name from each word's start on,
+-- lowercased, cut at 100 characters), written with the name. /search reads a page of the
+-- names whose word starts with `q` as a range of the term index, in the answer's order (a
+-- term, then the name's bytes), and counts them along it up to its cap: neither grows with
+-- the names that match, as the trigram index's bitmap of every such name did. No key: a
+-- name is new once, and the fold writes its terms then.
+CREATE TABLE dataset_name_terms (
+    namespace       text        NOT NULL,
+    name            text        NOT NULL,
+    term            text        COLLATE "C" NOT NULL
+);
+CREATE INDEX dataset_name_terms_term
+    ON dataset_name_terms (term, namespace COLLATE "C", name COLLATE "C");
+-- (a name's terms, for the better one of a dataset's names that match; not with the term:
+-- with both names, an entry could pass btree's limit)
+CREATE INDEX dataset_name_terms_name ON dataset_name_terms (namespace, name);
+
 -- The fields of each dataset's current schema (its version last seen), top level, one row
 -- a field name (the first of a name given twice): /search matches `q` on their names and
 -- descriptions through these indexes instead of reading schemas' JSON. Rewritten for the

@@ -1,0 +1,62 @@
+"""A name's search terms: the name, lowercased, from each place after its start where a
+word begins.
+
+/search finds a name by `q` at its start (the name index) or at the start of one of its
+words (these terms, each a row of an index in term order: a page of them is a range read
+in the order the answer gives, and a count stops at its cap, however many names share the
+word). A word begins where letters give way to digits or the other way round, where a run
+of other characters (`.`, `/`, `_`, `://`) begins or ends, and at an upper-case letter
+after a lower-case one: `s3a://warehouse/sales.db/ordersDaily` has the terms `3a://...`,
+`a://...`, `://warehouse/...`, `warehouse/...`, ..., `orders...`, `daily`. The projections
+write them with each new name (projections/datasets.py, projections/jobs.py); the API
+ranks namespaces by them directly (api/search.py).
+"""
+
+from __future__ import annotations
+
+# A term is stored cut at this many characters: an index entry of a term (up to 4 bytes a
+# character) and a name (1,024 bytes and its namespace's 1,024) stays under btree's 2,704.
+# A longer `q` (up to 200) is looked for by its first MAX_TERM characters and then in the
+# whole name.
+MAX_TERM = 100
+# Names bounded at 1,024 bytes could have hundreds of words; a word past this many is not
+# found by search (one row each: a name of 500 one-letter words would write 500).
+MAX_TERMS = 64
+
+
+def _kind(c: str) -> int:
+    return 0 if c.isdigit() else 1 if c.isalpha() else 2
+
+
+def terms(name: str) -> list[str]:
+    """The name's terms, lowercased, in the order of their place in it (not its start)."""
+    found: list[str] = []
+    for i in range(1, len(name)):
+        before, c = name[i - 1], name[i]
+        if _kind(before) != _kind(c) or (before.islower() and c.isupper()):
+            found.append(name[i : i + MAX_TERM].lower())
+            if len(found) == MAX_TERMS:
+                break
+    return found
+
+
+def best(name: str, q: str) -> str | None:
+    """The least term of `name` (in byte order) `q` (lowercase) matches, if any: one that
+    starts with `q` (its first MAX_TERM characters, and `q` is in the name)."""
+    if len(q) > MAX_TERM and q not in name.lower():
+        return None
+    matching = [t for t in terms(name) if t.startswith(q[:MAX_TERM])]
+    return min(matching, key=str.encode) if matching else None
+
+
+def past_prefix(prefix: str) -> str:
+    """The least string in byte order (code point order: PostgreSQL's "C") after every
+    string starting with `prefix`: its last character's successor (a lone surrogate has no
+    UTF-8, so past them), or the string past the rest when that is the last code point."""
+    for i in range(len(prefix) - 1, -1, -1):
+        code = ord(prefix[i]) + 1
+        if code == 0xD800:
+            code = 0xE000
+        if code <= 0x10FFFF:
+            return prefix[:i] + chr(code)
+    return "\U0010ffff" * (len(prefix) + 1)  # (no string starts with it: past them all)
