@@ -93,7 +93,9 @@ def write_terms(conn: psycopg.Connection[Any]) -> None:
     a statement: memory stays bounded on a store of millions)."""
     pgarray.register(conn)
     with conn.cursor() as cur:
-        names = cur.execute("SELECT namespace, name FROM readmodel.dataset_names").fetchall()
+        names = cur.execute(
+            "SELECT namespace, name, dataset_id FROM readmodel.dataset_names"
+        ).fetchall()
         named_jobs = cur.execute("SELECT id, name FROM readmodel.jobs").fetchall()
         with conn.transaction():
             cur.execute("SET LOCAL search_path TO readmodel")

@@ -245,13 +245,24 @@ UPSERT_VERSIONS = _upsert(
 DELETE_VERSIONS = "DELETE FROM dataset_versions WHERE dataset_id = ANY(%s)"
 # The search terms of names new in the batch (metastore/name_terms.py), a row each.
 INSERT_NAME_TERMS = """
-INSERT INTO dataset_name_terms (namespace, name, term)
-SELECT * FROM unnest(%b::text[], %b::text[], %b::text[])
+INSERT INTO dataset_name_terms (namespace, name, term, dataset_id)
+SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::uuid[])
 """
-# Names (and earlier absorbed datasets) not in this batch follow a merged dataset.
+# The terms of names the batch moved to another dataset (a merge) follow them.
+MOVE_NAME_TERMS = """
+UPDATE dataset_name_terms t SET dataset_id = k.dataset_id
+FROM unnest(%b::text[], %b::text[], %b::uuid[]) AS k(namespace, name, dataset_id)
+WHERE t.namespace = k.namespace AND t.name = k.name
+"""
+# Names (and earlier absorbed datasets) not in this batch follow a merged dataset, their
+# search terms with them.
 REPOINT_NAMES = """
-UPDATE dataset_names SET dataset_id = m.survivor
-FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE dataset_id = m.loser
+WITH moved AS (
+    UPDATE dataset_names SET dataset_id = m.survivor
+    FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE dataset_id = m.loser
+    RETURNING namespace, name, dataset_id)
+UPDATE dataset_name_terms t SET dataset_id = m.dataset_id
+FROM moved m WHERE t.namespace = m.namespace AND t.name = m.name
 """
 # The current schema's fields (the version last seen) of the datasets whose versions this
 # batch wrote, merged or settled (a run's end folded now: the datasets its sightings name),
@@ -310,11 +321,15 @@ FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE merged_into = m.
 NameKey = tuple[str, str]
 
 
-def write_name_terms(cur: psycopg.Cursor[Any], names: list[NameKey]) -> None:
-    """Writes the search terms of `names` (each new to the store)."""
-    rows = [(ns, n, t) for ns, n in names for t in name_terms.terms(n)]
+def write_name_terms(cur: psycopg.Cursor[Any], names: list[tuple[str, str, uuid.UUID]]) -> None:
+    """Writes the search terms of `names` (each new to the store: namespace, name, dataset)."""
+    rows = [(ns, n, t, did) for ns, n, did in names for t in name_terms.terms(n)]
     if rows:
-        cur.execute(INSERT_NAME_TERMS, [text_array(c) for c in zip(*rows, strict=True)])
+        namespaces, named, terms, ids = zip(*rows, strict=True)
+        cur.execute(
+            INSERT_NAME_TERMS,
+            (text_array(namespaces), text_array(named), text_array(terms), uuid_array(ids)),
+        )
 
 
 # (namespace, name, kind, symlink type, joined_by): a name as one event gives it.
@@ -392,6 +407,7 @@ class Fold:
                 self._add_versions(vcur.fetchall())
         self.changed_names: set[NameKey] = set()
         self.new_names: list[NameKey] = []
+        self.moved_names: set[NameKey] = set()  # (stored ones now of another dataset)
         self.changed_datasets: set[uuid.UUID] = set()
         self.changed_version_keys: set[tuple[uuid.UUID, bytes]] = set()
         self.emptied: set[uuid.UUID] = set()  # merged away: their stored versions go
@@ -553,8 +569,11 @@ class Fold:
             and joined_by != row["joined_by"]
             and (row["joined_by"] is None or when < row["first_seen"])
         )
+        moved = self.find(row["dataset_id"]) != did
+        if moved:
+            self.moved_names.add((ns, n))
         if (
-            self.find(row["dataset_id"]) != did
+            moved
             or takes_kind
             or takes_rule
             or symlink != row["symlink_type"]
@@ -669,6 +688,7 @@ class Fold:
             if live != row["dataset_id"]:
                 row["dataset_id"] = live
                 self.changed_names.add(key)
+                self.moved_names.add(key)
         # (rows absorbed into a loser before, or made aliases of it: written after
         # REPOINT_MERGED, they would point at the loser again)
         for did, row in self.datasets.items():
@@ -692,7 +712,21 @@ class Fold:
             cur.execute(
                 UPSERT_NAMES, row_param(NAME_TYPES, [[r[c] for r in rows] for c in NAME_COLUMNS])
             )
-        write_name_terms(cur, self.new_names)
+        new = set(self.new_names)
+        moved = [self.names[k] for k in sorted(self.moved_names - new)]
+        if moved:
+            with planner_without(cur, *INDEX_PROBES_ONLY):
+                cur.execute(
+                    MOVE_NAME_TERMS,
+                    (
+                        text_array([r["namespace"] for r in moved]),
+                        text_array([r["name"] for r in moved]),
+                        uuid_array([r["dataset_id"] for r in moved]),
+                    ),
+                )
+        write_name_terms(
+            cur, [(ns, n, self.names[(ns, n)]["dataset_id"]) for ns, n in self.new_names]
+        )
         if self.changed_datasets:
             rows = [self.datasets[d] for d in self.changed_datasets]
             columns = [

@@ -191,6 +191,12 @@ DATASET_KEYS = """
         SELECT n.dataset_id FROM readmodel.dataset_names n
         WHERE n.namespace = t.namespace AND n.name = t.name {long} {namespace} OFFSET 0) n
     WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
+# (without a condition on the name, its terms alone: an index-only read)
+DATASET_KEYS_BARE = """
+    SELECT n.dataset_id FROM readmodel.dataset_names n WHERE lower(n.name) LIKE %(prefix)s
+    UNION ALL
+    SELECT t.dataset_id FROM readmodel.dataset_name_terms t
+    WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
 JOB_KEYS = """
     SELECT j.id FROM readmodel.jobs j WHERE lower(j.name) LIKE %(prefix)s {namespace}
     UNION ALL
@@ -340,8 +346,8 @@ LONG = "AND strpos(lower({n}.name), %(exact)s) > 0"
 
 def _keys(tier: Tier, kind: HitType, ns: bool, long: bool) -> str:
     where = tier.where(ns)
-    if kind == "job" and not where and not long:
-        return JOB_KEYS_BARE
+    if not where and not long:
+        return DATASET_KEYS_BARE if kind == "dataset" else JOB_KEYS_BARE
     return tier.keys.format(namespace=where, long=LONG.format(n=tier.alias) if long else "")
 
 

@@ -66,16 +66,18 @@ CREATE INDEX dataset_names_name ON dataset_names (lower(name) text_pattern_ops);
 -- names whose word starts with `q` as a range of the term index, in the answer's order (a
 -- term, then the name's bytes), and counts them along it up to its cap: neither grows with
 -- the names that match, as the trigram index's bitmap of every such name did. No key: a
--- name is new once, and the fold writes its terms then.
+-- name is new once, and the fold writes its terms then. `dataset_id` is the name's (moved
+-- with it by a merge): a count reads it from the index alone.
 CREATE TABLE dataset_name_terms (
     namespace       text        NOT NULL,
     name            text        NOT NULL,
-    term            text        COLLATE "C" NOT NULL
+    term            text        COLLATE "C" NOT NULL,
+    dataset_id      uuid        NOT NULL
 );
 CREATE INDEX dataset_name_terms_term
-    ON dataset_name_terms (term, namespace COLLATE "C", name COLLATE "C");
--- (a name's terms, for the better one of a dataset's names that match; not with the term:
--- with both names, an entry could pass btree's limit)
+    ON dataset_name_terms (term, namespace COLLATE "C", name COLLATE "C") INCLUDE (dataset_id);
+-- (a name's terms: for the better one of a dataset's names that match, and a merge moving
+-- them; not with the term: with both names, an entry could pass btree's limit)
 CREATE INDEX dataset_name_terms_name ON dataset_name_terms (namespace, name);
 
 -- The fields of each dataset's current schema (its version last seen), top level, one row
