@@ -248,14 +248,8 @@ INSERT_NAME_TERMS = """
 INSERT INTO dataset_name_terms (namespace, name, term, dataset_id)
 SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::uuid[])
 """
-# The terms of names the batch moved to another dataset (a merge) follow them.
-MOVE_NAME_TERMS = """
-UPDATE dataset_name_terms t SET dataset_id = k.dataset_id
-FROM unnest(%b::text[], %b::text[], %b::uuid[]) AS k(namespace, name, dataset_id)
-WHERE t.namespace = k.namespace AND t.name = k.name
-"""
-# Names (and earlier absorbed datasets) not in this batch follow a merged dataset, their
-# search terms with them.
+# Names (and earlier absorbed datasets) follow a merged dataset, their search terms with
+# them (a name's dataset changes only so: the batch's own names are repointed here too).
 REPOINT_NAMES = """
 WITH moved AS (
     UPDATE dataset_names SET dataset_id = m.survivor
@@ -407,7 +401,6 @@ class Fold:
                 self._add_versions(vcur.fetchall())
         self.changed_names: set[NameKey] = set()
         self.new_names: list[NameKey] = []
-        self.moved_names: set[NameKey] = set()  # (stored ones now of another dataset)
         self.changed_datasets: set[uuid.UUID] = set()
         self.changed_version_keys: set[tuple[uuid.UUID, bytes]] = set()
         self.emptied: set[uuid.UUID] = set()  # merged away: their stored versions go
@@ -569,11 +562,8 @@ class Fold:
             and joined_by != row["joined_by"]
             and (row["joined_by"] is None or when < row["first_seen"])
         )
-        moved = self.find(row["dataset_id"]) != did
-        if moved:
-            self.moved_names.add((ns, n))
         if (
-            moved
+            self.find(row["dataset_id"]) != did
             or takes_kind
             or takes_rule
             or symlink != row["symlink_type"]
@@ -688,7 +678,6 @@ class Fold:
             if live != row["dataset_id"]:
                 row["dataset_id"] = live
                 self.changed_names.add(key)
-                self.moved_names.add(key)
         # (rows absorbed into a loser before, or made aliases of it: written after
         # REPOINT_MERGED, they would point at the loser again)
         for did, row in self.datasets.items():
@@ -712,18 +701,6 @@ class Fold:
             cur.execute(
                 UPSERT_NAMES, row_param(NAME_TYPES, [[r[c] for r in rows] for c in NAME_COLUMNS])
             )
-        new = set(self.new_names)
-        moved = [self.names[k] for k in sorted(self.moved_names - new)]
-        if moved:
-            with planner_without(cur, *INDEX_PROBES_ONLY):
-                cur.execute(
-                    MOVE_NAME_TERMS,
-                    (
-                        text_array([r["namespace"] for r in moved]),
-                        text_array([r["name"] for r in moved]),
-                        uuid_array([r["dataset_id"] for r in moved]),
-                    ),
-                )
         write_name_terms(
             cur, [(ns, n, self.names[(ns, n)]["dataset_id"]) for ns, n in self.new_names]
         )

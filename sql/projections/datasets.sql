@@ -77,7 +77,7 @@ CREATE TABLE dataset_name_terms (
 CREATE INDEX dataset_name_terms_term
     ON dataset_name_terms (term, namespace COLLATE "C", name COLLATE "C") INCLUDE (dataset_id);
 -- (a name's terms: for the better one of a dataset's names that match, and a merge moving
--- them; not with the term: with both names, an entry could pass btree's limit)
+-- them (projections/datasets.REPOINT_NAMES); not with the term: with both names, an entry could pass btree's limit)
 CREATE INDEX dataset_name_terms_name ON dataset_name_terms (namespace, name);
 
 -- The fields of each dataset's current schema (its version last seen), top level, one row
