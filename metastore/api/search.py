@@ -10,8 +10,9 @@ their display name.
 No read grows with the names that match: each (type, rank) reads one page past the cursor
 as a range of an index in the answer's order (the name index for exact and prefix hits, the
 term index for word hits), and the pages are merged. The total counts hits (datasets, jobs,
-namespaces), not names: their keys are read along the same ranges until TOTAL_CAP + 1 are
-seen. Namespaces are few: read whole and ranked here.
+namespaces), not names: counted along the same ranges, by the server on up to KEY_ROWS
+names, else streamed until TOTAL_CAP + 1 keys are seen. Namespaces are few: read whole and
+ranked here.
 
 Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
 every name hit, those none of whose names match (api/search_fields.py): counted up to
@@ -210,7 +211,12 @@ JOB_KEYS_BARE = """
     UNION ALL
     SELECT t.job_id FROM readmodel.job_name_terms t
     WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
-KEYS_FIRST, KEYS_BATCH = TOTAL_CAP + 1, 5_000
+# Counted by the server on up to KEY_ROWS keys (a hit has one or two matching names and
+# words, its Spark and Hive names, mostly): one statement, no key sent here. When those
+# rows hold fewer distinct keys than the cap (hits with many matching names), the keys are
+# streamed here, KEYS_BATCH at a time, until TOTAL_CAP + 1 are seen.
+KEY_ROWS, KEYS_BATCH = 4 * (TOTAL_CAP + 1), 5_000
+COUNTED = f"SELECT count(DISTINCT k), count(*) FROM (({{keys}}) LIMIT {KEY_ROWS}) x(k)"
 # The namespaces with `q` in their name: ranked here (there are few).
 NAMESPACES = (
     """
@@ -351,16 +357,17 @@ def _keys(tier: Tier, kind: HitType, ns: bool, long: bool) -> str:
     return tier.keys.format(namespace=where, long=LONG.format(n=tier.alias) if long else "")
 
 
-async def _count(conn: AsyncConnection[Any], cursor_name: str, first: list[Any]) -> int:
-    """The distinct keys of a declared cursor's rows (`first` fetched), up to TOTAL_CAP + 1:
-    fetched on until that many are seen."""
-    seen = {r[0] for r in first}
-    more = len(first) == KEYS_FIRST
-    while more and len(seen) <= TOTAL_CAP:
-        batch = await rows(conn, f"FETCH FORWARD {KEYS_BATCH} FROM {cursor_name}")
+async def _streamed(conn: AsyncConnection[Any], keys: str, args: Any) -> int:
+    """The distinct keys of `keys`' rows, up to TOTAL_CAP + 1, fetched until that many are
+    seen (planned as the pages are)."""
+    seen: set[Any] = set()
+    await pipelined(conn, [(f"DECLARE search_keys NO SCROLL CURSOR FOR {keys}", args)], off=ORDERED)
+    while len(seen) <= TOTAL_CAP:
+        batch = await rows(conn, f"FETCH FORWARD {KEYS_BATCH} FROM search_keys")
         seen.update(r[0] for r in batch)
-        more = len(batch) == KEYS_BATCH
-    await conn.execute(f"CLOSE {cursor_name}")
+        if len(batch) < KEYS_BATCH:
+            break
+    await conn.execute("CLOSE search_keys")
     return min(len(seen), TOTAL_CAP + 1)
 
 
@@ -532,11 +539,10 @@ async def search(request: Request) -> Response:
     ns = query.namespace is not None
     named = [k for k in kinds if k != "namespace"]
     async with connection(request) as conn:
-        # one round trip: each type's keys (their first ones), the namespaces, the pages
+        # one round trip: each type's count, the pages, the namespaces
         statements: list[tuple[str, Any]] = []
-        for k in named:
-            declare = f"DECLARE search_{k}s NO SCROLL CURSOR FOR {_keys(tiers[k], k, ns, long)}"
-            statements += [(declare, args), (f"FETCH FORWARD {KEYS_FIRST} FROM search_{k}s", None)]
+        keys = {k: _keys(tiers[k], k, ns, long) for k in named}
+        statements += [(COUNTED.format(keys=keys[k]), args) for k in named]
         pages = [t for k in named for r in range(2) if (t := _tier(tiers[k], k, r, cursor, ns))]
         pages += [t for k in named if (t := _words(tiers[k], k, cursor, ns, long))]
         if pages:
@@ -549,8 +555,10 @@ async def search(request: Request) -> Response:
         answers = await pipelined(conn, statements, off=ORDERED)
         hits: dict[HitType, int] = {}
         for i, k in enumerate(named):
-            hits[k] = await _count(conn, f"search_{k}s", answers[2 * i + 1])
-        found = answers[2 * len(named)] if pages else []
+            ((distinct, read),) = answers[i]
+            many = read == KEY_ROWS and distinct <= TOTAL_CAP
+            hits[k] = await _streamed(conn, keys[k], args) if many else min(distinct, TOTAL_CAP + 1)
+        found = answers[len(named)] if pages else []
         if "namespace" in kinds:
             hits["namespace"], namespace_rows = _namespaces(answers[-1], q, cursor)
             found += namespace_rows
