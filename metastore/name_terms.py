@@ -1,15 +1,17 @@
-"""A name's search terms: the name, lowercased, from each place after its start where a
-word begins.
+"""A name's search terms: the name, lowercased, from each word's start after its first
+character.
 
 /search finds a name by `q` at its start (the name index) or at the start of one of its
 words (these terms, each a row of an index in term order: a page of them is a range read
 in the order the answer gives, and a count stops at its cap, however many names share the
-word). A word begins where letters give way to digits or the other way round, where a run
-of other characters (`.`, `/`, `_`, `://`) begins or ends, and at an upper-case letter
-after a lower-case one: `s3a://warehouse/sales.db/ordersDaily` has the terms `3a://...`,
-`a://...`, `://warehouse/...`, `warehouse/...`, ..., `orders...`, `daily`. The projections
-write them with each new name (projections/datasets.py, projections/jobs.py); the API
-ranks namespaces by them directly (api/search.py).
+word). A word is a run of letters and digits; one begins after any other character (`.`,
+`/`, `_`, `://`) and at an upper-case letter after a lower-case one:
+`s3a://warehouse/sales.db/ordersDaily` has the terms `warehouse/sales.db/ordersdaily`,
+`sales.db/ordersdaily`, `db/ordersdaily` and `daily`. A `q` that starts with other
+characters (`_daily`, `.db/`) is looked for by its part from its first letter or digit on,
+in names that have the whole `q`. The projections write the terms with each new name
+(projections/datasets.py, projections/jobs.py); the API ranks namespaces by them directly
+(api/search.py).
 """
 
 from __future__ import annotations
@@ -24,28 +26,40 @@ MAX_TERM = 100
 MAX_TERMS = 64
 
 
-def _kind(c: str) -> int:
-    return 0 if c.isdigit() else 1 if c.isalpha() else 2
-
-
 def terms(name: str) -> list[str]:
-    """The name's terms, lowercased, in the order of their place in it (not its start)."""
-    found: list[str] = []
+    """The name's terms, lowercased, in the order of their place in it: its start first."""
+    found = [name[:MAX_TERM].lower()] if name else []
     for i in range(1, len(name)):
         before, c = name[i - 1], name[i]
-        if _kind(before) != _kind(c) or (before.islower() and c.isupper()):
+        if c.isalnum() and (not before.isalnum() or (before.islower() and c.isupper())):
             found.append(name[i : i + MAX_TERM].lower())
             if len(found) == MAX_TERMS:
                 break
     return found
 
 
+def word_of(q: str) -> str:
+    """The part of `q` (lowercase) the terms are asked for: from its first letter or digit
+    on ('' when it has none: no word matches it)."""
+    for i, c in enumerate(q):
+        if c.isalnum():
+            return q[i:]
+    return ""
+
+
+def checked_in_name(q: str) -> bool:
+    """Whether a term that starts with `q`'s word (cut at MAX_TERM) may still lack `q` in its
+    name: `q` is longer than a term, or starts with other characters than its word."""
+    return len(q) > MAX_TERM or word_of(q) != q
+
+
 def best(name: str, q: str) -> str | None:
     """The least term of `name` (in byte order) `q` (lowercase) matches, if any: one that
-    starts with `q` (its first MAX_TERM characters, and `q` is in the name)."""
-    if len(q) > MAX_TERM and q not in name.lower():
+    starts with `q`'s word (its first MAX_TERM characters), in a name that has `q`."""
+    word = word_of(q)[:MAX_TERM]
+    if not word or (checked_in_name(q) and q not in name.lower()):
         return None
-    matching = [t for t in terms(name) if t.startswith(q[:MAX_TERM])]
+    matching = [t for t in terms(name) if t.startswith(word)]
     return min(matching, key=str.encode) if matching else None
 
 

@@ -248,15 +248,16 @@ INSERT_NAME_TERMS = """
 INSERT INTO dataset_name_terms (namespace, name, term, dataset_id)
 SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::uuid[])
 """
-# Names (and earlier absorbed datasets) follow a merged dataset, their search terms with
+# Names (and earlier absorbed datasets) follow a merged dataset, the names' search terms with
 # them (a name's dataset changes only so: the batch's own names are repointed here too).
 REPOINT_NAMES = """
-WITH moved AS (
+WITH names AS (
     UPDATE dataset_names SET dataset_id = m.survivor
-    FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE dataset_id = m.loser
-    RETURNING namespace, name, dataset_id)
-UPDATE dataset_name_terms t SET dataset_id = m.dataset_id
-FROM moved m WHERE t.namespace = m.namespace AND t.name = m.name
+    FROM unnest(%(losers)s::uuid[], %(survivors)s::uuid[]) AS m(loser, survivor)
+    WHERE dataset_id = m.loser)
+UPDATE dataset_name_terms SET dataset_id = m.survivor
+FROM unnest(%(losers)s::uuid[], %(survivors)s::uuid[]) AS m(loser, survivor)
+WHERE dataset_id = m.loser
 """
 # The current schema's fields (the version last seen) of the datasets whose versions this
 # batch wrote, merged or settled (a run's end folded now: the datasets its sightings name),
@@ -694,7 +695,7 @@ class Fold:
             losers = list(self.merged)
             survivors = [self.find(loser) for loser in losers]
             with planner_without(cur, *INDEX_PROBES_ONLY):
-                cur.execute(REPOINT_NAMES, (losers, survivors))
+                cur.execute(REPOINT_NAMES, {"losers": losers, "survivors": survivors})
                 cur.execute(REPOINT_MERGED, (losers, survivors))
         if self.changed_names:
             rows = [self.names[k] for k in sorted(self.changed_names)]

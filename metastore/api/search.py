@@ -1,18 +1,16 @@
 """GET /search?q=: jobs, datasets and namespaces whose name has `q` at its start or at the
 start of one of its words, ranked.
 
-Rank: exact name first, then names starting with `q` (by the name that matched, lowercase,
-in byte order), then names with a word starting with `q` (by the name from that word on,
-its least such term: metastore/name_terms.py; then by the name). Datasets match on any of
-their names (symlinks included), once each under their best-ranked name, and answer with
-their display name.
+Rank: exact names first; then every other hit by its term, the name from where `q` matched
+on (its least such term: metastore/name_terms.py; a name's start is one), lowercase in byte
+order, then by the name. Datasets match on any of their names (symlinks included), once
+each under their best-ranked name, and answer with their display name.
 
-No read grows with the names that match: each (type, rank) reads one page past the cursor
-as a range of an index in the answer's order (the name index for exact and prefix hits, the
-term index for word hits), and the pages are merged. The total counts hits (datasets, jobs,
-namespaces), not names: counted along the same ranges, by the server on up to KEY_ROWS
-names, else streamed until TOTAL_CAP + 1 keys are seen. Namespaces are few: read whole and
-ranked here.
+No read grows with the names that match: exact hits are a range of the name index, the rest
+a range of the term index from the cursor in the answer's order, each stopped after a page,
+and the pages are merged. The total counts hits (datasets, jobs, namespaces), not names:
+counted along the term range, by the server on up to KEY_ROWS terms, else streamed until
+TOTAL_CAP + 1 keys are seen. Namespaces are few: read whole and ranked here.
 
 Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
 every name hit, those none of whose names match (api/search_fields.py): counted up to
@@ -56,14 +54,10 @@ from metastore.api.visibility import (
 HitType = Literal["dataset", "job", "namespace"]
 MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
 FIRST_FIELD_RANK = search_fields.FIRST_FIELD_RANK  # field hits' ranks: 3 to 6
-WORD_RANK = 2
+WORD_RANK = 1
 Cursor = tuple[int, str, str, str]  # (rank, sort name, type, key)
-# How a lowercased name `{n}` matches `q` at its start, by rank (the ranks exclude each other).
-RANK_TESTS = (
-    "{n} = %(exact)s",
-    "{n} LIKE %(prefix)s AND {n} <> %(exact)s",
-)
-RANK_OF = "CASE WHEN {n} = %(exact)s THEN 0 WHEN {n} LIKE %(prefix)s THEN 1 END"
+RANK_TEST = "{n} = %(exact)s"  # (exact hits: rank 0)
+RANK_OF = "CASE WHEN {n} = %(exact)s THEN 0 END"
 # Each row: (type, key, id, namespace, name, rank, sort name, matched namespace, matched
 # name); `key` the id (a namespace: its name). `~<~` is the byte order of the
 # text_pattern_ops name indexes, so the scan stops after a page.
@@ -108,51 +102,47 @@ DATASET_TIER = (
     ) p
     JOIN readmodel.datasets d ON d.id = p.dataset_id"""
 )
-# Word hits: a range of the term index from the cursor, in the answer's order (a term, then
-# the name's bytes), each name probed for its dataset, a dataset left out when one of its
-# names starts with `q` (it is a prefix hit) or has a lesser term that matches (its best is
-# ahead, or was on an earlier page: a term from `q` up to this one starts with `q`).
-# A name's own terms are read by the name, fenced (OFFSET 0) from the conditions on them:
-# given those, the planner of a store without statistics yet read the term index from `q`
-# for each row (34 million entries for a page past a dataset of 6,000 names).
-# `{long}`: a `q` longer than the terms is in the name. The range is two bounds, not LIKE:
-# a statement psycopg prepares (its sixth execution on a connection) may be planned
-# generically, blind to a pattern's prefix, and `LIKE $1` then read every term.
+# Word hits (a name's start is a word's too): a range of the term index from the cursor, in
+# the answer's order (a term, then the name's bytes). A row is its dataset's hit when it is
+# the dataset's least matching term (`first`: by the index of each dataset's terms, ordered,
+# one row) and no name of the dataset is `q` exactly (an exact hit, rank 0): so a dataset
+# answers once, and a row of a dataset shown on an earlier page is left out by one probe,
+# whatever its names. `{long}`: a `q` longer than the terms or starting with other
+# characters than its word (name_terms.checked_in_name) is in the name. The range is two
+# bounds, not LIKE: a statement psycopg prepares (its sixth execution on a connection) may
+# be planned generically, blind to a pattern's prefix, and `LIKE $1` then read every term.
 DATASET_WORDS = (
     """
-    SELECT 'dataset', p.dataset_id::text, p.dataset_id, d.namespace, d.name, 2, p.term,
+    SELECT 'dataset', p.dataset_id::text, p.dataset_id, d.namespace, d.name, 1, p.term,
            p.namespace, p.name
     FROM (
-        SELECT t.term, n.namespace, n.name, n.dataset_id
+        SELECT n.term, n.namespace, n.name, n.dataset_id
         FROM (
-            SELECT t.term, t.namespace, t.name FROM readmodel.dataset_name_terms t
-            WHERE t.term >= %(word)s AND t.term < %(word_end)s {after}
-            ORDER BY t.term, t.namespace COLLATE "C", t.name COLLATE "C" OFFSET 0
-        ) t
+            SELECT n.term, n.namespace, n.name, n.dataset_id
+            FROM readmodel.dataset_name_terms n
+            WHERE n.term >= %(word)s AND n.term < %(word_end)s {after} {long} {namespace}
+            ORDER BY n.term, n.namespace COLLATE "C", n.name COLLATE "C" OFFSET 0
+        ) n
         CROSS JOIN LATERAL (
-            SELECT n.dataset_id, n.namespace, n.name FROM readmodel.dataset_names n
-            WHERE n.namespace = t.namespace AND n.name = t.name {long} {namespace}
-            OFFSET 0) n
-        WHERE NOT EXISTS (
-              SELECT 1 FROM readmodel.dataset_names b
-              WHERE b.dataset_id = n.dataset_id """
+            SELECT b.term, b.namespace, b.name FROM readmodel.dataset_name_terms b
+            WHERE b.dataset_id = n.dataset_id AND b.term >= %(word)s {long_b} """
     + mark("name", "b")
     + """
-                AND (lower(b.name) LIKE %(prefix)s OR EXISTS (
-                    SELECT 1 FROM (
-                        SELECT bt.term FROM readmodel.dataset_name_terms bt
-                        WHERE bt.namespace = b.namespace AND bt.name = b.name OFFSET 0) bt
-                    WHERE bt.term >= %(word)s {long_b}
-                      AND (bt.term, b.namespace COLLATE "C", b.name COLLATE "C")
-                        < (t.term, t.namespace COLLATE "C", t.name COLLATE "C")))
-              OFFSET 0)
+            ORDER BY b.dataset_id, b.term, b.namespace COLLATE "C", b.name COLLATE "C"
+            LIMIT 1) first
+        WHERE (first.term, first.namespace, first.name) = (n.term, n.namespace, n.name)
+          AND NOT EXISTS (
+              SELECT 1 FROM readmodel.dataset_names e
+              WHERE lower(e.name) = %(exact)s AND e.dataset_id = n.dataset_id """
+    + mark("name", "e")
+    + """)
         LIMIT %(limit)s
     ) p
     JOIN readmodel.datasets d ON d.id = p.dataset_id"""
 )
-# A job has one name: left out when it starts with `q` or has a lesser term that matches.
+# A job has one name: left out when it is `q` exactly or has a lesser term that matches.
 JOB_WORDS = """
-    SELECT 'job', j.id::text, j.id, j.namespace, j.name, 2, t.term, j.namespace, j.name
+    SELECT 'job', j.id::text, j.id, j.namespace, j.name, 1, t.term, j.namespace, j.name
     FROM (
         SELECT t.term, t.job_id FROM readmodel.job_name_terms t
         WHERE t.term >= %(word)s AND t.term < %(word_end)s {after}
@@ -160,19 +150,18 @@ JOB_WORDS = """
     ) t
     CROSS JOIN LATERAL (
         SELECT j.id, j.namespace, j.name FROM readmodel.jobs j WHERE j.id = t.job_id OFFSET 0) j
-    WHERE lower(j.name) NOT LIKE %(prefix)s {long} {namespace}
-      AND NOT EXISTS (
-          SELECT 1 FROM (
-              SELECT b.term FROM readmodel.job_name_terms b WHERE b.job_id = t.job_id OFFSET 0) b
-          WHERE b.term >= %(word)s AND b.term < t.term)
+    CROSS JOIN LATERAL (
+        SELECT b.term FROM readmodel.job_name_terms b
+        WHERE b.job_id = t.job_id AND b.term >= %(word)s ORDER BY b.job_id, b.term LIMIT 1) first
+    WHERE first.term = t.term AND lower(j.name) <> %(exact)s {long} {namespace}
     LIMIT %(limit)s"""
 # Past a word hit's cursor (a term, then the type's key), by the cursor's type.
 WORDS_AFTER = {
     "dataset": {
-        "dataset": """AND (t.term, t.namespace COLLATE "C", t.name COLLATE "C")
+        "dataset": """AND (n.term, n.namespace COLLATE "C", n.name COLLATE "C")
                    > (%(after_name)s, %(after_namespace)s, %(after_matched)s)""",
-        "job": "AND t.term > %(after_name)s",
-        "namespace": "AND t.term > %(after_name)s",
+        "job": "AND n.term > %(after_name)s",
+        "namespace": "AND n.term > %(after_name)s",
     },
     "job": {
         "dataset": "AND t.term >= %(after_name)s",
@@ -180,35 +169,18 @@ WORDS_AFTER = {
         "namespace": "AND t.term > %(after_name)s",
     },
 }
-# The keys of every hit of a type, a name at a time, along the ranges the pages read (a
-# dataset once for each of its names and terms that match): read until TOTAL_CAP + 1
-# distinct keys are seen.
+# The keys of every hit of a type, a name's term at a time, along the range the pages read
+# (a dataset once for each of its names and words that match; an exact name is a term too).
 DATASET_KEYS = """
-    SELECT n.dataset_id FROM readmodel.dataset_names n
-    WHERE lower(n.name) LIKE %(prefix)s {namespace}
-    UNION ALL
-    SELECT n.dataset_id FROM readmodel.dataset_name_terms t
-    CROSS JOIN LATERAL (
-        SELECT n.dataset_id FROM readmodel.dataset_names n
-        WHERE n.namespace = t.namespace AND n.name = t.name {long} {namespace} OFFSET 0) n
-    WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
-# (without a condition on the name, its terms alone: an index-only read)
-DATASET_KEYS_BARE = """
-    SELECT n.dataset_id FROM readmodel.dataset_names n WHERE lower(n.name) LIKE %(prefix)s
-    UNION ALL
-    SELECT t.dataset_id FROM readmodel.dataset_name_terms t
-    WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
+    SELECT n.dataset_id FROM readmodel.dataset_name_terms n
+    WHERE n.term >= %(word)s AND n.term < %(word_end)s {long} {namespace}"""
 JOB_KEYS = """
-    SELECT j.id FROM readmodel.jobs j WHERE lower(j.name) LIKE %(prefix)s {namespace}
-    UNION ALL
     SELECT t.job_id FROM readmodel.job_name_terms t
     CROSS JOIN LATERAL (
         SELECT j.id FROM readmodel.jobs j WHERE j.id = t.job_id {long} {namespace} OFFSET 0) j
     WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
 # (without a condition on the job, its terms alone: an index-only read)
 JOB_KEYS_BARE = """
-    SELECT j.id FROM readmodel.jobs j WHERE lower(j.name) LIKE %(prefix)s
-    UNION ALL
     SELECT t.job_id FROM readmodel.job_name_terms t
     WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
 # Counted by the server on up to KEY_ROWS keys (a hit has one or two matching names and
@@ -303,29 +275,24 @@ TIERS: dict[bool, dict[HitType, Tier]] = {
 NAMESPACE_VISIBLE = namespace_visible(RESTRICTED, "ns.name")
 
 
-def _tier(tier: Tier, kind: HitType, rank: int, cursor: Cursor | None, ns: bool) -> str:
-    """The exact (0) or prefix (1) hits of one type, a page past `cursor`: '' if the cursor
-    is past all of them."""
+def _exact(tier: Tier, kind: HitType, cursor: Cursor | None, ns: bool) -> str:
+    """The exact hits of one type (rank 0), a page past `cursor`: '' if the cursor is past
+    them."""
     name, key = tier.name, tier.key
     after = ""
     if cursor is not None:
         after_rank, _, after_type, _ = cursor
-        if rank < after_rank:
+        if after_rank > 0:
             return ""
-        if rank == after_rank:
-            if kind > after_type:
-                tie = "true"
-            elif kind == after_type:
-                tie = f'{key}::text COLLATE "C" > %(after_key)s'
-            else:
-                tie = "false"
-            after = f"AND {name} ~>=~ %(after_name)s AND ({name} ~>~ %(after_name)s OR {tie})"
+        if kind > after_type:
+            tie = "true"
+        elif kind == after_type:
+            tie = f'{key}::text COLLATE "C" > %(after_key)s'
+        else:
+            tie = "false"
+        after = f"AND {name} ~>=~ %(after_name)s AND ({name} ~>~ %(after_name)s OR {tie})"
     return tier.template.format(
-        name=name,
-        rank=rank,
-        test=RANK_TESTS[rank].format(n=name),
-        after=after,
-        namespace=tier.where(ns),
+        name=name, rank=0, test=RANK_TEST.format(n=name), after=after, namespace=tier.where(ns)
     )
 
 
@@ -345,15 +312,15 @@ def _words(tier: Tier, kind: HitType, cursor: Cursor | None, ns: bool, long: boo
     )
 
 
-# A `q` longer than the stored terms (name_terms.MAX_TERM) is found by its first part and
-# then in the whole name.
+# A `q` longer than the stored terms (name_terms.MAX_TERM), or starting with other
+# characters than its word (`_daily`), is found by its word's terms and then in the name.
 LONG = "AND strpos(lower({n}.name), %(exact)s) > 0"
 
 
 def _keys(tier: Tier, kind: HitType, ns: bool, long: bool) -> str:
     where = tier.where(ns)
-    if not where and not long:
-        return DATASET_KEYS_BARE if kind == "dataset" else JOB_KEYS_BARE
+    if kind == "job" and not where and not long:
+        return JOB_KEYS_BARE
     return tier.keys.format(namespace=where, long=LONG.format(n=tier.alias) if long else "")
 
 
@@ -463,14 +430,15 @@ SEARCH_OP = Operation(
     etag_from_position=True,
     query=SearchQuery,
     expensive=True,
-    description="Jobs, datasets and namespaces whose name starts with `q`, or has a word "
-    "starting with `q` (case-insensitive; a word begins after `.`, `/`, `_` or any other "
-    "character that is not a letter or digit, where letters and digits meet, and at an "
-    "upper-case letter after a lower-case one: `q=daily` finds `sales.orders_daily` and "
-    "`ordersDaily`, not `weeklydaily`), ranked: exact names, then names starting with `q` "
-    "(`match` exact, prefix; each by the name that matched, lowercase, in byte order), then "
-    "names with a word starting with `q` (`substring`; by the name from that word on, "
-    "lowercase; a name's first 64 words). A dataset matches on any of "
+    description="Jobs, datasets and namespaces whose name starts with `q` or has a word "
+    "starting with `q` (case-insensitive; a word is a run of letters and digits, and one "
+    "begins after any other character and at an upper-case letter after a lower-case one: "
+    "`q=daily` finds `orders_daily` and `ordersDaily`, not `weeklydaily`; a `q` starting "
+    "with other characters, `_daily`, finds `daily` words in names that have `_daily`), "
+    "ranked: exact names (`match` exact), then the rest by the name from where `q` matched "
+    "on (lowercase, in byte order: `x.orders` before `orders_daily` for `q=orders`), `match` "
+    "prefix at the name's start, substring at a later word's; a name's first 64 words. "
+    "A dataset matches on any of "
     "its names, answers once under its display name, with its best-ranked name that "
     "matched in `matched_name`. `type` and `namespace` narrow "
     "the hits; `total` counts them. A dataset none of whose names matches but a top-level "
@@ -489,6 +457,14 @@ SEARCH_OP = Operation(
 resource = Resource()
 
 
+def _match(r: Any) -> Literal["exact", "prefix", "substring"]:
+    """How a name hit's name matched: exact (rank 0), at its start (its term is the name's
+    own start), or at a word's after it."""
+    if r[5] == 0:
+        return "exact"
+    return "prefix" if r[6] == r[8][: name_terms.MAX_TERM].lower() else "substring"
+
+
 def _hit(r: Any) -> models_search.SearchHit:
     if r[5] >= FIRST_FIELD_RANK:
         return models_search.DatasetHit(
@@ -498,7 +474,7 @@ def _hit(r: Any) -> models_search.SearchHit:
             match=MATCH[min(r[5] - FIRST_FIELD_RANK, 2)],
             matched_field=models_search.MatchedField(name=r[7], description=r[8]),
         )
-    match = MATCH[r[5]]
+    match = _match(r)
     if r[0] == "namespace":
         return models_search.NamespaceHit(name=r[4], match=match)
     matched = models_search.MatchedName(namespace=r[7], name=r[8])
@@ -521,13 +497,14 @@ async def search(request: Request) -> Response:
         **access.sql_params(),
         "exact": q,
         "prefix": like_prefix(query.q),
-        "word": (word := q[: name_terms.MAX_TERM]),
-        "word_end": name_terms.past_prefix(word),
+        "word": (word := name_terms.word_of(q)[: name_terms.MAX_TERM]),
+        # ('' for a `q` without a letter or digit: an empty range, no word hit)
+        "word_end": name_terms.past_prefix(word) if word else "",
+        "checked": (checked := name_terms.checked_in_name(q)),
         "pattern": like_substring(query.q),
         "namespace": query.namespace,
         "limit": query.limit + 1,
     }
-    long = len(q) > name_terms.MAX_TERM
     kinds: list[HitType] = sorted(query.type or ("dataset", "job", "namespace"))
     kind = bound_kind("search", query)
     cursor: Cursor | None = None
@@ -541,10 +518,10 @@ async def search(request: Request) -> Response:
     async with connection(request) as conn:
         # one round trip: each type's count, the pages, the namespaces
         statements: list[tuple[str, Any]] = []
-        keys = {k: _keys(tiers[k], k, ns, long) for k in named}
+        keys = {k: _keys(tiers[k], k, ns, checked) for k in named}
         statements += [(COUNTED.format(keys=keys[k]), args) for k in named]
-        pages = [t for k in named for r in range(2) if (t := _tier(tiers[k], k, r, cursor, ns))]
-        pages += [t for k in named if (t := _words(tiers[k], k, cursor, ns, long))]
+        pages = [t for k in named if (t := _exact(tiers[k], k, cursor, ns))]
+        pages += [t for k in named if (t := _words(tiers[k], k, cursor, ns, checked))]
         if pages:
             statements.append(("\n UNION ALL".join(f"({p})" for p in pages), args))
         if "namespace" in kinds:

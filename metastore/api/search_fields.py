@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from metastore import name_terms
 from metastore.api import search_probe
 from metastore.api.visibility import for_access, mark, visible_display_name
 
@@ -60,8 +59,8 @@ UNNAMED = (
                     SELECT mt.term FROM readmodel.dataset_name_terms mt
                     WHERE mt.namespace = m.namespace AND mt.name = m.name OFFSET 0) mt
                 WHERE mt.term >= %(word)s AND mt.term < %(word_end)s
-                  AND (length(%(exact)s) <= {max_term} OR strpos(lower(m.name), %(exact)s) > 0)))
-          OFFSET 0)""".replace("{max_term}", str(name_terms.MAX_TERM))
+                  AND (NOT %(checked)s OR strpos(lower(m.name), %(exact)s) > 0)))
+          OFFSET 0)"""
 )
 IN_NAMESPACE = (
     "AND EXISTS (SELECT 1 FROM readmodel.dataset_names x"

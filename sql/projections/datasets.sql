@@ -61,13 +61,13 @@ CREATE INDEX dataset_names_dataset ON dataset_names (dataset_id);
 CREATE INDEX dataset_names_namespace_dataset ON dataset_names (namespace, dataset_id);
 CREATE INDEX dataset_names_name ON dataset_names (lower(name) text_pattern_ops);
 
--- Each name's search terms (metastore/name_terms.py: the name from each word's start on,
--- lowercased, cut at 100 characters), written with the name. /search reads a page of the
--- names whose word starts with `q` as a range of the term index, in the answer's order (a
--- term, then the name's bytes), and counts them along it up to its cap: neither grows with
--- the names that match, as the trigram index's bitmap of every such name did. No key: a
--- name is new once, and the fold writes its terms then. `dataset_id` is the name's (moved
--- with it by a merge): a count reads it from the index alone.
+-- Each name's search terms (metastore/name_terms.py: the name from its start and from
+-- each word's on, lowercased, cut at 100 characters), written with the name. /search reads a
+-- page of the names `q` starts or has a word starting with as a range of the term index,
+-- in the answer's order (a term, then the name's bytes), and counts them along it up to
+-- its cap: neither grows with the names that match, as the trigram index's bitmap of every
+-- such name did. No key: a name is new once, and the fold writes its terms then.
+-- `dataset_id` is the name's (moved with it by a merge: REPOINT_NAMES).
 CREATE TABLE dataset_name_terms (
     namespace       text        NOT NULL,
     name            text        NOT NULL,
@@ -76,9 +76,9 @@ CREATE TABLE dataset_name_terms (
 );
 CREATE INDEX dataset_name_terms_term
     ON dataset_name_terms (term, namespace COLLATE "C", name COLLATE "C") INCLUDE (dataset_id);
--- (a name's terms: for the better one of a dataset's names that match, and a merge moving
--- them (projections/datasets.REPOINT_NAMES); not with the term: with both names, an entry could pass btree's limit)
-CREATE INDEX dataset_name_terms_name ON dataset_name_terms (namespace, name);
+-- (a dataset's terms in order: its least that matches, one probe; and a merge moving them)
+CREATE INDEX dataset_name_terms_dataset
+    ON dataset_name_terms (dataset_id, term, namespace COLLATE "C", name COLLATE "C");
 
 -- The fields of each dataset's current schema (its version last seen), top level, one row
 -- a field name (the first of a name given twice): /search matches `q` on their names and

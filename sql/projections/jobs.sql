@@ -25,7 +25,8 @@ CREATE TABLE jobs (
 ) WITH (fillfactor = 80);
 CREATE INDEX jobs_parent ON jobs (parent_job_id) WHERE parent_job_id IS NOT NULL;
 CREATE INDEX jobs_name ON jobs (lower(name) text_pattern_ops);
--- Each job's search terms, as dataset_name_terms (sql/projections/datasets.sql) for names.
+-- Each job's search terms, as dataset_name_terms (sql/projections/datasets.sql) for names
+-- (job_name_terms_job: a job's least term that matches, one probe).
 CREATE TABLE job_name_terms (
     job_id          uuid        NOT NULL,
     term            text        COLLATE "C" NOT NULL
