@@ -8,6 +8,8 @@ not the subject here); the expected answers are computed in Python from every na
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,9 +66,7 @@ def _expected(url: str, q: str) -> list[tuple[str, str, str, str]]:
 
     def place(hit: tuple[tuple[str, str], tuple[Any, ...]]) -> tuple[Any, ...]:
         (kind, key), (order, _) = hit
-        # (a dataset's word hits tie by the name that matched, the rest by their key)
-        tie = order[2:] if kind == "dataset" and order[0] == 1 else (key.encode(),)
-        return (order[0], order[1], kind, tie)
+        return (order[0], order[1], kind, key)
 
     def match(order: tuple[Any, ...], name: str) -> str:
         if order[0] == 0:
@@ -206,7 +206,7 @@ def test_a_page_reads_a_page_of_names_not_every_name(
         assert read <= 2_000, node
     nodes = [n for p in rare + common for n in plan_nodes(p["Plan"])]
     assert not [n for n in nodes if n.get("Index Name", "").endswith("_name_trigrams")]
-    assert not [n for n in nodes if n["Node Type"] == "Seq Scan"]
+    assert not [n.get("Relation Name") for n in nodes if n["Node Type"] == "Seq Scan"]
     assert [n for n in nodes if n.get("Index Name") == "dataset_name_terms_term"]
     assert [n for n in nodes if n.get("Index Name") == "job_name_terms_term"]
 
@@ -256,3 +256,17 @@ def test_a_dataset_with_more_matching_names_than_the_server_counts_is_counted_on
             ).json()
     assert (answer["total"], answer["total_is_exact"]) == (51, True)
     assert len(answer["items"]) == 50
+
+
+def test_a_cursor_with_a_key_not_an_id_is_a_400(store: tuple[str, str]) -> None:
+    _, base_url = store
+    first = httpx.get(f"{base_url}/api/v1/search", params={"q": "orders"}, timeout=30).json()
+    raw = base64.urlsafe_b64decode(first["next_cursor"] + "==")
+    forged = json.loads(raw)
+    forged[-1] = "not-an-id"
+    cursor = base64.urlsafe_b64encode(json.dumps(forged).encode()).decode().rstrip("=")
+    answer = httpx.get(
+        f"{base_url}/api/v1/search", params={"q": "orders", "cursor": cursor}, timeout=30
+    )
+    assert answer.status_code == 400
+    assert answer.json()["invalid-params"][0]["name"] == "cursor"

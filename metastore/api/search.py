@@ -24,9 +24,9 @@ namespaces in readable namespaces), and the total counts those hits alone.
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any, Literal, NamedTuple
 
-import msgspec
 from msgspec import Meta
 from psycopg import AsyncConnection
 from starlette.requests import Request
@@ -37,7 +37,7 @@ from metastore.access import access_of
 from metastore.api import models_search, params, planner, search_fields
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
+from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, invalid_cursor, page
 from metastore.api.planner import Planner, pipelined
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
@@ -103,34 +103,35 @@ DATASET_TIER = (
     JOIN readmodel.datasets d ON d.id = p.dataset_id"""
 )
 # Word hits (a name's start is a word's too): a range of the term index from the cursor, in
-# the answer's order (a term, then the name's bytes). A row is its dataset's hit when it is
-# the dataset's least matching term (`first`: by the index of each dataset's terms, ordered,
-# one row) and no name of the dataset is `q` exactly (an exact hit, rank 0): so a dataset
-# answers once, and a row of a dataset shown on an earlier page is left out by one probe,
-# whatever its names. `{long}`: a `q` longer than the terms or starting with other
-# characters than its word (name_terms.checked_in_name) is in the name. The range is two
-# bounds, not LIKE: a statement psycopg prepares (its sixth execution on a connection) may
-# be planned generically, blind to a pattern's prefix, and `LIKE $1` then read every term.
+# the answer's order (a term, then the dataset; its least name with the term is the one
+# shown, looked up for the page alone). A row is its dataset's hit when its term is the
+# dataset's least that matches (`first`: by the index of each dataset's terms, ordered, one
+# row) and no name of the dataset is `q` exactly (an exact hit, rank 0): so a dataset
+# answers once, and a row of a dataset found on an earlier page or under a lesser term is
+# left out by one probe, whatever its names. `{long}`: a `q` longer than the terms or
+# starting with other characters than its word (name_terms.checked_in_name) is in the
+# name. The range is two bounds, not LIKE: a statement psycopg prepares (its sixth
+# execution on a connection) may be planned generically, blind to a pattern's prefix, and
+# `LIKE $1` then read every term.
 DATASET_WORDS = (
     """
     SELECT 'dataset', p.dataset_id::text, p.dataset_id, d.namespace, d.name, 1, p.term,
-           p.namespace, p.name
+           m.namespace, m.name
     FROM (
-        SELECT n.term, n.namespace, n.name, n.dataset_id
+        SELECT n.term, n.dataset_id
         FROM (
-            SELECT n.term, n.namespace, n.name, n.dataset_id
+            SELECT DISTINCT ON (n.term, n.dataset_id) n.term, n.dataset_id
             FROM readmodel.dataset_name_terms n
             WHERE n.term >= %(word)s AND n.term < %(word_end)s {after} {long} {namespace}
-            ORDER BY n.term, n.namespace COLLATE "C", n.name COLLATE "C" OFFSET 0
+            ORDER BY n.term, n.dataset_id OFFSET 0
         ) n
         CROSS JOIN LATERAL (
-            SELECT b.term, b.namespace, b.name FROM readmodel.dataset_name_terms b
+            SELECT b.term FROM readmodel.dataset_name_terms b
             WHERE b.dataset_id = n.dataset_id AND b.term >= %(word)s {long_b} """
     + mark("name", "b")
     + """
-            ORDER BY b.dataset_id, b.term, b.namespace COLLATE "C", b.name COLLATE "C"
-            LIMIT 1) first
-        WHERE (first.term, first.namespace, first.name) = (n.term, n.namespace, n.name)
+            ORDER BY b.dataset_id, b.term LIMIT 1) first
+        WHERE first.term = n.term
           AND NOT EXISTS (
               SELECT 1 FROM readmodel.dataset_names e
               WHERE lower(e.name) = %(exact)s AND e.dataset_id = n.dataset_id """
@@ -138,6 +139,12 @@ DATASET_WORDS = (
     + """)
         LIMIT %(limit)s
     ) p
+    CROSS JOIN LATERAL (
+        SELECT m.namespace, m.name FROM readmodel.dataset_name_terms m
+        WHERE m.dataset_id = p.dataset_id AND m.term = p.term {long_m} """
+    + mark("name", "m")
+    + """
+        ORDER BY m.namespace COLLATE "C", m.name COLLATE "C" LIMIT 1) m
     JOIN readmodel.datasets d ON d.id = p.dataset_id"""
 )
 # A job has one name: left out when it is `q` exactly or has a lesser term that matches.
@@ -158,8 +165,7 @@ JOB_WORDS = """
 # Past a word hit's cursor (a term, then the type's key), by the cursor's type.
 WORDS_AFTER = {
     "dataset": {
-        "dataset": """AND (n.term, n.namespace COLLATE "C", n.name COLLATE "C")
-                   > (%(after_name)s, %(after_namespace)s, %(after_matched)s)""",
+        "dataset": "AND (n.term, n.dataset_id) > (%(after_name)s, %(after_key)s::uuid)",
         "job": "AND n.term > %(after_name)s",
         "namespace": "AND n.term > %(after_name)s",
     },
@@ -309,6 +315,7 @@ def _words(tier: Tier, kind: HitType, cursor: Cursor | None, ns: bool, long: boo
         namespace=tier.where(ns),
         long=LONG.format(n=tier.alias) if long else "",
         long_b=LONG.format(n="b") if long else "",
+        long_m=LONG.format(n="m") if long else "",
     )
 
 
@@ -350,40 +357,26 @@ def _namespaces(found: list[Any], q: str, cursor: Cursor | None) -> tuple[int, l
             rank, low = WORD_RANK, term
         hits.append(("namespace", name, None, name, name, rank, low, name, name))
     if cursor is not None:
-        after = _order_of(cursor)
+        after = (cursor[0], cursor[1].encode(), cursor[2], cursor[3])
         return len(hits), [r for r in hits if _order(r) > after]
     return len(hits), hits
 
 
-def _order(r: Any) -> tuple[int, bytes, str, tuple[bytes, ...]]:
-    """A hit row's place in the answer: (rank, sort name's bytes, type, then its key's or,
-    a dataset's word hit, its matched name's)."""
-    if r[0] == "dataset" and r[5] == WORD_RANK:
-        return (r[5], r[6].encode(), r[0], (r[7].encode(), r[8].encode()))
-    return (r[5], r[6].encode(), r[0], (r[1].encode(),))
+def _is_uuid(key: str) -> bool:
+    try:
+        uuid.UUID(key)
+    except ValueError:
+        return False
+    return True
+
+
+def _order(r: Any) -> tuple[int, bytes, str, str]:
+    """A hit row's place in the answer: (rank, sort name's bytes, type, key)."""
+    return (r[5], r[6].encode(), r[0], r[1])
 
 
 def _cursor_key(r: Any) -> Cursor:
-    if r[0] == "dataset" and r[5] == WORD_RANK:
-        return (r[5], r[6], r[0], msgspec.json.encode([r[7], r[8]]).decode())
     return (r[5], r[6], r[0], r[1])
-
-
-def _order_of(cursor: Cursor) -> tuple[int, bytes, str, tuple[bytes, ...]]:
-    rank, sort, kind, key = cursor
-    if kind == "dataset" and rank == WORD_RANK:
-        namespace, matched = _matched(key)
-        return (rank, sort.encode(), kind, (namespace.encode(), matched.encode()))
-    return (rank, sort.encode(), kind, (key.encode(),))
-
-
-def _matched(key: str) -> tuple[str, str]:
-    """A dataset word hit's cursor key: the name that matched, [namespace, name]."""
-    try:
-        namespace, name = msgspec.json.decode(key, type=tuple[str, str])
-    except msgspec.MsgspecError:
-        namespace, name = "", ""  # (not one this list handed out: read from the start)
-    return namespace, name
 
 
 async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: Any) -> list[Any]:
@@ -511,8 +504,8 @@ async def search(request: Request) -> Response:
     if query.cursor is not None:
         cursor = decode_cursor(query.cursor, kind, [int, str, str, str])
         (_, args["after_name"], _, args["after_key"]) = cursor
-        if cursor[0] == WORD_RANK and cursor[2] == "dataset":
-            args["after_namespace"], args["after_matched"] = _matched(cursor[3])
+        if cursor[2] != "namespace" and not _is_uuid(cursor[3]):
+            raise invalid_cursor()  # (a dataset's or job's key is its id)
     ns = query.namespace is not None
     named = [k for k in kinds if k != "namespace"]
     async with connection(request) as conn:

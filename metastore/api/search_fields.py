@@ -41,26 +41,20 @@ RANK_TESTS = {
     6: "lower({f}.name) NOT LIKE %(pattern)s AND lower({f}.description) LIKE %(pattern)s",
 }
 # A field hit's dataset: none of its (readable) names matches (at its start or a word's:
-# api/search.py), in `namespace=` when given, restricted with a readable name. Each test is
-# a probe by the dataset's id for each field read (OFFSET 0 keeps the planner from making it
-# a join, which read every name).
+# api/search.py, by the dataset's terms), in `namespace=` when given, restricted with a
+# readable name. Each test is a probe by the dataset's id for each field read (OFFSET 0
+# keeps the planner from making it a join, which read every name).
 FILTERS = """
       {namespace} {unnamed} {readable}"""
 # (left out when the names' count found no readable name with `q` in any namespace: then no
 # field's dataset has one, and the count of a field word saved 1,001 probes, half its time)
 UNNAMED = (
     """AND NOT EXISTS (
-          SELECT 1 FROM readmodel.dataset_names m
-          WHERE m.dataset_id = f.dataset_id """
-    + mark("name", "m")
-    + """
-            AND (lower(m.name) LIKE %(prefix)s OR EXISTS (
-                SELECT 1 FROM (
-                    SELECT mt.term FROM readmodel.dataset_name_terms mt
-                    WHERE mt.namespace = m.namespace AND mt.name = m.name OFFSET 0) mt
-                WHERE mt.term >= %(word)s AND mt.term < %(word_end)s
-                  AND (NOT %(checked)s OR strpos(lower(m.name), %(exact)s) > 0)))
-          OFFSET 0)"""
+          SELECT 1 FROM readmodel.dataset_name_terms mt
+          WHERE mt.dataset_id = f.dataset_id AND mt.term >= %(word)s AND mt.term < %(word_end)s
+            AND (NOT %(checked)s OR strpos(lower(mt.name), %(exact)s) > 0) """
+    + mark("name", "mt")
+    + """ OFFSET 0)"""
 )
 IN_NAMESPACE = (
     "AND EXISTS (SELECT 1 FROM readmodel.dataset_names x"
