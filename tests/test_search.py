@@ -71,7 +71,7 @@ def _expected(url: str, q: str) -> list[tuple[str, str, str, str]]:
     def match(order: tuple[Any, ...], name: str) -> str:
         if order[0] == 0:
             return "exact"
-        return "prefix" if order[1] == name[: name_terms.MAX_TERM].lower().encode() else "substring"
+        return "prefix" if name.lower().startswith(q) else "substring"
 
     hits = sorted(best.items(), key=place)
     return [(kind, key, name, match(order, name)) for (kind, key), (order, name) in hits]

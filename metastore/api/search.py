@@ -429,8 +429,9 @@ SEARCH_OP = Operation(
     "`q=daily` finds `orders_daily` and `ordersDaily`, not `weeklydaily`; a `q` starting "
     "with other characters, `_daily`, finds `daily` words in names that have `_daily`), "
     "ranked: exact names (`match` exact), then the rest by the name from where `q` matched "
-    "on (lowercase, in byte order: `x.orders` before `orders_daily` for `q=orders`), `match` "
-    "prefix at the name's start, substring at a later word's; a name's first 64 words. "
+    "on, the least such rest of the name (lowercase, in byte order: `x.orders` before "
+    "`orders_daily` for `q=orders`), `match` prefix when the name starts with `q`, else "
+    "substring; a name's first 64 words. "
     "A dataset matches on any of "
     "its names, answers once under its display name, with its best-ranked name that "
     "matched in `matched_name`. `type` and `namespace` narrow "
@@ -450,15 +451,15 @@ SEARCH_OP = Operation(
 resource = Resource()
 
 
-def _match(r: Any) -> Literal["exact", "prefix", "substring"]:
-    """How a name hit's name matched: exact (rank 0), at its start (its term is the name's
-    own start), or at a word's after it."""
+def _match(r: Any, q: str) -> Literal["exact", "prefix", "substring"]:
+    """How a name hit's name matched `q` (lowercase): exact (rank 0), at its start, or at a
+    later word's only (its place in the order is its least matching term either way)."""
     if r[5] == 0:
         return "exact"
-    return "prefix" if r[6] == r[8][: name_terms.MAX_TERM].lower() else "substring"
+    return "prefix" if r[8].lower().startswith(q) else "substring"
 
 
-def _hit(r: Any) -> models_search.SearchHit:
+def _hit(r: Any, q: str) -> models_search.SearchHit:
     if r[5] >= FIRST_FIELD_RANK:
         return models_search.DatasetHit(
             id=r[2],
@@ -467,7 +468,7 @@ def _hit(r: Any) -> models_search.SearchHit:
             match=MATCH[min(r[5] - FIRST_FIELD_RANK, 2)],
             matched_field=models_search.MatchedField(name=r[7], description=r[8]),
         )
-    match = _match(r)
+    match = _match(r, q)
     if r[0] == "namespace":
         return models_search.NamespaceHit(name=r[4], match=match)
     matched = models_search.MatchedName(namespace=r[7], name=r[8])
@@ -562,7 +563,7 @@ async def search(request: Request) -> Response:
     return json_response(
         request,
         models_search.SearchPage(
-            items=[_hit(r) for r in items],
+            items=[_hit(r, q) for r in items],
             next_cursor=next_cursor,
             total=min(count, TOTAL_CAP),
             total_is_exact=exact,
