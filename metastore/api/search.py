@@ -37,7 +37,7 @@ from metastore.access import access_of
 from metastore.api import models_search, params, planner, search_fields
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, invalid_cursor, page
+from metastore.api.pagination import bound_kind, decode_cursor, invalid_cursor, page
 from metastore.api.planner import Planner, pipelined
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
@@ -189,6 +189,9 @@ JOB_KEYS = """
 JOB_KEYS_BARE = """
     SELECT t.job_id FROM readmodel.job_name_terms t
     WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
+# Hits are counted up to this many (a list's total goes to pagination.TOTAL_CAP, 10,000): a
+# count reads at least one key a hit, and a search box shows "1,000+".
+TOTAL_CAP = 1_000
 # Counted by the server on up to KEY_ROWS keys (a hit has one or two matching names and
 # words, its Spark and Hive names, mostly): one statement, no key sent here. When those
 # rows hold fewer distinct keys than the cap (hits with many matching names), the keys are
