@@ -12,9 +12,6 @@ from typing import Any
 
 import psycopg
 
-from metastore import pgarray
-from projections import datasets, jobs
-
 WORDS = ["orders", "items", "sales", "stock", "clicks", "users", "prices", "fleet", "audit"]
 WORDS += ["churn"]
 SPARK_NAMESPACE, HIVE_NAMESPACE, JOB_NAMESPACE = "s3a://warehouse", "hive://hms:9083", "spark"
@@ -83,26 +80,4 @@ def seed(conn: psycopg.Connection[Any], datasets: int, jobs: int, fields: int = 
         "fields": fields,
     }
     for statement in [*SEED[:-1], FIELDS, SEED[-1]] if fields else SEED:
-        if statement == "ANALYZE":
-            write_terms(conn)
         conn.execute(statement, args if "%(" in statement else None)
-
-
-def write_terms(conn: psycopg.Connection[Any]) -> None:
-    """Writes every name's search terms as the projections write a new name's (CHUNK names
-    a statement: memory stays bounded on a store of millions)."""
-    pgarray.register(conn)
-    with conn.cursor() as cur:
-        names = cur.execute(
-            "SELECT namespace, name, dataset_id FROM readmodel.dataset_names"
-        ).fetchall()
-        named_jobs = cur.execute("SELECT id, name FROM readmodel.jobs").fetchall()
-        with conn.transaction():
-            cur.execute("SET LOCAL search_path TO readmodel")
-            for i in range(0, len(names), CHUNK):
-                datasets.write_name_terms(cur, names[i : i + CHUNK])
-            for i in range(0, len(named_jobs), CHUNK):
-                jobs.write_name_terms(cur, named_jobs[i : i + CHUNK])
-
-
-CHUNK = 50_000

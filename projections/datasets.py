@@ -40,7 +40,6 @@ from typing import Any
 
 import psycopg
 
-from metastore import name_terms
 from metastore.pgarray import bytea_array, text_array, uuid_array
 from projections import dataset_writes
 from projections.common import (
@@ -79,16 +78,8 @@ NAME = "datasets"
 # 13: the current schema's fields in dataset_fields (/search by field)
 # 14: described fields by name (/search's page of a word in descriptions)
 # 15: the live datasets by display name (/datasets' unfiltered pages)
-# 16: each name's search terms (dataset_name_terms: /search by a word of a name)
-VERSION = 16
-TABLES = (
-    "datasets",
-    "dataset_names",
-    "dataset_name_terms",
-    "dataset_versions",
-    "version_sightings",
-    "dataset_fields",
-)
+VERSION = 15
+TABLES = ("datasets", "dataset_names", "dataset_versions", "version_sightings", "dataset_fields")
 
 DATASET_COLUMNS = (
     "id",
@@ -243,21 +234,10 @@ UPSERT_VERSIONS = _upsert(
 )
 # The versions of datasets merged into another (which has them now).
 DELETE_VERSIONS = "DELETE FROM dataset_versions WHERE dataset_id = ANY(%s)"
-# The search terms of names new in the batch (metastore/name_terms.py), a row each.
-INSERT_NAME_TERMS = """
-INSERT INTO dataset_name_terms (namespace, name, term, dataset_id)
-SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::uuid[])
-"""
-# Names (and earlier absorbed datasets) follow a merged dataset, the names' search terms with
-# them (a name's dataset changes only so: the batch's own names are repointed here too).
+# Names (and earlier absorbed datasets) not in this batch follow a merged dataset.
 REPOINT_NAMES = """
-WITH names AS (
-    UPDATE dataset_names SET dataset_id = m.survivor
-    FROM unnest(%(losers)s::uuid[], %(survivors)s::uuid[]) AS m(loser, survivor)
-    WHERE dataset_id = m.loser)
-UPDATE dataset_name_terms SET dataset_id = m.survivor
-FROM unnest(%(losers)s::uuid[], %(survivors)s::uuid[]) AS m(loser, survivor)
-WHERE dataset_id = m.loser
+UPDATE dataset_names SET dataset_id = m.survivor
+FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE dataset_id = m.loser
 """
 # The current schema's fields (the version last seen) of the datasets whose versions this
 # batch wrote, merged or settled (a run's end folded now: the datasets its sightings name),
@@ -314,19 +294,6 @@ FROM unnest(%s::uuid[], %s::uuid[]) AS m(loser, survivor) WHERE merged_into = m.
 """
 
 NameKey = tuple[str, str]
-
-
-def write_name_terms(cur: psycopg.Cursor[Any], names: list[tuple[str, str, uuid.UUID]]) -> None:
-    """Writes the search terms of `names` (each new to the store: namespace, name, dataset)."""
-    rows = [(ns, n, t, did) for ns, n, did in names for t in name_terms.terms(n)]
-    if rows:
-        namespaces, named, terms, ids = zip(*rows, strict=True)
-        cur.execute(
-            INSERT_NAME_TERMS,
-            (text_array(namespaces), text_array(named), text_array(terms), uuid_array(ids)),
-        )
-
-
 # (namespace, name, kind, symlink type, joined_by): a name as one event gives it.
 GivenName = tuple[str, str, str, str | None, str | None]
 
@@ -401,7 +368,6 @@ class Fold:
             if schemas:
                 self._add_versions(vcur.fetchall())
         self.changed_names: set[NameKey] = set()
-        self.new_names: list[NameKey] = []
         self.changed_datasets: set[uuid.UUID] = set()
         self.changed_version_keys: set[tuple[uuid.UUID, bytes]] = set()
         self.emptied: set[uuid.UUID] = set()  # merged away: their stored versions go
@@ -551,7 +517,6 @@ class Fold:
                 "joined_by": joined_by,
             }
             self.changed_names.add((ns, n))
-            self.new_names.append((ns, n))
             self.display(did, self.names[(ns, n)])
             return
         symlink = row["symlink_type"] or symlink_type
@@ -695,16 +660,13 @@ class Fold:
             losers = list(self.merged)
             survivors = [self.find(loser) for loser in losers]
             with planner_without(cur, *INDEX_PROBES_ONLY):
-                cur.execute(REPOINT_NAMES, {"losers": losers, "survivors": survivors})
+                cur.execute(REPOINT_NAMES, (losers, survivors))
                 cur.execute(REPOINT_MERGED, (losers, survivors))
         if self.changed_names:
             rows = [self.names[k] for k in sorted(self.changed_names)]
             cur.execute(
                 UPSERT_NAMES, row_param(NAME_TYPES, [[r[c] for r in rows] for c in NAME_COLUMNS])
             )
-        write_name_terms(
-            cur, [(ns, n, self.names[(ns, n)]["dataset_id"]) for ns, n in self.new_names]
-        )
         if self.changed_datasets:
             rows = [self.datasets[d] for d in self.changed_datasets]
             columns = [

@@ -29,7 +29,6 @@ READ_ONLY_INDEXES = frozenset(
         "dataset_names_namespace_dataset",
         "dataset_names_name",
         "dataset_names_name_trigrams",
-        "dataset_name_terms_term",  # (not dataset_name_terms_dataset: a merge moves by it)
         # (not dataset_fields' name btrees: a field name is not bounded in length, and one
         # too long for a btree entry must fail its event in the fold, as it does live,
         # not the index build after it)
@@ -40,8 +39,6 @@ READ_ONLY_INDEXES = frozenset(
         "jobs_name",
         "jobs_namespace_first_seen",
         "jobs_name_trigrams",
-        "job_name_terms_term",
-        "job_name_terms_job",
         # runs
         "runs_job",
         "runs_namespace",

@@ -8,8 +8,7 @@ from typing import Any
 
 import psycopg
 
-from metastore import name_terms
-from metastore.pgarray import text_array, uuid_array
+from metastore.pgarray import uuid_array
 from projections.common import (
     FACETS_CHANGED,
     FACETS_DECODER,
@@ -29,10 +28,9 @@ from projections.common import (
 NAME = "jobs"
 # 2: facets json; 3: producer, integration from the producer URL; 4: trigram index; 5: a
 # run reusing another job's runId is not its latest run (common.run_owners); 6: index
-# jobs_namespace_first_seen (a namespace's jobs as of T counted from the index); 7: each job's
-# search terms (job_name_terms: /search by a word of a name)
-VERSION = 7
-TABLES = ("jobs", "job_name_terms")
+# jobs_namespace_first_seen (a namespace's jobs as of T counted from the index)
+VERSION = 6
+TABLES = ("jobs",)
 
 COLUMNS = (
     "id",
@@ -88,11 +86,6 @@ ON CONFLICT (id) DO UPDATE SET
 {", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])}
 """
 
-# The search terms of jobs new in the batch (metastore/name_terms.py), a row each.
-INSERT_NAME_TERMS = """
-INSERT INTO job_name_terms (job_id, term) SELECT * FROM unnest(%b::uuid[], %b::text[])
-"""
-
 
 Rows = dict[uuid.UUID, dict[str, Any]]
 # The stored rows of the batch's jobs, and the job each of its runs belongs to.
@@ -124,7 +117,6 @@ def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], state: Loaded) -> N
     rows, stored = state
     owners = run_owners(stored, events)
     changed: set[uuid.UUID] = set()
-    new: list[tuple[uuid.UUID, str]] = []
     for event in events:
         jid = event.job_id
         if jid is None:
@@ -132,12 +124,10 @@ def apply(cur: psycopg.Cursor[Any], events: list[FoldEvent], state: Loaded) -> N
         row = rows.get(jid)
         if row is None:
             row = rows[jid] = new_job(jid, event)
-            new.append((jid, row["name"]))
         owned = event.run_id is None or owners.get(event.run_id) == jid
         fold_job_event(row, event, owned)
         changed.add(jid)
     write(cur, [rows[j] for j in changed])
-    write_name_terms(cur, new)
 
 
 def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
@@ -221,15 +211,6 @@ def integration_of(producer: str | None) -> str | None:
         if product in lowered:
             return product.upper()
     return None
-
-
-def write_name_terms(cur: psycopg.Cursor[Any], jobs: list[tuple[uuid.UUID, str]]) -> None:
-    """Writes the search terms of `jobs` (each new to the store: id, name)."""
-    rows = [(jid, t) for jid, name in jobs for t in name_terms.terms(name)]
-    if rows:
-        cur.execute(
-            INSERT_NAME_TERMS, (uuid_array([r[0] for r in rows]), text_array([r[1] for r in rows]))
-        )
 
 
 def write(cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:

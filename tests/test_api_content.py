@@ -256,12 +256,10 @@ def test_search_by_type_and_namespace_with_namespaces_among_the_hits(api: httpx.
     assert {h["type"] for h in everything["items"]} == {"job", "dataset", "namespace"}
     assert (everything["total"], everything["total_is_exact"]) == (len(everything["items"]), True)
     namespaces = get(api, "/search", q="hive", type="namespace")["items"]
-    # by the name from where `hive` matched on, its least such rest: `hive-metastore:9083`,
-    # `hive/warehouse`, `hive://dataproc...` (`-` and `/` sort before `:`)
     assert [(h["name"], h["match"]) for h in namespaces] == [
+        ("hive://dataproc-producer-test-m:9083", "prefix"),
         ("hive://hive-metastore:9083", "prefix"),
         ("hdfs://dataproc-producer-test-m/user/hive/warehouse", "substring"),
-        ("hive://dataproc-producer-test-m:9083", "prefix"),
     ]
     assert all(set(h) == {"type", "name", "match"} for h in namespaces)
     # several types, comma-separated: the hits of those types, in the same order

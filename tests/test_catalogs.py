@@ -195,49 +195,6 @@ def test_the_seed_with_the_map_is_one_dataset_for_the_three_names(
     assert alias == (spark,)
 
 
-def _terms_of_other_datasets(conn: Conn) -> int:
-    """Search terms whose dataset is not their name's (a merge left them behind)."""
-    row = conn.execute(
-        "SELECT count(*) FROM readmodel.dataset_name_terms t"
-        " JOIN readmodel.dataset_names n USING (namespace, name)"
-        " WHERE t.dataset_id <> n.dataset_id"
-    ).fetchone()
-    return row[0]  # type: ignore[index]
-
-
-@pytest.mark.parametrize("again", [False, True])
-def test_names_joined_later_take_their_search_terms_along(
-    conn: Conn, tmp_path: Path, again: bool
-) -> None:
-    """The Trino query and the Spark job (without its symlinks) folded first are two
-    datasets; a later Spark run names the Hive table (`again`: with another Trino run in the
-    same batch), and the map joins them: the absorbed dataset's names take their search
-    terms along, so /search counts the joined dataset once."""
-    events = seed()
-    trino = [e for e in events if e["inputs"][0]["namespace"] == TRINO_NS]
-    spark = [e for e in events if e not in trino]
-    bare = copy.deepcopy(spark)
-    for event in bare:
-        for output in event["outputs"]:
-            output.get("facets", {}).pop("symlinks", None)
-    append(conn, trino + bare)
-    catch_up(conn, catalogs=the_map(tmp_path))
-    assert dataset_of(conn, TRINO) != dataset_of(conn, SPARK)
-    later = copy.deepcopy(spark[-1:] + (trino[-1:] if again else []))
-    for i, event in enumerate(later):
-        event["run"]["runId"] = f"0191a400-0000-7000-8000-00000000bee{i}"
-    append(conn, later)
-    catch_up(conn, catalogs=the_map(tmp_path))
-    joined = dataset_of(conn, TRINO)
-    assert joined == dataset_of(conn, SPARK) == dataset_of(conn, HIVE)
-    terms = conn.execute(
-        "SELECT DISTINCT namespace, name FROM readmodel.dataset_name_terms WHERE dataset_id = %s",
-        (joined,),
-    ).fetchall()
-    assert set(terms) == {SPARK, HIVE, TRINO}
-    assert _terms_of_other_datasets(conn) == 0
-
-
 def test_the_seed_without_the_map_is_two_datasets_as_before(conn: Conn) -> None:
     append(conn, seed())
     catch_up(conn)
@@ -494,21 +451,6 @@ def test_a_lookup_by_any_of_the_three_names_gives_one_dataset_listing_them_all(
     assert {w["job"]["name"] for w in dataset["producers"]} == {
         "orders_etl.execute_replace_table_as_select_command"
     }
-
-
-def test_a_word_of_any_joined_name_finds_the_joined_dataset_once(
-    seed_api: httpx.Client,
-) -> None:
-    """Search reads each name's words with the dataset they are of now: the Trino and
-    Hive names' terms moved with them when the map joined them, so a word they share
-    (`daily`) or only Trino's has (`lakehouse`... as a prefix, `sales` as a word) finds the
-    joined dataset once, and the total counts it once."""
-    joined = api_lookup(seed_api, SPARK)
-    for q in ("daily", "orders_daily", "sales.orders_d", "Lakehouse"):
-        answer = get(seed_api, "/search", q=q, type="dataset")
-        ids = [h["id"] for h in answer["items"]]
-        assert ids.count(joined) == 1, (q, answer)
-        assert answer["total"] == len(ids) and answer["total_is_exact"], (q, answer)
 
 
 def test_each_dataset_counts_in_every_namespace_it_has_a_name_in(

@@ -8,8 +8,6 @@ not the subject here); the expected answers are computed in Python from every na
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,6 @@ import psycopg
 import pytest
 
 from bench import search_store
-from metastore import name_terms
 from metastore.api import search
 from projections.schema import create_readmodel_tables
 from tests.conftest import Server
@@ -39,15 +36,16 @@ def store(pg_server: Server, template_db: str, tmp_path_factory: Any) -> Iterato
             yield url, api.base_url
 
 
+MATCH = ("exact", "prefix", "substring")
+
+
 def _expected(url: str, q: str) -> list[tuple[str, str, str, str]]:
     """(type, id or name, matched name, match) of every hit, in the documented order."""
     q = q.lower()
 
-    def rank(name: str) -> tuple[int, str] | None:
-        if name.lower() == q:
-            return (0, q)
-        term = name_terms.best(name, q)
-        return None if term is None else (1, term)
+    def rank(name: str) -> int | None:
+        low = name.lower()
+        return 0 if low == q else 1 if low.startswith(q) else 2 if q in low else None
 
     best: dict[tuple[str, str], tuple[Any, ...]] = {}
     with psycopg.connect(url) as conn:
@@ -57,24 +55,14 @@ def _expected(url: str, q: str) -> list[tuple[str, str, str, str]]:
             " UNION ALL SELECT 'namespace', name, name, name FROM readmodel.namespaces"
         ).fetchall()
     for kind, key, namespace, name in names:
-        ranked = rank(name)
-        if ranked is None:
+        r = rank(name)
+        if r is None:
             continue
-        order = (ranked[0], ranked[1].encode(), namespace.encode(), name.encode())
+        order = (r, name.lower().encode(), namespace.encode(), name.encode())
         if (kind, key) not in best or order < best[kind, key][0]:
             best[kind, key] = (order, name)
-
-    def place(hit: tuple[tuple[str, str], tuple[Any, ...]]) -> tuple[Any, ...]:
-        (kind, key), (order, _) = hit
-        return (order[0], order[1], kind, key)
-
-    def match(order: tuple[Any, ...], name: str) -> str:
-        if order[0] == 0:
-            return "exact"
-        return "prefix" if name.lower().startswith(q) else "substring"
-
-    hits = sorted(best.items(), key=place)
-    return [(kind, key, name, match(order, name)) for (kind, key), (order, name) in hits]
+    hits = sorted(best.items(), key=lambda h: (h[1][0][0], h[1][0][1], h[0][0], h[0][1]))
+    return [(kind, key, name, MATCH[order[0]]) for (kind, key), (order, name) in hits]
 
 
 def _seen(hit: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -116,14 +104,12 @@ def test_pages_walk_every_hit_once_in_the_documented_order(
     expected = _expected(url, q)
     assert expected, q
     assert [_seen(h) for h in hits] == expected
-    exact = len(expected) <= search.TOTAL_CAP
-    assert all(p["total"] == min(len(expected), search.TOTAL_CAP) for p in pages)
-    assert all(p["total_is_exact"] is exact for p in pages)
+    assert all(p["total"] == len(expected) and p["total_is_exact"] for p in pages)
     # a dataset answers under its display name (the Hive one here), whichever name matched
     assert {h["namespace"] for h in hits if h["type"] == "dataset"} <= {"hive://hms:9083"}
 
 
-@pytest.mark.parametrize("q", ["orders", "_1", "db3.", "db", ".db/"])
+@pytest.mark.parametrize("q", ["orders", "_1", "db3.", "_", ".db/"])
 def test_the_first_pages_of_a_word_in_more_names_than_are_counted(
     store: tuple[str, str], q: str
 ) -> None:
@@ -148,34 +134,21 @@ def test_the_first_pages_of_a_word_in_more_names_than_are_counted(
     assert [_seen(h) for h in hits] == expected[:200]
 
 
-def test_a_prefix_of_every_name_is_counted_up_to_the_cap(store: tuple[str, str]) -> None:
-    _, base_url = store
-    answer = httpx.get(f"{base_url}/api/v1/search", params={"q": "db"}, timeout=30).json()
-    assert (answer["total"], answer["total_is_exact"]) == (search.TOTAL_CAP, False)
-    assert len(answer["items"]) == 50 and answer["next_cursor"]
-
-
-def test_a_q_without_a_letter_or_digit_matches_names_at_their_start_only(
-    store: tuple[str, str],
-) -> None:
-    """`_` starts no word (words are letters and digits) and no name here."""
+def test_a_word_in_every_name_is_counted_up_to_the_cap(store: tuple[str, str]) -> None:
     _, base_url = store
     answer = httpx.get(f"{base_url}/api/v1/search", params={"q": "_"}, timeout=30).json()
-    assert (answer["items"], answer["total"], answer["total_is_exact"]) == ([], 0, True)
+    assert (answer["total"], answer["total_is_exact"]) == (10_000, False)
+    assert len(answer["items"]) == 50 and answer["next_cursor"]
 
 
 def test_a_page_reads_a_page_of_names_not_every_name(
     store: tuple[str, str], pg_server: Server, tmp_path: Path
 ) -> None:
-    """Whatever the names that match, a search reads a page of each (type, rank) along an
-    index in the answer's order and counts along the same ranges up to the cap: no plan
-    node reads more rows than that, none reads a trigram index or scans a names' table
-    (the names matching each common word here are more than the cap)."""
     log_file = server_log(pg_server)
     url, _ = store
 
     def plans_of(base_url: str, searches: list[str]) -> list[dict[str, Any]]:
-        """The plans of each search's first two pages."""
+        """The plans of each search's first two pages (the second pays for a count)."""
         logged()
         for q in searches:
             params = {"q": q}
@@ -191,84 +164,159 @@ def test_a_page_reads_a_page_of_names_not_every_name(
         plans_logged(url, log_file) as logged,
         running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
     ):
-        # rare words and names, fewer than 100 hits each
-        rare = plans_of(api.base_url, ["_12345", "db5.orders_clicks_2", "users_123"])
-        # words in a fifth of the 120,000 names, a number in a tenth, a schema in a seventh,
-        # the start of every name, a number after a separator
-        common = plans_of(api.base_url, ["orders", "items_", "1", "db3.", "db", "_1"])
-    searches = [p for p in rare + common if "readmodel.dataset_name_terms" in p["Query Text"]]
-    assert len(searches) >= 12
-    # a count reads up to KEY_ROWS names' keys (then streams to 10,001 distinct hits: not
-    # here, where a dataset's two names share each word)
-    for plans, most in ((rare, 1_000), (common, search.KEY_ROWS)):
-        for read, node in rows_read(plans):
+        # rare substrings, prefixes and names, fewer than 100 hits each: what a scan in
+        # name order would look for across the whole index
+        rare = plans_of(api.base_url, ["_12345", "db5.orders_clicks_2", "into_users_123"])
+        # words in a fifth or a seventh of the 120,000 names, a number in a tenth
+        common = plans_of(api.base_url, ["orders", "db3.", "_1", "items_"])
+        # in every name: "_", "."
+        everywhere = plans_of(api.base_url, ["_", "."])
+        with psycopg.connect(url) as conn:
+            (per_page,) = conn.execute(
+                "SELECT max(reltuples / relpages) FROM pg_class"
+                " WHERE oid IN ('readmodel.dataset_names'::regclass, 'readmodel.jobs'::regclass)"
+            ).fetchone()
+
+    # A count reads up to 10,001 names, a page of substring hits those up to the bound the
+    # count's names set, or every hit when they held less than a page of them (`db3.`
+    # starts 11,428 names here and is inside none); the trigram index's bitmap of a common
+    # word lists every name that has it (index entries, not rows read). The sample that
+    # chooses how to count reads SAMPLE_PAGES pages of a table, whatever its size.
+    def others(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for plan in plans:
+            for node in plan_nodes(plan["Plan"]):
+                if node["Node Type"] == "Sample Scan":
+                    assert node["Actual Rows"] <= 1.5 * search.SAMPLE_PAGES * per_page, node
+        return [p for p in plans if "TABLESAMPLE" not in p["Query Text"]]
+
+    for plans, most in ((rare, 1_000), (common, 2 * search.TOTAL_CAP)):
+        assert plans
+        for read, node in rows_read(others(plans), bitmaps=most <= 1_000):
             assert read <= most, node
-    pages = [p for p in common if "count(DISTINCT" not in p["Query Text"]]
-    for read, node in rows_read(pages):
-        assert read <= 2_000, node
-    nodes = [n for p in rare + common for n in plan_nodes(p["Plan"])]
-    assert not [n for n in nodes if n.get("Index Name", "").endswith("_name_trigrams")]
-    assert not [n.get("Relation Name") for n in nodes if n["Node Type"] == "Seq Scan"]
-    assert [n for n in nodes if n.get("Index Name") == "dataset_name_terms_term"]
-    assert [n for n in nodes if n.get("Index Name") == "job_name_terms_term"]
+    # A word in every name is counted by a scan that stops at the cap, not through a bitmap
+    # of every name, and its page is probed for among PROBE_STREAMED names at most.
+    assert everywhere
+    for read, node in rows_read(others(everywhere)):
+        assert read <= search.PROBE_STREAMED, node
+    indexes = [n.get("Index Name", "") for p in everywhere for n in plan_nodes(p["Plan"])]
+    assert not [i for i in indexes if i.endswith("_name_trigrams")]
 
 
-def test_a_word_is_found_at_its_start_not_inside_another(store: tuple[str, str]) -> None:
-    """`rders` is inside every `orders` and starts no word: no hit. `clicks_1` starts a
-    word of a fifth of the names (`..._clicks_1...`), `1234` one of a number's."""
-    url, base_url = store
-    assert _walk(base_url, "rders", 50)[0] == []
-    for q in ("clicks_1", "1234", "DB/"):
-        answer = httpx.get(f"{base_url}/api/v1/search", params={"q": q}, timeout=30).json()
-        expected = _expected(url, q)
-        assert [_seen(h) for h in answer["items"]] == expected[:50]
-        assert answer["total"] == min(len(expected), search.TOTAL_CAP)
-        assert "substring" in {h["match"] for h in answer["items"]}
-
-
-def test_a_dataset_with_more_matching_names_than_the_server_counts_is_counted_once(
-    pg_server: Server, template_db: str, tmp_path: Path
+def test_a_whole_name_asks_the_trigram_index_for_its_number_alone(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
 ) -> None:
-    """A dataset whose 41,000 names share a word, ahead in the term order of 50 datasets
-    with the same word: the server's count reads KEY_ROWS names (one dataset among them),
-    so the keys are streamed on, and the total is every dataset, exact."""
-    heavy = search.KEY_ROWS + 1_000
-    with pg_server.database("search_heavy", template_db) as url:
+    """A table's whole name is mostly words every other name has: the trigram index is
+    asked for its number (a few entries), not for every word's (a fifth of the index each),
+    and the answer is the same."""
+    url, base_url = store
+    q = "db4.users_clicks_12345"
+    hits, _ = _walk(base_url, q, 50)
+    assert hits and [_seen(h) for h in hits] == _expected(url, q)
+    with (
+        plans_logged(url, server_log(pg_server)) as logged,
+        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        logged()
+        answer = httpx.get(f"{api.base_url}/api/v1/search", params={"q": q}, timeout=30)
+        assert answer.status_code == 200
+        plans = logged()
+    asked = [
+        n["Index Cond"]
+        for p in plans
+        for n in plan_nodes(p["Plan"])
+        if n.get("Index Name", "").endswith("_name_trigrams")
+    ]
+    assert asked
+    assert all(cond.endswith("~~ '%12345%'::text)") for cond in asked), asked
+
+
+def test_without_the_trigram_index_the_answers_are_the_same(store: tuple[str, str]) -> None:
+    url, base_url = store
+    queries = [("_12", 100), ("orders_items", 25), ("_1234", 3)]
+    before = [_walk(base_url, q, limit)[0] for q, limit in queries]
+    with psycopg.connect(url, autocommit=True) as conn:
+        dropped = conn.execute(
+            "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index"
+            " WHERE indexrelid::regclass::text LIKE 'readmodel.%%_name_trigrams'"
+        ).fetchall()
+        assert len(dropped) == 2  # migrate installed pg_trgm; the DDL indexed both tables
+        for index, _ in dropped:
+            conn.execute(f"DROP INDEX {index}")
+    try:
+        after = [_walk(base_url, q, limit)[0] for q, limit in queries]
+    finally:
         with psycopg.connect(url, autocommit=True) as conn:
-            create_readmodel_tables(conn)
-            conn.execute(
-                "INSERT INTO readmodel.datasets (id, namespace, name, first_seen, last_seen,"
-                " first_tx, first_seq, home_namespace, home_name)"
-                " SELECT md5('h' || i)::uuid, 'bulk', 'x.part_b' || i, now(), now(), i, 0,"
-                " 'bulk', 'x.part_b' || i FROM generate_series(0, 50) i"
-            )
-            conn.execute(
-                "INSERT INTO readmodel.dataset_names (namespace, name, dataset_id, kind,"
-                " first_seen) SELECT 'bulk', name, id, 'emitted', now()"
-                " FROM readmodel.datasets"
-                " UNION ALL SELECT 'hive', 'x.part_a' || lpad(i::text, 6, '0'), md5('h0')::uuid,"
-                " 'symlink', now() FROM generate_series(1, %s) i",
-                (heavy,),
-            )
-            search_store.write_terms(conn)
-            conn.execute("ANALYZE")
-        with running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api:
-            answer = httpx.get(
-                f"{api.base_url}/api/v1/search", params={"q": "part", "type": "dataset"}
-            ).json()
-    assert (answer["total"], answer["total_is_exact"]) == (51, True)
-    assert len(answer["items"]) == 50
+            for _, definition in dropped:
+                conn.execute(definition)
+    assert after == before
 
 
-def test_a_cursor_with_a_key_not_an_id_is_a_400(store: tuple[str, str]) -> None:
-    _, base_url = store
-    first = httpx.get(f"{base_url}/api/v1/search", params={"q": "orders"}, timeout=30).json()
-    raw = base64.urlsafe_b64decode(first["next_cursor"] + "==")
-    forged = json.loads(raw)
-    forged[-1] = "not-an-id"
-    cursor = base64.urlsafe_b64encode(json.dumps(forged).encode()).decode().rstrip("=")
-    answer = httpx.get(
-        f"{base_url}/api/v1/search", params={"q": "orders", "cursor": cursor}, timeout=30
-    )
-    assert answer.status_code == 400
-    assert answer.json()["invalid-params"][0]["name"] == "cursor"
+def test_a_common_words_page_reads_names_in_order_and_stops_at_a_page(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
+) -> None:
+    """Past the probe's size, a word's page of substring dataset names is read along the
+    name index from the cursor, stopping after a page (or 2000 names): not
+    as a bitmap of every name up to the count's bound, sorted, whose cost grows with the
+    names that have the word (issue 46). Only the counts read the names' trigram index
+    (the jobs, fewer than the count's cap, are paged through theirs)."""
+    log_file = server_log(pg_server)
+    url, _ = store
+    with (
+        plans_logged(url, log_file) as logged,
+        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        for q in ("orders", "items_"):  # in 16,000 and 8,000 names
+            pages, params = 0, {"q": q}
+            logged()
+            while pages < 2:  # the first page, then the next (past a cursor)
+                answer = httpx.get(f"{api.base_url}/api/v1/search", params=params, timeout=30)
+                assert answer.status_code == 200, answer.text
+                assert len(answer.json()["items"]) == 50
+                params["cursor"], pages = answer.json()["next_cursor"], pages + 1
+            plans = logged()
+            counts = ("MATERIALIZED", "search_count_keys")  # to 10,001 names, then keys
+            substring_pages = [
+                p for p in plans if "d.name, 2, p.low" in " ".join(p["Query Text"].split())
+            ]
+            assert len(substring_pages) == 2
+            for plan in substring_pages:
+                nodes = list(plan_nodes(plan["Plan"]))
+                assert not [n for n in nodes if n["Node Type"].startswith("Bitmap")]
+                in_order = [n for n in nodes if n.get("Index Name") == "dataset_names_name"]
+                assert in_order and all(n["Actual Rows"] <= search.PROBE_ROWS for n in in_order)
+            for plan in plans:
+                trigrams = [
+                    n
+                    for n in plan_nodes(plan["Plan"])
+                    if n.get("Index Name") == "dataset_names_name_trigrams"
+                ]
+                assert not trigrams or any(c in plan["Query Text"] for c in counts)
+
+
+def test_a_word_counted_whole_pages_without_a_second_trigram_read(
+    store: tuple[str, str], pg_server: Server, tmp_path: Path
+) -> None:
+    """A word in fewer names than the count's cap ("orders_items": 400 datasets' 800
+    names): the count reads every hit, and its pages of substring hits are looked up by name
+    among them along the name indexes, never through a trigram index again (a second bitmap
+    of every hit: the common trigrams of a prefix cost as much as the count), in the order
+    and with the totals every name gives."""
+    log_file = server_log(pg_server)
+    url, _ = store
+    expected = _expected(url, "orders_items")
+    with (
+        plans_logged(url, log_file) as logged,
+        running("api", url, tmp_path, env={"METASTORE_AUTH": "disabled"}) as api,
+    ):
+        logged()
+        hits, pages = _walk(api.base_url, "orders_items", 50)
+        plans = logged()
+    assert [_seen(h) for h in hits] == expected and len(pages) == 8
+    assert all(p["total"] == len(expected) and p["total_is_exact"] for p in pages)
+    trigrams = ("dataset_names_name_trigrams", "jobs_name_trigrams")
+    read = [
+        p["Query Text"]
+        for p in plans
+        if any(n.get("Index Name") in trigrams for n in plan_nodes(p["Plan"]))
+    ]
+    assert read and all("MATERIALIZED" in q for q in read)

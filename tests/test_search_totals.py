@@ -2,9 +2,8 @@
 `metastore api`, folded by `metastore projector`, replayed by `metastore replay`).
 
 Two tables each carry 6,000 symlinks with `a6` in every name, more names than the total
-counts (1,000; the server counts 4,004 names, then the keys are streamed), and 100 tables
-have one name each: the total is the 102 datasets the pages hold, exact, and the same after
-a replay (issue 48, item 8).
+counts (10,000), and 100 tables have one name each: the total is the 102 datasets the
+pages hold, exact, and the same after a replay (issue 48, item 8).
 """
 
 from __future__ import annotations

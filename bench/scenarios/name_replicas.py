@@ -27,7 +27,7 @@ from pathlib import Path
 import msgspec
 import psycopg
 
-from bench import loadgen, search_store
+from bench import loadgen
 from bench.ab import other_tree, turns
 from bench.fig_reads import Page
 from bench.fig_search import NAMES, terms
@@ -131,8 +131,6 @@ def main(argv: list[str]) -> int:
             _copy(args.url, stores[label])
             if times > 1:
                 _replicate(stores[label], times)
-            with psycopg.connect(stores[label]) as conn:
-                search_store.write_terms(conn)  # (a store older than the terms has none)
             with psycopg.connect(stores[label], autocommit=True) as conn:
                 conn.execute("VACUUM ANALYZE")
                 count = conn.execute("SELECT count(*) FROM readmodel.dataset_names").fetchone()

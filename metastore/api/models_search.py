@@ -13,6 +13,8 @@ from msgspec import Meta
 from metastore.api.models import (
     Cursor,
     Struct,
+    Total,
+    TotalIsExact,
 )
 
 
@@ -75,23 +77,8 @@ class NamespaceHit(Struct, tag_field="type", tag="namespace"):
 SearchHit = JobHit | DatasetHit | NamespaceHit
 
 
-# Search counts its hits to 1,000 (api/search.py TOTAL_CAP), not a list's 10,000: a search
-# box shows "1,000+", and the count of a common word stays a page's cost.
-SearchTotal = Annotated[
-    int,
-    Meta(
-        ge=0,
-        description="How many hits all the pages hold: exact up to 1,000; beyond, 1,000 with "
-        "`total_is_exact` false (there are at least that many).",
-    ),
-]
-SearchTotalIsExact = Annotated[
-    bool, Meta(description="False when `total` is a lower bound (more than 1,000 hits).")
-]
-
-
 class SearchPage(Struct):
     items: list[SearchHit]
     next_cursor: Cursor
-    total: SearchTotal
-    total_is_exact: SearchTotalIsExact
+    total: Total
+    total_is_exact: TotalIsExact

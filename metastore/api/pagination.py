@@ -50,17 +50,6 @@ def encode_cursor(kind: str, key: Sequence[Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def invalid_cursor() -> ProblemError:
-    """The 400 of a cursor this list did not hand out."""
-    reason = "not a cursor handed out by this list with these filters and sort"
-    return ProblemError(
-        400,
-        f"query parameter `cursor` is invalid: {reason}",
-        invalid_params=[InvalidParam(name="cursor", reason=reason)],
-        kind="invalid-cursor",
-    )
-
-
 def decode_cursor(cursor: str, kind: str, types: Sequence[type]) -> tuple[Any, ...]:
     """The key a cursor of list `kind` carries, converted to `types`; 400 otherwise."""
     try:
@@ -72,7 +61,13 @@ def decode_cursor(cursor: str, kind: str, types: Sequence[type]) -> tuple[Any, .
             msgspec.convert(p, t) for p, t in zip(parts[1:], types, strict=True)
         )
     except (ValueError, binascii.Error, msgspec.MsgspecError, TypeError):
-        raise invalid_cursor() from None
+        reason = "not a cursor handed out by this list with these filters and sort"
+        raise ProblemError(
+            400,
+            f"query parameter `cursor` is invalid: {reason}",
+            invalid_params=[InvalidParam(name="cursor", reason=reason)],
+            kind="invalid-cursor",
+        ) from None
     for value in key:
         if isinstance(value, int) and not -(2**63) <= value < 2**63:
             raise ProblemError(400, "query parameter `cursor` is invalid: out of range")

@@ -1,16 +1,22 @@
-"""GET /search?q=: jobs, datasets and namespaces whose name has `q` at its start or at the
-start of one of its words, ranked.
+"""GET /search?q=: jobs, datasets and namespaces whose name contains `q`, ranked.
 
-Rank: exact names first; then every other hit by its term, the name from where `q` matched
-on (its least such term: metastore/name_terms.py; a name's start is one), lowercase in byte
-order, then by the name. Datasets match on any of their names (symlinks included), once
-each under their best-ranked name, and answer with their display name.
+Rank: exact name first, then names starting with `q`, then names containing it; within
+a rank by the name that matched (lowercase, in byte order). Datasets match on any of
+their names (symlinks included), once each under their best-ranked name, and answer with
+their display name.
 
-No read grows with the names that match: exact hits are a range of the name index, the rest
-a range of the term index from the cursor in the answer's order, each stopped after a page,
-and the pages are merged. The total counts hits (datasets, jobs, namespaces), not names:
-counted along the term range, by the server on up to KEY_ROWS terms, else streamed until
-TOTAL_CAP + 1 keys are seen. Namespaces are few: read whole and ranked here.
+No page ranks every hit: each (type, rank) gives one page past the cursor and the pages
+are merged. Exact and prefix hits are ranges of the name index, read in order. The total
+counts hits (datasets, jobs, namespaces), not names: exact up to TOTAL_CAP. It is counted
+on up to TOTAL_CAP names and, when those hold fewer hits, on the keys alone until TOTAL_CAP
+hits: through the `pg_trgm` index (where the extension is installed), or, where a sample of
+the table's pages says `q` is in enough names for a sequential scan to reach the cap sooner
+than the index's bitmap of every name with `q`'s trigrams is built, by that scan (a
+"stream"). When the names counted are all the hits, the page of substring hits is their
+first ones, looked up by name; else they are a sample, which bounds where that page ends:
+only the names up to the bound are read (probed for along the name index, or through the
+trigram index) and sorted; a streamed type's page is probed for without the bound, among
+more names. The trigram index is asked for `q`'s rarest-looking part (rare_part).
 
 Datasets also match by the fields of their current schema (readmodel.dataset_fields), after
 every name hit, those none of whose names match (api/search_fields.py): counted up to
@@ -24,7 +30,8 @@ namespaces in readable namespaces), and the total counts those hits alone.
 
 from __future__ import annotations
 
-import uuid
+import collections
+import re
 from typing import Annotated, Any, Literal, NamedTuple
 
 from msgspec import Meta
@@ -32,12 +39,11 @@ from psycopg import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from metastore import name_terms
 from metastore.access import access_of
-from metastore.api import models_search, params, planner, search_fields
+from metastore.api import models_search, params, planner, search_fields, search_probe
 from metastore.api.db import connection, rows
 from metastore.api.operation import Operation, Resource
-from metastore.api.pagination import bound_kind, decode_cursor, invalid_cursor, page
+from metastore.api.pagination import TOTAL_CAP, bound_kind, decode_cursor, page
 from metastore.api.planner import Planner, pipelined
 from metastore.api.responses import json_response
 from metastore.api.sqlparts import like_prefix, like_substring
@@ -54,17 +60,51 @@ from metastore.api.visibility import (
 HitType = Literal["dataset", "job", "namespace"]
 MATCH: tuple[Literal["exact", "prefix", "substring"], ...] = ("exact", "prefix", "substring")
 FIRST_FIELD_RANK = search_fields.FIRST_FIELD_RANK  # field hits' ranks: 3 to 6
-WORD_RANK = 1
-Cursor = tuple[int, str, str, str]  # (rank, sort name, type, key)
-RANK_TEST = "{n} = %(exact)s"  # (exact hits: rank 0)
-RANK_OF = "CASE WHEN {n} = %(exact)s THEN 0 END"
+# How a lowercased name `{n}` matches `q`, by rank (the ranks exclude each other).
+RANK_TESTS = (
+    "{n} = %(exact)s",
+    "{n} LIKE %(prefix)s AND {n} <> %(exact)s",
+    "{contains} AND {n} NOT LIKE %(prefix)s",
+)
+# Whether a lowercased name `{n}` contains `q`, by whether the read goes through the trigram
+# index (True): that index is asked only for `%(rare)s`, the part of `q` in fewest names
+# (rare_part), and `q` is tested on the rows it gives. Asked for every trigram of `q`, it
+# reads the entries of each (an exact name of 2,500,000: 40 ms, of its number alone: 1 ms).
+CONTAINS = {
+    False: "{n} LIKE %(pattern)s",
+    True: "{n} LIKE %(rare)s AND strpos({n}, %(exact)s) > 0",
+}
+# pg_trgm's words: runs of letters and digits.
+WORD = re.compile(r"[^\W_]+")
+
+
+def rare_part(q: str) -> str:
+    """The part of `q` (lowercase) the trigram index is asked for: its longest word with a
+    digit in it (a table's number, a date, a hash: in few names, where the words of a
+    platform's vocabulary are in many) of 4 characters or more, else all of `q`."""
+    words = [w for w in WORD.findall(q.lower()) if len(w) >= 4 and any(c.isdigit() for c in w)]
+    return max(words, key=len) if words else q
+
+
+def contains(name: str, indexed: bool) -> str:
+    """CONTAINS' test on `name`, for a read through the trigram index or not."""
+    return CONTAINS[indexed].format(n=name)
+
+
+def rank_test(rank: int, name: str, indexed: bool) -> str:
+    """The test of RANK_TESTS[rank] on `name`, for a read through the trigram index or not."""
+    return RANK_TESTS[rank].format(n=name, contains=contains(name, indexed))
+
+
+RANK_OF = """CASE WHEN {n} = %(exact)s THEN 0 WHEN {n} LIKE %(prefix)s THEN 1
+                WHEN {n} LIKE %(pattern)s THEN 2 END"""
 # Each row: (type, key, id, namespace, name, rank, sort name, matched namespace, matched
 # name); `key` the id (a namespace: its name). `~<~` is the byte order of the
 # text_pattern_ops name indexes, so the scan stops after a page.
 JOB_TIER = """
     SELECT 'job' AS type, j.id::text AS key, j.id, j.namespace, j.name, {rank} AS rank,
            {name} AS sort_name, j.namespace AS matched_namespace, j.name AS matched_name
-    FROM readmodel.jobs j
+    FROM {source} j
     WHERE {test} {after} {namespace}
     ORDER BY {name} USING ~<~, j.id LIMIT %(limit)s"""
 # A dataset answers once, under its best-ranked name: a name of the same dataset that
@@ -82,7 +122,7 @@ DATASET_TIER = (
         SELECT n.dataset_id, n.namespace, n.name, n.low
         FROM (
             SELECT n.dataset_id, n.namespace, n.name, {name} AS low
-            FROM readmodel.dataset_names n
+            FROM {source} n
             WHERE {test} {after} {namespace}
             ORDER BY {name} USING ~<~, n.dataset_id OFFSET 0
         ) n
@@ -102,132 +142,21 @@ DATASET_TIER = (
     ) p
     JOIN readmodel.datasets d ON d.id = p.dataset_id"""
 )
-# Word hits (a name's start is a word's too): a range of the term index from the cursor, in
-# the answer's order (a term, then the dataset; its least name with the term is the one
-# shown, looked up for the page alone). A row is its dataset's hit when its term is the
-# dataset's least that matches (`first`: by the index of each dataset's terms, ordered, one
-# row) and no name of the dataset is `q` exactly (an exact hit, rank 0): so a dataset
-# answers once, and a row of a dataset found on an earlier page or under a lesser term is
-# left out by one probe, whatever its names. `{long}`: a `q` longer than the terms or
-# starting with other characters than its word (name_terms.checked_in_name) is in the
-# name. The range is two bounds, not LIKE: a statement psycopg prepares (its sixth
-# execution on a connection) may be planned generically, blind to a pattern's prefix, and
-# `LIKE $1` then read every term.
-DATASET_WORDS = (
-    """
-    SELECT 'dataset', p.dataset_id::text, p.dataset_id, d.namespace, d.name, 1, p.term,
-           m.namespace, m.name
-    FROM (
-        SELECT n.term, n.dataset_id
-        FROM (
-            SELECT DISTINCT ON (n.term, n.dataset_id) n.term, n.dataset_id
-            FROM readmodel.dataset_name_terms n
-            WHERE n.term >= %(word)s AND n.term < %(word_end)s {after} {long} {namespace}
-            ORDER BY n.term, n.dataset_id OFFSET 0
-        ) n
-        CROSS JOIN LATERAL (
-            SELECT b.term FROM readmodel.dataset_name_terms b
-            WHERE b.dataset_id = n.dataset_id AND b.term >= %(word)s {long_b} """
-    + mark("name", "b")
-    + """
-            ORDER BY b.dataset_id, b.term LIMIT 1) first
-        WHERE first.term = n.term
-          AND NOT EXISTS (
-              SELECT 1 FROM readmodel.dataset_names e
-              WHERE lower(e.name) = %(exact)s AND e.dataset_id = n.dataset_id """
-    + mark("name", "e")
-    + """)
-        LIMIT %(limit)s
-    ) p
-    CROSS JOIN LATERAL (
-        SELECT m.namespace, m.name FROM readmodel.dataset_name_terms m
-        WHERE m.dataset_id = p.dataset_id AND m.term = p.term {long_m} """
-    + mark("name", "m")
-    + """
-        ORDER BY m.namespace COLLATE "C", m.name COLLATE "C" LIMIT 1) m
-    JOIN readmodel.datasets d ON d.id = p.dataset_id"""
-)
-# A job has one name: left out when it is `q` exactly or has a lesser term that matches.
-JOB_WORDS = """
-    SELECT 'job', j.id::text, j.id, j.namespace, j.name, 1, t.term, j.namespace, j.name
-    FROM (
-        SELECT t.term, t.job_id FROM readmodel.job_name_terms t
-        WHERE t.term >= %(word)s AND t.term < %(word_end)s {after}
-        ORDER BY t.term, t.job_id OFFSET 0
-    ) t
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.namespace, j.name FROM readmodel.jobs j WHERE j.id = t.job_id OFFSET 0) j
-    CROSS JOIN LATERAL (
-        SELECT b.term FROM readmodel.job_name_terms b
-        WHERE b.job_id = t.job_id AND b.term >= %(word)s ORDER BY b.job_id, b.term LIMIT 1) first
-    WHERE first.term = t.term AND lower(j.name) <> %(exact)s {long} {namespace}
-    LIMIT %(limit)s"""
-# Past a word hit's cursor (a term, then the type's key), by the cursor's type.
-WORDS_AFTER = {
-    "dataset": {
-        "dataset": "AND (n.term, n.dataset_id) > (%(after_name)s, %(after_key)s::uuid)",
-        "job": "AND n.term > %(after_name)s",
-        "namespace": "AND n.term > %(after_name)s",
-    },
-    "job": {
-        "dataset": "AND t.term >= %(after_name)s",
-        "job": "AND (t.term, t.job_id) > (%(after_name)s, %(after_key)s::uuid)",
-        "namespace": "AND t.term > %(after_name)s",
-    },
-}
-# The keys of every hit of a type, a name's term at a time, along the range the pages read
-# (a dataset once for each of its names and words that match; an exact name is a term too).
-DATASET_KEYS = """
-    SELECT n.dataset_id FROM readmodel.dataset_name_terms n
-    WHERE n.term >= %(word)s AND n.term < %(word_end)s {long} {namespace}"""
-JOB_KEYS = """
-    SELECT t.job_id FROM readmodel.job_name_terms t
-    CROSS JOIN LATERAL (
-        SELECT j.id FROM readmodel.jobs j WHERE j.id = t.job_id {long} {namespace} OFFSET 0) j
-    WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
-# (without a condition on the job, its terms alone: an index-only read)
-JOB_KEYS_BARE = """
-    SELECT t.job_id FROM readmodel.job_name_terms t
-    WHERE t.term >= %(word)s AND t.term < %(word_end)s"""
-# Hits are counted up to this many (a list's total goes to pagination.TOTAL_CAP, 10,000): a
-# count reads at least one key a hit, and a search box shows "1,000+".
-TOTAL_CAP = 1_000
-# Counted by the server on up to KEY_ROWS keys (a hit has one or two matching names and
-# words, its Spark and Hive names, mostly): one statement, no key sent here. When those
-# rows hold fewer distinct keys than the cap (hits with many matching names), the keys are
-# streamed here, KEYS_BATCH at a time, until TOTAL_CAP + 1 are seen.
-KEY_ROWS, KEYS_BATCH = 4 * (TOTAL_CAP + 1), 5_000
-COUNTED = f"SELECT count(DISTINCT k), count(*) FROM (({{keys}}) LIMIT {KEY_ROWS}) x(k)"
-# The namespaces with `q` in their name: ranked here (there are few).
-NAMESPACES = (
-    """
-    SELECT ns.name, lower(ns.name), """
-    + RANK_OF.format(n="lower(ns.name)")
-    + """
-    FROM readmodel.namespaces ns WHERE lower(ns.name) LIKE %(pattern)s {namespace}"""
-)
-# Every read along an index in its order, whatever the planner's estimate of a pattern's
-# hits (a rare pattern estimated common made it scan a whole name index).
-ORDERED = Planner(("enable_seqscan", "enable_bitmapscan"))
-# How the field reads (api/search_fields.py) are planned: "trigram" through the pg_trgm
-# indexes, "ordered" along the name index, "any" as the planner sees fit (no trigram index:
-# pg_trgm not installed). Each read turns its methods off and back on.
-TRIGRAM_INDEXES = """
-SELECT to_regclass('readmodel.dataset_fields_name_trgm') IS NOT NULL"""
-PLANS: dict[str, Planner | None] = {
-    "trigram": Planner(("enable_seqscan", "enable_indexscan")),
-    "ordered": ORDERED,
-    "any": None,
-}
+NAMESPACE_TIER = """
+    SELECT 'namespace', ns.name, NULL::uuid, ns.name, ns.name, {rank}, lower(ns.name),
+           ns.name, ns.name
+    FROM {source} ns
+    WHERE {test} {after} {namespace}
+    ORDER BY {name} USING ~<~, ns.name COLLATE "C" LIMIT %(limit)s"""
 
 
 class Tier(NamedTuple):
-    """Where one type's name hits are: its statements, alias and key, the condition of
-    `namespace=` (on the names alone: a dataset is in it when any of its names is)."""
+    """Where the hits of one type are: its statement, its names' table under an alias (each
+    has a `name` column), the key that orders equal names, the condition of `namespace=`
+    (on the names' table alone: a dataset is in it when any of its names is)."""
 
     template: str
-    words: str
-    keys: str
+    table: str
     alias: str
     key: str
     in_namespace: str
@@ -245,148 +174,285 @@ class Tier(NamedTuple):
 _TIERS: dict[HitType, Tier] = {
     "dataset": Tier(
         DATASET_TIER,
-        DATASET_WORDS,
-        DATASET_KEYS,
+        "readmodel.dataset_names",
         "n",
         "n.dataset_id",
         "AND n.dataset_id IN (SELECT x.dataset_id FROM readmodel.dataset_names x"
         " WHERE x.namespace = %(namespace)s)",
     ),
-    "job": Tier(JOB_TIER, JOB_WORDS, JOB_KEYS, "j", "j.id", "AND j.namespace = %(namespace)s"),
+    "job": Tier(JOB_TIER, "readmodel.jobs", "j", "j.id", "AND j.namespace = %(namespace)s"),
+    "namespace": Tier(
+        NAMESPACE_TIER, "readmodel.namespaces", "ns", "ns.name", "AND ns.name = %(namespace)s"
+    ),
 }
 # Restricted, a dataset hit answers under its display name among its readable names.
 _VISIBLE_DISPLAY = visible_display_name("p.dataset_id")
 _SHOWN = "p.dataset_id, d.namespace, d.name,"
-assert _SHOWN in DATASET_TIER and _SHOWN in DATASET_WORDS
-
-
-def _restricted(template: str) -> str:
-    return for_access(template, True).replace(
-        _SHOWN, f"p.dataset_id, ({_VISIBLE_DISPLAY})[1], ({_VISIBLE_DISPLAY})[2],"
-    )
-
-
+assert _SHOWN in DATASET_TIER
 # The tiers by Access.restricted.
 TIERS: dict[bool, dict[HitType, Tier]] = {
-    False: {
-        k: t._replace(template=for_access(t.template, False), words=for_access(t.words, False))
-        for k, t in _TIERS.items()
-    },
+    False: {k: t._replace(template=for_access(t.template, False)) for k, t in _TIERS.items()},
     True: {
         "dataset": _TIERS["dataset"]._replace(
-            template=_restricted(DATASET_TIER),
-            words=_restricted(DATASET_WORDS),
+            template=for_access(DATASET_TIER, True).replace(
+                _SHOWN, f"p.dataset_id, ({_VISIBLE_DISPLAY})[1], ({_VISIBLE_DISPLAY})[2],"
+            ),
             visible=name_visible(RESTRICTED, "n"),
         ),
         "job": _TIERS["job"]._replace(visible=job_visible(RESTRICTED, "j")),
+        "namespace": _TIERS["namespace"]._replace(visible=namespace_visible(RESTRICTED, "ns.name")),
     },
 }
-NAMESPACE_VISIBLE = namespace_visible(RESTRICTED, "ns.name")
+# Hits of each type counted up to one past TOTAL_CAP names (a dataset's names counted as
+# one dataset): (type, names read, hits, the page's bound). The bound: the (limit + 1)th
+# name, in order past the cursor, among the names counted that contain `q` past its start.
+# The names counted are all of the hits, or a sample of them (in the heap's order, which is
+# not the names'), so a page of substring hits lies at or before the bound; hits hidden by
+# a better name of the same dataset can leave it short, and it is then read without one.
+COUNT_OF = "SELECT {key}, {name} FROM {table} {alias} WHERE {contains} {namespace}"
+# When the names counted are all the hits (TOTAL_CAP or fewer), the page of substring hits
+# is among them: the first ones in order, a dataset's by its best name (a better one hides
+# the rest), looked up in the name index by the page's read (`listed`); a second read
+# through the trigram index built the bitmap of every hit again (a prefix in 2,000 names,
+# common trigrams: about 12 ms). NULL past the cap (a sample). Past a cursor, one more:
+# the cursor's own name (shown).
+LISTED = {False: "%(limit)s", True: "%(limit)s + 1"}
+COUNT = f"""
+    WITH found (key, low) AS MATERIALIZED ({{select}} LIMIT {TOTAL_CAP + 1})
+    SELECT '{{kind}}', count(*), {{hits}},
+           (SELECT low FROM found WHERE low NOT LIKE %(prefix)s {{past}}
+            ORDER BY low COLLATE "C" OFFSET %(limit)s - 1 LIMIT 1),
+           (SELECT array_agg(low ORDER BY low COLLATE "C") FROM (
+                SELECT low FROM {{best}} best
+                WHERE low NOT LIKE %(prefix)s {{past}}
+                ORDER BY low COLLATE "C" LIMIT {{listed}}) first
+            WHERE (SELECT count(*) FROM found) <= {TOTAL_CAP})
+    FROM found"""
+# A dataset is a hit under several names: counted once, listed under its best one. A job or
+# a namespace has one name (no sort of 10,000 keys to count them).
+HITS = {True: "count(DISTINCT key)", False: "count(*)"}
+BEST = {
+    True: """(SELECT DISTINCT ON (key) low FROM found
+              ORDER BY key, low NOT LIKE %(prefix)s, low COLLATE "C")""",
+    False: "found",
+}
+# How the planner reads names, whatever its estimate of a pattern's hits (a rare
+# substring estimated common made it scan the whole name index in order): "trigram"
+# through the pg_trgm indexes, "ordered" along the name index, "any" as it sees fit (no
+# trigram index: pg_trgm not installed). Each read turns its methods off and back on.
+TRIGRAM_INDEXES = """
+SELECT to_regclass('readmodel.dataset_names_name_trigrams') IS NOT NULL
+       AND to_regclass('readmodel.jobs_name_trigrams') IS NOT NULL"""
+PLANS: dict[str, Planner | None] = {
+    "trigram": Planner(("enable_seqscan", "enable_indexscan")),
+    "ordered": Planner(("enable_seqscan", "enable_bitmapscan")),
+    "stream": Planner(("enable_indexscan", "enable_bitmapscan")),
+    "any": None,
+}
+# How many names a type's count reads streaming the table in its heap order (a sequential
+# scan stopping at the cap) when a sample says the cap is reached within STREAM_ROWS rows:
+# a trigram index's bitmap lists every name with each of `q`'s trigrams before the first
+# row is read (a word in a fifth of 2,500,000 names: 120 ms, five times that of 500,000
+# names), and a stream reads the cap's worth, whatever the table's size.
+STREAM_ROWS = 200_000
+# A streamed type's page of substring hits is probed for along the name index among this
+# many names (its hits can be few among the first names in order: a word that starts no
+# name of a schema is in none of its first ones), not PROBE_ROWS.
+PROBE_STREAMED = STREAM_ROWS // 4
+SAMPLE_PAGES = 20  # of a names' table, chosen at random: about 1,500 names
+# A type's sample: (type, its hits, its names, the percent of its table's pages sampled).
+SHARE = f"least(100, 100.0 * {SAMPLE_PAGES} / greatest(1, pg_relation_size('{{table}}') / 8192))"
+SAMPLE = f"""
+SELECT '{{kind}}', count(*) FILTER (WHERE {{name}} LIKE %(pattern)s {{namespace}}), count(*),
+       {SHARE}::float8
+FROM {{table}} {{alias}} TABLESAMPLE SYSTEM ({SHARE}) REPEATABLE (0)"""
 
 
-def _exact(tier: Tier, kind: HitType, cursor: Cursor | None, ns: bool) -> str:
-    """The exact hits of one type (rank 0), a page past `cursor`: '' if the cursor is past
-    them."""
-    name, key = tier.name, tier.key
+# A probe (api/search_probe.py), up to the count's bound, is sent where the count stopped at
+# its cap: with fewer hits the trigram bitmap is cheap, and a failed probe (a page further
+# along the index than PROBE_ROWS names) is not.
+PROBE_ROWS = search_probe.PROBE_ROWS
+
+
+def _tier(
+    tier: Tier,
+    kind: HitType,
+    rank: int,
+    cursor: tuple[int, str, str, str] | None,
+    ns: bool,
+    bounded: bool = False,
+    probe: bool = False,
+    listed: bool = False,
+    upper: bool = True,
+    indexed: bool = False,
+) -> str:
+    """One (type, rank) of the hits, a page of it past `cursor`: '' if the cursor is past
+    all of it. `bounded`: only names up to `%(upper_<type>)s` (the count's bound); `probe`
+    (bounded too): only among the first PROBE_ROWS of those names in order; `listed`: only
+    the names in `%(lows_<type>)s` (the count's first ones, when it counted every hit)."""
+    name, key, source = tier.name, tier.key, tier.table
+    if probe:
+        after_name = cursor is not None and cursor[0] == rank
+        column = key.split(".")[1]
+        source = search_probe.source(
+            tier.table,
+            column,
+            f"upper_{kind}" if upper else None,
+            after_name,
+            rows=f"probe_{kind}",
+            columns=f"s.{column}, s.namespace, s.name",
+        )
+        name, bounded = f"{tier.alias}.low", upper
     after = ""
     if cursor is not None:
         after_rank, _, after_type, _ = cursor
-        if after_rank > 0:
+        if rank < after_rank:
             return ""
-        if kind > after_type:
-            tie = "true"
-        elif kind == after_type:
-            tie = f'{key}::text COLLATE "C" > %(after_key)s'
-        else:
-            tie = "false"
-        after = f"AND {name} ~>=~ %(after_name)s AND ({name} ~>~ %(after_name)s OR {tie})"
+        if rank == after_rank:
+            if kind > after_type:
+                tie = "true"
+            elif kind == after_type:
+                tie = f'{key}::text COLLATE "C" > %(after_key)s'
+            else:
+                tie = "false"
+            after = f"AND {name} ~>=~ %(after_name)s AND ({name} ~>~ %(after_name)s OR {tie})"
+    if bounded:
+        after += f" AND {name} ~<=~ %(upper_{kind})s"
+    if listed:
+        after += f" AND {name} = ANY(%(lows_{kind})s)"
     return tier.template.format(
-        name=name, rank=0, test=RANK_TEST.format(n=name), after=after, namespace=tier.where(ns)
-    )
-
-
-def _words(tier: Tier, kind: HitType, cursor: Cursor | None, ns: bool, long: bool) -> str:
-    """The word hits of one type, a page past `cursor`: '' if the cursor is past them."""
-    after = ""
-    if cursor is not None:
-        if cursor[0] > WORD_RANK:
-            return ""
-        if cursor[0] == WORD_RANK:
-            after = WORDS_AFTER[kind][cursor[2]]
-    return tier.words.format(
+        source=source,
+        name=name,
+        rank=rank,
+        test=rank_test(rank, name, indexed),
         after=after,
         namespace=tier.where(ns),
-        long=LONG.format(n=tier.alias) if long else "",
-        long_b=LONG.format(n="b") if long else "",
-        long_m=LONG.format(n="m") if long else "",
     )
 
 
-# A `q` longer than the stored terms (name_terms.MAX_TERM), or starting with other
-# characters than its word (`_daily`), is found by its word's terms and then in the name.
-LONG = "AND strpos(lower({n}.name), %(exact)s) > 0"
+def _counts(
+    tiers: dict[HitType, Tier],
+    kinds: list[HitType],
+    ns: bool,
+    cursor: tuple[int, str, str, str] | None,
+    indexed: bool,
+) -> list[str]:
+    past = "AND low ~>=~ %(after_name)s" if _past_name(cursor) else ""
+    return [
+        COUNT.format(
+            kind=k,
+            select=_count_of(tiers[k], ns, indexed),
+            past=past,
+            listed=LISTED[bool(past)],
+            hits=HITS[k == "dataset"],
+            best=BEST[k == "dataset"],
+        )
+        for k in kinds
+    ]
 
 
-def _keys(tier: Tier, kind: HitType, ns: bool, long: bool) -> str:
-    where = tier.where(ns)
-    if kind == "job" and not where and not long:
-        return JOB_KEYS_BARE
-    return tier.keys.format(namespace=where, long=LONG.format(n=tier.alias) if long else "")
+def _past_name(cursor: tuple[int, str, str, str] | None) -> bool:
+    """Whether the cursor is among the substring hits (their names from its own on)."""
+    return cursor is not None and cursor[0] == 2
 
 
-async def _streamed(conn: AsyncConnection[Any], keys: str, args: Any) -> int:
-    """The distinct keys of `keys`' rows, up to TOTAL_CAP + 1, fetched until that many are
-    seen (planned as the pages are)."""
+def _count_of(tier: Tier, ns: bool, indexed: bool) -> str:
+    return COUNT_OF.format(
+        key=tier.key,
+        contains=contains(tier.name, indexed),
+        name=tier.name,
+        table=tier.table,
+        alias=tier.alias,
+        namespace=tier.where(ns),
+    )
+
+
+# The hits of one type, a key a name (a dataset once for each of its names that match):
+# read in the order the trigram plan gives, until TOTAL_CAP + 1 distinct keys are seen.
+COUNT_KEYS = "SELECT {key} FROM {table} {alias} WHERE {contains} {namespace}"
+KEYS_BATCH = 5_000
+
+
+async def _count_distinct(
+    conn: AsyncConnection[Any], plan: str, tier: Tier, ns: bool, args: Any, indexed: bool
+) -> int:
+    """How many hits of `tier` there are, up to TOTAL_CAP + 1, however many names each has
+    (a dataset with 2,000 symlinks among them counts once): the keys stream from a
+    server-side cursor planned the `plan` way, which stops once that many are seen. Run
+    when the names counted reached the cap, so a common word with few names a hit costs
+    no more than before."""
+    sql = COUNT_KEYS.format(
+        key=tier.key,
+        contains=contains(tier.name, indexed),
+        table=tier.table,
+        alias=tier.alias,
+        namespace=tier.where(ns),
+    )
     seen: set[Any] = set()
-    await pipelined(conn, [(f"DECLARE search_keys NO SCROLL CURSOR FOR {keys}", args)], off=ORDERED)
+    # (declared by hand: psycopg's server-side cursors do not pipeline the plan's settings)
+    await pipelined(
+        conn, [(f"DECLARE search_count_keys NO SCROLL CURSOR FOR {sql}", args)], off=PLANS[plan]
+    )
     while len(seen) <= TOTAL_CAP:
-        batch = await rows(conn, f"FETCH FORWARD {KEYS_BATCH} FROM search_keys")
-        seen.update(r[0] for r in batch)
-        if len(batch) < KEYS_BATCH:
+        batch = await rows(conn, f"FETCH FORWARD {KEYS_BATCH} FROM search_count_keys")
+        if not batch:
             break
-    await conn.execute("CLOSE search_keys")
+        seen.update(r[0] for r in batch)
+    await conn.execute("CLOSE search_count_keys")
     return min(len(seen), TOTAL_CAP + 1)
 
 
-def _namespaces(found: list[Any], q: str, cursor: Cursor | None) -> tuple[int, list[Any]]:
-    """The namespace hits among `found` (name, lowercase name, rank 0 or 1 or NULL): how
-    many, and their rows past `cursor`."""
-    hits = []
-    for name, low, rank in found:
-        if rank is None:
-            term = name_terms.best(name, q)
-            if term is None:
-                continue
-            rank, low = WORD_RANK, term
-        hits.append(("namespace", name, None, name, name, rank, low, name, name))
-    if cursor is not None:
-        after = (cursor[0], cursor[1].encode(), cursor[2], cursor[3])
-        return len(hits), [r for r in hits if _order(r) > after]
-    return len(hits), hits
-
-
-def _is_uuid(key: str) -> bool:
-    try:
-        uuid.UUID(key)
-    except ValueError:
-        return False
-    return True
-
-
-def _order(r: Any) -> tuple[int, bytes, str, str]:
-    """A hit row's place in the answer: (rank, sort name's bytes, type, key)."""
-    return (r[5], r[6].encode(), r[0], r[1])
-
-
-def _cursor_key(r: Any) -> Cursor:
-    return (r[5], r[6], r[0], r[1])
+async def _plans(
+    conn: AsyncConnection[Any],
+    tiers: dict[HitType, Tier],
+    kinds: list[HitType],
+    ns: bool,
+    args: dict[str, Any],
+    narrowed: bool,
+) -> tuple[str, dict[HitType, str]]:
+    """The trigram plan ("any" without the trigram indexes) and how each type's hits are
+    counted, in one round trip: "stream" where a sample of its table's pages says a
+    sequential scan reaches the cap within STREAM_ROWS names and within as many names as
+    the table has hits (what the trigram index's bitmap lists, at least), else the trigram
+    plan. Not sampled when `q` is `narrowed` (its rare part is in few names). Sets each
+    type's probe budget in `args`."""
+    sampled = [] if narrowed else [k for k in kinds if k != "namespace"]
+    statements: list[tuple[str, Any]] = [(TRIGRAM_INDEXES, None)]
+    if sampled:
+        sample = "\n UNION ALL".join(
+            "("
+            + SAMPLE.format(
+                kind=k,
+                name=tiers[k].name,
+                namespace=tiers[k].where(ns),
+                table=tiers[k].table,
+                alias=tiers[k].alias,
+            )
+            + ")"
+            for k in sampled
+        )
+        statements.append((sample, args))
+    found = await pipelined(conn, statements)
+    indexed = "trigram" if found[0][0][0] else "any"
+    plans: dict[HitType, str] = {k: indexed for k in kinds}
+    for k in kinds:
+        args[f"probe_{k}"] = PROBE_ROWS
+    for k, hits, names, percent in found[1] if sampled else []:
+        if not hits:
+            continue
+        streamed = (TOTAL_CAP + 1) * names / hits  # names read to reach the cap
+        if streamed <= min(STREAM_ROWS, hits * 100.0 / percent):
+            plans[k] = "stream"
+            args[f"probe_{k}"] = PROBE_STREAMED
+    return indexed, plans
 
 
 async def _read(conn: AsyncConnection[Any], plan: str, parts: list[str], args: Any) -> list[Any]:
     """The rows of `parts` (statements, UNION ALL), planned the `plan` way."""
     if not parts:
         return []
-    # one round trip: the plan's settings, the statement and their restore pipelined
+    # one round trip: the plan's settings, the statement and their restore pipelined (a
+    # search sends up to eight of these)
     statement = "\n UNION ALL".join(f"({p})" for p in parts)
     return await planner.rows_planned(conn, PLANS[plan], statement, args)
 
@@ -398,8 +464,8 @@ class SearchQuery(params.Paged, frozen=True):
             pattern=params.NO_NUL,
             min_length=1,
             max_length=200,
-            description="The start of a job, dataset or namespace name or of a word in it, or "
-            "part of a dataset's field name or description.",
+            description="Part of a job, dataset or namespace name, or of a dataset's field "
+            "name or description.",
         ),
     ]
     type: Annotated[
@@ -426,16 +492,9 @@ SEARCH_OP = Operation(
     etag_from_position=True,
     query=SearchQuery,
     expensive=True,
-    description="Jobs, datasets and namespaces whose name starts with `q` or has a word "
-    "starting with `q` (case-insensitive; a word is a run of letters and digits, and one "
-    "begins after any other character and at an upper-case letter after a lower-case one: "
-    "`q=daily` finds `orders_daily` and `ordersDaily`, not `weeklydaily`; a `q` starting "
-    "with other characters, `_daily`, finds `daily` words in names that have `_daily`), "
-    "ranked: exact names (`match` exact), then the rest by the name from where `q` matched "
-    "on, the least such rest of the name (lowercase, in byte order: `x.orders` before "
-    "`orders_daily` for `q=orders`), `match` prefix when the name starts with `q`, else "
-    "substring; a name's first 64 words. "
-    "A dataset matches on any of "
+    description="Jobs, datasets and namespaces whose name contains `q` "
+    "(case-insensitive), ranked: exact names, then names starting with `q`, then the rest, "
+    "each by the name that matched (lowercase, in byte order). A dataset matches on any of "
     "its names, answers once under its display name, with its best-ranked name that "
     "matched in `matched_name`. `type` and `namespace` narrow "
     "the hits; `total` counts them. A dataset none of whose names matches but a top-level "
@@ -454,15 +513,11 @@ SEARCH_OP = Operation(
 resource = Resource()
 
 
-def _match(r: Any, q: str) -> Literal["exact", "prefix", "substring"]:
-    """How a name hit's name matched `q` (lowercase): exact (rank 0), at its start, or at a
-    later word's only (its place in the order is its least matching term either way)."""
-    if r[5] == 0:
-        return "exact"
-    return "prefix" if r[8].lower().startswith(q) else "substring"
+def _cursor_key(r: Any) -> tuple[int, str, str, str]:
+    return (r[5], r[6], r[0], r[1])
 
 
-def _hit(r: Any, q: str) -> models_search.SearchHit:
+def _hit(r: Any) -> models_search.SearchHit:
     if r[5] >= FIRST_FIELD_RANK:
         return models_search.DatasetHit(
             id=r[2],
@@ -471,7 +526,7 @@ def _hit(r: Any, q: str) -> models_search.SearchHit:
             match=MATCH[min(r[5] - FIRST_FIELD_RANK, 2)],
             matched_field=models_search.MatchedField(name=r[7], description=r[8]),
         )
-    match = _match(r, q)
+    match = MATCH[r[5]]
     if r[0] == "namespace":
         return models_search.NamespaceHit(name=r[4], match=match)
     matched = models_search.MatchedName(namespace=r[7], name=r[8])
@@ -489,56 +544,88 @@ async def search(request: Request) -> Response:
     query: SearchQuery = SEARCH_OP.parse_query(request)
     access = await access_of(request)
     tiers = TIERS[access.restricted]
-    q = query.q.lower()
     args: dict[str, Any] = {
         **access.sql_params(),
-        "exact": q,
+        "exact": query.q.lower(),
         "prefix": like_prefix(query.q),
-        "word": (word := name_terms.word_of(q)[: name_terms.MAX_TERM]),
-        # ('' for a `q` without a letter or digit: an empty range, no word hit)
-        "word_end": name_terms.past_prefix(word) if word else "",
-        "checked": (checked := name_terms.checked_in_name(q)),
         "pattern": like_substring(query.q),
+        "rare": like_substring(rare := rare_part(query.q)),
         "namespace": query.namespace,
         "limit": query.limit + 1,
     }
     kinds: list[HitType] = sorted(query.type or ("dataset", "job", "namespace"))
     kind = bound_kind("search", query)
-    cursor: Cursor | None = None
+    cursor: tuple[int, str, str, str] | None = None
     if query.cursor is not None:
         cursor = decode_cursor(query.cursor, kind, [int, str, str, str])
         (_, args["after_name"], _, args["after_key"]) = cursor
-        if cursor[2] != "namespace" and not _is_uuid(cursor[3]):
-            raise invalid_cursor()  # (a dataset's or job's key is its id)
     ns = query.namespace is not None
-    named = [k for k in kinds if k != "namespace"]
+    # the trigram index is asked for a part of `q` (then no type streams: see _plans)
+    narrowed = rare != query.q
     async with connection(request) as conn:
-        # one round trip: each type's count, the pages, the namespaces
-        statements: list[tuple[str, Any]] = []
-        keys = {k: _keys(tiers[k], k, ns, checked) for k in named}
-        statements += [(COUNTED.format(keys=keys[k]), args) for k in named]
-        pages = [t for k in named if (t := _exact(tiers[k], k, cursor, ns))]
-        pages += [t for k in named if (t := _words(tiers[k], k, cursor, ns, checked))]
-        if pages:
-            statements.append(("\n UNION ALL".join(f"({p})" for p in pages), args))
-        if "namespace" in kinds:
-            where = ("AND ns.name = %(namespace)s" if ns else "") + (
-                NAMESPACE_VISIBLE if access.restricted else ""
+        by_trigram_plan, plans = await _plans(conn, tiers, kinds, ns, args, narrowed)
+        trigrams = by_trigram_plan == "trigram"
+        counts = []
+        for plan in sorted(set(plans.values())):
+            same = [k for k in kinds if plans[k] == plan]
+            statements = _counts(tiers, same, ns, cursor, indexed=narrowed)
+            counts += await _read(conn, plan, statements, args)
+        counted = [(k, names, hits, upper) for k, names, hits, upper, _ in counts]
+        capped = {k for k, names, _, _ in counted if names > TOTAL_CAP}
+        lows = {k: low for k, _, _, _, low in counts if k not in capped}
+        # past the cap of names, a type whose names were fewer hits: its hits counted
+        for i, (k, names, hits, upper) in enumerate(counted):
+            if names > TOTAL_CAP and hits <= TOTAL_CAP:
+                hits = await _count_distinct(conn, plans[k], tiers[k], ns, args, narrowed)
+                counted[i] = (k, hits, hits, upper)
+        bounds = {k: upper for k, _, _, upper in counted}
+        # (a listed page lies among its names: the last one bounds it when there are more)
+        full = args["limit"] + _past_name(cursor)
+        bounds.update({k: v[-1] if v and len(v) >= full else None for k, v in lows.items()})
+        args.update({f"upper_{k}": upper for k, upper in bounds.items()})
+        args.update({f"lows_{k}": v for k, v in lows.items()})
+        # exact and prefix hits are ranges of the name index, read in order
+        ordered = [t for k in kinds for r in range(2) if (t := _tier(tiers[k], k, r, cursor, ns))]
+        found = await _read(conn, "ordered", ordered, args)
+        # substring hits up to each type's bound: looked up by name where the count read
+        # every hit, probed for along the name index where it stopped at its cap (a trigram
+        # bitmap would list more names than it read), else (or when the probe found no page)
+        # through the trigram index
+        many = {k for k in capped if bounds[k] is not None or plans[k] == "stream"}
+        listed = [
+            t
+            for k, v in lows.items()
+            if v and (t := _tier(tiers[k], k, 2, cursor, ns, listed=True))
+        ]
+        probes = [
+            t
+            for k in kinds
+            if k in many
+            and (t := _tier(tiers[k], k, 2, cursor, ns, probe=True, upper=plans[k] != "stream"))
+        ]
+        probed = await _read(conn, "ordered", listed + probes, args)
+        per_probe = collections.Counter(r[0] for r in probed)
+        paged = {k for k in many if per_probe[k] > query.limit}
+        bounded = [
+            t
+            for k in kinds
+            if k in capped
+            and k not in paged
+            and (
+                t := _tier(
+                    tiers[k], k, 2, cursor, ns, bounded=bounds[k] is not None, indexed=narrowed
+                )
             )
-            statements.append((NAMESPACES.format(namespace=where), args))
-        answers = await pipelined(conn, statements, off=ORDERED)
-        hits: dict[HitType, int] = {}
-        for i, k in enumerate(named):
-            ((distinct, read),) = answers[i]
-            many = read == KEY_ROWS and distinct <= TOTAL_CAP
-            hits[k] = await _streamed(conn, keys[k], args) if many else min(distinct, TOTAL_CAP + 1)
-        found = answers[len(named)] if pages else []
-        if "namespace" in kinds:
-            hits["namespace"], namespace_rows = _namespaces(answers[-1], q, cursor)
-            found += namespace_rows
+        ]
+        substring = [r for r in probed if r[0] in paged or r[0] not in capped]
+        substring += await _read(conn, by_trigram_plan, bounded, args)
+        per_type = collections.Counter(r[0] for r in substring)
+        short = [k for k in kinds if bounds[k] is not None and per_type[k] <= query.limit]
+        substring = [r for r in substring if r[0] not in short]
+        unbounded = [t for k in short if (t := _tier(tiers[k], k, 2, cursor, ns, indexed=narrowed))]
+        found += substring + await _read(conn, by_trigram_plan, unbounded, args)
         fields = search_fields.Found(0, True, [])
         if "dataset" in kinds:
-            trigrams = bool((await rows(conn, TRIGRAM_INDEXES))[0][0])
 
             async def read(plan: str, parts: list[str], args: Any) -> list[Any]:
                 return await _read(
@@ -553,20 +640,24 @@ async def search(request: Request) -> Response:
                 cursor,
                 args,
                 names_fill_page=len(found) > query.limit,
-                names_past_cap=sum(hits.values()) > TOTAL_CAP,
-                # (a dataset's name with `q`, in any namespace: else no field hit has one)
-                named=ns or hits["dataset"] > 0,
+                names_past_cap=sum(hits for _, _, hits, _ in counted) > TOTAL_CAP,
+                # (the datasets' count, in every namespace: did any name have `q`)
+                named=ns or any(names for k, names, *_ in counts if k == "dataset"),
             )
         found += fields.rows
-    # each type's page is in order: merged
-    found.sort(key=_order)
+    # each type's page is in order: merged by (rank, name's bytes, type, key)
+    found.sort(key=lambda r: (r[5], r[6].encode(), r[0], r[1]))
     items, next_cursor = page(found[: query.limit + 1], query.limit, kind, _cursor_key)
-    count = sum(hits.values()) + fields.datasets
-    exact = count <= TOTAL_CAP and fields.exact and all(h <= TOTAL_CAP for h in hits.values())
+    count = sum(hits for _, _, hits, _ in counted) + fields.datasets
+    exact = (
+        count <= TOTAL_CAP
+        and fields.exact
+        and all(names <= TOTAL_CAP for _, names, _, _ in counted)
+    )
     return json_response(
         request,
         models_search.SearchPage(
-            items=[_hit(r, q) for r in items],
+            items=[_hit(r) for r in items],
             next_cursor=next_cursor,
             total=min(count, TOTAL_CAP),
             total_is_exact=exact,

@@ -40,20 +40,18 @@ RANK_TESTS = {
     5: "lower({f}.name) LIKE %(pattern)s AND lower({f}.name) NOT LIKE %(prefix)s",
     6: "lower({f}.name) NOT LIKE %(pattern)s AND lower({f}.description) LIKE %(pattern)s",
 }
-# A field hit's dataset: none of its (readable) names matches (at its start or a word's:
-# api/search.py, by the dataset's terms), in `namespace=` when given, restricted with a
-# readable name. Each test is a probe by the dataset's id for each field read (OFFSET 0
-# keeps the planner from making it a join, which read every name).
+# A field hit's dataset: none of its (readable) names matches, in `namespace=` when given,
+# restricted with a readable name. Each test is a probe by the dataset's id for each field
+# read (OFFSET 0 keeps the planner from making it a join, which read every name).
 FILTERS = """
       {namespace} {unnamed} {readable}"""
 # (left out when the names' count found no readable name with `q` in any namespace: then no
 # field's dataset has one, and the count of a field word saved 1,001 probes, half its time)
 UNNAMED = (
     """AND NOT EXISTS (
-          SELECT 1 FROM readmodel.dataset_name_terms mt
-          WHERE mt.dataset_id = f.dataset_id AND mt.term >= %(word)s AND mt.term < %(word_end)s
-            AND (NOT %(checked)s OR strpos(lower(mt.name), %(exact)s) > 0) """
-    + mark("name", "mt")
+          SELECT 1 FROM readmodel.dataset_names m
+          WHERE m.dataset_id = f.dataset_id AND lower(m.name) LIKE %(pattern)s """
+    + mark("name", "m")
     + """ OFFSET 0)"""
 )
 IN_NAMESPACE = (

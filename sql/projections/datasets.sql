@@ -61,25 +61,6 @@ CREATE INDEX dataset_names_dataset ON dataset_names (dataset_id);
 CREATE INDEX dataset_names_namespace_dataset ON dataset_names (namespace, dataset_id);
 CREATE INDEX dataset_names_name ON dataset_names (lower(name) text_pattern_ops);
 
--- Each name's search terms (metastore/name_terms.py: the name from its start and from
--- each word's on, lowercased, cut at 100 characters), written with the name. /search reads a
--- page of the names `q` starts or has a word starting with as a range of the term index,
--- in the answer's order (a term, then the dataset), and counts them along it up to
--- its cap: neither grows with the names that match, as the trigram index's bitmap of every
--- such name did. No key: a name is new once, and the fold writes its terms then.
--- `dataset_id` is the name's (moved with it by a merge: REPOINT_NAMES). The indexes hold
--- the term and the dataset alone (a page's names are read from the rows): the fold writes
--- a row and two entries for each of a new name's words.
-CREATE TABLE dataset_name_terms (
-    namespace       text        NOT NULL,
-    name            text        NOT NULL,
-    term            text        COLLATE "C" NOT NULL,
-    dataset_id      uuid        NOT NULL
-);
-CREATE INDEX dataset_name_terms_term ON dataset_name_terms (term, dataset_id);
--- (a dataset's terms in order: its least that matches, one probe; and a merge moving them)
-CREATE INDEX dataset_name_terms_dataset ON dataset_name_terms (dataset_id, term);
-
 -- The fields of each dataset's current schema (its version last seen), top level, one row
 -- a field name (the first of a name given twice): /search matches `q` on their names and
 -- descriptions through these indexes instead of reading schemas' JSON. Rewritten for the

@@ -25,14 +25,6 @@ CREATE TABLE jobs (
 ) WITH (fillfactor = 80);
 CREATE INDEX jobs_parent ON jobs (parent_job_id) WHERE parent_job_id IS NOT NULL;
 CREATE INDEX jobs_name ON jobs (lower(name) text_pattern_ops);
--- Each job's search terms, as dataset_name_terms (sql/projections/datasets.sql) for names
--- (job_name_terms_job: a job's least term that matches, one probe).
-CREATE TABLE job_name_terms (
-    job_id          uuid        NOT NULL,
-    term            text        COLLATE "C" NOT NULL
-);
-CREATE INDEX job_name_terms_term ON job_name_terms (term, job_id);
-CREATE INDEX job_name_terms_job ON job_name_terms (job_id, term);
 -- /namespace-stats as of T: a namespace's jobs first seen by then, counted from the index
 -- alone (without it, a scan of every job: 60-90 ms at 50,000 jobs)
 CREATE INDEX jobs_namespace_first_seen ON jobs (namespace, first_seen);
