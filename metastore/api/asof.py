@@ -265,13 +265,16 @@ def run_at_join(run: str = "lr.run_id") -> str:
 
 
 RUN_AT_JOIN = run_at_join()
+# A run's state and end at T from its event that counts then (`s`, RUN_AT_JOIN; none:
+# running since it started).
+STATE_AT = "coalesce(s.event_type, 'RUNNING')"
 _ENDED_AT = "CASE WHEN s.event_type IN ('COMPLETE', 'FAIL', 'ABORT') THEN s.event_time END"
-RUN_AT_COLUMNS = f"""lr.run_id, coalesce(s.event_type, 'RUNNING'),
+RUN_AT_COLUMNS = f"""lr.run_id, {STATE_AT},
        coalesce(s.event_time, lr.started_at), lr.started_at, {_ENDED_AT},
        extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8"""
 # The same as a LatestRun in JSON (null when the job had not run by T).
 RUN_AT_JSON = f"""CASE WHEN lr.run_id IS NOT NULL THEN json_build_object(
-    'id', lr.run_id, 'state', coalesce(s.event_type, 'RUNNING'),
+    'id', lr.run_id, 'state', {STATE_AT},
     'state_time', coalesce(s.event_time, lr.started_at), 'started_at', lr.started_at,
     'ended_at', {_ENDED_AT},
     'duration_seconds', extract(epoch FROM {_ENDED_AT} - lr.started_at)::float8) END"""
@@ -284,7 +287,7 @@ RUN_AT_JSON = f"""CASE WHEN lr.run_id IS NOT NULL THEN json_build_object(
 # dataset's runs: their arrays of ids are constants to the planner) it cost more to plan
 # than to run, more with each month of the log.
 RUN_STATES_AT = f"""
-SELECT lr.run_id, coalesce(s.event_type, 'RUNNING'), {_ENDED_AT}
+SELECT lr.run_id, {STATE_AT}, {_ENDED_AT}
 FROM readmodel.lineage_runs lr{RUN_AT_JOIN}
 WHERE lr.run_id = ANY(%(runs)s::uuid[])"""
 # Its one plan: the runs by key, each run's events by the log's run indexes (no sequential

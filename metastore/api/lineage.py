@@ -259,7 +259,7 @@ WHERE NOT job_id = ANY(%(jobs)s::uuid[]) GROUP BY direction, dataset_id
 STATES_NOW = {
     "states": f""",
 states AS MATERIALIZED (
-    SELECT lr.run_id, coalesce(s.event_type, 'RUNNING') AS state
+    SELECT lr.run_id, {asof.STATE_AT} AS state
     FROM readmodel.lineage_runs lr{asof.RUN_AT_JOIN}
     WHERE lr.run_id = ANY(ARRAY(SELECT DISTINCT last_run FROM edges)))""",
     "state": "st.state",
