@@ -37,6 +37,7 @@ SCENARIOS = {
     "live-fold": "bench.scenarios.live_fold",
     "live-batches": "bench.scenarios.live_batches",
     "lag-timeline": "bench.scenarios.lag_timeline",
+    "lag-statements": "bench.scenarios.lag_statements",
     "graph": "bench.scenarios.graph",
     "graph-requests": "bench.scenarios.graph_requests",
     "column-requests": "bench.scenarios.column_requests",

@@ -113,5 +113,5 @@ def write(cur: psycopg.Cursor[Any], sightings: Sightings, ends: dict[Any, bool])
     if ends:
         runs = list(ends)
         # (index probes by run, whatever the statistics: see INDEX_PROBES_ONLY)
-        with planner_without(cur, *INDEX_PROBES_ONLY):
+        with planner_without(cur, *INDEX_PROBES_ONLY, plan_once=True):
             cur.execute(SETTLE, (uuid_array(runs), [ends[r] for r in runs]))

@@ -55,5 +55,5 @@ def refold(cur: psycopg.Cursor[Any], since: dict[uuid.UUID, dt.datetime]) -> Non
         # (each job's runs and spans by index, a job at a time (OFFSET 0): with a fresh
         # store's statistics the planner hashed every run and every span, or walked all of
         # failing_spans_job, a scan a batch growing with the store)
-        with planner_without(cur, *INDEX_PROBES_ONLY):
+        with planner_without(cur, *INDEX_PROBES_ONLY, plan_once=True):
             cur.execute(REFOLD, row_param(SINCE_TYPES, [list(since), list(since.values())]))

@@ -388,7 +388,7 @@ def move_roots(
         plain = [top for top in tops if top not in cyclic]
         if plain:
             columns: list[list[Any]] = [plain, [_array(tails[top]) for top in plain]]
-            with planner_without(cur, *INDEX_PROBES_ONLY):
+            with planner_without(cur, *INDEX_PROBES_ONLY, plan_once=True):
                 dcur.execute(EXTEND_PATHS, (*row_param(TOP_TYPES, columns), uuid_array(rows)))
                 row = dcur.fetchone()
             if row and row["count"]:
@@ -405,7 +405,7 @@ def move_roots(
         extended = walk.extend(list(path), {rid, *path}, tails[path[-1]] or [])
         moved.append([rid, extended[-1], _array(extended)])
     walk.count()
-    with planner_without(cur, *INDEX_PROBES_ONLY):
+    with planner_without(cur, *INDEX_PROBES_ONLY, plan_once=True):
         cur.execute(MOVE_ROOTS, row_param(MOVE_TYPES, list(zip(*moved, strict=True))))
 
 

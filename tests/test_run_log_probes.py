@@ -24,6 +24,7 @@ from metastore.eventlog import Position, batch_after_query
 from projections.common import INDEX_PROBES_ONLY, RUN_FACTS, planner_without
 from projections.runner import catch_up
 from tests.logdata import append
+from tests.plans import numbered
 from tests.support import run_event
 
 Conn = psycopg.Connection[Any]
@@ -79,20 +80,16 @@ def buffers_read(conn: Conn, query: str, params: Any) -> tuple[int, str]:
     ), plan
 
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%b")
-
-
 def buffers_read_planned_once(
     conn: Conn, query: str, params: dict[str, Any] | tuple[Any, ...], *methods: str
 ) -> tuple[int, str]:
     """buffers_read of `query`'s generic plan, made as the fold makes it: prepared, with
     `methods` off and plans kept (planner_without's `plan_once`, as common.run_facts and
     the projector's read run)."""
-    names = list(dict.fromkeys(m.group(1) or "" for m in _PLACEHOLDER.finditer(query)))
-    numbered = _PLACEHOLDER.sub(lambda m: f"${names.index(m.group(1) or '') + 1}", query)
-    values = [params[n] for n in names] if isinstance(params, dict) else list(params)
+    text, keys = numbered(query)
+    values = [params[k] for k in keys]  # type: ignore[index]
     with conn.transaction(), planner_without(conn, *methods, plan_once=True):
-        conn.execute("PREPARE planned_once AS " + numbered)
+        conn.execute("PREPARE planned_once AS " + text)
         try:
             (types,) = conn.execute(
                 "SELECT parameter_types::text[] FROM pg_prepared_statements"
