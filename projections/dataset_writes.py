@@ -47,7 +47,7 @@ ON CONFLICT (namespace, name, fields_hash, run_id) DO UPDATE SET
 # sighting counts by its run's end in `ends` where the batch has one).
 SETTLE = f"""
 WITH ends AS (
-    SELECT * FROM unnest(%b::uuid[], %s::boolean[]) AS e(run_id, failed)
+    SELECT * FROM unnest(%b::uuid[], %b::boolean[]) AS e(run_id, failed)
 ),
 changed AS (
     UPDATE version_sightings s SET failed = e.failed
@@ -114,4 +114,6 @@ def write(cur: psycopg.Cursor[Any], sightings: Sightings, ends: dict[Any, bool])
         runs = list(ends)
         # (index probes by run, whatever the statistics: see INDEX_PROBES_ONLY)
         with planner_without(cur, *INDEX_PROBES_ONLY, plan_once=True):
-            cur.execute(SETTLE, (uuid_array(runs), [ends[r] for r in runs]))
+            cur.execute(
+                SETTLE, (uuid_array(runs), pgarray.column_array("boolean", [ends[r] for r in runs]))
+            )

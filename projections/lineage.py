@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from metastore.pgarray import uuid_array
 from projections.common import (
     FAILED_STATES,
     INDEX_PROBES_ONLY,
@@ -135,7 +136,7 @@ ON CONFLICT (run_id) DO UPDATE SET
 # events; docs/PERFORMANCE.md, "the lag's tail: the settle of run edges, again"), or
 # compared each job edge with each of the batch's (the job edges' settles: 1.3 s a batch
 # of 700 runs at 30,000 events); a cost that grew with the store.
-_BATCH_OUTPUTS = """unnest(%(runs)s::uuid[]) AS r(run_id)
+_BATCH_OUTPUTS = """unnest(%(runs)b::uuid[]) AS r(run_id)
 CROSS JOIN LATERAL (
     SELECT v.ctid AS edge, v.* FROM run_edges v
     WHERE v.run_id = r.run_id AND v.direction = 'output' OFFSET 0) v"""
@@ -224,7 +225,7 @@ WHERE t.ctid = j.edge
 # under INDEX_PROBES_ONLY), as the settling statements above; the run's edge by its primary
 # key as asof.KEY_PROBE does (the planner otherwise took run_edges_dataset, every run that
 # ever named the table: 20,000 for a table 20,000 Trino queries wrote).
-_LATEST_OF_JOB = """unnest(%(jobs)s::uuid[]) AS j(job_id)
+_LATEST_OF_JOB = """unnest(%(jobs)b::uuid[]) AS j(job_id)
 CROSS JOIN LATERAL (
     SELECT lr.run_id FROM lineage_runs lr WHERE lr.job_id = j.job_id
     ORDER BY lr.started_at DESC, lr.run_id DESC LIMIT 1) l"""
@@ -372,12 +373,14 @@ def fold(cur: psycopg.Cursor[Any], events: list[FoldEvent]) -> None:
         with planner_without(cur, *INDEX_PROBES_ONLY, plan_once=True):
             if touched:
                 # (what an earlier batch stored: a completion or outputs folded before)
-                settle = {"runs": list(touched)}
+                # (each array encoded once for its four statements: a list was dumped by
+                # psycopg element by element for each, 4 % of a live batch's Python)
+                settle = {"runs": uuid_array(touched)}
                 cur.execute(SETTLE_RUN_WRITES, settle)
                 cur.execute(RESETTLE_JOB_WRITES, settle)
                 cur.execute(SETTLE_JOB_WRITES, settle)
                 cur.execute(SETTLE_JOB_ATTEMPTS, settle)
-            held = {"jobs": list(latest)}
+            held = {"jobs": uuid_array(latest)}
             cur.execute(SETTLE_HELD_OFF, held)
             cur.execute(SETTLE_HELD_ON, held)
 
