@@ -33,6 +33,7 @@ from projections.common import (
     TERMINAL_STATES,
     FoldEvent,
     columns_of,
+    key_probe,
     planner_without,
     row_param,
     rows_select,
@@ -158,25 +159,27 @@ CROSS JOIN LATERAL (
 WHERE t.ctid = v.edge
   AND (v.first_write_at, v.last_write_at) IS DISTINCT FROM ({FIRST_WRITE}, {LAST_WRITE})
 """
-# A run's output edge's job edge by job_edges' primary key (its first key at or after the
-# edge's, kept when it is the edge's): given as equalities, a fresh store's statistics made
-# the planner probe job_edges_dataset and filter by job, every job that ever wrote the table
-# (20,000 for a table 20,000 Trino queries wrote) for each edge.
-_ITS_JOB_EDGE = """CROSS JOIN LATERAL (
-    SELECT k.edge FROM (
-        SELECT j.ctid AS edge, j.job_id, j.direction, j.namespace, j.name, j.source
-        FROM job_edges j
-        WHERE (j.job_id, j.direction, j.namespace, j.name, j.source)
-              >= ({0}.job_id, 'output', {0}.namespace, {0}.name, 'run')
-        ORDER BY j.job_id, j.direction, j.namespace, j.name, j.source LIMIT 1) k
-    WHERE (k.job_id, k.direction, k.namespace, k.name, k.source)
-          = ({0}.job_id, 'output', {0}.namespace, {0}.name, 'run')) j"""
+# job_edges' primary key (sql/projections/lineage.sql)
+_JOB_EDGE_KEY = ("job_id", "direction", "namespace", "name", "source")
+
+
+def _its_job_edge(output: str) -> str:
+    """A run's output edge's (`output`) job edge, `j.edge` its ctid, by job_edges' primary
+    key (common.key_probe): given as equalities, a fresh store's statistics made the planner
+    probe job_edges_dataset and filter by job, every job that ever wrote the table (20,000
+    for a table 20,000 Trino queries wrote) for each edge."""
+    key = f"{output}.job_id, 'output', {output}.namespace, {output}.name, 'run'"
+    columns = ", ".join(f"k.{c}" for c in _JOB_EDGE_KEY)
+    probe = key_probe("job_edges", "k", _JOB_EDGE_KEY, key, select=f"k.ctid AS edge, {columns}")
+    return f"CROSS JOIN LATERAL (SELECT k.edge FROM {probe} k WHERE ({columns}) = ({key})) j"
+
+
 # A job edge whose latest write was by one of the batch's runs that no longer writes it
 # (it ended FAIL or ABORT after all): the latest write among the job's runs again.
 RESETTLE_JOB_WRITES = f"""
 UPDATE job_edges t SET last_write_at = x.at, last_write_run = x.run
 FROM {_BATCH_OUTPUTS}
-{_ITS_JOB_EDGE.format("v")}
+{_its_job_edge("v")}
 LEFT JOIN LATERAL (
     SELECT o.last_write_at AS at, o.run_id AS run FROM run_edges o
     WHERE o.namespace = v.namespace AND o.name = v.name AND o.direction = 'output'
@@ -195,7 +198,7 @@ FROM (
     WHERE v.last_write_at IS NOT NULL
     ORDER BY v.job_id, v.namespace, v.name, v.last_write_at DESC, v.run_id DESC
 ) x
-{_ITS_JOB_EDGE.format("x")}
+{_its_job_edge("x")}
 WHERE t.ctid = j.edge
   AND (t.last_write_at IS NULL OR (x.at, x.run) > (t.last_write_at, t.last_write_run))
 """
@@ -211,7 +214,7 @@ FROM (
     ORDER BY v.job_id, v.namespace, v.name, lr.failed_at DESC, v.run_id DESC,
              lr.failed_state DESC
 ) x
-{_ITS_JOB_EDGE.format("x")}
+{_its_job_edge("x")}
 WHERE t.ctid = j.edge
   AND (t.attempt_at IS NULL
        OR (x.at, x.run, x.state) > (t.attempt_at, t.attempt_run, t.attempt_state))
@@ -223,7 +226,7 @@ WHERE t.ctid = j.edge
 # does not have are let go (found by job_edges_held, not among every edge the job ever had),
 # the latest run's edges not held yet are held. Each job looked up by index alone (OFFSET 0
 # under INDEX_PROBES_ONLY), as the settling statements above; the run's edge by its primary
-# key as asof.KEY_PROBE does (the planner otherwise took run_edges_dataset, every run that
+# key as common.key_probe does (the planner otherwise took run_edges_dataset, every run that
 # ever named the table: 20,000 for a table 20,000 Trino queries wrote).
 _LATEST_OF_JOB = """unnest(%(jobs)b::uuid[]) AS j(job_id)
 CROSS JOIN LATERAL (

@@ -4,7 +4,9 @@ the statistics the tables have now."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -31,16 +33,28 @@ def numbered(query: str) -> tuple[str, list[str | int]]:
     return _PLACEHOLDER.sub(number, query), keys
 
 
+@contextlib.contextmanager
+def planned_once(
+    conn: Conn, query: str, *methods: str, search_path: str | None = None
+) -> Iterator[list[str | int]]:
+    """`query` prepared as `planned_once` in a transaction with `methods` off and its
+    generic plan kept, as the fold prepares it; yields the parameters it takes (`numbered`),
+    deallocated after."""
+    text, keys = numbered(query)
+    with conn.transaction(), planner_without(conn, *methods, plan_once=True):
+        if search_path:
+            conn.execute(f"SET LOCAL search_path TO {search_path}")
+        conn.execute("PREPARE planned_once AS " + text)
+        try:
+            yield keys
+        finally:
+            conn.execute("DEALLOCATE planned_once")
+
+
 def generic_plan(conn: Conn, query: str, *methods: str) -> str:
     """The generic plan of `query` (EXPLAIN, costs off) with `methods` off, in the read
     models' schema. Its parameters are NULL: a generic plan is the same for any values."""
-    text, keys = numbered(query)
-    with conn.transaction(), planner_without(conn, *methods, plan_once=True):
-        conn.execute("SET LOCAL search_path TO readmodel, public")
-        conn.execute("PREPARE planned_once AS " + text)
-        try:
-            nulls = ", ".join("NULL" for _ in keys)
-            explained = conn.execute(f"EXPLAIN (COSTS OFF) EXECUTE planned_once({nulls})")
-            return "\n".join(line for (line,) in explained)
-        finally:
-            conn.execute("DEALLOCATE planned_once")
+    with planned_once(conn, query, *methods, search_path="readmodel, public") as keys:
+        nulls = ", ".join("NULL" for _ in keys)
+        explained = conn.execute(f"EXPLAIN (COSTS OFF) EXECUTE planned_once({nulls})")
+        return "\n".join(line for (line,) in explained)

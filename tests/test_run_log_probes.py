@@ -21,10 +21,10 @@ from metastore import pgarray
 from metastore.api.asof import RUN_STATES_AT
 from metastore.api.runs import RUN_EVENTS
 from metastore.eventlog import Position, batch_after_query
-from projections.common import INDEX_PROBES_ONLY, RUN_FACTS, planner_without
+from projections.common import INDEX_PROBES_ONLY, RUN_FACTS
 from projections.runner import catch_up
 from tests.logdata import append
-from tests.plans import numbered
+from tests.plans import planned_once
 from tests.support import run_event
 
 Conn = psycopg.Connection[Any]
@@ -86,22 +86,16 @@ def buffers_read_planned_once(
     """buffers_read of `query`'s generic plan, made as the fold makes it: prepared, with
     `methods` off and plans kept (planner_without's `plan_once`, as common.run_facts and
     the projector's read run)."""
-    text, keys = numbered(query)
-    values = [params[k] for k in keys]  # type: ignore[index]
-    with conn.transaction(), planner_without(conn, *methods, plan_once=True):
-        conn.execute("PREPARE planned_once AS " + text)
-        try:
-            (types,) = conn.execute(
-                "SELECT parameter_types::text[] FROM pg_prepared_statements"
-                " WHERE name = 'planned_once'"
-            ).fetchone() or ([],)
-            # (EXPLAIN takes no parameters: the values go in as literals)
-            execute = psycopg.ClientCursor(conn).mogrify(
-                f"EXECUTE planned_once({', '.join(f'%s::{t}' for t in types)})", values
-            )
-            return buffers_read(conn, execute, None)
-        finally:
-            conn.execute("DEALLOCATE planned_once")
+    with planned_once(conn, query, *methods) as keys:
+        values = [params[k] for k in keys]  # type: ignore[index]
+        (types,) = conn.execute(
+            "SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = 'planned_once'"
+        ).fetchone() or ([],)
+        # (EXPLAIN takes no parameters: the values go in as literals)
+        execute = psycopg.ClientCursor(conn).mogrify(
+            f"EXECUTE planned_once({', '.join(f'%s::{t}' for t in types)})", values
+        )
+        return buffers_read(conn, execute, None)
 
 
 def test_the_fold_asks_the_log_about_a_batch_s_runs_by_run_not_by_job(conn: Conn) -> None:

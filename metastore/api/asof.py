@@ -30,7 +30,7 @@ from msgspec import Meta
 from psycopg import AsyncConnection
 
 from metastore.problems import ProblemError
-from projections.common import local_settings
+from projections.common import key_probe, local_settings
 
 EXAMPLE = "2026-11-24T09:00:00Z"
 # The moment a read without `as_of` binds where it shares a fragment with the as-of read:
@@ -133,27 +133,12 @@ JOB_EDGES_AT = """(
     WHERE s.job_id = {job} AND s.direction = '{direction}' AND s.source = 'static'
       AND s.first_seen <= %(as_of)s)"""
 
-# The rows of `{table}` (as `{alias}`) whose primary key starts with `{values}` (its
-# leading columns `{key}`), at most {rows}: the row comparison and the order can only be
-# served by that primary key, and the LIMIT keeps the caller's equalities out of the probe,
-# so no statistics can make it scan an index on (namespace, name), every job or run that
-# ever touched the name (20,000 Trino queries writing one table: 43 s), edge by edge. The
-# caller keeps the rows equal to `{values}`.
-KEY_PROBE = """(SELECT {alias}.* FROM {table} {alias}
-                WHERE ({key}) >= ({values}) ORDER BY {key} LIMIT {rows})"""
-
-
-def key_probe(table: str, alias: str, key: tuple[str, ...], values: str, rows: int = 1) -> str:
-    columns = ", ".join(f"{alias}.{k}" for k in key)
-    return KEY_PROBE.format(table=table, alias=alias, key=columns, values=values, rows=rows)
-
-
 # The leading columns of the primary keys of run_edges and job_edges (sql/projections).
 RUN_EDGE_KEY = ("run_id", "direction", "namespace", "name")
 JOB_EDGE_KEY = ("job_id", "direction", "namespace", "name")
 # Whether the job_edges row `e` held at T (a superset over all time, checked edge by edge:
 # the job's run at T has it, or it is static lineage declared by then): each run counted
-# (`{runs}`, rows of run_id) probed at its run_edges row (KEY_PROBE).
+# (`{runs}`, rows of run_id) probed at its run_edges row (common.key_probe).
 EDGE_HELD = """CASE WHEN e.source = 'static' THEN e.first_seen <= %(as_of)s
     ELSE EXISTS (SELECT 1 FROM {runs} r CROSS JOIN LATERAL {probe} re
                  WHERE re.run_id = r.run_id AND re.direction = e.direction
