@@ -159,7 +159,8 @@ CROSS JOIN LATERAL (
 WHERE t.ctid = v.edge
   AND (v.first_write_at, v.last_write_at) IS DISTINCT FROM ({FIRST_WRITE}, {LAST_WRITE})
 """
-# job_edges' primary key (sql/projections/lineage.sql)
+# run_edges' and job_edges' primary keys (sql/projections/lineage.sql)
+_RUN_EDGE_KEY = ("run_id", "direction", "namespace", "name")
 _JOB_EDGE_KEY = ("job_id", "direction", "namespace", "name", "source")
 
 
@@ -226,7 +227,7 @@ WHERE t.ctid = j.edge
 # does not have are let go (found by job_edges_held, not among every edge the job ever had),
 # the latest run's edges not held yet are held. Each job looked up by index alone (OFFSET 0
 # under INDEX_PROBES_ONLY), as the settling statements above; the run's edge by its primary
-# key as common.key_probe does (the planner otherwise took run_edges_dataset, every run that
+# key (common.key_probe; the planner otherwise took run_edges_dataset, every run that
 # ever named the table: 20,000 for a table 20,000 Trino queries wrote).
 _LATEST_OF_JOB = """unnest(%(jobs)b::uuid[]) AS j(job_id)
 CROSS JOIN LATERAL (
@@ -238,11 +239,15 @@ FROM {_LATEST_OF_JOB}
 CROSS JOIN LATERAL (
     SELECT h.ctid AS edge, h.direction, h.namespace, h.name FROM job_edges h
     WHERE h.job_id = j.job_id AND h.held_now AND h.source = 'run' OFFSET 0) h
-LEFT JOIN LATERAL (
-    SELECT re.run_id, re.direction, re.namespace, re.name FROM run_edges re
-    WHERE (re.run_id, re.direction, re.namespace, re.name)
-          >= (l.run_id, h.direction, h.namespace, h.name)
-    ORDER BY re.run_id, re.direction, re.namespace, re.name LIMIT 1) re
+LEFT JOIN LATERAL {
+    key_probe(
+        "run_edges",
+        "re",
+        _RUN_EDGE_KEY,
+        "l.run_id, h.direction, h.namespace, h.name",
+        select="re.run_id, re.direction, re.namespace, re.name",
+    )
+} re
   ON (re.run_id, re.direction, re.namespace, re.name)
      = (l.run_id, h.direction, h.namespace, h.name)
 WHERE t.ctid = h.edge AND re.run_id IS NULL
@@ -253,12 +258,15 @@ FROM {_LATEST_OF_JOB}
 CROSS JOIN LATERAL (
     SELECT re.direction, re.namespace, re.name FROM run_edges re
     WHERE re.run_id = l.run_id OFFSET 0) re
-CROSS JOIN LATERAL (
-    SELECT h.ctid AS edge, h.held_now, h.job_id, h.direction, h.namespace, h.name, h.source
-    FROM job_edges h
-    WHERE (h.job_id, h.direction, h.namespace, h.name, h.source)
-          >= (j.job_id, re.direction, re.namespace, re.name, 'run')
-    ORDER BY h.job_id, h.direction, h.namespace, h.name, h.source LIMIT 1) h
+CROSS JOIN LATERAL {
+    key_probe(
+        "job_edges",
+        "h",
+        _JOB_EDGE_KEY,
+        "j.job_id, re.direction, re.namespace, re.name, 'run'",
+        select="h.ctid AS edge, h.held_now, h.job_id, h.direction, h.namespace, h.name, h.source",
+    )
+} h
 WHERE t.ctid = h.edge AND NOT h.held_now
   AND (h.job_id, h.direction, h.namespace, h.name, h.source)
       = (j.job_id, re.direction, re.namespace, re.name, 'run')
